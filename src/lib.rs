@@ -1,0 +1,21 @@
+//! k0sform: a plan/apply engine for k0s clusters.
+//!
+//! Data flow: spec + state + probed reality → `plan::diff` → plan (changes + step DAG) →
+//! `apply` runs the DAG in topological order, checkpointing the state after every step.
+
+pub mod cli;
+pub mod commands;
+pub mod exit;
+pub mod hostid;
+pub mod plan;
+pub mod reality;
+pub mod spec;
+pub mod state;
+pub mod transport;
+
+use std::ffi::OsString;
+
+/// Run k0sform with these arguments (argv[0] included) and return the process exit code.
+pub fn run(args: Vec<OsString>) -> std::process::ExitCode {
+    commands::run(cli::parse(args)).into()
+}

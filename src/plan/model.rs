@@ -1,0 +1,264 @@
+//! The plan as data: per-host changes with reasons (what people read) and a DAG of typed steps
+//! (what `apply` runs). Serialized as the versioned plan JSON (schema/plan.schema.json).
+
+use crate::hostid::HostId;
+use crate::spec::Role;
+use serde::{Deserialize, Serialize};
+
+pub const PLAN_FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Plan {
+    pub format_version: u32,
+    pub cluster_name: String,
+    /// The cluster identity (kube-system uid) the plan works on; None before bootstrap.
+    pub cluster_uid: Option<String>,
+    /// How the cluster itself is treated.
+    pub cluster_action: ClusterAction,
+    /// `-refresh-only`: the plan only records reality into state.
+    pub refresh_only: bool,
+    /// Identities that changed since the state was written ("Changed outside k0sform").
+    pub outside_changes: Vec<OutsideChange>,
+    /// One entry per host that changes, sorted by host id.
+    pub changes: Vec<HostChange>,
+    /// Members or Nodes that neither the spec nor the state know (reported, not touched).
+    pub drift: Vec<Drift>,
+    /// The steps, in a topological order; `Step::after` holds the DAG's edges.
+    pub steps: Vec<Step>,
+    pub etcd: QuorumSummary,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ClusterAction {
+    /// A cluster known to the state (or adopted earlier) is managed.
+    Existing,
+    /// No state; a running cluster was found and is adopted (no remote change).
+    Adopt,
+    /// No state and nothing running: bootstrap on this controller.
+    Bootstrap { host: HostId },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct OutsideChange {
+    pub host: HostId,
+    pub role: Role,
+    pub name: String,
+    /// e.g. "machine-id 3d12…→9ab4…", "host key SHA256:Qx…→SHA256:mZ…".
+    pub changes: Vec<String>,
+}
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Add,
+    Adopt,
+    Upgrade,
+    Reconfigure,
+    Rejoin,
+    Replace,
+    Remove,
+}
+
+impl Action {
+    /// The plan text's symbol.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Action::Add => "+",
+            Action::Adopt => "<=",
+            Action::Upgrade | Action::Reconfigure | Action::Rejoin => "~",
+            Action::Replace => "-/+",
+            Action::Remove => "-",
+        }
+    }
+}
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonCode {
+    NewHost,
+    Bootstrap,
+    FoundRunning,
+    VersionChange,
+    ConfigChange,
+    InstallFlagsChange,
+    LeftCluster,
+    NotRunning,
+    MachineIdChanged,
+    HostKeyChanged,
+    ReplaceRequested,
+    NotInSpec,
+    ResetRequested,
+    UnknownMember,
+    UnknownNode,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Reason {
+    pub code: ReasonCode,
+    /// A human sentence, e.g. "the host was rebuilt (machine-id changed)".
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HostChange {
+    pub host: HostId,
+    pub role: Role,
+    /// Node name (hostname) as shown in the plan.
+    pub name: String,
+    pub action: Action,
+    pub reasons: Vec<Reason>,
+    /// Sub-steps as shown under the host, each `+`, `-` or `~` and a text.
+    pub details: Vec<Detail>,
+    /// Unified diff of k0s.yaml (reconfigure), if any.
+    pub config_diff: Option<String>,
+    /// Ids of this change's steps.
+    pub steps: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Detail {
+    pub sign: char,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Drift {
+    pub code: ReasonCode,
+    /// e.g. `etcd member "x" (https://127.0.0.9:2380)` or `Node "w9"`.
+    pub what: String,
+    pub seen_by: Vec<HostId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct QuorumSummary {
+    pub members_before: usize,
+    pub members_after: usize,
+    /// The fewest healthy voting members at any point of the plan.
+    pub min_healthy: usize,
+    /// The largest quorum required at any point of the plan.
+    pub quorum: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Step {
+    /// Index in `Plan::steps`.
+    pub id: usize,
+    pub host: HostId,
+    pub kind: StepKind,
+    /// Steps that must finish first.
+    pub after: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectKind {
+    Node,
+    EtcdMember,
+    ControlNode,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StepKind {
+    /// Upload the k0s binary (staged, sha256-verified, then moved into place).
+    UploadBinary {
+        sha256: String,
+        version: Option<String>,
+    },
+    /// Write /etc/k0s/k0s.yaml for a controller.
+    WriteConfig { sha256: String },
+    /// Install and start the first controller without a token; wait until ready.
+    Bootstrap,
+    /// Create a controller token on `via`, install with it, start, wait for the new member; invalidate.
+    JoinController { via: HostId },
+    /// Create a worker token on `via`, install with it, start, wait for the Node; invalidate.
+    JoinWorker { via: HostId },
+    /// Health gate: every etcd member and the API answer through `via`.
+    WaitHealthy { via: HostId },
+    /// Remove an etcd member by its recorded ID, through a healthy controller.
+    RemoveMember {
+        member_id: String,
+        peer_url: String,
+        via: HostId,
+    },
+    /// Drain a Node through a controller.
+    Drain { node: String, via: HostId },
+    /// Delete the named API objects through a controller.
+    DeleteObjects {
+        node: String,
+        objects: Vec<ObjectKind>,
+        via: HostId,
+    },
+    /// Stop k0s and `k0s reset` the host, only if its machine-id is still this one.
+    ResetHost { machine_id: String },
+    /// Replace the binary and restart (one controller at a time).
+    Upgrade { from: Option<String>, to: String },
+    /// Reinstall with new flags/config and restart.
+    Reconfigure,
+    /// Write the host's probed identity into the state.
+    RecordHost,
+    /// Drop the host from the state.
+    ForgetHost,
+}
+
+impl StepKind {
+    /// Does this step change etcd membership? Such steps run strictly one at a time.
+    pub fn is_membership_change(&self) -> bool {
+        matches!(
+            self,
+            StepKind::Bootstrap | StepKind::JoinController { .. } | StepKind::RemoveMember { .. }
+        )
+    }
+
+    /// Short machine-readable name, e.g. `remove_member`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StepKind::UploadBinary { .. } => "upload_binary",
+            StepKind::WriteConfig { .. } => "write_config",
+            StepKind::Bootstrap => "bootstrap",
+            StepKind::JoinController { .. } => "join_controller",
+            StepKind::JoinWorker { .. } => "join_worker",
+            StepKind::WaitHealthy { .. } => "wait_healthy",
+            StepKind::RemoveMember { .. } => "remove_member",
+            StepKind::Drain { .. } => "drain",
+            StepKind::DeleteObjects { .. } => "delete_objects",
+            StepKind::ResetHost { .. } => "reset_host",
+            StepKind::Upgrade { .. } => "upgrade",
+            StepKind::Reconfigure => "reconfigure",
+            StepKind::RecordHost => "record_host",
+            StepKind::ForgetHost => "forget_host",
+        }
+    }
+}
+
+impl Plan {
+    pub fn has_changes(&self) -> bool {
+        !self.steps.is_empty()
+    }
+}

@@ -1,0 +1,130 @@
+//! What the probe saw on the hosts, as plain data: the planner's third input. It can be saved
+//! (`plan -probe-out`) and fed back (`plan -probe-in`) so a plan is reproducible offline.
+
+use crate::hostid::HostId;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Reality {
+    /// One entry per probed host, sorted by id.
+    pub hosts: Vec<HostReality>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HostReality {
+    pub id: HostId,
+    pub probe: Probe,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Probe {
+    /// No SSH session could be opened (or it timed out). Never means "fresh".
+    Unreachable {
+        error: String,
+    },
+    /// The host offered another key than the one recorded or pinned; nothing was run on it.
+    HostKeyChanged {
+        expected: String,
+        offered: String,
+    },
+    Reached(Box<HostFacts>),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HostFacts {
+    pub machine_id: String,
+    pub hostname: String,
+    /// `SHA256:…` fingerprint of the key the host offered.
+    pub host_key: String,
+    /// The offered key itself (`ssh-ed25519 AAAA…`).
+    pub host_public_key: Option<String>,
+    pub os: String,
+    pub arch: String,
+    /// `k0s version` of the installed binary; None = no binary at the install path.
+    pub k0s_version: Option<String>,
+    /// sha256 of the installed binary.
+    pub k0s_binary_sha256: Option<String>,
+    /// Installed service unit, if any.
+    pub service: Option<ServiceKind>,
+    /// `k0s status -o json`; None = not running.
+    pub status: Option<K0sStatus>,
+    /// sha256 and text of /etc/k0s/k0s.yaml on the host, if present.
+    pub config_sha256: Option<String>,
+    pub config_text: Option<String>,
+    /// `<data-dir>/etcd/member/snap/db` exists: this controller has etcd data (joined or bootstrapped).
+    pub has_etcd_data: bool,
+    /// The cluster as this controller sees it (running controllers only).
+    pub view: Option<ClusterView>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceKind {
+    Controller,
+    Worker,
+}
+
+/// The parts of `k0s status -o json` k0sform uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct K0sStatus {
+    pub version: String,
+    pub pid: u64,
+    /// "controller" or "worker" as k0s reports it.
+    pub role: String,
+    pub workloads: bool,
+    pub single_node: bool,
+    /// The service's command line (`Args`).
+    pub args: Vec<String>,
+    /// `ClusterConfig.spec.storage.etcd.peerAddress`, when present.
+    pub peer_address: Option<String>,
+}
+
+/// One running controller's answer to "what is the cluster?".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ClusterView {
+    /// kube-system namespace uid; None when the query failed.
+    pub cluster_uid: Option<String>,
+    /// From `k0s etcd member-list` (name → first peer URL), merged with EtcdMember objects (IDs).
+    pub members: Vec<MemberView>,
+    pub nodes: Vec<NodeView>,
+    /// ControlNode object names.
+    pub control_nodes: Vec<String>,
+    /// Errors from individual queries (the view is partial).
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MemberView {
+    pub name: String,
+    pub peer_url: String,
+    /// Hex member ID from the EtcdMember object, when known.
+    pub member_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NodeView {
+    pub name: String,
+    pub ready: bool,
+}
+
+impl Reality {
+    pub fn get(&self, id: &HostId) -> Option<&Probe> {
+        self.hosts.iter().find(|h| &h.id == id).map(|h| &h.probe)
+    }
+    pub fn facts(&self, id: &HostId) -> Option<&HostFacts> {
+        match self.get(id) {
+            Some(Probe::Reached(f)) => Some(f),
+            _ => None,
+        }
+    }
+    pub fn sort(&mut self) {
+        self.hosts.sort_by(|a, b| a.id.cmp(&b.id));
+    }
+}
+
+impl HostFacts {
+    pub fn is_running(&self) -> bool {
+        self.status.is_some()
+    }
+}

@@ -1,0 +1,190 @@
+//! The resolved cluster spec: what the rest of k0sform reads after loading, defaulting and
+//! validation. Field meanings and defaults follow k0sctl (reference/k0sctl.md §1).
+
+use crate::hostid::HostId;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+pub enum Role {
+    #[serde(rename = "controller")]
+    Controller,
+    #[serde(rename = "controller+worker")]
+    ControllerWorker,
+    #[serde(rename = "worker")]
+    Worker,
+    #[serde(rename = "single")]
+    Single,
+}
+
+impl Role {
+    /// Runs etcd (a controller of any kind).
+    pub fn is_controller(self) -> bool {
+        !matches!(self, Role::Worker)
+    }
+    /// Runs workloads (has a Node object).
+    pub fn has_node(self) -> bool {
+        !matches!(self, Role::Controller)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Controller => "controller",
+            Role::ControllerWorker => "controller+worker",
+            Role::Worker => "worker",
+            Role::Single => "single",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How k0sform reaches a host over SSH (from `ssh:` or `openSSH:`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SshTarget {
+    pub address: String,
+    pub port: u16,
+    pub user: String,
+    /// Absolute path (resolved against the spec file's folder).
+    pub key_path: Option<PathBuf>,
+    /// An ssh_config file to use (`openSSH.configPath`), absolute.
+    pub config_path: Option<PathBuf>,
+    /// Extra `-o Key=Value` options (`openSSH.options` / `ssh.options`), sorted by key.
+    pub options: BTreeMap<String, String>,
+    /// ProxyJump host, if any.
+    pub bastion: Option<Box<SshTarget>>,
+    /// Pinned host key fingerprint (`ssh.hostKey: "SHA256:…"`), k0sform's own extension.
+    pub host_key: Option<String>,
+}
+
+impl SshTarget {
+    pub fn needs_sudo(&self) -> bool {
+        self.user != "root"
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HostSpec {
+    pub role: Role,
+    pub ssh: SshTarget,
+    pub private_address: Option<String>,
+    pub hostname: Option<String>,
+    /// Extra `k0s install` flags as written.
+    pub install_flags: Vec<String>,
+    pub environment: BTreeMap<String, String>,
+    /// Local k0s binary to upload (absolute path).
+    pub k0s_binary_path: Option<PathBuf>,
+    pub k0s_download_url: Option<String>,
+    pub upload_binary: bool,
+    pub use_existing_k0s: bool,
+    /// Remote path of the k0s binary (default /usr/local/bin/k0s).
+    pub k0s_install_path: String,
+    /// Remote k0s data dir (default /var/lib/k0s).
+    pub data_dir: String,
+    pub kubelet_root_dir: Option<String>,
+    pub no_taints: bool,
+    /// `reset: true`: decommission this host.
+    pub reset: bool,
+    /// 1-based index in spec.hosts (for messages).
+    pub index: usize,
+}
+
+impl HostSpec {
+    pub fn id(&self) -> HostId {
+        HostId::new(self.ssh.address.clone(), self.ssh.port)
+    }
+    /// The address etcd peers use: privateAddress, else the SSH address.
+    pub fn peer_address(&self) -> &str {
+        self.private_address.as_deref().unwrap_or(&self.ssh.address)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct K0sSpec {
+    /// Desired k0s version, e.g. `v1.33.4+k0s.0`. None = keep what runs (no online lookup).
+    pub version: Option<String>,
+    pub version_channel: Option<String>,
+    pub dynamic_config: bool,
+    /// `spec.k0s.config` merged with any ClusterConfig documents, as JSON. None = k0s defaults.
+    pub config: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Options {
+    pub wait: bool,
+    pub drain: DrainOptions,
+    pub concurrency_limit: usize,
+    pub worker_disruption_percent: u32,
+    pub concurrent_uploads: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DrainOptions {
+    pub enabled: bool,
+    /// Seconds.
+    pub grace_period: u64,
+    /// Seconds.
+    pub timeout: u64,
+    pub force: bool,
+    pub ignore_daemon_sets: bool,
+    pub delete_empty_dir_data: bool,
+    pub pod_selector: Option<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            wait: true,
+            drain: DrainOptions {
+                enabled: true,
+                grace_period: 120,
+                timeout: 300,
+                force: true,
+                ignore_daemon_sets: true,
+                delete_empty_dir_data: true,
+                pod_selector: None,
+            },
+            concurrency_limit: 30,
+            worker_disruption_percent: 10,
+            concurrent_uploads: 5,
+        }
+    }
+}
+
+/// The whole resolved spec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Spec {
+    /// metadata.name (default `k0s-cluster`).
+    pub name: String,
+    /// Hosts in file order.
+    pub hosts: Vec<HostSpec>,
+    pub k0s: K0sSpec,
+    pub options: Options,
+    /// Extra Kubernetes manifests from multi-document files (applied after the cluster is up).
+    pub manifests: Vec<serde_json::Value>,
+}
+
+impl Spec {
+    pub fn host(&self, id: &HostId) -> Option<&HostSpec> {
+        self.hosts.iter().find(|h| &h.id() == id)
+    }
+    pub fn controllers(&self) -> impl Iterator<Item = &HostSpec> {
+        self.hosts.iter().filter(|h| h.role.is_controller())
+    }
+}

@@ -1,0 +1,153 @@
+//! The state file's model (DESIGN.md "Files"). Plain data; every write goes through `state::store`.
+
+use crate::hostid::HostId;
+use crate::spec::Role;
+use serde::{Deserialize, Serialize};
+
+/// The newest state format this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    pub format_version: u32,
+    /// Fixed at creation; a state of another lineage is never overwritten.
+    pub lineage: String,
+    /// Grows by one on every write that changes content.
+    pub serial: u64,
+    pub tool_version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterState>,
+    /// Sorted by address, then port.
+    #[serde(default)]
+    pub hosts: Vec<HostState>,
+    /// Non-idempotent steps started and not yet known to be finished.
+    #[serde(default)]
+    pub intents: Vec<Intent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterState {
+    pub name: String,
+    /// The kube-system namespace uid: the cluster's identity.
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_cluster_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k0s_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HostState {
+    pub address: String,
+    pub port: u16,
+    pub role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    pub machine_id: String,
+    /// `SHA256:…` fingerprint of the SSH host key.
+    pub host_key: String,
+    /// The host key itself (`ssh-ed25519 AAAA…`), so k0sform can check it strictly on the next run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_public_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<EtcdMemberState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k0s_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_flags_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_sha256: Option<String>,
+}
+
+impl HostState {
+    pub fn id(&self) -> HostId {
+        HostId::new(self.address.clone(), self.port)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdMemberState {
+    /// Hex member ID, as k0s's EtcdMember objects show it.
+    pub member_id: String,
+    pub peer_url: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Intent {
+    /// Human name of the step, e.g. `remove-member c01`.
+    pub step: String,
+    pub address: String,
+    pub port: u16,
+    /// Kind of step, machine-readable (e.g. `remove_member`, `join_controller`, `reset_host`).
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_url: Option<String>,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+}
+
+impl State {
+    /// A new, empty state with a fresh lineage.
+    pub fn new() -> Self {
+        State {
+            format_version: FORMAT_VERSION,
+            lineage: uuid::Uuid::new_v4().to_string(),
+            serial: 0,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            cluster: None,
+            hosts: Vec::new(),
+            intents: Vec::new(),
+        }
+    }
+
+    pub fn host(&self, id: &HostId) -> Option<&HostState> {
+        self.hosts
+            .iter()
+            .find(|h| h.address == id.address && h.port == id.port)
+    }
+
+    pub fn host_mut(&mut self, id: &HostId) -> Option<&mut HostState> {
+        self.hosts
+            .iter_mut()
+            .find(|h| h.address == id.address && h.port == id.port)
+    }
+
+    /// Insert or replace a host, keeping hosts sorted.
+    pub fn upsert_host(&mut self, host: HostState) {
+        let id = host.id();
+        match self.host_mut(&id) {
+            Some(h) => *h = host,
+            None => self.hosts.push(host),
+        }
+        self.sort();
+    }
+
+    pub fn remove_host(&mut self, id: &HostId) -> Option<HostState> {
+        let pos = self
+            .hosts
+            .iter()
+            .position(|h| h.address == id.address && h.port == id.port)?;
+        Some(self.hosts.remove(pos))
+    }
+
+    /// Canonical order: hosts by (address, port).
+    pub fn sort(&mut self) {
+        self.hosts
+            .sort_by(|a, b| (&a.address, a.port).cmp(&(&b.address, b.port)));
+    }
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,117 @@
+//! The one door to the hosts. The probe and the executor talk to hosts only through `Transport`,
+//! so both are testable without SSH and the same code runs against real hosts (`ssh::SshTransport`).
+
+use crate::hostid::HostId;
+use std::future::Future;
+use std::time::Duration;
+
+/// A command to run on a host: an argv, never a shell string. The transport quotes every
+/// argument with one function, so hostile strings cannot run anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteCommand {
+    pub argv: Vec<String>,
+    /// Run as root (through `sudo -n` when the login user is not root).
+    pub root: bool,
+    /// Bytes fed to the command's stdin.
+    pub stdin: Option<Vec<u8>>,
+    /// Hard limit for the whole command on the remote side and locally.
+    pub timeout: Duration,
+    /// Environment variables set for the command (`env K=V … argv`).
+    pub env: Vec<(String, String)>,
+}
+
+impl RemoteCommand {
+    pub fn new<I, S>(argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        RemoteCommand {
+            argv: argv.into_iter().map(Into::into).collect(),
+            root: true,
+            stdin: None,
+            timeout: Duration::from_secs(60),
+            env: Vec::new(),
+        }
+    }
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = t;
+        self
+    }
+    pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(data.into());
+        self
+    }
+    pub fn env(mut self, k: impl Into<String>, v: impl Into<String>) -> Self {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CommandOutput {
+    /// Exit status; None when killed by a signal or the timeout.
+    pub status: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl CommandOutput {
+    pub fn success(&self) -> bool {
+        self.status == Some(0)
+    }
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+    pub fn stderr_str(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+    /// The last `Error: …` line k0s printed, or the last stderr line.
+    pub fn error_line(&self) -> String {
+        let err = self.stderr_str();
+        err.lines()
+            .rev()
+            .find(|l| l.starts_with("Error: "))
+            .or_else(|| err.lines().rev().find(|l| !l.trim().is_empty()))
+            .unwrap_or("")
+            .to_string()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("{host}: cannot connect: {message}")]
+    Unreachable { host: HostId, message: String },
+    #[error("{host}: host key changed: recorded {expected}, offered {offered}")]
+    HostKeyChanged {
+        host: HostId,
+        expected: String,
+        offered: String,
+    },
+    #[error("{host}: `{command}` timed out after {secs}s")]
+    Timeout {
+        host: HostId,
+        command: String,
+        secs: u64,
+    },
+    #[error("{host}: {message}")]
+    Other { host: HostId, message: String },
+}
+
+pub trait Transport: Send + Sync {
+    /// Run one command and collect its output. A non-zero exit is not an error here.
+    fn run(
+        &self,
+        host: &HostId,
+        cmd: RemoteCommand,
+    ) -> impl Future<Output = Result<CommandOutput, TransportError>> + Send;
+
+    /// Write `data` to `path` on the host with `mode`, atomically (temp file + rename), as root.
+    fn write_file(
+        &self,
+        host: &HostId,
+        path: &str,
+        data: Vec<u8>,
+        mode: u32,
+    ) -> impl Future<Output = Result<(), TransportError>> + Send;
+}
