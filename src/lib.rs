@@ -3,15 +3,20 @@
 //! Data flow: spec + state + probed reality → `plan::diff` → plan (changes + step DAG) →
 //! `apply` runs the DAG in topological order, checkpointing the state after every step.
 
+pub mod apply;
 pub mod cli;
 pub mod commands;
 pub mod exit;
 pub mod hostid;
+pub mod k0s;
 pub mod plan;
+pub mod probe;
 pub mod reality;
 pub mod spec;
+pub mod ssh;
 pub mod state;
 pub mod transport;
+pub mod ui;
 
 use std::ffi::OsString;
 

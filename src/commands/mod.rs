@@ -1,5 +1,8 @@
 //! One file per command: translate flags, call the library, choose the exit code.
 
+mod state;
+mod validate;
+
 use crate::cli::{Cli, Command};
 use crate::exit::Exit;
 
@@ -9,6 +12,9 @@ pub fn run(cli: Cli) -> Exit {
             println!("k0sform {}", env!("CARGO_PKG_VERSION"));
             Exit::Success
         }
+        Command::Validate => validate::run(&cli.global),
+        Command::State(cmd) => state::run(&cli.global, &cmd),
+        Command::ForceUnlock(args) => state::force_unlock(&cli.global, &args),
         other => {
             eprintln!(
                 "Error: `{}` is not available in this build yet",

@@ -1,0 +1,1 @@
+//! Gathers `Reality` from all hosts in parallel: one connection and one batched command per host.

@@ -1,0 +1,1 @@
+//! SSH transport (openssh crate): ControlMaster sessions, host-key pinning, quoting, sudo, uploads.
