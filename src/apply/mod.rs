@@ -1,1 +1,200 @@
-//! The DAG executor: runs a plan's steps in topological order, records intents, checkpoints the state.
+//! The DAG executor: runs a plan's steps in topological order, records intents, checkpoints the
+//! state. One coordinator (`coordinator.rs`) owns all scheduling state; step tasks (`runner.rs`,
+//! the only code here that touches hosts, through `k0s` commands and `Transport`) report back.
+
+mod cancel;
+mod changes;
+mod coordinator;
+mod summary;
+
+pub use cancel::{Cancel, CancelLevel};
+pub use changes::{StateChange, intent_for, needs_intent};
+pub use coordinator::run_plan;
+pub use summary::{change_counts, step_info, step_label};
+
+use crate::exit::Exit;
+use crate::plan::Step;
+use crate::state::{Intent, State};
+use crate::ui::{ApplyEvent, ApplySummary, StepInfo};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Knobs of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOptions {
+    /// Steps running at once (`-parallelism`).
+    pub parallelism: usize,
+    /// Remote commands running at once on one host.
+    pub per_host_limit: usize,
+    /// Pause between two polls of a readiness/health condition.
+    pub poll_interval: Duration,
+    /// Deadline for a step waiting for k0s to become ready, a member to appear, a Node to be Ready.
+    pub wait_timeout: Duration,
+    /// How long a membership step's health precondition may wait for the cluster to settle
+    /// (e.g. a learner being promoted) before the step is refused as unsafe.
+    pub health_grace: Duration,
+}
+
+impl Default for ExecOptions {
+    fn default() -> Self {
+        ExecOptions {
+            parallelism: 10,
+            per_host_limit: 10,
+            poll_interval: Duration::from_secs(2),
+            wait_timeout: Duration::from_secs(600),
+            health_grace: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Persists the state after every change (the state engineer's atomic store). Any
+/// `FnMut(&State) -> Result<(), E>` is a `Checkpoint`.
+pub trait Checkpoint {
+    fn save(&mut self, state: &State) -> Result<(), String>;
+}
+
+impl<F, E> Checkpoint for F
+where
+    F: FnMut(&State) -> Result<(), E>,
+    E: std::fmt::Display,
+{
+    fn save(&mut self, state: &State) -> Result<(), String> {
+        self(state).map_err(|e| e.to_string())
+    }
+}
+
+/// Why a step did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    /// A safety precondition does not hold against the live cluster; the step changed nothing.
+    #[error("{0}")]
+    Unsafe(String),
+    #[error("{0}")]
+    Failed(String),
+    /// The run stopped (failure elsewhere, interrupt) before this step changed anything.
+    #[error("{0}")]
+    NotStarted(String),
+}
+
+/// What the run did, step by step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyReport {
+    pub summary: ApplySummary,
+}
+
+impl ApplyReport {
+    pub fn succeeded(&self) -> Vec<usize> {
+        self.summary.succeeded.iter().map(|s| s.id).collect()
+    }
+    pub fn failed(&self) -> Vec<usize> {
+        self.summary.failed.iter().map(|(s, _)| s.id).collect()
+    }
+    pub fn skipped(&self) -> Vec<usize> {
+        self.summary.skipped.iter().map(|(s, _)| s.id).collect()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("the plan cannot be executed: {0}")]
+    InvalidPlan(String),
+    #[error("refused as unsafe: {}: {}: {reason}", step.host, step.label)]
+    Unsafe {
+        step: StepInfo,
+        reason: String,
+        report: Box<ApplyReport>,
+    },
+    #[error("{} step(s) failed", report.summary.failed.len())]
+    Failed { report: Box<ApplyReport> },
+    #[error("cannot save the state: {message}")]
+    Checkpoint {
+        message: String,
+        report: Box<ApplyReport>,
+    },
+    #[error("interrupted: running steps finished, nothing new was started")]
+    Cancelled { report: Box<ApplyReport> },
+    #[error("aborted by a second interrupt: running steps were abandoned")]
+    Aborted { report: Box<ApplyReport> },
+}
+
+impl ApplyError {
+    pub fn exit(&self) -> Exit {
+        match self {
+            ApplyError::Unsafe { .. } => Exit::Refused,
+            _ => Exit::Error,
+        }
+    }
+    pub fn report(&self) -> Option<&ApplyReport> {
+        match self {
+            ApplyError::InvalidPlan(_) => None,
+            ApplyError::Unsafe { report, .. }
+            | ApplyError::Failed { report }
+            | ApplyError::Checkpoint { report, .. }
+            | ApplyError::Cancelled { report }
+            | ApplyError::Aborted { report } => Some(report),
+        }
+    }
+}
+
+/// Runs one step. The real implementation (`K0sRunner`) talks to hosts; tests substitute their own
+/// to exercise scheduling alone. The future must not borrow: it is spawned.
+pub trait StepRunner: Send + Sync + 'static {
+    fn run(
+        self: Arc<Self>,
+        step: Step,
+        ctx: StepContext,
+    ) -> impl Future<Output = Result<Vec<StateChange>, StepError>> + Send + 'static;
+}
+
+pub(crate) enum WorkerMsg {
+    /// Record this intent in the state (checkpointed) before the step changes anything.
+    Intent {
+        id: usize,
+        intent: Intent,
+        ack: oneshot::Sender<Result<(), String>>,
+    },
+    Progress {
+        id: usize,
+        message: String,
+    },
+}
+
+/// A running step's line back to the coordinator.
+pub struct StepContext {
+    id: usize,
+    tx: mpsc::UnboundedSender<WorkerMsg>,
+}
+
+impl StepContext {
+    /// Ask the coordinator to record `intent` and checkpoint the state; returns once it is on disk.
+    /// Fails when the run is stopping (the step must then change nothing) or the write failed.
+    pub async fn record_intent(&self, intent: Intent) -> Result<(), StepError> {
+        let (ack, rx) = oneshot::channel();
+        self.tx
+            .send(WorkerMsg::Intent {
+                id: self.id,
+                intent,
+                ack,
+            })
+            .map_err(|_| StepError::NotStarted("the apply is shutting down".into()))?;
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(StepError::NotStarted(why)),
+            Err(_) => Err(StepError::NotStarted("the apply is shutting down".into())),
+        }
+    }
+
+    /// Tell the user what the step is waiting for (never pass secrets).
+    pub fn progress(&self, message: impl Into<String>) {
+        let _ = self.tx.send(WorkerMsg::Progress {
+            id: self.id,
+            message: message.into(),
+        });
+    }
+}
+
+pub(crate) fn emit(sink: &mut dyn crate::ui::EventSink, ev: ApplyEvent) {
+    sink.event(&ev);
+}

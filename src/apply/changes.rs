@@ -1,0 +1,105 @@
+//! What a finished step changed in the state, as data: step tasks return `StateChange`s and the
+//! coordinator (sole owner of the `State`) applies them, then checkpoints. Also builds the
+//! `Intent` recorded before a non-idempotent step.
+
+use crate::hostid::HostId;
+use crate::plan::{Step, StepKind};
+use crate::state::{ClusterState, HostState, Intent, State};
+use std::time::SystemTime;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateChange {
+    /// Insert or replace the host's record (identity from a fresh probe).
+    UpsertHost(HostState),
+    /// Drop the host from the state.
+    ForgetHost(HostId),
+    /// The host's etcd member was removed: forget its member ID and peer URL.
+    ClearEtcd(HostId),
+    /// The cluster's identity (bootstrap, or adoption of a running cluster).
+    SetCluster(ClusterState),
+    /// The host now runs this k0s version.
+    SetHostVersion { host: HostId, version: String },
+}
+
+impl StateChange {
+    pub fn apply(&self, state: &mut State) {
+        match self {
+            StateChange::UpsertHost(h) => state.upsert_host(h.clone()),
+            StateChange::ForgetHost(id) => {
+                state.remove_host(id);
+            }
+            StateChange::ClearEtcd(id) => {
+                if let Some(h) = state.host_mut(id) {
+                    h.etcd = None;
+                }
+            }
+            StateChange::SetCluster(c) => state.cluster = Some(c.clone()),
+            StateChange::SetHostVersion { host, version } => {
+                if let Some(h) = state.host_mut(host) {
+                    h.k0s_version = Some(version.clone());
+                }
+            }
+        }
+    }
+}
+
+/// Steps that are not safe to simply run again after a crash: an intent records that they began.
+pub fn needs_intent(kind: &StepKind) -> bool {
+    matches!(
+        kind,
+        StepKind::Bootstrap
+            | StepKind::JoinController { .. }
+            | StepKind::JoinWorker { .. }
+            | StepKind::RemoveMember { .. }
+            | StepKind::ResetHost { .. }
+            | StepKind::Upgrade { .. }
+            | StepKind::Reconfigure
+    )
+}
+
+/// The intent for a step, stamped now.
+pub fn intent_for(step: &Step) -> Intent {
+    let (member_id, peer_url) = match &step.kind {
+        StepKind::RemoveMember {
+            member_id,
+            peer_url,
+            ..
+        } => (Some(member_id.clone()), Some(peer_url.clone())),
+        _ => (None, None),
+    };
+    Intent {
+        step: format!("{} {}", step.kind.name().replace('_', "-"), step.host),
+        address: step.host.address.clone(),
+        port: step.host.port,
+        kind: step.kind.name().to_string(),
+        member_id,
+        peer_url,
+        started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remove_member_intent_carries_member() {
+        let step = Step {
+            id: 3,
+            host: HostId::new("10.0.0.1", 22),
+            kind: StepKind::RemoveMember {
+                member_id: "8e9e05c52164694d".into(),
+                peer_url: "https://10.0.0.1:2380".into(),
+                via: HostId::new("10.0.0.2", 22),
+            },
+            after: vec![],
+        };
+        let i = intent_for(&step);
+        assert_eq!(i.step, "remove-member 10.0.0.1");
+        assert_eq!(i.kind, "remove_member");
+        assert_eq!(i.member_id.as_deref(), Some("8e9e05c52164694d"));
+        assert!(i.started_at.ends_with('Z'), "{}", i.started_at);
+        assert!(needs_intent(&step.kind));
+        assert!(!needs_intent(&StepKind::RecordHost));
+    }
+}

@@ -1,0 +1,164 @@
+//! The executor's typed events: what a renderer may show about a run. They never carry secrets
+//! (join tokens stay inside the step that uses them).
+
+use crate::hostid::HostId;
+use serde::{Serialize, Serializer};
+use std::time::Duration;
+
+/// A step as renderers show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StepInfo {
+    /// Index in `Plan::steps`.
+    pub id: usize,
+    pub host: HostId,
+    /// Machine-readable kind, e.g. `join_controller`.
+    pub kind: String,
+    /// Human description, e.g. `join_controller via 10.0.0.2`.
+    pub label: String,
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApplyOutcome {
+    Complete,
+    /// A step failed; nothing new was started after it.
+    Failed,
+    /// A safety precondition did not hold against the live cluster (exit 3).
+    Refused,
+    /// First Ctrl-C: running steps finished, nothing new started.
+    Cancelled,
+    /// Second Ctrl-C: running steps were abandoned.
+    Aborted,
+}
+
+/// Host changes of the plan, by kind (the "Apply complete: …" line).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ChangeCounts {
+    pub added: usize,
+    pub replaced: usize,
+    pub changed: usize,
+    pub removed: usize,
+    pub adopted: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApplySummary {
+    pub outcome: ApplyOutcome,
+    pub changes: ChangeCounts,
+    pub succeeded: Vec<StepInfo>,
+    /// Failed steps with their error.
+    pub failed: Vec<(StepInfo, String)>,
+    /// Skipped steps with the reason.
+    pub skipped: Vec<(StepInfo, String)>,
+    /// Why the run stopped early (refusal reason, cancellation), if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(serialize_with = "secs")]
+    pub elapsed: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ApplyEvent {
+    /// The run begins.
+    Begin {
+        cluster: String,
+        total_steps: usize,
+        parallelism: usize,
+    },
+    StepStarted {
+        step: StepInfo,
+    },
+    /// Something worth telling while a step runs (waiting, a warning that does not fail it).
+    StepProgress {
+        step: StepInfo,
+        message: String,
+    },
+    StepFinished {
+        step: StepInfo,
+        #[serde(serialize_with = "secs")]
+        elapsed: Duration,
+    },
+    StepFailed {
+        step: StepInfo,
+        error: String,
+        #[serde(serialize_with = "secs")]
+        elapsed: Duration,
+    },
+    /// Not run: a predecessor failed or was skipped, or the run stopped first.
+    StepSkipped {
+        step: StepInfo,
+        reason: String,
+    },
+    /// The state was written (atomically) to disk.
+    Checkpoint {
+        /// e.g. `intent for step 3`, `after step 3`.
+        reason: String,
+        /// Open intents after this write.
+        intents: usize,
+    },
+    Summary {
+        summary: ApplySummary,
+    },
+}
+
+fn secs<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((d.as_millis() as f64) / 1000.0)
+}
+
+/// `850ms`, `4.2s`, `2m03s`: short and stable for step lines.
+pub fn format_elapsed(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{}.{}s", ms / 1000, (ms % 1000) / 100)
+    } else {
+        let s = ms / 1000;
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+impl ChangeCounts {
+    /// `1 added, 1 replaced, 0 changed, 1 removed` (+ `, N adopted` when any).
+    pub fn sentence(&self) -> String {
+        let mut s = format!(
+            "{} added, {} replaced, {} changed, {} removed",
+            self.added, self.replaced, self.changed, self.removed
+        );
+        if self.adopted > 0 {
+            s.push_str(&format!(", {} adopted", self.adopted));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elapsed_formats() {
+        assert_eq!(format_elapsed(Duration::from_millis(850)), "850ms");
+        assert_eq!(format_elapsed(Duration::from_millis(4_250)), "4.2s");
+        assert_eq!(format_elapsed(Duration::from_secs(123)), "2m03s");
+    }
+
+    #[test]
+    fn counts_sentence() {
+        let c = ChangeCounts {
+            added: 1,
+            replaced: 1,
+            changed: 0,
+            removed: 1,
+            adopted: 0,
+        };
+        assert_eq!(c.sentence(), "1 added, 1 replaced, 0 changed, 1 removed");
+        let c = ChangeCounts { adopted: 3, ..c };
+        assert_eq!(
+            c.sentence(),
+            "1 added, 1 replaced, 0 changed, 1 removed, 3 adopted"
+        );
+    }
+}
