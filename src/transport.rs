@@ -94,6 +94,13 @@ pub enum TransportError {
         command: String,
         secs: u64,
     },
+    /// A command needing root could not go through `sudo -n` (no passwordless sudo right).
+    #[error("{host}: user {user:?} cannot run commands as root with `sudo -n`: {message}")]
+    Sudo {
+        host: HostId,
+        user: String,
+        message: String,
+    },
     #[error("{host}: {message}")]
     Other { host: HostId, message: String },
 }
