@@ -121,4 +121,26 @@ pub trait Transport: Send + Sync {
         data: Vec<u8>,
         mode: u32,
     ) -> impl Future<Output = Result<(), TransportError>> + Send;
+
+    /// Put the local file `local` at `remote` with `mode` (as root) and return the sha256 (hex)
+    /// of what is now at `remote`. A real transport stages the upload, verifies the sha256 on the
+    /// host and skips it when the remote file is already identical (`ssh::SshTransport`); this
+    /// default reads the whole file and goes through `write_file` (fine for tests and fakes).
+    fn upload_file(
+        &self,
+        host: &HostId,
+        local: &std::path::Path,
+        remote: &str,
+        mode: u32,
+    ) -> impl Future<Output = Result<String, TransportError>> + Send {
+        async move {
+            let data = tokio::fs::read(local).await.map_err(|e| TransportError::Other {
+                host: host.clone(),
+                message: format!("reading {}: {e}", local.display()),
+            })?;
+            let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&data));
+            self.write_file(host, remote, data, mode).await?;
+            Ok(sha)
+        }
+    }
 }
