@@ -769,24 +769,34 @@ impl HostConn {
 }
 
 fn check_sudo(conn: &HostConn, out: &CommandOutput) -> Result<(), TransportError> {
+    match sudo_denied(&conn.host, &conn.user, out) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// `sudo -n` refused (no passwordless right) or is missing: a typed error naming host and user.
+fn sudo_denied(host: &HostId, user: &str, out: &CommandOutput) -> Option<TransportError> {
     let err = out.stderr_str();
-    let denied = (out.status == Some(1)
+    let refused = out.status == Some(1)
         && err.lines().any(|l| {
             l.starts_with("sudo: ")
                 && (l.contains("password is required")
                     || l.contains("a terminal is required")
                     || l.contains("not in the sudoers")
                     || l.contains("may not run sudo"))
-        }))
-        || (out.status == Some(127) && err.contains("sudo") && err.contains("not found"));
-    if denied {
-        return Err(TransportError::Sudo {
-            host: conn.host.clone(),
-            user: conn.user.clone(),
-            message: err.lines().next().unwrap_or("").trim().to_string(),
         });
-    }
-    Ok(())
+    let missing = out.status == Some(127) && err.contains("sudo") && err.contains("not found");
+    (refused || missing).then(|| TransportError::Sudo {
+        host: host.clone(),
+        user: user.to_string(),
+        message: err
+            .lines()
+            .find(|l| l.contains("sudo"))
+            .unwrap_or("")
+            .trim()
+            .to_string(),
+    })
 }
 
 fn path_str(p: &Path) -> String {
@@ -871,5 +881,58 @@ impl std::fmt::Debug for SshTransport {
         f.debug_struct("SshTransport")
             .field("control_dir", &self.control_dir())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(status: i32, stderr: &str) -> CommandOutput {
+        CommandOutput {
+            status: Some(status),
+            stdout: Vec::new(),
+            stderr: stderr.as_bytes().to_vec(),
+        }
+    }
+
+    fn denied(out: &CommandOutput) -> Option<String> {
+        let host = HostId::new("127.0.0.1", 22);
+        match sudo_denied(&host, "ubuntu", out) {
+            Some(TransportError::Sudo { user, message, .. }) => {
+                assert_eq!(user, "ubuntu");
+                Some(message)
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn missing_sudo_rights_are_recognised() {
+        assert_eq!(
+            denied(&output(1, "sudo: a password is required\n")).as_deref(),
+            Some("sudo: a password is required")
+        );
+        assert!(
+            denied(&output(
+                1,
+                "sudo: a terminal is required to read the password\n"
+            ))
+            .is_some()
+        );
+        assert!(denied(&output(127, "sh: 1: sudo: not found\n")).is_some());
+        // k0s's own errors pass through untouched.
+        assert!(denied(&output(1, "Error: already running\n")).is_none());
+        assert!(denied(&output(0, "sudo: a password is required\n")).is_none());
+    }
+
+    #[test]
+    fn log_message_keeps_the_last_meaningful_lines() {
+        let log = "Warning: Permanently added 'k0sform-host' (ED25519) to the list of known hosts.\r\nroot@127.0.0.1: Permission denied (publickey).\r\n";
+        assert_eq!(
+            log_message(log),
+            "root@127.0.0.1: Permission denied (publickey)."
+        );
+        assert_eq!(log_message(""), "ssh exited without a message");
     }
 }

@@ -1,0 +1,670 @@
+//! `SshTransport` against real OpenSSH servers: each test starts its own `sshd` on a unique
+//! loopback address (127.201-250.x.y) with its own host key and an authorized test key.
+
+use k0sform::hostid::HostId;
+use k0sform::spec::SshTarget;
+use k0sform::ssh::{SshOptions, SshTransport};
+use k0sform::transport::{RemoteCommand, Transport, TransportError};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Sshd {
+    dir: tempfile::TempDir,
+    address: String,
+    port: u16,
+    child: Option<Child>,
+}
+
+fn free_address() -> (String, u16) {
+    // Loopback only. Random address and port, checked bindable (sshd binds right after).
+    for _ in 0..200 {
+        let n = rand_u32();
+        let addr = format!(
+            "127.{}.{}.{}",
+            201 + n % 50,
+            (n >> 8) % 256,
+            2 + (n >> 16) % 250
+        );
+        let port = 20000 + ((n >> 4) % 30000) as u16;
+        if TcpListener::bind((addr.as_str(), port)).is_ok() {
+            return (addr, port);
+        }
+    }
+    panic!("no free loopback address");
+}
+
+fn rand_u32() -> u32 {
+    let u = uuid::Uuid::new_v4();
+    let b = u.as_bytes();
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+fn keygen(path: &Path) {
+    let st = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "k0sform-test", "-f"])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn fingerprint_by_ssh_keygen(pubkey: &Path) -> String {
+    let out = Command::new("ssh-keygen")
+        .arg("-lf")
+        .arg(pubkey)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_string()
+}
+
+impl Sshd {
+    fn start() -> Sshd {
+        let dir = tempfile::Builder::new()
+            .prefix("k0sform-sshd-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        // Readable by non-root test users (sshd reads authorized_keys as the user).
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        keygen(&dir.path().join("host_key"));
+        keygen(&dir.path().join("client_key"));
+        std::fs::copy(
+            dir.path().join("client_key.pub"),
+            dir.path().join("authorized_keys"),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            dir.path().join("authorized_keys"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        let (address, port) = free_address();
+        let mut s = Sshd {
+            dir,
+            address,
+            port,
+            child: None,
+        };
+        s.spawn();
+        s
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn spawn(&mut self) {
+        let d = self.dir.path().display();
+        let cfg = format!(
+            "ListenAddress {}:{}\nHostKey {d}/host_key\nPidFile none\nAuthorizedKeysFile {d}/authorized_keys\n\
+             PermitRootLogin prohibit-password\nStrictModes no\nPasswordAuthentication no\n\
+             KbdInteractiveAuthentication no\nUsePAM no\nAllowTcpForwarding yes\nLogLevel DEBUG1\n\
+             MaxStartups 100\nMaxSessions 50\n",
+            self.address, self.port
+        );
+        std::fs::write(self.path("sshd_config"), cfg).unwrap();
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let child = Command::new("/usr/sbin/sshd")
+            .arg("-D")
+            .arg("-f")
+            .arg(self.path("sshd_config"))
+            .arg("-E")
+            .arg(self.path("sshd.log"))
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect((self.address.as_str(), self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "sshd did not start: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Same address, new host key (a rebuilt host).
+    fn rebuild(&mut self) {
+        self.stop();
+        std::fs::remove_file(self.path("host_key")).unwrap();
+        std::fs::remove_file(self.path("host_key.pub")).unwrap();
+        keygen(&self.path("host_key"));
+        self.spawn();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.path("sshd.log")).unwrap_or_default()
+    }
+
+    fn accepted_logins(&self) -> usize {
+        self.log().matches("Accepted publickey").count()
+    }
+
+    fn id(&self) -> HostId {
+        HostId::new(self.address.clone(), self.port)
+    }
+
+    fn target(&self, user: &str) -> SshTarget {
+        let mut t = SshTarget::new(self.address.clone(), self.port);
+        t.user = user.to_string();
+        t.key_path = Some(self.path("client_key"));
+        t
+    }
+
+    fn host_fingerprint(&self) -> String {
+        fingerprint_by_ssh_keygen(&self.path("host_key.pub"))
+    }
+
+    fn host_public_key(&self) -> String {
+        let text = std::fs::read_to_string(self.path("host_key.pub")).unwrap();
+        let mut it = text.split_whitespace();
+        format!("{} {}", it.next().unwrap(), it.next().unwrap())
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn transport() -> SshTransport {
+    SshTransport::new(SshOptions::default()).unwrap()
+}
+
+/// ssh processes whose command line mentions the transport's private directory.
+fn ssh_processes(t: &SshTransport) -> Vec<String> {
+    let out = Command::new("pgrep")
+        .arg("-af")
+        .arg(t.control_dir().to_str().unwrap())
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn cmd(argv: &[&str]) -> RemoteCommand {
+    RemoteCommand::new(argv.iter().copied()).timeout(Duration::from_secs(20))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_commands_with_exit_codes_output_and_stdin_over_one_connection() {
+    let sshd = Sshd::start();
+    let t = transport();
+    t.connect(&sshd.id(), &sshd.target("root"), None, false)
+        .await
+        .unwrap();
+
+    let out = t
+        .run(
+            &sshd.id(),
+            cmd(&["sh", "-c", "echo out; echo err >&2; exit 3"]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.status, Some(3));
+    assert_eq!(out.stdout, b"out\n");
+    assert_eq!(out.stderr, b"err\n");
+
+    let out = t
+        .run(
+            &sshd.id(),
+            cmd(&["cat"]).stdin(b"from stdin\n\0binary".to_vec()),
+        )
+        .await
+        .unwrap();
+    assert!(out.success());
+    assert_eq!(out.stdout, b"from stdin\n\0binary");
+
+    let out = t
+        .run(&sshd.id(), cmd(&["/nonexistent/k0s", "version"]))
+        .await
+        .unwrap();
+    assert_eq!(out.status, Some(127), "missing binary is the shell's 127");
+
+    let out = t
+        .run(
+            &sshd.id(),
+            cmd(&["printenv", "K0SFORM_TEST"]).env("K0SFORM_TEST", "a b'c"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"a b'c\n");
+
+    // Many commands, some concurrent: still exactly one SSH login.
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let t = t.clone();
+        let id = sshd.id();
+        tasks.push(tokio::spawn(async move {
+            t.run(&id, cmd(&["echo", &i.to_string()])).await.unwrap()
+        }));
+    }
+    for (i, task) in tasks.into_iter().enumerate() {
+        assert_eq!(task.await.unwrap().stdout_str(), format!("{i}\n"));
+    }
+    assert_eq!(sshd.accepted_logins(), 1, "{}", sshd.log());
+
+    assert!(
+        !ssh_processes(&t).is_empty(),
+        "the master runs while connected"
+    );
+    t.close_all().await;
+    assert_eq!(ssh_processes(&t), Vec::<String>::new());
+    assert!(
+        std::fs::read_dir(t.control_dir())
+            .unwrap()
+            .filter_map(Result::ok)
+            .all(|e| !e.file_name().to_string_lossy().ends_with(".sock")),
+        "no control socket left"
+    );
+    let err = t.run(&sshd.id(), cmd(&["true"])).await.unwrap_err();
+    assert!(err.to_string().contains("not connected"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_arguments_arrive_byte_for_byte() {
+    let sshd = Sshd::start();
+    let t = transport();
+    t.connect(&sshd.id(), &sshd.target("root"), None, false)
+        .await
+        .unwrap();
+    let marker = sshd.path("pwned");
+    let m = marker.display();
+    let hostile = [
+        format!("; touch {m}"),
+        format!("$(touch {m})"),
+        format!("`touch {m}`"),
+        format!("' ; touch {m} ; '"),
+        format!("\" ; touch {m} ; \""),
+        format!("a\ntouch {m}\n"),
+        "$HOME ${PATH} * ~ \\ | & > < ( ) { } [ ] ! # %".to_string(),
+        "'\"'\"''".to_string(),
+        String::new(),
+    ];
+    for h in &hostile {
+        let out = t.run(&sshd.id(), cmd(&["printf", "%s", h])).await.unwrap();
+        assert!(out.success(), "{h:?}: {}", out.stderr_str());
+        assert_eq!(out.stdout, h.as_bytes(), "round trip of {h:?}");
+    }
+    assert!(!marker.exists(), "a hostile argument ran a command");
+    t.close_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn first_contact_records_the_key_and_later_runs_check_it() {
+    let sshd = Sshd::start();
+    let t = transport();
+    let info = t
+        .connect(&sshd.id(), &sshd.target("root"), None, false)
+        .await
+        .unwrap();
+    assert_eq!(info.fingerprint, sshd.host_fingerprint());
+    assert_eq!(info.public_key, sshd.host_public_key());
+    assert!(info.first_contact);
+    t.close_all().await;
+
+    // Next run: the recorded key is trusted, nothing new.
+    let t2 = transport();
+    let info2 = t2
+        .connect(
+            &sshd.id(),
+            &sshd.target("root"),
+            Some(&info.public_key),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(info2.fingerprint, info.fingerprint);
+    assert!(!info2.first_contact);
+    // The pin, when it matches, is fine too.
+    t2.close_all().await;
+    let t3 = transport();
+    let mut pinned = sshd.target("root");
+    pinned.host_key = Some(info.fingerprint.clone());
+    t3.connect(&sshd.id(), &pinned, Some(&info.public_key), false)
+        .await
+        .unwrap();
+    t3.close_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn changed_host_key_is_refused_with_both_fingerprints_unless_accepted() {
+    let mut sshd = Sshd::start();
+    let old_key = sshd.host_public_key();
+    let old_fp = sshd.host_fingerprint();
+    sshd.rebuild();
+    let new_fp = sshd.host_fingerprint();
+    assert_ne!(old_fp, new_fp);
+
+    let t = transport();
+    let err = t
+        .connect(&sshd.id(), &sshd.target("root"), Some(&old_key), false)
+        .await
+        .unwrap_err();
+    match &err {
+        TransportError::HostKeyChanged {
+            host,
+            expected,
+            offered,
+        } => {
+            assert_eq!(host, &sshd.id());
+            assert_eq!(expected, &old_fp);
+            assert_eq!(offered, &new_fp);
+        }
+        other => panic!("expected HostKeyChanged, got {other:?}"),
+    }
+    assert_eq!(sshd.accepted_logins(), 0, "no login with a changed key");
+    assert!(t.connected(&sshd.id()).is_none());
+    assert_eq!(ssh_processes(&t), Vec::<String>::new());
+
+    // -replace: the old key is dropped, the new one trusted.
+    let info = t
+        .connect(&sshd.id(), &sshd.target("root"), Some(&old_key), true)
+        .await
+        .unwrap();
+    assert_eq!(info.fingerprint, new_fp);
+    assert!(info.first_contact);
+    t.close_all().await;
+
+    // A pin of the new key together with accept_changed: accepted.
+    let t2 = transport();
+    let mut pinned = sshd.target("root");
+    pinned.host_key = Some(new_fp.clone());
+    let info = t2
+        .connect(&sshd.id(), &pinned, Some(&old_key), true)
+        .await
+        .unwrap();
+    assert_eq!(info.fingerprint, new_fp);
+    t2.close_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pin_mismatch_is_refused_before_any_command() {
+    let sshd = Sshd::start();
+    let t = transport();
+    let mut pinned = sshd.target("root");
+    let wrong = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".to_string();
+    pinned.host_key = Some(wrong.clone());
+    let err = t
+        .connect(&sshd.id(), &pinned, None, false)
+        .await
+        .unwrap_err();
+    match err {
+        TransportError::HostKeyChanged {
+            expected, offered, ..
+        } => {
+            assert_eq!(expected, wrong);
+            assert_eq!(offered, sshd.host_fingerprint());
+        }
+        other => panic!("expected HostKeyChanged, got {other:?}"),
+    }
+    // The session is gone: nothing can be run on the host.
+    assert!(t.connected(&sshd.id()).is_none());
+    let err = t.run(&sshd.id(), cmd(&["true"])).await.unwrap_err();
+    assert!(err.to_string().contains("not connected"));
+    assert_eq!(ssh_processes(&t), Vec::<String>::new());
+    // Nothing but the login itself reached sshd: no session channel was opened.
+    let log = sshd.log();
+    assert!(
+        !log.contains("session opened") && !log.contains("Starting session"),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unreachable_host_fails_fast() {
+    let (address, port) = free_address();
+    let t = transport();
+    let target = SshTarget::new(address.clone(), port);
+    let started = Instant::now();
+    let err = t
+        .connect(&HostId::new(address, port), &target, None, false)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, TransportError::Unreachable { message, .. } if message.contains("Connection refused")),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(ssh_processes(&t), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn command_timeout_is_typed_and_kills_the_remote_command() {
+    let sshd = Sshd::start();
+    let t = transport();
+    t.connect(&sshd.id(), &sshd.target("root"), None, false)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let err = t
+        .run(
+            &sshd.id(),
+            RemoteCommand::new(["sleep", "4711"]).timeout(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap_err();
+    match &err {
+        TransportError::Timeout {
+            host,
+            command,
+            secs,
+        } => {
+            assert_eq!(host, &sshd.id());
+            assert_eq!(command, "sleep 4711");
+            assert_eq!(*secs, 2);
+        }
+        other => panic!("expected Timeout, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(6));
+    let left = Command::new("pgrep")
+        .args(["-f", "^sleep 4711$"])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "remote command still running");
+    // The connection is still usable.
+    let out = t.run(&sshd.id(), cmd(&["echo", "ok"])).await.unwrap();
+    assert_eq!(out.stdout, b"ok\n");
+    t.close_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn write_file_and_upload_are_atomic_and_checked() {
+    let sshd = Sshd::start();
+    let t = transport();
+    t.connect(&sshd.id(), &sshd.target("root"), None, false)
+        .await
+        .unwrap();
+    // Paths with spaces and quotes: quoting must hold here too.
+    let target_dir = sshd.path("it's a dir");
+    let dest = target_dir.join("k0s token");
+    t.write_file(
+        &sshd.id(),
+        dest.to_str().unwrap(),
+        b"secret\n".to_vec(),
+        0o600,
+    )
+    .await
+    .unwrap();
+    assert_eq!(std::fs::read(&dest).unwrap(), b"secret\n");
+    let mode = std::fs::metadata(&dest).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // Overwrite in place, new mode.
+    t.write_file(&sshd.id(), dest.to_str().unwrap(), b"v2".to_vec(), 0o644)
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(&dest).unwrap(), b"v2");
+    assert_eq!(
+        std::fs::metadata(&dest).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&target_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("k0sform"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // upload_file: 3 MiB of non-trivial bytes.
+    let local = sshd.path("local-bin");
+    let data: Vec<u8> = (0..3 * 1024 * 1024u32)
+        .map(|i| (i * 7 + i / 251) as u8)
+        .collect();
+    std::fs::write(&local, &data).unwrap();
+    let expect_sha = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(&data))
+    };
+    let remote = target_dir.join("bin/k0s");
+    let remote_s = remote.to_str().unwrap();
+    let up = t
+        .upload_file(&sshd.id(), &local, remote_s, 0o755)
+        .await
+        .unwrap();
+    assert_eq!(up.sha256, expect_sha);
+    assert!(!up.skipped);
+    assert_eq!(std::fs::read(&remote).unwrap(), data);
+    assert_eq!(
+        std::fs::metadata(&remote).unwrap().permissions().mode() & 0o777,
+        0o755
+    );
+    assert!(!Path::new(&format!("{remote_s}.k0sform-tmp")).exists());
+    // Same content again: skipped (and the mode is still enforced).
+    std::fs::set_permissions(&remote, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mtime = std::fs::metadata(&remote).unwrap().modified().unwrap();
+    let up2 = t
+        .upload_file(&sshd.id(), &local, remote_s, 0o755)
+        .await
+        .unwrap();
+    assert!(up2.skipped);
+    assert_eq!(up2.sha256, expect_sha);
+    assert_eq!(
+        std::fs::metadata(&remote).unwrap().modified().unwrap(),
+        mtime
+    );
+    assert_eq!(
+        std::fs::metadata(&remote).unwrap().permissions().mode() & 0o777,
+        0o755
+    );
+    // Changed remote content: uploaded again.
+    std::fs::write(&remote, b"tampered").unwrap();
+    let up3 = t
+        .upload_file(&sshd.id(), &local, remote_s, 0o755)
+        .await
+        .unwrap();
+    assert!(!up3.skipped);
+    assert_eq!(std::fs::read(&remote).unwrap(), data);
+    t.close_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bastion_connection_carries_keys_and_options() {
+    let bastion = Sshd::start();
+    let target_sshd = Sshd::start();
+    let t = transport();
+    let mut target = target_sshd.target("root");
+    let mut b = bastion.target("root");
+    b.host_key = Some(bastion.host_fingerprint());
+    target.bastion = Some(Box::new(b));
+    let info = t
+        .connect(&target_sshd.id(), &target, None, false)
+        .await
+        .unwrap();
+    assert_eq!(info.fingerprint, target_sshd.host_fingerprint());
+    let out = t
+        .run(&target_sshd.id(), cmd(&["echo", "via bastion"]))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"via bastion\n");
+    assert_eq!(bastion.accepted_logins(), 1, "{}", bastion.log());
+    assert_eq!(target_sshd.accepted_logins(), 1);
+    assert!(
+        bastion.log().contains(&format!(
+            "server_request_direct_tcpip: originator 127.0.0.1 port 65535, target {} port {}",
+            target_sshd.address, target_sshd.port
+        )),
+        "the target was reached through the bastion: {}",
+        bastion.log()
+    );
+    t.close_all().await;
+    assert_eq!(ssh_processes(&t), Vec::<String>::new());
+
+    // A wrong bastion pin is refused.
+    let t2 = transport();
+    if let Some(b) = target.bastion.as_mut() {
+        b.host_key = Some("SHA256:wrongwrongwrongwrongwrongwrongwrongwrongwro".into());
+    }
+    let err = t2
+        .connect(&target_sshd.id(), &target, None, false)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("bastion"), "{err}");
+    assert!(t2.connected(&target_sshd.id()).is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn non_root_user_goes_through_sudo() {
+    // The lab creates user k0slab with passwordless sudo; without it this test cannot run.
+    if Command::new("id")
+        .arg("k0slab")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        eprintln!("skipping: no user k0slab on this machine");
+        return;
+    }
+    let sshd = Sshd::start();
+    let t = transport();
+    t.connect(&sshd.id(), &sshd.target("k0slab"), None, false)
+        .await
+        .unwrap();
+    let as_root = t.run(&sshd.id(), cmd(&["id", "-un"])).await.unwrap();
+    assert_eq!(
+        as_root.stdout_str().trim(),
+        "root",
+        "{}",
+        as_root.stderr_str()
+    );
+    let mut plain = cmd(&["id", "-un"]);
+    plain.root = false;
+    let as_user = t.run(&sshd.id(), plain).await.unwrap();
+    assert_eq!(as_user.stdout_str().trim(), "k0slab");
+    // stdin and env survive sudo.
+    let out = t
+        .run(
+            &sshd.id(),
+            cmd(&["sh", "-c", "cat; printenv X"])
+                .stdin(b"in\n".to_vec())
+                .env("X", "y"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"in\ny\n");
+    t.close_all().await;
+}
