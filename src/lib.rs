@@ -7,6 +7,7 @@ pub mod apply;
 pub mod cli;
 pub mod commands;
 pub mod exit;
+pub mod hash;
 pub mod hostid;
 pub mod k0s;
 pub mod plan;

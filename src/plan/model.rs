@@ -27,6 +27,9 @@ pub struct Plan {
     pub steps: Vec<Step>,
     pub etcd: QuorumSummary,
     pub warnings: Vec<String>,
+    /// The state serial the plan was made against (None: no state yet).
+    #[serde(default)]
+    pub state_serial: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -260,5 +263,120 @@ impl StepKind {
 impl Plan {
     pub fn has_changes(&self) -> bool {
         !self.steps.is_empty()
+    }
+}
+
+/// What the user asked for on the command line, beyond the spec.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlanOptions {
+    /// `-replace`: treat these hosts as rebuilt (`ADDR` or `ADDR:PORT`).
+    #[serde(default)]
+    pub replace: Vec<String>,
+    /// `-target`: change only these hosts (and what they need).
+    #[serde(default)]
+    pub target: Vec<String>,
+    /// `-exclude`: leave these hosts out entirely.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// `-refresh-only`: record reality into state, change no host.
+    #[serde(default)]
+    pub refresh_only: bool,
+}
+
+impl PlanOptions {
+    pub fn is_replaced(&self, id: &HostId) -> bool {
+        self.replace.iter().any(|s| id.matches(s))
+    }
+    pub fn is_excluded(&self, id: &HostId) -> bool {
+        self.exclude.iter().any(|s| id.matches(s))
+    }
+    /// Without `-target` every host is targeted.
+    pub fn is_targeted(&self, id: &HostId) -> bool {
+        self.target.is_empty() || self.target.iter().any(|s| id.matches(s))
+    }
+}
+
+/// A k0s binary on the machine running k0sform (from `k0sBinaryPath`, or a cached download of
+/// `spec.k0s.version`), to be uploaded to a host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LocalBinary {
+    pub sha256: String,
+    /// `k0s version` of that binary, when known.
+    pub version: Option<String>,
+}
+
+/// Facts about the desired outcome that need I/O to compute (hashing local files); the caller
+/// computes them so `plan::diff` stays pure.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Desired {
+    /// Per host; a host without an entry (or without a binary) uses the binary already on it.
+    #[serde(default)]
+    pub hosts: Vec<DesiredHost>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DesiredHost {
+    pub host: HostId,
+    pub local_binary: Option<LocalBinary>,
+}
+
+impl Desired {
+    pub fn local_binary(&self, id: &HostId) -> Option<&LocalBinary> {
+        self.hosts
+            .iter()
+            .find(|h| &h.host == id)
+            .and_then(|h| h.local_binary.as_ref())
+    }
+
+    /// The same binary for every listed host.
+    pub fn same_binary<'a>(hosts: impl IntoIterator<Item = &'a HostId>, bin: LocalBinary) -> Self {
+        Desired {
+            hosts: hosts
+                .into_iter()
+                .map(|h| DesiredHost {
+                    host: h.clone(),
+                    local_binary: Some(bin.clone()),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Why no plan was made. Unsafe situations exit 3, an unreachable host exits 1.
+#[derive(
+    Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[error("{message}")]
+pub struct Refusal {
+    pub kind: RefusalKind,
+    pub message: String,
+    /// One line per host or fact behind the refusal (who sees what, the quorum arithmetic).
+    pub details: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalKind {
+    /// Running controllers disagree on the cluster identity or membership.
+    SplitBrain,
+    /// The state names a cluster but none of its controllers answers.
+    NoController,
+    /// A membership change would leave fewer healthy members than quorum.
+    Quorum,
+    /// A host offered another SSH key than recorded, and nothing accepted it.
+    HostKeyChanged,
+    /// A host in the spec could not be reached.
+    Unreachable,
+}
+
+impl Refusal {
+    pub fn exit(&self) -> crate::exit::Exit {
+        match self.kind {
+            RefusalKind::Unreachable => crate::exit::Exit::Error,
+            _ => crate::exit::Exit::Refused,
+        }
+    }
+    pub fn exit_code(&self) -> u8 {
+        self.exit().code()
     }
 }

@@ -1,0 +1,52 @@
+//! sha256 digests and the short fingerprints people read in plans ("3d12…", "SHA256:Qx…").
+//! Full digests go into state and saved plans; the short forms are only for display.
+
+use sha2::{Digest, Sha256};
+
+/// Lower-case hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
+    hex::encode(Sha256::digest(bytes.as_ref()))
+}
+
+/// The first four characters of an identifier and an ellipsis (`3d12…`), as plan text shows
+/// machine-ids, cluster uids and digests. Short values are returned whole.
+pub fn short(id: &str) -> String {
+    short_n(id, 4)
+}
+
+/// A host key fingerprint shortened to its scheme and two characters (`SHA256:Qx…`).
+pub fn short_key(fingerprint: &str) -> String {
+    match fingerprint.split_once(':') {
+        Some((scheme, rest)) => format!("{scheme}:{}", short_n(rest, 2)),
+        None => short_n(fingerprint, 6),
+    }
+}
+
+fn short_n(id: &str, n: usize) -> String {
+    if id.chars().count() <= n {
+        id.to_string()
+    } else {
+        let head: String = id.chars().take(n).collect();
+        format!("{head}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha256_of_known_input() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn short_forms() {
+        assert_eq!(short("3d12aa77"), "3d12…");
+        assert_eq!(short("ab"), "ab");
+        assert_eq!(short_key("SHA256:Qx9zzzz"), "SHA256:Qx…");
+    }
+}

@@ -1,0 +1,120 @@
+//! The step DAG: `Plan::steps` with their `after` edges as a petgraph graph, the acyclicity
+//! check, a deterministic topological order, and reachability (used to prove that membership
+//! changes are strictly ordered).
+
+use super::model::Step;
+use petgraph::algo::{has_path_connecting, toposort};
+use petgraph::graph::{DiGraph, NodeIndex};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    #[error("step {step} has id {id}; ids must equal positions")]
+    BadId { step: usize, id: usize },
+    #[error("step {step} waits for step {after}, which does not exist")]
+    UnknownStep { step: usize, after: usize },
+    #[error("steps form a cycle through step {step}")]
+    Cycle { step: usize },
+}
+
+/// The DAG: node index = step id (weight too), edge a → b = b runs after a.
+pub fn build(steps: &[Step]) -> Result<DiGraph<usize, ()>, GraphError> {
+    let mut g = DiGraph::new();
+    for (pos, s) in steps.iter().enumerate() {
+        if s.id != pos {
+            return Err(GraphError::BadId {
+                step: pos,
+                id: s.id,
+            });
+        }
+        g.add_node(s.id);
+    }
+    for s in steps {
+        for &a in &s.after {
+            if a >= steps.len() {
+                return Err(GraphError::UnknownStep {
+                    step: s.id,
+                    after: a,
+                });
+            }
+            g.update_edge(NodeIndex::new(a), NodeIndex::new(s.id), ());
+        }
+    }
+    Ok(g)
+}
+
+/// Fails if the steps' `after` edges contain a cycle (or point at steps that do not exist).
+pub fn check_acyclic(steps: &[Step]) -> Result<(), GraphError> {
+    topological_order(steps).map(|_| ())
+}
+
+/// A topological order, smallest id first among ready steps, so it is deterministic.
+pub fn topological_order(steps: &[Step]) -> Result<Vec<usize>, GraphError> {
+    let g = build(steps)?;
+    toposort(&g, None).map_err(|c| GraphError::Cycle {
+        step: c.node_id().index(),
+    })?;
+    // toposort's order depends on graph internals; Kahn's with a min-heap is stable.
+    let mut indegree: Vec<usize> = (0..steps.len())
+        .map(|i| {
+            g.neighbors_directed(NodeIndex::new(i), petgraph::Direction::Incoming)
+                .count()
+        })
+        .collect();
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..steps.len()).filter(|i| indegree[*i] == 0).collect();
+    let mut order = Vec::with_capacity(steps.len());
+    while let Some(&n) = ready.iter().next() {
+        ready.remove(&n);
+        order.push(n);
+        for succ in g.neighbors_directed(NodeIndex::new(n), petgraph::Direction::Outgoing) {
+            let succ = succ.index();
+            indegree[succ] -= 1;
+            if indegree[succ] == 0 {
+                ready.insert(succ);
+            }
+        }
+    }
+    Ok(order)
+}
+
+/// Must `b` wait (directly or transitively) for `a`?
+pub fn precedes(steps: &[Step], a: usize, b: usize) -> bool {
+    match build(steps) {
+        Ok(g) if a < steps.len() && b < steps.len() => {
+            a != b && has_path_connecting(&g, NodeIndex::new(a), NodeIndex::new(b), None)
+        }
+        Ok(_) => false,
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hostid::HostId;
+    use crate::plan::StepKind;
+
+    fn step(id: usize, after: Vec<usize>) -> Step {
+        Step {
+            id,
+            host: HostId::new("10.0.0.1", 22),
+            kind: StepKind::RecordHost,
+            after,
+        }
+    }
+
+    #[test]
+    fn detects_cycles_and_orders() {
+        let ok = vec![step(0, vec![]), step(1, vec![0]), step(2, vec![0])];
+        assert_eq!(topological_order(&ok).unwrap(), vec![0, 1, 2]);
+        assert!(precedes(&ok, 0, 2));
+        assert!(!precedes(&ok, 1, 2));
+        let cyc = vec![step(0, vec![1]), step(1, vec![0])];
+        assert!(matches!(check_acyclic(&cyc), Err(GraphError::Cycle { .. })));
+        let dangling = vec![step(0, vec![7])];
+        assert_eq!(
+            check_acyclic(&dangling),
+            Err(GraphError::UnknownStep { step: 0, after: 7 })
+        );
+    }
+}

@@ -1,0 +1,251 @@
+//! Plan output: the human text of DESIGN.md "Plan text" (colour only when the caller says so),
+//! the versioned JSON, and Graphviz DOT of the step DAG. Rendering never decides anything.
+
+use super::model::*;
+use crate::hash::short;
+use crate::hostid::HostId;
+use std::fmt::Write as _;
+
+const GREEN: &str = "\x1b[32m";
+const RED: &str = "\x1b[31m";
+const YELLOW: &str = "\x1b[33m";
+const BOLD: &str = "\x1b[1m";
+const RESET: &str = "\x1b[0m";
+
+struct Painter {
+    color: bool,
+}
+
+impl Painter {
+    fn sign(&self, sign: &str) -> String {
+        if !self.color {
+            return sign.to_string();
+        }
+        let c = match sign {
+            "+" => GREEN,
+            "-" => RED,
+            "<=" => GREEN,
+            "-/+" => YELLOW,
+            _ => YELLOW,
+        };
+        format!("{c}{sign}{RESET}")
+    }
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("{code}{text}{RESET}")
+        } else {
+            text.to_string()
+        }
+    }
+}
+
+fn verb(a: Action) -> &'static str {
+    match a {
+        Action::Add => "added",
+        Action::Adopt => "adopted",
+        Action::Upgrade => "upgraded",
+        Action::Reconfigure => "reconfigured",
+        Action::Rejoin => "rejoined",
+        Action::Replace => "replaced",
+        Action::Remove => "removed",
+    }
+}
+
+/// The plan as people read it. `color` adds ANSI colours (the caller decides: TTY, NO_COLOR).
+pub fn text(plan: &Plan, color: bool) -> String {
+    let p = Painter { color };
+    let mut out = String::new();
+    let identity = match &plan.cluster_uid {
+        Some(uid) => format!("identity {}", short(uid)),
+        None => "new identity".into(),
+    };
+    let serial = match plan.state_serial {
+        Some(s) => format!("state serial {s}"),
+        None => "no state yet".into(),
+    };
+    let members = match plan.etcd.members_before {
+        0 => "etcd: no members yet".to_string(),
+        1 => "etcd 1 member".to_string(),
+        n => format!("etcd {n} members"),
+    };
+    let opening = if plan.refresh_only {
+        "k0sform will record the hosts of cluster"
+    } else if plan.has_changes() {
+        "k0sform will perform the following actions on cluster"
+    } else {
+        "k0sform checked cluster"
+    };
+    let _ = writeln!(
+        out,
+        "{opening} \"{}\"\n({members}, {identity}, {serial}):",
+        plan.cluster_name
+    );
+    out.push('\n');
+
+    if !plan.outside_changes.is_empty() {
+        out.push_str("Changed outside k0sform:\n");
+        for c in &plan.outside_changes {
+            let _ = writeln!(
+                out,
+                "  {} {} ({}): {}",
+                c.role,
+                c.name,
+                c.host,
+                c.changes.join(", ")
+            );
+        }
+        out.push('\n');
+    }
+    if !plan.drift.is_empty() {
+        out.push_str("Not known to k0sctl.yaml or the state (left alone):\n");
+        for d in &plan.drift {
+            let _ = writeln!(out, "  {} (seen by {})", d.what, hosts(&d.seen_by));
+        }
+        out.push('\n');
+    }
+
+    for c in &plan.changes {
+        let reasons: Vec<&str> = c.reasons.iter().map(|r| r.message.as_str()).collect();
+        let what = if plan.refresh_only {
+            "recorded".to_string()
+        } else {
+            verb(c.action).to_string()
+        };
+        let _ = writeln!(
+            out,
+            "  # {} {} ({}) will be {what}: {}",
+            c.role,
+            c.name,
+            c.host,
+            reasons.join("; ")
+        );
+        let sym = format!("{:>3}", c.action.symbol());
+        let _ = writeln!(
+            out,
+            "{} {}",
+            p.sign(&sym),
+            p.paint(BOLD, &format!("{} {}", c.role, c.name))
+        );
+        for d in &c.details {
+            let _ = writeln!(out, "      {} {}", p.sign(&d.sign.to_string()), d.text);
+        }
+        if let Some(diff) = &c.config_diff {
+            for line in diff.lines() {
+                let painted = if line.starts_with("+++") || line.starts_with("---") {
+                    p.paint(BOLD, line)
+                } else if line.starts_with('+') {
+                    p.paint(GREEN, line)
+                } else if line.starts_with('-') {
+                    p.paint(RED, line)
+                } else {
+                    line.to_string()
+                };
+                let _ = writeln!(out, "        {painted}");
+            }
+        }
+        out.push('\n');
+    }
+
+    for w in &plan.warnings {
+        let _ = writeln!(out, "{}: {w}", p.paint(YELLOW, "Warning"));
+    }
+    if !plan.warnings.is_empty() {
+        out.push('\n');
+    }
+
+    if !plan.has_changes() {
+        out.push_str("No changes. The cluster matches the spec.\n");
+        return out;
+    }
+    if plan.refresh_only {
+        let _ = writeln!(
+            out,
+            "Plan: {} to record in the state; no host is changed.",
+            plan.changes.len()
+        );
+        return out;
+    }
+    let count = |f: &dyn Fn(Action) -> bool| plan.changes.iter().filter(|c| f(c.action)).count();
+    let add = count(&|a| a == Action::Add);
+    let adopt = count(&|a| a == Action::Adopt);
+    let change = count(&|a| matches!(a, Action::Upgrade | Action::Reconfigure | Action::Rejoin));
+    let replace = count(&|a| a == Action::Replace);
+    let remove = count(&|a| a == Action::Remove);
+    let adopt_txt = if adopt > 0 {
+        format!("{adopt} to adopt, ")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "Plan: {add} to add, {adopt_txt}{change} to change, {replace} to replace, {remove} to remove."
+    );
+    let e = &plan.etcd;
+    if e.members_before > 0 || e.members_after > 0 {
+        let _ = writeln!(
+            out,
+            "etcd: {} members before, {} after; never fewer than {} healthy (quorum {}).",
+            e.members_before, e.members_after, e.min_healthy, e.quorum
+        );
+    }
+    out
+}
+
+fn hosts(ids: &[HostId]) -> String {
+    ids.iter()
+        .map(|h| h.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The versioned plan JSON (schema/plan.schema.json).
+pub fn json(plan: &Plan) -> String {
+    // Plain data of strings, numbers and vectors: serializing cannot fail.
+    serde_json::to_string_pretty(plan).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The JSON Schema of the plan JSON, as checked in under schema/.
+pub fn json_schema() -> String {
+    let schema = schemars::schema_for!(Plan);
+    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// The step DAG as Graphviz DOT: nodes `host: step`, membership changes highlighted.
+pub fn dot(plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "digraph plan {{");
+    let _ = writeln!(
+        out,
+        "  label={};",
+        quote(&format!("k0sform plan: {}", plan.cluster_name))
+    );
+    let _ = writeln!(out, "  rankdir=TB;");
+    let _ = writeln!(out, "  node [shape=box, fontname=\"monospace\"];");
+    for s in &plan.steps {
+        let mut label = format!("{}: {}", s.host, s.kind.name());
+        if let StepKind::RemoveMember { member_id, .. } = &s.kind {
+            label.push_str(&format!(" {member_id}"));
+        }
+        let style = if s.kind.is_membership_change() {
+            ", style=\"filled,bold\", fillcolor=\"#f4cccc\""
+        } else if matches!(s.kind, StepKind::WaitHealthy { .. }) {
+            ", shape=diamond"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "  s{} [label={}{style}];", s.id, quote(&label));
+    }
+    for s in &plan.steps {
+        for a in &s.after {
+            let _ = writeln!(out, "  s{a} -> s{};", s.id);
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
