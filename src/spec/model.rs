@@ -71,6 +71,10 @@ pub struct SshTarget {
     pub bastion: Option<Box<SshTarget>>,
     /// Pinned host key fingerprint (`ssh.hostKey: "SHA256:…"`), k0sform's own extension.
     pub host_key: Option<String>,
+    /// From an `openSSH:` block: connect with the system `ssh`, honouring `config_path` (the
+    /// address may be a `Host` alias from it). `user`/`port` hold k0sctl's defaults (root, 22)
+    /// when the block does not set them.
+    pub openssh: bool,
 }
 
 impl SshTarget {
@@ -103,9 +107,99 @@ pub struct HostSpec {
     pub reset: bool,
     /// 1-based index in spec.hosts (for messages).
     pub index: usize,
+    /// Files to upload (`files:`), local sources resolved to absolute paths.
+    pub files: Vec<UploadFile>,
+    /// Shell lines to run around actions (`hooks:`), as written. k0sform does not run them yet
+    /// (loading warns); kept so the engine can.
+    pub hooks: Hooks,
+    /// `os:` override as written (k0sform ignores it; loading warns).
+    pub os: Option<String>,
+}
+
+/// One `files:` entry, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UploadFile {
+    /// `name:` (a label for messages), else the source.
+    pub name: String,
+    pub source: FileSource,
+    /// Remote file path (`dst`, joined with `dstDir` when relative), for a single file or inline data.
+    pub dst: Option<String>,
+    /// Remote directory (`dstDir`), for a directory source or a file kept under its own name.
+    pub dst_dir: Option<String>,
+    /// Octal file mode like `0644` (`perm`); None = the local file's mode.
+    pub perm: Option<String>,
+    /// Octal mode for created directories (`dirPerm`, default `0755`).
+    pub dir_perm: String,
+    pub user: Option<String>,
+    pub group: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum FileSource {
+    /// A local file (absolute path).
+    File(PathBuf),
+    /// A local directory uploaded recursively (absolute path).
+    Directory(PathBuf),
+    /// Inline content (`data:`).
+    Inline(String),
+}
+
+/// `hooks:` action → stage → shell lines. Keys are k0sctl's: actions `connect apply install
+/// upgrade reset backup`, stages `before after`.
+pub type Hooks = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+
+impl SshTarget {
+    /// A target with k0sctl's defaults (user root, no key, no options).
+    pub fn new(address: impl Into<String>, port: u16) -> Self {
+        SshTarget {
+            address: address.into(),
+            port,
+            user: "root".into(),
+            key_path: None,
+            config_path: None,
+            options: BTreeMap::new(),
+            bastion: None,
+            host_key: None,
+            openssh: false,
+        }
+    }
 }
 
 impl HostSpec {
+    /// A host with k0sctl's defaults for everything but role and SSH target (handy in tests).
+    pub fn new(role: Role, ssh: SshTarget, index: usize) -> Self {
+        HostSpec {
+            role,
+            ssh,
+            private_address: None,
+            hostname: None,
+            install_flags: Vec::new(),
+            environment: BTreeMap::new(),
+            k0s_binary_path: None,
+            k0s_download_url: None,
+            upload_binary: false,
+            use_existing_k0s: false,
+            k0s_install_path: DEFAULT_K0S_INSTALL_PATH.into(),
+            data_dir: DEFAULT_DATA_DIR.into(),
+            kubelet_root_dir: None,
+            no_taints: false,
+            reset: false,
+            index,
+            files: Vec::new(),
+            hooks: Hooks::new(),
+            os: None,
+        }
+    }
+
+    /// `installFlags` split into argv words the way a shell would split k0sctl's joined flag
+    /// line (quotes removed), so every word can be passed as one quoted argument.
+    pub fn install_args(&self) -> Vec<String> {
+        self.install_flags
+            .iter()
+            .flat_map(|f| crate::spec::shell_words(f).unwrap_or_else(|_| vec![f.clone()]))
+            .collect()
+    }
+
     pub fn id(&self) -> HostId {
         HostId::new(self.ssh.address.clone(), self.ssh.port)
     }
@@ -114,6 +208,13 @@ impl HostSpec {
         self.private_address.as_deref().unwrap_or(&self.ssh.address)
     }
 }
+
+/// Remote k0s binary path when `k0sInstallPath` is not set.
+pub const DEFAULT_K0S_INSTALL_PATH: &str = "/usr/local/bin/k0s";
+/// Remote k0s data dir when `dataDir` is not set.
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/k0s";
+/// Cluster name when `metadata.name` is not set.
+pub const DEFAULT_CLUSTER_NAME: &str = "k0s-cluster";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct K0sSpec {
@@ -145,6 +246,8 @@ pub struct DrainOptions {
     pub ignore_daemon_sets: bool,
     pub delete_empty_dir_data: bool,
     pub pod_selector: Option<String>,
+    /// Seconds (`skipWaitForDeleteTimeout`); 0 = not set.
+    pub skip_wait_for_delete_timeout: u64,
 }
 
 impl Default for Options {
@@ -159,6 +262,7 @@ impl Default for Options {
                 ignore_daemon_sets: true,
                 delete_empty_dir_data: true,
                 pod_selector: None,
+                skip_wait_for_delete_timeout: 0,
             },
             concurrency_limit: 30,
             worker_disruption_percent: 10,

@@ -1,0 +1,563 @@
+//! Reading a spec from files, folders or stdin into a `Spec`: envsubst, YAML/JSON parsing into a
+//! positioned tree, splitting documents (one k0sctl Cluster, k0s ClusterConfig documents merged
+//! into spec.k0s.config, everything else kept as manifests), the structural check against the
+//! raw model's schema, resolution with defaults and the offline validation. Every finding is
+//! collected; the spec is returned only when there is no error.
+
+use crate::spec::check::Checker;
+use crate::spec::diag::{Diagnostic, Diagnostics};
+use crate::spec::envsubst;
+use crate::spec::model::Spec;
+use crate::spec::node::{Node, NodeKind};
+use crate::spec::raw::{self, RawCluster};
+use crate::spec::resolve::{self, Env, Sink};
+use crate::spec::validate;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+pub const CLUSTER_API_VERSION: &str = "k0sctl.k0sproject.io/v1beta1";
+pub const K0S_API_VERSION: &str = "k0s.k0sproject.io/v1beta1";
+
+/// A spec that loaded without errors.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub spec: Spec,
+    /// sha256 (hex) over the canonical JSON of the resolved spec: changes exactly when what
+    /// k0sform would do from this spec can change.
+    pub sha256: String,
+    /// Warnings found while loading (unsupported-but-harmless fields…), sorted.
+    pub warnings: Vec<Diagnostic>,
+    /// The files read, in order (`-` for stdin).
+    pub files: Vec<PathBuf>,
+}
+
+impl Loaded {
+    /// The folder of the first spec file (where the state file lives by default); the current
+    /// folder for stdin.
+    pub fn folder(&self) -> PathBuf {
+        self.files
+            .first()
+            .filter(|f| f.as_os_str() != "-")
+            .and_then(|f| f.parent())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."))
+    }
+}
+
+/// The spec files to read when no `-c` is given: `k0sctl.yaml`, else `k0sctl.yml`, in the
+/// current folder (k0sctl's lookup). Names `k0sctl.yaml` when neither exists, so the error
+/// says what was looked for.
+pub fn default_paths() -> Vec<PathBuf> {
+    let yml = PathBuf::from("k0sctl.yml");
+    if !Path::new("k0sctl.yaml").exists() && yml.exists() {
+        vec![yml]
+    } else {
+        vec![PathBuf::from("k0sctl.yaml")]
+    }
+}
+
+/// What loading reads from the process: environment variables (for `${VAR}` and `~`) and stdin.
+pub struct LoadOptions<'a> {
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// Content for the path `-`; None reads the real stdin.
+    pub stdin: Option<&'a str>,
+}
+
+/// Load the spec from these paths (files, folders, or `-` for stdin) with the process
+/// environment. Empty `paths` means `default_paths()`.
+pub fn load(paths: &[PathBuf]) -> Result<Loaded, Diagnostics> {
+    let env = |k: &str| std::env::var(k).ok();
+    load_with(
+        paths,
+        &LoadOptions {
+            env: &env,
+            stdin: None,
+        },
+    )
+}
+
+struct Doc {
+    file: PathBuf,
+    node: Node,
+}
+
+/// `load` with an explicit environment and stdin (for tests and embedding).
+pub fn load_with(paths: &[PathBuf], opts: &LoadOptions) -> Result<Loaded, Diagnostics> {
+    let defaults;
+    let paths = if paths.is_empty() {
+        defaults = default_paths();
+        &defaults[..]
+    } else {
+        paths
+    };
+    let mut diags = Vec::new();
+    let files = expand_paths(paths, &mut diags);
+    let mut docs = Vec::new();
+    for file in &files {
+        let text = if file.as_os_str() == "-" {
+            match opts.stdin {
+                Some(s) => s.to_string(),
+                None => match std::io::read_to_string(std::io::stdin()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        diags.push(Diagnostic::error(
+                            display_name(file),
+                            "",
+                            format!("cannot read stdin: {e}"),
+                        ));
+                        continue;
+                    }
+                },
+            }
+        } else {
+            match std::fs::read_to_string(file) {
+                Ok(s) => s,
+                Err(e) => {
+                    diags.push(Diagnostic::error(
+                        file,
+                        "",
+                        format!("cannot read the spec: {e}"),
+                    ));
+                    continue;
+                }
+            }
+        };
+        parse_file(&display_name(file), &text, opts, &mut docs, &mut diags);
+    }
+    let result = assemble(&files, docs, opts, &mut diags);
+    let mut all = Diagnostics(diags);
+    all.sort();
+    match result {
+        Some(spec) if !all.has_errors() => {
+            let canonical = serde_json::to_vec(&spec).unwrap_or_default();
+            Ok(Loaded {
+                spec,
+                sha256: hex::encode(Sha256::digest(&canonical)),
+                warnings: all.0,
+                files,
+            })
+        }
+        _ => {
+            if !all.has_errors() {
+                // Cannot happen (no spec means an error was recorded); never return Ok without one.
+                all.0.push(Diagnostic::error(
+                    files.first().cloned().unwrap_or_default(),
+                    "",
+                    "no usable spec",
+                ));
+            }
+            Err(all)
+        }
+    }
+}
+
+fn display_name(file: &Path) -> PathBuf {
+    if file.as_os_str() == "-" {
+        PathBuf::from("<stdin>")
+    } else {
+        file.to_path_buf()
+    }
+}
+
+/// Files and folders (all `*.yaml`/`*.yml` below it, sorted, as k0sctl's `dir/**/*.{yml,yaml}`).
+fn expand_paths(paths: &[PathBuf], diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.as_os_str() == "-" {
+            out.push(p.clone());
+        } else if p.is_dir() {
+            let mut found = Vec::new();
+            collect_yaml(p, &mut found, diags);
+            found.sort();
+            if found.is_empty() {
+                diags.push(Diagnostic::error(
+                    p,
+                    "",
+                    "no *.yaml or *.yml files in this folder",
+                ));
+            }
+            out.extend(found);
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            let msg = if p == Path::new("k0sctl.yaml") {
+                "not found (nor k0sctl.yml): give the spec with -c PATH".to_string()
+            } else {
+                "not found".to_string()
+            };
+            diags.push(Diagnostic::error(p, "", msg));
+        }
+    }
+    out
+}
+
+fn collect_yaml(dir: &Path, out: &mut Vec<PathBuf>, diags: &mut Vec<Diagnostic>) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                dir,
+                "",
+                format!("cannot read folder: {e}"),
+            ));
+            return;
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_yaml(&path, out, diags);
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(path);
+        }
+    }
+}
+
+fn parse_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        with_snippet: false,
+        // YAML 1.2 booleans only, so `y`/`on` keys in free-form config stay strings; typed
+        // boolean fields still accept yes/no (check.rs).
+        strict_booleans: true,
+        // `perm: 0644` keeps its digits instead of becoming the decimal number 644.
+        leading_zero_numbers_as_strings: true,
+    }
+}
+
+fn parse_file(
+    file: &Path,
+    text: &str,
+    opts: &LoadOptions,
+    docs: &mut Vec<Doc>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let expanded = match envsubst::expand(text, opts.env) {
+        Ok(e) => e,
+        Err(e) => {
+            diags.push(
+                Diagnostic::error(file, "", format!("variable expansion: {}", e.message))
+                    .at(e.line, e.column),
+            );
+            return;
+        }
+    };
+    match serde_saphyr::from_multiple_with_options::<Node>(&expanded.text, parse_options()) {
+        Ok(nodes) => {
+            for mut node in nodes {
+                node.remap(&|l, c| expanded.origin(u64::from(l), u64::from(c)));
+                docs.push(Doc {
+                    file: file.to_path_buf(),
+                    node,
+                });
+            }
+        }
+        Err(e) => {
+            let (line, col) = e
+                .location()
+                .map(|l| expanded.origin(l.line(), l.column()))
+                .unwrap_or((0, 0));
+            diags.push(
+                Diagnostic::error(file, "", format!("invalid YAML: {}", plain_message(&e)))
+                    .at(line, col),
+            );
+        }
+    }
+}
+
+/// serde-saphyr's message without its own " at line X column Y" (we print the position).
+fn plain_message(e: &serde_saphyr::Error) -> String {
+    let s = e.to_string();
+    let s = s.lines().next().unwrap_or_default().to_string();
+    match s.rfind(" at line ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+enum DocKind {
+    Cluster,
+    ClusterConfig,
+    Manifest,
+}
+
+fn classify(doc: &Doc, diags: &mut Vec<Diagnostic>) -> Option<DocKind> {
+    let node = &doc.node;
+    if !matches!(node.kind, NodeKind::Map(_)) {
+        diags.push(
+            Diagnostic::error(
+                &doc.file,
+                "",
+                format!(
+                    "a document must be a mapping with apiVersion and kind, found {}",
+                    node.describe()
+                ),
+            )
+            .at(node.line, node.column),
+        );
+        return None;
+    }
+    let api = node.get("apiVersion").and_then(Node::as_str);
+    let kind = node.get("kind").and_then(Node::as_str);
+    let (Some(api), Some(kind)) = (api, kind) else {
+        let missing = if api.is_none() { "apiVersion" } else { "kind" };
+        diags.push(
+            Diagnostic::error(&doc.file, missing, format!("every document needs `apiVersion` and `kind` (k0sctl: {CLUSTER_API_VERSION} Cluster)"))
+                .at(node.line, node.column),
+        );
+        return None;
+    };
+    if api.starts_with("k0sctl.k0sproject.io/") {
+        if api != CLUSTER_API_VERSION {
+            let (l, c) = node.locate("apiVersion");
+            diags.push(
+                Diagnostic::error(
+                    &doc.file,
+                    "apiVersion",
+                    format!("unsupported apiVersion `{api}`: expected `{CLUSTER_API_VERSION}`"),
+                )
+                .at(l, c),
+            );
+            return None;
+        }
+        if !kind.eq_ignore_ascii_case("cluster") {
+            let (l, c) = node.locate("kind");
+            diags.push(
+                Diagnostic::error(
+                    &doc.file,
+                    "kind",
+                    format!("unknown kind `{kind}` for {CLUSTER_API_VERSION}: expected `Cluster`"),
+                )
+                .at(l, c),
+            );
+            return None;
+        }
+        return Some(DocKind::Cluster);
+    }
+    if api.eq_ignore_ascii_case(K0S_API_VERSION) && kind.eq_ignore_ascii_case("clusterconfig") {
+        return Some(DocKind::ClusterConfig);
+    }
+    Some(DocKind::Manifest)
+}
+
+fn assemble(
+    files: &[PathBuf],
+    docs: Vec<Doc>,
+    opts: &LoadOptions,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Spec> {
+    let mut cluster: Option<Doc> = None;
+    let mut configs = Vec::new();
+    let mut manifests = Vec::new();
+    for doc in docs {
+        match classify(&doc, diags) {
+            Some(DocKind::Cluster) => {
+                if let Some(first) = &cluster {
+                    let (l, c) = doc.node.locate("kind");
+                    diags.push(
+                        Diagnostic::error(&doc.file, "kind", format!(
+                            "a second Cluster document (the first is in {}:{}): give exactly one",
+                            first.file.display(),
+                            first.node.line
+                        ))
+                        .at(l, c),
+                    );
+                } else {
+                    cluster = Some(doc);
+                }
+            }
+            Some(DocKind::ClusterConfig) => configs.push(doc),
+            Some(DocKind::Manifest) => manifests.push(doc.node.to_json()),
+            None => {}
+        }
+    }
+    let Some(cluster) = cluster else {
+        if !diags.iter().any(Diagnostic::is_error) {
+            let names: Vec<String> = files
+                .iter()
+                .map(|f| display_name(f).display().to_string())
+                .collect();
+            diags.push(Diagnostic::error(
+                files.first().map(|f| display_name(f)).unwrap_or_default(),
+                "",
+                format!(
+                    "no {CLUSTER_API_VERSION} Cluster document in {}",
+                    if names.is_empty() {
+                        "the given paths".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            ));
+        }
+        return None;
+    };
+
+    let schema = serde_json::to_value(raw::schema()).unwrap_or(serde_json::Value::Bool(true));
+    let mut checker = Checker::new(&schema);
+    let json = checker.check(&schema, &cluster.node, "");
+    for p in checker.problems {
+        diags.push(Diagnostic::error(&cluster.file, p.field, p.message).at(p.line, p.column));
+    }
+    let json = json?;
+    let raw: RawCluster = match serde_json::from_value(json) {
+        Ok(r) => r,
+        Err(e) => {
+            diags.push(
+                Diagnostic::error(
+                    &cluster.file,
+                    "",
+                    format!("cannot read the Cluster document: {e}"),
+                )
+                .at(cluster.node.line, cluster.node.column),
+            );
+            return None;
+        }
+    };
+    let base = if cluster.file == Path::new("<stdin>") {
+        std::env::current_dir().unwrap_or_default()
+    } else {
+        std::path::absolute(&cluster.file)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .unwrap_or_default()
+    };
+    let env = Env {
+        base,
+        home: (opts.env)("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from),
+    };
+    let mut sink = Sink {
+        file: &cluster.file,
+        node: &cluster.node,
+        diags: Vec::new(),
+    };
+    let mut spec = resolve::resolve(&raw, &env, &mut sink);
+    validate::validate(&spec, &mut sink);
+    diags.append(&mut sink.diags);
+
+    for doc in configs {
+        match doc.node.to_json() {
+            serde_json::Value::Object(src) => {
+                let target = spec
+                    .k0s
+                    .config
+                    .get_or_insert_with(|| serde_json::Value::Object(Default::default()));
+                if let serde_json::Value::Object(t) = target {
+                    merge_keep_existing(t, src);
+                }
+            }
+            other => diags.push(
+                Diagnostic::error(
+                    &doc.file,
+                    "",
+                    format!("a ClusterConfig must be a mapping, found {other}"),
+                )
+                .at(doc.node.line, doc.node.column),
+            ),
+        }
+    }
+    spec.manifests = manifests;
+    Some(spec)
+}
+
+/// k0sctl merges ClusterConfig documents with dig's `Mapping.Merge` without options: mappings
+/// merge recursively, a key already set wins, nulls are skipped.
+fn merge_keep_existing(
+    target: &mut serde_json::Map<String, serde_json::Value>,
+    source: serde_json::Map<String, serde_json::Value>,
+) {
+    use serde_json::Value;
+    for (k, v) in source {
+        match (target.get_mut(&k), v) {
+            (_, Value::Null) => {}
+            (Some(Value::Object(t)), Value::Object(s)) => merge_keep_existing(t, s),
+            (Some(_), _) => {}
+            (None, v) => {
+                target.insert(k, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn load_str(yaml: &str) -> Result<Loaded, Diagnostics> {
+        let env = |k: &str| match k {
+            "K0S_VERSION" => Some("v1.33.4+k0s.0".to_string()),
+            _ => None,
+        };
+        load_with(
+            &[PathBuf::from("-")],
+            &LoadOptions {
+                env: &env,
+                stdin: Some(yaml),
+            },
+        )
+    }
+
+    #[test]
+    fn merge_is_digs() {
+        let mut t = json!({"spec": {"a": 1, "n": {"x": 1}}})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let s =
+            json!({"spec": {"a": 2, "b": 3, "n": {"y": 2}, "z": null}, "kind": "clusterconfig"})
+                .as_object()
+                .cloned()
+                .unwrap();
+        merge_keep_existing(&mut t, s);
+        assert_eq!(
+            serde_json::Value::Object(t),
+            json!({"spec": {"a": 1, "b": 3, "n": {"x": 1, "y": 2}}, "kind": "clusterconfig"})
+        );
+    }
+
+    #[test]
+    fn minimal_spec_gets_k0sctl_defaults() {
+        let l = load_str(
+            "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: single\n    ssh: {address: 127.0.0.1}\n  k0s: {version: $K0S_VERSION}\n",
+        )
+        .expect("loads");
+        let s = &l.spec;
+        assert_eq!(s.name, "k0s-cluster");
+        let h = &s.hosts[0];
+        assert_eq!((h.ssh.user.as_str(), h.ssh.port), ("root", 22));
+        assert_eq!(h.data_dir, "/var/lib/k0s");
+        assert_eq!(h.k0s_install_path, "/usr/local/bin/k0s");
+        assert_eq!(s.k0s.version.as_deref(), Some("v1.33.4+k0s.0"));
+        assert_eq!(s.options, crate::spec::Options::default());
+        assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+        assert_eq!(l.sha256.len(), 64);
+    }
+
+    #[test]
+    fn all_errors_together_with_positions() {
+        let e = load_str(
+            "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: controller\n    ssh: {address: 10.0.0.1, keyPth: x}\n  - role: wroker\n    ssh: {address: 10.0.0.2, port: 70000}\n",
+        )
+        .unwrap_err();
+        let text = e.to_string();
+        assert_eq!(e.error_count(), 3, "{text}");
+        assert!(text.contains("<stdin>:6:30: error: spec.hosts[0].ssh.keyPth: unknown field `keyPth`, did you mean `keyPath`?"), "{text}");
+        assert!(
+            text.contains("<stdin>:7:11: error: spec.hosts[1].role: `wroker` is not one of"),
+            "{text}"
+        );
+        assert!(
+            text.contains("spec.hosts[1].ssh.port: 70000 is out of range"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn json_is_accepted() {
+        let l = load_str(r#"{"apiVersion": "k0sctl.k0sproject.io/v1beta1", "kind": "Cluster", "spec": {"hosts": [{"role": "single", "ssh": {"address": "127.0.0.1", "port": 9022}}], "k0s": {"version": "v1.33.4+k0s.0"}}}"#)
+            .expect("loads");
+        assert_eq!(l.spec.hosts[0].ssh.port, 9022);
+    }
+}

@@ -1,0 +1,611 @@
+//! Raw k0sctl document → resolved `Spec`: k0sctl's defaults, empty strings meaning "not set"
+//! (so `${VAR}` expanding to "" gives the default), relative paths against the spec file's
+//! folder, `~/` against $HOME, and k0sctl's installFlags lifting (`--data-dir`, `--single`,
+//! `--enable-worker`, `--no-taints`).
+//!
+//! Fields k0sctl knows that k0sform does not implement are reported here. The rule: an **error**
+//! where carrying on would make apply do something different from what the file asks and the
+//! user could not tell (winRM and localhost hosts, `privateInterface`, URL or glob `files` sources);
+//! a **warning** where the field is ignored and the outcome is still the cluster the file
+//! describes (`os`, `hooks`, `k0sDownloadURL`, `options.evictTaint`, `versionChannel`,
+//! `openSSH.disableMultiplexing`, a missing `k0s.version`). k0sctl's own smoke-test files use
+//! several of the latter and must keep loading.
+
+use crate::spec::Diagnostic;
+use crate::spec::model::*;
+use crate::spec::node::Node;
+use crate::spec::raw::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Where findings go: positions come from the document tree by field path.
+pub(crate) struct Sink<'a> {
+    pub file: &'a Path,
+    pub node: &'a Node,
+    pub diags: Vec<Diagnostic>,
+}
+
+impl Sink<'_> {
+    /// An error pointing at the field's value.
+    pub fn error(&mut self, field: &str, msg: impl Into<String>) {
+        let (l, c) = self.node.locate(field);
+        self.diags
+            .push(Diagnostic::error(self.file, field, msg).at(l, c));
+    }
+    /// An error pointing at the field's key (for "this field is not supported").
+    pub fn error_key(&mut self, field: &str, msg: impl Into<String>) {
+        let (l, c) = self.node.locate_key(field);
+        self.diags
+            .push(Diagnostic::error(self.file, field, msg).at(l, c));
+    }
+    pub fn warn_key(&mut self, field: &str, msg: impl Into<String>) {
+        let (l, c) = self.node.locate_key(field);
+        self.diags
+            .push(Diagnostic::warning(self.file, field, msg).at(l, c));
+    }
+}
+
+/// Paths and environment the resolution depends on.
+pub(crate) struct Env {
+    /// Folder relative paths resolve against (absolute).
+    pub base: PathBuf,
+    pub home: Option<PathBuf>,
+}
+
+impl Env {
+    pub fn path(&self, p: &str) -> PathBuf {
+        if p == "~"
+            && let Some(h) = &self.home
+        {
+            return h.clone();
+        }
+        if let Some(rest) = p.strip_prefix("~/")
+            && let Some(h) = &self.home
+        {
+            return h.join(rest);
+        }
+        let pb = PathBuf::from(p);
+        let joined = if pb.is_absolute() {
+            pb
+        } else {
+            self.base.join(pb)
+        };
+        // Drop `.` components so paths print cleanly; `..` stays (symlinks make it meaningful).
+        joined
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .collect()
+    }
+}
+
+/// "" means not set, as with k0sctl's defaults library.
+fn set(s: &Option<String>) -> Option<String> {
+    s.as_ref().filter(|v| !v.is_empty()).cloned()
+}
+
+pub(crate) fn resolve(raw: &RawCluster, env: &Env, sink: &mut Sink) -> Spec {
+    let name = raw
+        .metadata
+        .as_ref()
+        .and_then(|m| set(&m.name))
+        .unwrap_or_else(|| DEFAULT_CLUSTER_NAME.into());
+    let empty_spec = RawClusterSpec {
+        hosts: None,
+        k0s: None,
+        options: None,
+    };
+    let rs = raw.spec.as_ref().unwrap_or(&empty_spec);
+    let hosts: Vec<HostSpec> = rs
+        .hosts
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, h)| resolve_host(h, i, env, sink))
+        .collect();
+    let k0s = resolve_k0s(rs.k0s.as_ref(), sink);
+    let options = resolve_options(rs.options.as_ref(), sink);
+    Spec {
+        name,
+        hosts,
+        k0s,
+        options,
+        manifests: Vec::new(),
+    }
+}
+
+fn resolve_ssh(s: &RawSsh, env: &Env) -> SshTarget {
+    let mut t = SshTarget::new(s.address.clone(), s.port.unwrap_or(22));
+    if let Some(u) = set(&s.user) {
+        t.user = u;
+    }
+    t.key_path = set(&s.key_path).map(|k| env.path(&k));
+    t.host_key = set(&s.host_key);
+    t.options = s.options.clone().unwrap_or_default();
+    t.bastion = s.bastion.as_ref().map(|b| Box::new(resolve_ssh(b, env)));
+    t
+}
+
+fn resolve_openssh(s: &RawOpenSsh, path: &str, env: &Env, sink: &mut Sink) -> SshTarget {
+    let mut t = SshTarget::new(s.address.clone(), s.port.unwrap_or(22));
+    t.openssh = true;
+    if let Some(u) = set(&s.user) {
+        t.user = u;
+    }
+    t.key_path = set(&s.key_path).map(|k| env.path(&k));
+    t.config_path = set(&s.config_path).map(|k| env.path(&k));
+    t.options = s
+        .options
+        .iter()
+        .flatten()
+        .map(|(k, v)| {
+            let v = match v {
+                OptionValue::Bool(true) => "yes".to_string(),
+                OptionValue::Bool(false) => "no".to_string(),
+                OptionValue::Int(i) => i.to_string(),
+                OptionValue::Text(s) => s.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    if s.disable_multiplexing == Some(true) {
+        sink.warn_key(
+            &format!("{path}.disableMultiplexing"),
+            "ignored: k0sform always reuses one SSH connection per host",
+        );
+    }
+    t
+}
+
+fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<HostSpec> {
+    let p = format!("spec.hosts[{i}]");
+    if h.win_rm.is_some() {
+        sink.error_key(
+            &format!("{p}.winRM"),
+            "winRM (Windows) hosts are not supported by k0sform",
+        );
+    }
+    if h.localhost.as_ref().is_some_and(RawLocalhost::enabled) {
+        sink.error_key(
+            &format!("{p}.localhost"),
+            "localhost hosts are not supported: k0sform reaches every host over SSH (use `ssh` with address 127.0.0.1)",
+        );
+    }
+    let ssh = match (&h.ssh, &h.open_ssh) {
+        (Some(s), None) => resolve_ssh(s, env),
+        (None, Some(o)) => resolve_openssh(o, &format!("{p}.openSSH"), env, sink),
+        (Some(s), Some(_)) => {
+            sink.error_key(
+                &format!("{p}.openSSH"),
+                "a host has one connection: set `ssh` or `openSSH`, not both",
+            );
+            resolve_ssh(s, env)
+        }
+        (None, None) => {
+            if h.win_rm.is_none() && !h.localhost.as_ref().is_some_and(RawLocalhost::enabled) {
+                sink.error(&p, "no connection: set `ssh` (or `openSSH`) for this host");
+            }
+            return None;
+        }
+    };
+    if set(&h.private_interface).is_some() {
+        sink.error_key(
+            &format!("{p}.privateInterface"),
+            "not supported by k0sform: it does not detect addresses from interfaces; set `privateAddress` instead",
+        );
+    }
+    let mut host = HostSpec::new(h.role, ssh, i + 1);
+    host.private_address = set(&h.private_address);
+    host.hostname = set(&h.hostname).map(|n| n.to_lowercase());
+    host.environment = h.environment.clone().unwrap_or_default();
+    host.upload_binary = h.upload_binary.unwrap_or(false);
+    host.k0s_binary_path = set(&h.k0s_binary_path).map(|b| env.path(&b));
+    host.k0s_download_url = set(&h.k0s_download_url);
+    if host.k0s_download_url.is_some() {
+        sink.warn_key(
+            &format!("{p}.k0sDownloadURL"),
+            "not used yet: k0sform gets k0s from the official releases (or k0sBinaryPath) and uploads it itself",
+        );
+    }
+    host.use_existing_k0s = h.use_existing_k0s.unwrap_or(false);
+    if let Some(ip) = set(&h.k0s_install_path) {
+        host.k0s_install_path = ip;
+    }
+    if let Some(dd) = set(&h.data_dir) {
+        host.data_dir = dd;
+    }
+    host.kubelet_root_dir = set(&h.kubelet_root_dir);
+    host.no_taints = h.no_taints.unwrap_or(false);
+    host.reset = h.reset.unwrap_or(false);
+    host.os = set(&h.os);
+    if host.os.is_some() {
+        sink.warn_key(
+            &format!("{p}.os"),
+            "ignored: k0sform does not use OS modules",
+        );
+    }
+    host.hooks = resolve_hooks(h.hooks.as_ref());
+    if host
+        .hooks
+        .values()
+        .any(|s| s.values().any(|l| !l.is_empty()))
+    {
+        sink.warn_key(
+            &format!("{p}.hooks"),
+            "not run: k0sform does not run hooks yet",
+        );
+    }
+    for (j, f) in h.files.iter().flatten().enumerate() {
+        if let Some(u) = resolve_file(f, &format!("{p}.files[{j}]"), env, sink) {
+            host.files.push(u);
+        }
+    }
+    lift_install_flags(
+        &mut host,
+        h.install_flags.as_deref().unwrap_or_default(),
+        &p,
+        sink,
+    );
+    Some(host)
+}
+
+/// k0sctl's `Host.SetDefaults`: some install flags set fields instead.
+fn lift_install_flags(host: &mut HostSpec, flags: &[String], p: &str, sink: &mut Sink) {
+    let flag_value = |name: &str| -> Option<String> {
+        flags.iter().find_map(|f| {
+            let f = f.trim();
+            if f == name {
+                Some("true".to_string())
+            } else {
+                f.strip_prefix(name)
+                    .and_then(|r| r.strip_prefix('=').or_else(|| r.strip_prefix(' ')))
+                    .map(|v| v.trim().trim_matches(['"', '\'']).to_string())
+            }
+        })
+    };
+    let on = |v: Option<String>| v.is_some_and(|v| v != "false");
+    if on(flag_value("--single")) && host.role != Role::Single {
+        sink.warn_key(
+            &format!("{p}.installFlags"),
+            format!(
+                "--single makes this host's role `single` (was `{}`)",
+                host.role
+            ),
+        );
+        host.role = Role::Single;
+    }
+    if on(flag_value("--enable-worker")) && host.role != Role::ControllerWorker {
+        sink.warn_key(
+            &format!("{p}.installFlags"),
+            format!(
+                "--enable-worker makes this host's role `controller+worker` (was `{}`)",
+                host.role
+            ),
+        );
+        host.role = Role::ControllerWorker;
+    }
+    if on(flag_value("--no-taints")) {
+        host.no_taints = true;
+    }
+    let data_dir = flag_value("--data-dir");
+    host.install_flags = flags
+        .iter()
+        .filter(|f| {
+            !(data_dir.is_some()
+                && (f.trim() == "--data-dir" || f.trim().starts_with("--data-dir")))
+        })
+        .cloned()
+        .collect();
+    if let Some(dd) = data_dir {
+        host.data_dir = dd;
+    }
+}
+
+fn resolve_hooks(h: Option<&RawHooks>) -> Hooks {
+    let mut out = Hooks::new();
+    let Some(h) = h else { return out };
+    let actions = [
+        ("connect", &h.connect),
+        ("apply", &h.apply),
+        ("install", &h.install),
+        ("upgrade", &h.upgrade),
+        ("reset", &h.reset),
+        ("backup", &h.backup),
+    ];
+    for (name, stages) in actions {
+        let Some(st) = stages else { continue };
+        let mut m = BTreeMap::new();
+        if let Some(b) = &st.before {
+            m.insert("before".to_string(), b.clone());
+        }
+        if let Some(a) = &st.after {
+            m.insert("after".to_string(), a.clone());
+        }
+        if !m.is_empty() {
+            out.insert(name.to_string(), m);
+        }
+    }
+    out
+}
+
+/// k0sctl's `permToString`: a number is an octal mode written in decimal digits by YAML 1.1
+/// (yaml.v2 reads `0644` as 420); a string must be octal digits.
+fn perm_string(p: &Perm, field: &str, sink: &mut Sink) -> Option<String> {
+    let s = match p {
+        Perm::Number(0) => {
+            sink.error(field, "a file mode of 0 is not valid");
+            return None;
+        }
+        // serde-saphyr reads unquoted `644` as decimal 644: the digits are what the user meant.
+        Perm::Number(n) => format!("0{n}"),
+        Perm::Text(t) => t.clone(),
+    };
+    let digits = s.trim_start_matches('0');
+    if s.is_empty() || s.len() > 5 || !s.chars().all(|c| ('0'..='7').contains(&c)) {
+        sink.error(
+            field,
+            format!("invalid file mode `{s}`: use octal digits like \"0644\""),
+        );
+        return None;
+    }
+    if digits.len() == 3 && digits.as_bytes()[0] < b'4' {
+        sink.error(
+            field,
+            format!("invalid file mode `{s}`: the owner could not read the file"),
+        );
+        return None;
+    }
+    Some(s)
+}
+
+fn resolve_file(f: &RawUploadFile, p: &str, env: &Env, sink: &mut Sink) -> Option<UploadFile> {
+    let src = set(&f.src);
+    let data = f.data.clone().filter(|d| !d.trim().is_empty());
+    let dst = set(&f.dst);
+    let dst_dir = set(&f.dst_dir);
+    let mut ok = true;
+    if src.is_none() && data.is_none() {
+        sink.error(
+            p,
+            "set `src` (a local file or folder) or `data` (inline content)",
+        );
+        ok = false;
+    }
+    if src.is_some() && data.is_some() {
+        sink.error_key(&format!("{p}.data"), "set either `src` or `data`, not both");
+        ok = false;
+    }
+    if dst.is_none() && dst_dir.is_none() {
+        sink.error(p, "set `dst` (remote file) or `dstDir` (remote folder)");
+        ok = false;
+    }
+    if data.is_some() && dst.is_none() && set(&f.name).is_none() {
+        sink.error(p, "inline `data` needs `dst` or `name`");
+        ok = false;
+    }
+    let source = match (&src, &data) {
+        (Some(s), _) if s.contains("://") => {
+            sink.error(
+                &format!("{p}.src"),
+                "URL sources are not supported by k0sform yet: download the file and give its local path",
+            );
+            return None;
+        }
+        (Some(s), _) if s.contains(['*', '?', '[', ']', '{', '}']) => {
+            sink.error(
+                &format!("{p}.src"),
+                "glob patterns are not supported by k0sform yet: name a file or a folder",
+            );
+            return None;
+        }
+        (Some(s), _) => {
+            let path = env.path(s);
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_dir() => FileSource::Directory(path),
+                Ok(_) => FileSource::File(path),
+                Err(e) => {
+                    sink.error(
+                        &format!("{p}.src"),
+                        format!("cannot read {}: {e}", path.display()),
+                    );
+                    return None;
+                }
+            }
+        }
+        (None, Some(d)) => FileSource::Inline(d.clone()),
+        (None, None) => return None,
+    };
+    let perm = match &f.perm {
+        Some(pm) => Some(perm_string(pm, &format!("{p}.perm"), sink)?),
+        None => None,
+    };
+    let dir_perm = match &f.dir_perm {
+        Some(pm) => perm_string(pm, &format!("{p}.dirPerm"), sink)?,
+        None => "0755".to_string(),
+    };
+    if !ok {
+        return None;
+    }
+    let dst = match (&dst, &dst_dir) {
+        (Some(d), Some(dir)) if !d.starts_with('/') => {
+            Some(format!("{}/{d}", dir.trim_end_matches('/')))
+        }
+        (d, _) => d.clone(),
+    };
+    let name = set(&f.name)
+        .or_else(|| src.clone())
+        .or_else(|| dst.clone())
+        .unwrap_or_default();
+    Some(UploadFile {
+        name,
+        source,
+        dst,
+        dst_dir,
+        perm,
+        dir_perm,
+        user: set(&f.user),
+        group: set(&f.group),
+    })
+}
+
+fn resolve_k0s(k: Option<&RawK0s>, sink: &mut Sink) -> K0sSpec {
+    let version = k.and_then(|k| set(&k.version));
+    let channel = k.and_then(|k| set(&k.version_channel));
+    if version.is_none() {
+        let field = if k.is_some() {
+            "spec.k0s.version"
+        } else {
+            "spec"
+        };
+        sink.warn_key(
+            field,
+            "no k0s version: k0sform does not look up releases online (k0sctl would); it keeps the version the cluster runs and cannot install new hosts without one",
+        );
+    }
+    if let Some(c) = &channel {
+        if c != "stable" && c != "latest" {
+            sink.error(
+                "spec.k0s.versionChannel",
+                format!("`{c}` is not a version channel: use `stable` or `latest`"),
+            );
+        } else {
+            sink.warn_key(
+                "spec.k0s.versionChannel",
+                "ignored: k0sform does not look up releases online",
+            );
+        }
+    }
+    K0sSpec {
+        version,
+        version_channel: channel,
+        dynamic_config: k.and_then(|k| k.dynamic_config).unwrap_or(false),
+        config: k
+            .and_then(|k| k.config.clone())
+            .filter(|m| !m.is_empty())
+            .map(serde_json::Value::Object),
+    }
+}
+
+fn resolve_options(o: Option<&RawOptions>, sink: &mut Sink) -> Options {
+    let mut out = Options::default();
+    let Some(o) = o else { return out };
+    if let Some(w) = o.wait.as_ref().and_then(|w| w.enabled) {
+        out.wait = w;
+    }
+    if let Some(d) = &o.drain {
+        let dr = &mut out.drain;
+        dr.enabled = d.enabled.unwrap_or(dr.enabled);
+        dr.force = d.force.unwrap_or(dr.force);
+        dr.ignore_daemon_sets = d.ignore_daemon_sets.unwrap_or(dr.ignore_daemon_sets);
+        dr.delete_empty_dir_data = d.delete_empty_dir_data.unwrap_or(dr.delete_empty_dir_data);
+        dr.pod_selector = set(&d.pod_selector);
+        let mut dur = |v: &Option<String>, field: &str, into: &mut u64| {
+            if let Some(s) = set(v) {
+                match parse_go_duration(&s) {
+                    Ok(secs) => *into = secs,
+                    Err(e) => sink.error(&format!("spec.options.drain.{field}"), e),
+                }
+            }
+        };
+        dur(&d.grace_period, "gracePeriod", &mut dr.grace_period);
+        dur(&d.timeout, "timeout", &mut dr.timeout);
+        dur(
+            &d.skip_wait_for_delete_timeout,
+            "skipWaitForDeleteTimeout",
+            &mut dr.skip_wait_for_delete_timeout,
+        );
+    }
+    if o.evict_taint.as_ref().and_then(|e| e.enabled) == Some(true) {
+        sink.warn_key(
+            "spec.options.evictTaint",
+            "not implemented: k0sform drains nodes without an evict taint",
+        );
+    }
+    if let Some(c) = &o.concurrency {
+        if let Some(l) = c.limit {
+            out.concurrency_limit = l as usize;
+        }
+        if let Some(p) = c.worker_disruption_percent {
+            if p > 100 {
+                sink.error(
+                    "spec.options.concurrency.workerDisruptionPercent",
+                    format!("{p} is not a percentage (0 to 100)"),
+                );
+            }
+            out.worker_disruption_percent = p;
+        }
+        if let Some(u) = c.uploads {
+            out.concurrent_uploads = u as usize;
+        }
+    }
+    out
+}
+
+/// A Go `time.Duration` string (`2m`, `1h30m`, `90s`, `1.5h`, `0`) in whole seconds.
+pub(crate) fn parse_go_duration(s: &str) -> Result<u64, String> {
+    let bad = |why: &str| format!("invalid duration `{s}`: {why} (examples: 90s, 2m, 1h30m)");
+    if s == "0" {
+        return Ok(0);
+    }
+    let mut rest = s;
+    let mut total = 0f64;
+    if rest.is_empty() {
+        return Err(bad("empty"));
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return Err(bad("expected a number"));
+        }
+        let n: f64 = rest[..num_len].parse().map_err(|_| bad("bad number"))?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let factor = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => return Err(bad("missing unit")),
+            _ => return Err(bad("unknown unit")),
+        };
+        total += n * factor;
+        rest = &rest[unit_len..];
+    }
+    Ok(total as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("2m"), Ok(120));
+        assert_eq!(parse_go_duration("1h30m"), Ok(5400));
+        assert_eq!(parse_go_duration("2m0s"), Ok(120));
+        assert_eq!(parse_go_duration("1.5h"), Ok(5400));
+        assert_eq!(parse_go_duration("0"), Ok(0));
+        assert!(
+            parse_go_duration("120")
+                .unwrap_err()
+                .contains("missing unit")
+        );
+        assert!(parse_go_duration("2 minutes").is_err());
+    }
+
+    #[test]
+    fn home_and_relative_paths() {
+        let env = Env {
+            base: PathBuf::from("/specs"),
+            home: Some(PathBuf::from("/home/u")),
+        };
+        assert_eq!(env.path("./id_rsa"), PathBuf::from("/specs/id_rsa"));
+        assert_eq!(env.path("~/.ssh/id"), PathBuf::from("/home/u/.ssh/id"));
+        assert_eq!(env.path("/abs"), PathBuf::from("/abs"));
+    }
+}

@@ -1,0 +1,525 @@
+//! Offline checks of a resolved spec: cluster shape (controllers, `single`, duplicates, resets),
+//! per-host values (addresses, ports, versions, binaries, keys) and every string that will reach
+//! a remote command line. k0sform quotes every argument it sends, but a value that can never be
+//! valid there (a newline in an install flag, `FOO-BAR` as an environment name) is rejected here.
+
+use crate::spec::model::*;
+use crate::spec::resolve::Sink;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+pub(crate) fn validate(spec: &Spec, sink: &mut Sink) {
+    if spec.hosts.is_empty() {
+        sink.error(
+            "spec.hosts",
+            "no hosts: a cluster needs at least one controller",
+        );
+        return;
+    }
+    check_text(sink, "metadata.name", &spec.name);
+    let mut ids: BTreeMap<(String, u16), usize> = BTreeMap::new();
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    let mut peers: BTreeMap<String, usize> = BTreeMap::new();
+    for h in &spec.hosts {
+        let p = host_path(h);
+        let key = (h.ssh.address.to_lowercase(), h.ssh.port);
+        if let Some(first) = ids.insert(key, h.index) {
+            ids.insert((h.ssh.address.to_lowercase(), h.ssh.port), first);
+            sink.error(
+                &format!("{p}.{}.address", conn(h)),
+                format!(
+                    "duplicate host {}: already used by spec.hosts[{}] (a host is its address and port)",
+                    h.id(),
+                    first - 1
+                ),
+            );
+        }
+        if let Some(n) = &h.hostname
+            && let Some(first) = names.insert(n.clone(), h.index)
+        {
+            names.insert(n.clone(), first);
+            sink.error(
+                &format!("{p}.hostname"),
+                format!(
+                    "duplicate hostname `{n}`: already used by spec.hosts[{}]",
+                    first - 1
+                ),
+            );
+        }
+        if let Some(pa) = &h.private_address
+            && let Some(first) = peers.insert(pa.clone(), h.index)
+        {
+            peers.insert(pa.clone(), first);
+            sink.error(
+                &format!("{p}.privateAddress"),
+                format!(
+                    "duplicate privateAddress {pa}: already used by spec.hosts[{}]",
+                    first - 1
+                ),
+            );
+        }
+        validate_host(h, sink);
+    }
+    if let Some(single) = spec.hosts.iter().find(|h| h.role == Role::Single)
+        && spec.hosts.len() > 1
+    {
+        sink.error(
+            &format!("{}.role", host_path(single)),
+            format!(
+                "role `single` must be the only host, but the spec has {} hosts",
+                spec.hosts.len()
+            ),
+        );
+    }
+    if !spec.hosts.iter().any(|h| h.role.is_controller()) {
+        sink.error(
+            "spec.hosts",
+            "no controller: at least one host needs role `controller`, `controller+worker` or `single`",
+        );
+    } else if spec
+        .hosts
+        .iter()
+        .filter(|h| h.role.is_controller())
+        .all(|h| h.reset)
+    {
+        let what = if spec.hosts.iter().all(|h| h.reset) {
+            "every host has `reset: true`: that would tear the whole cluster down (k0sform has no \"destroy\" via apply)"
+        } else {
+            "every controller has `reset: true`: the cluster would have no control plane left"
+        };
+        sink.error("spec.hosts", what);
+    }
+    if let Some(v) = &spec.k0s.version
+        && let Err(e) = check_k0s_version(v)
+    {
+        sink.error("spec.k0s.version", e);
+    }
+}
+
+fn host_path(h: &HostSpec) -> String {
+    format!("spec.hosts[{}]", h.index - 1)
+}
+
+fn conn(h: &HostSpec) -> &'static str {
+    if h.ssh.openssh { "openSSH" } else { "ssh" }
+}
+
+fn validate_host(h: &HostSpec, sink: &mut Sink) {
+    let p = host_path(h);
+    let c = format!("{p}.{}", conn(h));
+    check_target(&h.ssh, &c, sink);
+    if let Some(pa) = &h.private_address
+        && pa.parse::<IpAddr>().is_err()
+    {
+        sink.error(
+            &format!("{p}.privateAddress"),
+            format!("`{pa}` is not an IP address"),
+        );
+    }
+    if let Some(n) = &h.hostname
+        && !is_dns_name(n)
+    {
+        sink.error(
+            &format!("{p}.hostname"),
+            format!("`{n}` is not a valid node name (DNS labels of a-z, 0-9 and `-`, at most 63 characters each)"),
+        );
+    }
+    if h.no_taints && h.role != Role::ControllerWorker {
+        sink.error(
+            &format!("{p}.noTaints"),
+            format!(
+                "noTaints only applies to role `controller+worker` (this host is `{}`)",
+                h.role
+            ),
+        );
+    }
+    for (i, flag) in h.install_flags.iter().enumerate() {
+        let f = format!("{p}.installFlags[{i}]");
+        if flag.contains(['\n', '\r', '\0']) {
+            sink.error(&f, "an install flag cannot contain a line break or NUL");
+            continue;
+        }
+        match shell_words(flag) {
+            Err(e) => sink.error(&f, e),
+            Ok(words) => {
+                if let Some(first) = words.first()
+                    && !first.starts_with('-')
+                {
+                    sink.error(
+                        &f,
+                        format!("`{flag}` is not a flag: install flags start with `-`"),
+                    );
+                }
+            }
+        }
+    }
+    for (k, v) in &h.environment {
+        let f = format!("{p}.environment.{k}");
+        if !is_env_name(k) {
+            sink.error(
+                &f,
+                format!("`{k}` is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
+            );
+        }
+        if v.contains(['\n', '\r', '\0']) {
+            sink.error(
+                &f,
+                "an environment value cannot contain a line break or NUL",
+            );
+        }
+    }
+    for (field, v) in [
+        ("k0sInstallPath", Some(&h.k0s_install_path)),
+        ("dataDir", Some(&h.data_dir)),
+        ("kubeletRootDir", h.kubelet_root_dir.as_ref()),
+    ] {
+        if let Some(v) = v {
+            let f = format!("{p}.{field}");
+            if check_text(sink, &f, v) && !v.starts_with('/') {
+                sink.error(&f, format!("`{v}` must be an absolute path on the host"));
+            }
+        }
+    }
+    for (i, file) in h.files.iter().enumerate() {
+        let f = format!("{p}.files[{i}]");
+        for (field, v) in [("dst", &file.dst), ("dstDir", &file.dst_dir)] {
+            if let Some(v) = v {
+                check_text(sink, &format!("{f}.{field}"), v);
+            }
+        }
+        for (field, v) in [("user", &file.user), ("group", &file.group)] {
+            if let Some(v) = v
+                && !is_user_name(v)
+            {
+                sink.error(
+                    &format!("{f}.{field}"),
+                    format!("`{v}` is not a valid user or group name"),
+                );
+            }
+        }
+    }
+    // Binary source: exactly one way to get k0s onto the host.
+    if h.use_existing_k0s {
+        for (set, field) in [
+            (h.upload_binary, "uploadBinary"),
+            (h.k0s_binary_path.is_some(), "k0sBinaryPath"),
+            (h.k0s_download_url.is_some(), "k0sDownloadURL"),
+        ] {
+            if set {
+                sink.error(
+                    &format!("{p}.{field}"),
+                    "conflicts with useExistingK0s: the binary already on the host is used, nothing is downloaded or uploaded",
+                );
+            }
+        }
+    }
+    if h.k0s_binary_path.is_some() && h.k0s_download_url.is_some() {
+        sink.error(
+            &format!("{p}.k0sDownloadURL"),
+            "conflicts with k0sBinaryPath: choose one source for the k0s binary",
+        );
+    }
+    if let Some(b) = &h.k0s_binary_path {
+        let f = format!("{p}.k0sBinaryPath");
+        match std::fs::metadata(b) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => sink.error(&f, format!("{} is not a file", b.display())),
+            Err(e) => sink.error(&f, format!("cannot read {}: {e}", b.display())),
+        }
+    }
+}
+
+fn check_target(t: &SshTarget, p: &str, sink: &mut Sink) {
+    let addr = &t.address;
+    if addr.is_empty() {
+        sink.error(&format!("{p}.address"), "the address is empty");
+    } else if t.openssh {
+        // An ssh_config alias is allowed, but nothing that `ssh` would read as an option.
+        if addr.starts_with('-') || addr.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            sink.error(
+                &format!("{p}.address"),
+                format!("`{addr}` is not a host name, IP address or ssh_config alias"),
+            );
+        }
+    } else if addr.parse::<IpAddr>().is_err() && !is_dns_name(addr) {
+        let hint = if addr.starts_with('[') {
+            " (write IPv6 addresses without brackets)"
+        } else if addr.contains(':') {
+            " (put the port in `port`)"
+        } else {
+            ""
+        };
+        sink.error(
+            &format!("{p}.address"),
+            format!("`{addr}` is neither an IP address nor a DNS name{hint}"),
+        );
+    }
+    if t.port == 0 {
+        sink.error(&format!("{p}.port"), "0 is not a valid port (1 to 65535)");
+    }
+    if !is_user_name(&t.user) {
+        sink.error(
+            &format!("{p}.user"),
+            format!("`{}` is not a valid user name", t.user),
+        );
+    }
+    if let Some(k) = &t.host_key
+        && let Err(e) = check_host_key(k)
+    {
+        sink.error(&format!("{p}.hostKey"), e);
+    }
+    for (field, path) in [("keyPath", &t.key_path), ("configPath", &t.config_path)] {
+        if let Some(path) = path {
+            let f = format!("{p}.{field}");
+            if check_text(sink, &f, &path.to_string_lossy()) && !path.exists() {
+                let (l, c) = sink.node.locate(&f);
+                sink.diags.push(
+                    crate::spec::Diagnostic::warning(
+                        sink.file,
+                        &f,
+                        format!("{} does not exist (yet)", path.display()),
+                    )
+                    .at(l, c),
+                );
+            }
+        }
+    }
+    for (k, v) in &t.options {
+        let f = format!("{p}.options.{k}");
+        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric()) {
+            sink.error(&f, format!("`{k}` is not an ssh_config option name"));
+        }
+        check_text(sink, &f, v);
+    }
+    if let Some(b) = &t.bastion {
+        check_target(b, &format!("{p}.bastion"), sink);
+    }
+}
+
+/// No line breaks, NUL or other control characters: such a value would break a remote command
+/// or file. Returns whether the text is clean.
+fn check_text(sink: &mut Sink, field: &str, v: &str) -> bool {
+    if v.chars().any(|c| c.is_control()) {
+        sink.error(
+            field,
+            "cannot contain line breaks, NUL or other control characters",
+        );
+        return false;
+    }
+    true
+}
+
+fn is_env_name(k: &str) -> bool {
+    let mut chars = k.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn is_user_name(u: &str) -> bool {
+    !u.is_empty()
+        && !u.starts_with('-')
+        && u.len() <= 64
+        && u.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '$'))
+}
+
+/// A DNS name (RFC 1123): dot-separated labels of letters, digits and `-`, not starting or
+/// ending with `-`, at most 63 characters each and 253 in all; one trailing dot allowed.
+pub(crate) fn is_dns_name(s: &str) -> bool {
+    let s = s.strip_suffix('.').unwrap_or(s);
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+        // An all-numeric last label would be a malformed IP address, not a name.
+        && !s.rsplit('.').next().is_some_and(|l| l.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// `SHA256:<base64 of 32 bytes>` as `ssh-keygen -lf` prints it.
+fn check_host_key(k: &str) -> Result<(), String> {
+    use base64::Engine;
+    let bad = || {
+        format!(
+            "`{k}` is not a host key fingerprint: expected `SHA256:` and 43 base64 characters, as `ssh-keygen -lf` prints"
+        )
+    };
+    let b64 = k.strip_prefix("SHA256:").ok_or_else(bad)?;
+    let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(b64.trim_end_matches('='))
+        .map_err(|_| bad())?;
+    if bytes.len() != 32 {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+/// A k0s version as k0sctl accepts it: `v1.33.4+k0s.0`, `1.33.4`, `v1.34.0-rc.1+k0s.0`, at
+/// least 0.11.0.
+pub fn check_k0s_version(v: &str) -> Result<(), String> {
+    let bad = |why: &str| format!("`{v}` is not a k0s version ({why}; e.g. v1.33.4+k0s.0)");
+    let s = v.strip_prefix('v').unwrap_or(v);
+    let (rest, build) = match s.split_once('+') {
+        Some((r, b)) => (r, Some(b)),
+        None => (s, None),
+    };
+    let (core, pre) = match rest.split_once('-') {
+        Some((c, p)) => (c, Some(p)),
+        None => (rest, None),
+    };
+    let nums: Vec<&str> = core.split('.').collect();
+    if nums.len() != 3
+        || nums
+            .iter()
+            .any(|n| n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(bad("expected MAJOR.MINOR.PATCH"));
+    }
+    let ident_ok = |s: &str| {
+        !s.is_empty()
+            && s.split('.')
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+    };
+    if pre.is_some_and(|p| !ident_ok(p)) {
+        return Err(bad("bad pre-release part"));
+    }
+    if build.is_some_and(|b| !ident_ok(b)) {
+        return Err(bad("bad build part"));
+    }
+    let parsed: Vec<u64> = nums.iter().filter_map(|n| n.parse().ok()).collect();
+    if parsed.len() != 3 {
+        return Err(bad("number too large"));
+    }
+    if (parsed[0], parsed[1]) < (0, 11) {
+        return Err(format!(
+            "`{v}` is too old: k0sctl and k0sform need k0s 0.11.0 or newer"
+        ));
+    }
+    Ok(())
+}
+
+/// Split a k0sctl install flag into words the way the remote shell would have (k0sctl joins
+/// the flags with spaces into one command line): whitespace separates, quotes group and are
+/// removed, a backslash escapes the next character.
+pub fn shell_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(x) => cur.push(x),
+                        None => {
+                            return Err(format!("unbalanced quotes in `{s}`: a ' is not closed"));
+                        }
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(x @ ('"' | '\\' | '$' | '`')) => cur.push(x),
+                            Some(x) => {
+                                cur.push('\\');
+                                cur.push(x);
+                            }
+                            None => {
+                                return Err(format!(
+                                    "unbalanced quotes in `{s}`: a \" is not closed"
+                                ));
+                            }
+                        },
+                        Some(x) => cur.push(x),
+                        None => {
+                            return Err(format!("unbalanced quotes in `{s}`: a \" is not closed"));
+                        }
+                    }
+                }
+            }
+            '\\' => match chars.next() {
+                Some(x) => {
+                    in_word = true;
+                    cur.push(x);
+                }
+                None => return Err(format!("`{s}` ends with a lone backslash")),
+            },
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words() {
+        assert_eq!(
+            shell_words(r#"--kubelet-extra-args="--node-ip=1.2.3.4 --max-pods=150""#),
+            Ok(vec![
+                "--kubelet-extra-args=--node-ip=1.2.3.4 --max-pods=150".to_string()
+            ])
+        );
+        assert_eq!(
+            shell_words("--labels 'a=b c'"),
+            Ok(vec!["--labels".to_string(), "a=b c".to_string()])
+        );
+        assert!(shell_words("--labels=\"a").is_err());
+        assert!(shell_words("--labels='a").is_err());
+    }
+
+    #[test]
+    fn versions() {
+        for ok in ["v1.33.4+k0s.0", "1.33.4", "v1.34.0-rc.1+k0s.0", "v0.11.0"] {
+            assert_eq!(check_k0s_version(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "1.33", "v1.33.4+", "latest", "v1.33.x", "v0.10.0", "v1.33.4-",
+        ] {
+            assert!(check_k0s_version(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_dns_name("cp-1.example.com"));
+        assert!(is_dns_name("localhost"));
+        assert!(!is_dns_name("-bad"));
+        assert!(!is_dns_name("under_score"));
+        assert!(!is_dns_name("10.0.0.300"));
+        assert!(!is_dns_name("a b"));
+        assert!(is_env_name("HTTPS_PROXY"));
+        assert!(!is_env_name("FOO-BAR"));
+        assert!(!is_env_name("1X"));
+        assert!(check_host_key("SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU").is_ok());
+        assert!(check_host_key("MD5:aa:bb").is_err());
+        assert!(check_host_key("SHA256:short").is_err());
+    }
+}
