@@ -1,2 +1,92 @@
 //! Every k0s command line k0sform sends and every parser of k0s output. Nothing else builds k0s commands.
+//! `commands` builds `RemoteCommand`s (argv + timeout), `parse` reads k0s's outputs and error lines,
+//! `probe_script` is the one batched read-only command the probe runs per host, `desired` (the
+//! planner's) computes what a host should have.
+
+pub mod commands;
 pub mod desired;
+pub mod parse;
+pub mod probe_script;
+
+pub use commands::*;
+pub use parse::*;
+pub use probe_script::{parse_probe, probe};
+
+use serde::{Deserialize, Serialize};
+
+/// k0s's default binary path (`k0sInstallPath`).
+pub const DEFAULT_BIN: &str = "/usr/local/bin/k0s";
+/// k0s's default data dir.
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/k0s";
+
+/// The role a join token is for (`k0s token create --role`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenRole {
+    Controller,
+    Worker,
+}
+
+impl TokenRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenRole::Controller => "controller",
+            TokenRole::Worker => "worker",
+        }
+    }
+}
+
+/// What a join token says about itself (never the secret part).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenInfo {
+    /// Bootstrap token ID (the part before the dot), for `k0s token invalidate`.
+    pub id: String,
+    /// The join URL (`https://<controller>:9443` or `:6443` for workers).
+    pub server_url: String,
+    pub kind: TokenRole,
+}
+
+/// One `etcdmembers.etcd.k0sproject.io` object (k0s ≥ 1.30).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtcdMemberObject {
+    pub name: String,
+    /// Hex member ID (`status.memberID`).
+    pub member_id: Option<String>,
+    /// Bare peer address (`status.peerAddress`).
+    pub peer_address: Option<String>,
+    /// The `Joined` condition; None when absent.
+    pub joined: Option<bool>,
+    /// `spec.leave`.
+    pub leave: bool,
+}
+
+/// A k0s output k0sform could not read. Messages never quote secrets (tokens).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum K0sError {
+    #[error("cannot read {what}: {message}")]
+    Parse { what: &'static str, message: String },
+    /// `k0s status` answered but reports no running process (k0sctl's rule).
+    #[error("k0s is not running")]
+    NotRunning,
+}
+
+impl K0sError {
+    pub(crate) fn parse(what: &'static str, message: impl std::fmt::Display) -> Self {
+        K0sError::Parse {
+            what,
+            message: message.to_string(),
+        }
+    }
+}

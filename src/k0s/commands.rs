@@ -1,0 +1,417 @@
+//! k0s command lines (reference/k0s-cli.md). Each function returns a `RemoteCommand`: an argv run
+//! as root with a timeout (k0s's etcd and kubectl calls have none of their own).
+
+use super::TokenRole;
+use crate::reality::ServiceKind;
+use crate::spec::DrainOptions;
+use crate::transport::RemoteCommand;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const QUICK: Duration = Duration::from_secs(30);
+const SERVICE: Duration = Duration::from_secs(120);
+const ETCD: Duration = Duration::from_secs(60);
+const KUBECTL: Duration = Duration::from_secs(60);
+const RESET: Duration = Duration::from_secs(600);
+
+fn k0s(bin: &str, args: &[&str]) -> RemoteCommand {
+    let mut argv = vec![bin.to_string()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    RemoteCommand::new(argv)
+}
+
+fn data_dir_flag(data_dir: &str) -> String {
+    format!("--data-dir={data_dir}")
+}
+
+/// Go's `time.Duration.String()` for whole seconds: `30m0s`, `1h0m0s`, `45s` (k0sctl passes
+/// `--expiry 30m0s`).
+pub fn go_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
+    if h > 0 {
+        format!("{h}h{m}m{sec}s")
+    } else if m > 0 {
+        format!("{m}m{sec}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
+/// `k0s version`
+pub fn version(bin: &str) -> RemoteCommand {
+    k0s(bin, &["version"]).timeout(QUICK)
+}
+
+/// `k0s status -o json`
+pub fn status_json(bin: &str) -> RemoteCommand {
+    k0s(bin, &["status", "-o", "json"]).timeout(QUICK)
+}
+
+/// `k0s install controller|worker <args…> [-e K=V…] [--force]`. `args` are the `--name=value`
+/// service flags (`desired::install_args`); env entries become `Environment=` lines of the unit.
+pub fn install(
+    bin: &str,
+    kind: ServiceKind,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    force: bool,
+) -> RemoteCommand {
+    let mut argv = vec![
+        bin.to_string(),
+        "install".to_string(),
+        match kind {
+            ServiceKind::Controller => "controller",
+            ServiceKind::Worker => "worker",
+        }
+        .to_string(),
+    ];
+    argv.extend(args.iter().cloned());
+    for (k, v) in env {
+        argv.push("-e".into());
+        argv.push(format!("{k}={v}"));
+    }
+    if force {
+        argv.push("--force".into());
+    }
+    RemoteCommand::new(argv).timeout(SERVICE)
+}
+
+/// `k0s start` (returns once systemd accepted the job; poll `status` for readiness).
+pub fn start(bin: &str) -> RemoteCommand {
+    k0s(bin, &["start"]).timeout(SERVICE)
+}
+
+/// `k0s stop`
+pub fn stop(bin: &str) -> RemoteCommand {
+    k0s(bin, &["stop"]).timeout(SERVICE)
+}
+
+/// `k0s reset --data-dir=… [--kubelet-root-dir=…]`. Refused by k0s while it runs; does not touch
+/// etcd membership.
+pub fn reset(bin: &str, data_dir: &str, kubelet_root_dir: Option<&str>) -> RemoteCommand {
+    let mut argv = vec![bin.to_string(), "reset".into(), data_dir_flag(data_dir)];
+    if let Some(k) = kubelet_root_dir {
+        argv.push(format!("--kubelet-root-dir={k}"));
+    }
+    RemoteCommand::new(argv).timeout(RESET)
+}
+
+/// `k0s token create --role=<role> --expiry=<go duration> --data-dir=…` (prints the token).
+pub fn token_create(bin: &str, data_dir: &str, role: TokenRole, expiry: Duration) -> RemoteCommand {
+    RemoteCommand::new([
+        bin.to_string(),
+        "token".into(),
+        "create".into(),
+        format!("--role={}", role.as_str()),
+        format!("--expiry={}", go_duration(expiry)),
+        data_dir_flag(data_dir),
+    ])
+    .timeout(QUICK)
+}
+
+/// `k0s token invalidate --data-dir=… <id>`
+pub fn token_invalidate(bin: &str, data_dir: &str, id: &str) -> RemoteCommand {
+    RemoteCommand::new([
+        bin.to_string(),
+        "token".into(),
+        "invalidate".into(),
+        data_dir_flag(data_dir),
+        id.to_string(),
+    ])
+    .timeout(QUICK)
+}
+
+/// `k0s etcd member-list --data-dir=…` (blocks without quorum: the timeout matters).
+pub fn member_list(bin: &str, data_dir: &str) -> RemoteCommand {
+    RemoteCommand::new([
+        bin.to_string(),
+        "etcd".into(),
+        "member-list".into(),
+        data_dir_flag(data_dir),
+    ])
+    .timeout(ETCD)
+}
+
+/// `k0s etcd leave --peer-address=<addr> --data-dir=…`, run on a healthy controller to remove the
+/// member whose first peer URL is `https://<addr>:2380`. `peer_address` is a bare IP or DNS name
+/// (k0s ≥ 1.30 rejects URLs).
+pub fn etcd_leave(bin: &str, data_dir: &str, peer_address: &str) -> RemoteCommand {
+    RemoteCommand::new([
+        bin.to_string(),
+        "etcd".into(),
+        "leave".into(),
+        format!("--peer-address={peer_address}"),
+        data_dir_flag(data_dir),
+    ])
+    .timeout(ETCD)
+}
+
+/// `k0s kubectl --data-dir=… <args…>` with the admin kubeconfig.
+pub fn kubectl<S: AsRef<str>>(bin: &str, data_dir: &str, args: &[S]) -> RemoteCommand {
+    let mut argv = vec![bin.to_string(), "kubectl".into(), data_dir_flag(data_dir)];
+    argv.extend(args.iter().map(|a| a.as_ref().to_string()));
+    RemoteCommand::new(argv)
+        .timeout(KUBECTL)
+        .env("KUBECONFIG", format!("{data_dir}/pki/admin.conf"))
+}
+
+pub const ETCD_MEMBER_RESOURCE: &str = "etcdmembers.etcd.k0sproject.io";
+pub const CONTROL_NODE_RESOURCE: &str = "controlnodes.autopilot.k0sproject.io";
+
+/// Node objects as JSON (`parse::parse_nodes`).
+pub fn get_nodes(bin: &str, data_dir: &str) -> RemoteCommand {
+    kubectl(bin, data_dir, &["get", "nodes", "-o", "json"])
+}
+
+pub fn delete_node(bin: &str, data_dir: &str, name: &str) -> RemoteCommand {
+    kubectl(
+        bin,
+        data_dir,
+        &["delete", "node", name, "--ignore-not-found"],
+    )
+}
+
+/// `kubectl drain` with the spec's drain options (k0sctl's flags); the command's own timeout is
+/// the drain timeout plus a margin.
+pub fn drain(bin: &str, data_dir: &str, name: &str, opts: &DrainOptions) -> RemoteCommand {
+    let mut args: Vec<String> = vec![
+        "drain".into(),
+        format!("--grace-period={}", opts.grace_period),
+        format!("--timeout={}s", opts.timeout),
+    ];
+    if opts.force {
+        args.push("--force".into());
+    }
+    if opts.ignore_daemon_sets {
+        args.push("--ignore-daemonsets".into());
+    }
+    if opts.delete_empty_dir_data {
+        args.push("--delete-emptydir-data".into());
+    }
+    if let Some(sel) = &opts.pod_selector {
+        args.push(format!("--pod-selector={sel}"));
+    }
+    args.push(name.to_string());
+    kubectl(bin, data_dir, &args).timeout(Duration::from_secs(opts.timeout + 60))
+}
+
+/// EtcdMember objects as JSON (`parse::parse_etcd_members`).
+pub fn get_etcd_members(bin: &str, data_dir: &str) -> RemoteCommand {
+    kubectl(bin, data_dir, &["get", ETCD_MEMBER_RESOURCE, "-o", "json"])
+}
+
+/// Declarative removal: `spec.leave=true`; the k0s leader removes the member from etcd.
+pub fn patch_etcd_member_leave(bin: &str, data_dir: &str, name: &str) -> RemoteCommand {
+    kubectl(
+        bin,
+        data_dir,
+        &[
+            "patch",
+            ETCD_MEMBER_RESOURCE,
+            name,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"leave":true}}"#,
+        ],
+    )
+}
+
+pub fn delete_etcd_member(bin: &str, data_dir: &str, name: &str) -> RemoteCommand {
+    kubectl(
+        bin,
+        data_dir,
+        &["delete", ETCD_MEMBER_RESOURCE, name, "--ignore-not-found"],
+    )
+}
+
+/// ControlNode objects as JSON (`parse::parse_names`).
+pub fn get_control_nodes(bin: &str, data_dir: &str) -> RemoteCommand {
+    kubectl(bin, data_dir, &["get", CONTROL_NODE_RESOURCE, "-o", "json"])
+}
+
+pub fn delete_control_node(bin: &str, data_dir: &str, name: &str) -> RemoteCommand {
+    kubectl(
+        bin,
+        data_dir,
+        &["delete", CONTROL_NODE_RESOURCE, name, "--ignore-not-found"],
+    )
+}
+
+/// The kube-system namespace as JSON; its uid is the cluster's identity (`parse::parse_uid`).
+pub fn get_cluster_uid(bin: &str, data_dir: &str) -> RemoteCommand {
+    kubectl(
+        bin,
+        data_dir,
+        &["get", "namespace", "kube-system", "-o", "json"],
+    )
+}
+
+/// `kubectl get --raw=/readyz`: prints `ok` when the API server is ready.
+pub fn readyz(bin: &str, data_dir: &str) -> RemoteCommand {
+    kubectl(bin, data_dir, &["get", "--raw=/readyz"]).timeout(QUICK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BIN: &str = "/usr/local/bin/k0s";
+    const DD: &str = "/var/lib/k0s";
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(go_duration(Duration::from_secs(1800)), "30m0s");
+        assert_eq!(go_duration(Duration::from_secs(600)), "10m0s");
+        assert_eq!(go_duration(Duration::from_secs(3600)), "1h0m0s");
+        assert_eq!(go_duration(Duration::from_secs(3725)), "1h2m5s");
+        assert_eq!(go_duration(Duration::from_secs(45)), "45s");
+        assert_eq!(go_duration(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn command_lines_match_the_reference() {
+        assert_eq!(version(BIN).argv, [BIN, "version"]);
+        assert_eq!(status_json(BIN).argv, [BIN, "status", "-o", "json"]);
+        assert_eq!(
+            token_create(BIN, DD, TokenRole::Controller, Duration::from_secs(1800)).argv,
+            [
+                BIN,
+                "token",
+                "create",
+                "--role=controller",
+                "--expiry=30m0s",
+                "--data-dir=/var/lib/k0s"
+            ]
+        );
+        assert_eq!(
+            token_invalidate(BIN, DD, "abcdef").argv,
+            [
+                BIN,
+                "token",
+                "invalidate",
+                "--data-dir=/var/lib/k0s",
+                "abcdef"
+            ]
+        );
+        assert_eq!(
+            member_list(BIN, DD).argv,
+            [BIN, "etcd", "member-list", "--data-dir=/var/lib/k0s"]
+        );
+        assert_eq!(
+            etcd_leave(BIN, DD, "10.0.0.5").argv,
+            [
+                BIN,
+                "etcd",
+                "leave",
+                "--peer-address=10.0.0.5",
+                "--data-dir=/var/lib/k0s"
+            ]
+        );
+        assert_eq!(
+            reset(BIN, DD, Some("/var/lib/kubelet")).argv,
+            [
+                BIN,
+                "reset",
+                "--data-dir=/var/lib/k0s",
+                "--kubelet-root-dir=/var/lib/kubelet"
+            ]
+        );
+        assert_eq!(
+            reset(BIN, DD, None).argv,
+            [BIN, "reset", "--data-dir=/var/lib/k0s"]
+        );
+        assert_eq!(start(BIN).argv, [BIN, "start"]);
+        assert_eq!(stop(BIN).argv, [BIN, "stop"]);
+    }
+
+    #[test]
+    fn install_puts_env_and_force_after_the_flags() {
+        let env = BTreeMap::from([("HTTP_PROXY".to_string(), "http://p:3128".to_string())]);
+        let args = vec![
+            "--config=/etc/k0s/k0s.yaml".to_string(),
+            "--data-dir=/var/lib/k0s".to_string(),
+        ];
+        let c = install(BIN, ServiceKind::Controller, &args, &env, true);
+        assert_eq!(
+            c.argv,
+            [
+                BIN,
+                "install",
+                "controller",
+                "--config=/etc/k0s/k0s.yaml",
+                "--data-dir=/var/lib/k0s",
+                "-e",
+                "HTTP_PROXY=http://p:3128",
+                "--force"
+            ]
+        );
+        assert!(c.root);
+        let w = install(BIN, ServiceKind::Worker, &[], &BTreeMap::new(), false);
+        assert_eq!(w.argv, [BIN, "install", "worker"]);
+    }
+
+    #[test]
+    fn kubectl_uses_the_admin_kubeconfig_and_has_a_timeout() {
+        let c = get_nodes(BIN, DD);
+        assert_eq!(
+            c.argv,
+            [
+                BIN,
+                "kubectl",
+                "--data-dir=/var/lib/k0s",
+                "get",
+                "nodes",
+                "-o",
+                "json"
+            ]
+        );
+        assert_eq!(
+            c.env,
+            [(
+                "KUBECONFIG".to_string(),
+                "/var/lib/k0s/pki/admin.conf".to_string()
+            )]
+        );
+        assert!(c.timeout > Duration::ZERO);
+        assert_eq!(
+            delete_etcd_member(BIN, DD, "c1").argv[3..],
+            ["delete", ETCD_MEMBER_RESOURCE, "c1", "--ignore-not-found"]
+        );
+        assert_eq!(
+            patch_etcd_member_leave(BIN, DD, "c1").argv[3..],
+            [
+                "patch",
+                ETCD_MEMBER_RESOURCE,
+                "c1",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"leave":true}}"#
+            ]
+        );
+        assert_eq!(
+            delete_control_node(BIN, DD, "c1").argv[3..],
+            ["delete", CONTROL_NODE_RESOURCE, "c1", "--ignore-not-found"]
+        );
+        assert_eq!(readyz(BIN, DD).argv[3..], ["get", "--raw=/readyz"]);
+    }
+
+    #[test]
+    fn drain_carries_the_spec_options() {
+        let opts = crate::spec::Options::default().drain;
+        let c = drain(BIN, DD, "w1", &opts);
+        assert_eq!(
+            c.argv[3..],
+            [
+                "drain",
+                "--grace-period=120",
+                "--timeout=300s",
+                "--force",
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "w1"
+            ]
+        );
+        assert_eq!(c.timeout, Duration::from_secs(360));
+    }
+}
