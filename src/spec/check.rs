@@ -2,7 +2,8 @@
 //! (`raw::schema()`): unknown keys (with "did you mean"), wrong types, bad enum values and
 //! missing required fields, all collected with their positions. It also yields the document as
 //! JSON with k0sctl's (yaml.v2) scalar leniency applied: any scalar is accepted where a string
-//! is expected, and `yes`/`no`/`on`/`off` where a boolean is.
+//! is expected, and `yes`/`no`/`on`/`off` where a boolean is. The JSON leaves out what failed
+//! (so later checks can still run on the rest); `problems` says whether anything did.
 
 use crate::spec::diag::did_you_mean;
 use crate::spec::node::{Node, NodeKind};
@@ -116,14 +117,16 @@ impl<'s> Checker<'s> {
         {
             let item_schema = schema.get("items").unwrap_or(&Value::Bool(true));
             let mut out = Vec::with_capacity(items.len());
-            let mut ok = true;
             for (i, item) in items.iter().enumerate() {
                 match self.check(item_schema, item, &format!("{path}[{i}]")) {
                     Some(v) => out.push(v),
-                    None => ok = false,
+                    // Hosts keep their index (diagnostics name hosts by it): a hole.
+                    None if path == HOSTS_PATH => out.push(Value::Null),
+                    // Elsewhere the item is left out so the rest can still be checked.
+                    None => {}
                 }
             }
-            return ok.then_some(Value::Array(out));
+            return Some(Value::Array(out));
         }
         if types.contains(&"integer") {
             let n = match kind {
@@ -303,7 +306,6 @@ impl<'s> Checker<'s> {
                         ),
                     };
                     self.problem(key.line, key.column, &child, msg);
-                    ok = false;
                     continue;
                 }
                 (None, Some(s)) => s,
@@ -313,7 +315,10 @@ impl<'s> Checker<'s> {
                 Some(v) => {
                     out.insert(key.name.clone(), v);
                 }
-                None => ok = false,
+                // A broken required field breaks the object; an optional one is left out so
+                // the checks after this one still see the rest.
+                None if is_required(schema, &key.name) => ok = false,
+                None => {}
             }
         }
         if let Some(required) = schema.get("required").and_then(Value::as_array) {
@@ -336,6 +341,16 @@ impl<'s> Checker<'s> {
         }
         ok.then_some(Value::Object(out))
     }
+}
+
+/// The one list whose failed items stay as `null` holes (see `check`).
+pub const HOSTS_PATH: &str = "spec.hosts";
+
+fn is_required(schema: &Value, key: &str) -> bool {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|r| r.iter().any(|v| v == key))
 }
 
 fn is_scalar(node: &Node) -> bool {

@@ -9,7 +9,7 @@ use crate::spec::diag::{Diagnostic, Diagnostics};
 use crate::spec::envsubst;
 use crate::spec::model::Spec;
 use crate::spec::node::{Node, NodeKind};
-use crate::spec::raw::{self, RawCluster};
+use crate::spec::raw::{self, RawCluster, RawHost};
 use crate::spec::resolve::{self, Env, Sink};
 use crate::spec::validate;
 use sha2::{Digest, Sha256};
@@ -395,10 +395,26 @@ fn assemble(
     let schema = serde_json::to_value(raw::schema()).unwrap_or(serde_json::Value::Bool(true));
     let mut checker = Checker::new(&schema);
     let json = checker.check(&schema, &cluster.node, "");
-    for p in checker.problems {
-        diags.push(Diagnostic::error(&cluster.file, p.field, p.message).at(p.line, p.column));
+    for p in &checker.problems {
+        diags.push(
+            Diagnostic::error(&cluster.file, p.field.clone(), p.message.clone())
+                .at(p.line, p.column),
+        );
     }
-    let json = json?;
+    let structural_errors = !checker.problems.is_empty();
+    let mut json = json?;
+    // Hosts are read one by one so that a broken host is a hole, not a shifted index.
+    let host_values = json
+        .get_mut("spec")
+        .and_then(|s| s.as_object_mut())
+        .and_then(|s| s.remove("hosts"));
+    let hosts: Vec<Option<RawHost>> = match host_values {
+        Some(serde_json::Value::Array(items)) => items
+            .into_iter()
+            .map(|v| serde_json::from_value(v).ok())
+            .collect(),
+        _ => Vec::new(),
+    };
     let raw: RawCluster = match serde_json::from_value(json) {
         Ok(r) => r,
         Err(e) => {
@@ -432,8 +448,12 @@ fn assemble(
         node: &cluster.node,
         diags: Vec::new(),
     };
-    let mut spec = resolve::resolve(&raw, &env, &mut sink);
-    validate::validate(&spec, &mut sink);
+    let mut spec = resolve::resolve(&raw, &hosts, &env, &mut sink);
+    // With a broken host left out, whole-cluster rules (a controller exists, `single` is
+    // alone…) would judge an incomplete list: only per-field checks run then.
+    let complete =
+        !structural_errors && hosts.iter().all(Option::is_some) && spec.hosts.len() == hosts.len();
+    validate::validate(&spec, complete, &mut sink);
     diags.append(&mut sink.diags);
 
     for doc in configs {

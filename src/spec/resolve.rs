@@ -83,7 +83,14 @@ fn set(s: &Option<String>) -> Option<String> {
     s.as_ref().filter(|v| !v.is_empty()).cloned()
 }
 
-pub(crate) fn resolve(raw: &RawCluster, env: &Env, sink: &mut Sink) -> Spec {
+/// `hosts` are `spec.hosts` in file order; None for a host that failed the structural check
+/// (it keeps its index so diagnostics name the right host).
+pub(crate) fn resolve(
+    raw: &RawCluster,
+    hosts: &[Option<RawHost>],
+    env: &Env,
+    sink: &mut Sink,
+) -> Spec {
     let name = raw
         .metadata
         .as_ref()
@@ -95,12 +102,10 @@ pub(crate) fn resolve(raw: &RawCluster, env: &Env, sink: &mut Sink) -> Spec {
         options: None,
     };
     let rs = raw.spec.as_ref().unwrap_or(&empty_spec);
-    let hosts: Vec<HostSpec> = rs
-        .hosts
+    let hosts: Vec<HostSpec> = hosts
         .iter()
-        .flatten()
         .enumerate()
-        .filter_map(|(i, h)| resolve_host(h, i, env, sink))
+        .filter_map(|(i, h)| resolve_host(h.as_ref()?, i, env, sink))
         .collect();
     let k0s = resolve_k0s(rs.k0s.as_ref(), sink);
     let options = resolve_options(rs.options.as_ref(), sink);
@@ -181,7 +186,14 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
             resolve_ssh(s, env)
         }
         (None, None) => {
-            if h.win_rm.is_none() && !h.localhost.as_ref().is_some_and(RawLocalhost::enabled) {
+            // A connection block that failed the structural check was already reported.
+            let written = ["ssh", "openSSH"]
+                .iter()
+                .any(|k| sink.node.locate(&format!("{p}.{k}")) != sink.node.locate(&p));
+            if !written
+                && h.win_rm.is_none()
+                && !h.localhost.as_ref().is_some_and(RawLocalhost::enabled)
+            {
                 sink.error(&p, "no connection: set `ssh` (or `openSSH`) for this host");
             }
             return None;
@@ -458,7 +470,7 @@ fn resolve_k0s(k: Option<&RawK0s>, sink: &mut Sink) -> K0sSpec {
         };
         sink.warn_key(
             field,
-            "no k0s version: k0sform does not look up releases online (k0sctl would); it keeps the version the cluster runs and cannot install new hosts without one",
+            "no k0s version: k0sform does not look up the latest release online as k0sctl would; a running cluster keeps its version, new installs need spec.k0s.version",
         );
     }
     if let Some(c) = &channel {

@@ -8,8 +8,15 @@ use crate::spec::resolve::Sink;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-pub(crate) fn validate(spec: &Spec, sink: &mut Sink) {
-    if spec.hosts.is_empty() {
+/// `complete`: every host of the file made it into `spec` (no structural errors). Rules about
+/// the whole host list only run then.
+pub(crate) fn validate(spec: &Spec, complete: bool, sink: &mut Sink) {
+    if let Some(v) = &spec.k0s.version
+        && let Err(e) = check_k0s_version(v)
+    {
+        sink.error("spec.k0s.version", e);
+    }
+    if spec.hosts.is_empty() && complete {
         sink.error(
             "spec.hosts",
             "no hosts: a cluster needs at least one controller",
@@ -60,6 +67,9 @@ pub(crate) fn validate(spec: &Spec, sink: &mut Sink) {
         }
         validate_host(h, sink);
     }
+    if !complete {
+        return;
+    }
     if let Some(single) = spec.hosts.iter().find(|h| h.role == Role::Single)
         && spec.hosts.len() > 1
     {
@@ -88,11 +98,6 @@ pub(crate) fn validate(spec: &Spec, sink: &mut Sink) {
             "every controller has `reset: true`: the cluster would have no control plane left"
         };
         sink.error("spec.hosts", what);
-    }
-    if let Some(v) = &spec.k0s.version
-        && let Err(e) = check_k0s_version(v)
-    {
-        sink.error("spec.k0s.version", e);
     }
 }
 

@@ -1,0 +1,406 @@
+//! Spec loading end to end: every valid testdata spec and every file of k0sctl's own smoke-test
+//! corpus loads; every broken spec fails with the diagnostics recorded in its snapshot; the
+//! checked-in JSON Schema matches the raw model; `k0sform validate` prints and exits right.
+
+use k0sform::spec::{self, Diagnostics, FileSource, LoadOptions, Loaded, Role};
+use std::path::{Path, PathBuf};
+
+fn env_with(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+    move |k: &str| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
+fn load_env(
+    paths: &[PathBuf],
+    vars: &'static [(&'static str, &'static str)],
+) -> Result<Loaded, Diagnostics> {
+    let env = env_with(vars);
+    spec::load_with(
+        paths,
+        &LoadOptions {
+            env: &env,
+            stdin: None,
+        },
+    )
+}
+
+fn load(paths: &[&str]) -> Result<Loaded, Diagnostics> {
+    let paths: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
+    load_env(&paths, &[("HOME", "/home/tester")])
+}
+
+fn sorted_entries(dir: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("testdata folder")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_valid_spec_loads() {
+    let entries = sorted_entries("testdata/specs/valid");
+    assert!(entries.len() >= 6, "valid corpus went missing: {entries:?}");
+    for path in entries {
+        // A folder is one spec (all its YAML files), as with `-c FOLDER`.
+        let loaded = load_env(std::slice::from_ref(&path), &[("HOME", "/home/tester")])
+            .unwrap_or_else(|e| panic!("{} does not load:\n{e}", path.display()));
+        assert!(!loaded.spec.hosts.is_empty(), "{}", path.display());
+        assert_eq!(loaded.sha256.len(), 64);
+    }
+}
+
+#[test]
+fn valid_specs_resolve_as_written() {
+    let ha = load(&["testdata/specs/valid/ha.yaml"]).expect("ha loads");
+    let s = &ha.spec;
+    assert_eq!(s.name, "prod-eu1");
+    assert_eq!(s.controllers().count(), 3);
+    assert_eq!(s.hosts.len(), 5);
+    assert_eq!(s.hosts[0].hostname.as_deref(), Some("cp-1"));
+    assert_eq!(s.hosts[0].ssh.user, "ubuntu");
+    assert_eq!(s.hosts[4].data_dir, "/srv/k0s");
+    assert_eq!(
+        s.hosts[3].install_args(),
+        vec![
+            "--labels=pool=general".to_string(),
+            "--kubelet-extra-args=--max-pods=150 --node-labels=disk=ssd".to_string()
+        ]
+    );
+    assert_eq!(s.options.drain.grace_period, 120);
+    assert_eq!(s.options.drain.timeout, 300);
+    assert_eq!(
+        s.k0s
+            .config
+            .as_ref()
+            .and_then(|c| c.pointer("/spec/api/externalAddress")),
+        Some(&serde_json::json!("10.0.0.100"))
+    );
+
+    let bastion = load(&["testdata/specs/valid/bastion.yaml"]).expect("bastion loads");
+    let w = &bastion.spec.hosts[1];
+    let b = w.ssh.bastion.as_ref().expect("bastion");
+    assert_eq!(
+        (b.address.as_str(), b.user.as_str(), b.port),
+        ("jump.example.com", "jump", 22)
+    );
+    assert_eq!(bastion.spec.hosts[0].ssh.port, 2222);
+
+    let airgap = load(&["testdata/specs/valid/airgap/k0sctl.yaml"]).expect("airgap loads");
+    let here = std::path::absolute("testdata/specs/valid/airgap").expect("abs");
+    let h = &airgap.spec.hosts[1];
+    assert_eq!(
+        h.k0s_binary_path.as_deref(),
+        Some(here.join("bin/k0s").as_path())
+    );
+    assert_eq!(
+        h.files[0].source,
+        FileSource::File(here.join("bundles/k0s-airgap-bundle-v1.33.4+k0s.0-amd64"))
+    );
+    assert_eq!(h.files[0].perm.as_deref(), Some("0640"));
+    assert!(
+        matches!(h.files[1].source, FileSource::Inline(ref d) if d.contains("BEGIN CERTIFICATE"))
+    );
+    assert_eq!(
+        h.files[1].dst.as_deref(),
+        Some("/etc/k0s/containerd.d/ca.crt")
+    );
+
+    let cw = load(&["testdata/specs/valid/controller-worker.yaml"]).expect("loads");
+    assert_eq!(cw.spec.hosts[0].role, Role::ControllerWorker);
+    assert!(cw.spec.hosts[0].no_taints);
+    assert!(cw.spec.hosts[0].ssh.host_key.is_some());
+
+    // The same spec twice hashes the same; a different one differently.
+    let again = load(&["testdata/specs/valid/ha.yaml"]).expect("loads");
+    assert_eq!(ha.sha256, again.sha256);
+    assert_ne!(ha.sha256, cw.sha256);
+}
+
+#[test]
+fn folder_and_multiple_files_read_as_one_spec() {
+    let by_folder = load(&["testdata/k0sctl-examples/multidoc"]).expect("folder loads");
+    let by_files = load(&[
+        "testdata/k0sctl-examples/multidoc/k0sctl-multidoc-1.yaml",
+        "testdata/k0sctl-examples/multidoc/k0sctl-multidoc-2.yaml",
+    ])
+    .expect("pair loads");
+    assert_eq!(by_folder.sha256, by_files.sha256);
+    assert_eq!(by_files.files.len(), 2);
+    // Either file alone is incomplete.
+    let e = load(&["testdata/k0sctl-examples/multidoc/k0sctl-multidoc-2.yaml"]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("no k0sctl.k0sproject.io/v1beta1 Cluster document"),
+        "{e}"
+    );
+}
+
+const CORPUS: &[&str] = &[
+    "k0sctl-controller-swap.yaml",
+    "k0sctl-downloadurl.yaml",
+    "k0sctl-dryrun.yaml",
+    "k0sctl-dynamic.yaml",
+    "k0sctl-openssh.yaml",
+    "k0sctl-single.yaml",
+    "k0sctl.yaml",
+];
+
+#[test]
+fn k0sctl_smoke_test_corpus_loads_unchanged() {
+    let root = Path::new("testdata/k0sctl-examples");
+    // Corpus copied unchanged from k0sctl (keep its README with it).
+    assert!(root.join("README.md").exists());
+    for vars in [
+        &[][..],
+        &[
+            ("K0S_VERSION", "v1.33.4+k0s.0"),
+            ("OS_OVERRIDE", ""),
+            ("INSTALL_PATH", ""),
+        ][..],
+    ] {
+        let vars: &'static [(&'static str, &'static str)] = vars;
+        for f in CORPUS {
+            let path = root.join(f);
+            let loaded = load_env(&[path.clone()], vars)
+                .unwrap_or_else(|e| panic!("{} does not load:\n{e}", path.display()));
+            assert!(!loaded.spec.hosts.is_empty());
+        }
+        let pair = load_env(
+            &[
+                root.join("multidoc/k0sctl-multidoc-1.yaml"),
+                root.join("multidoc/k0sctl-multidoc-2.yaml"),
+            ],
+            vars,
+        )
+        .unwrap_or_else(|e| panic!("multidoc pair does not load:\n{e}"));
+        assert_eq!(pair.spec.hosts.len(), 2);
+    }
+}
+
+#[test]
+fn k0sctl_corpus_details() {
+    let root = std::path::absolute("testdata/k0sctl-examples").expect("abs");
+    let with = |f: &str, vars: &'static [(&'static str, &'static str)]| {
+        load_env(&[root.join(f)], vars).unwrap_or_else(|e| panic!("{f}:\n{e}"))
+    };
+    // Same address, three ports: three hosts.
+    let swap = with(
+        "k0sctl-controller-swap.yaml",
+        &[("K0S_VERSION", "v1.33.4+k0s.0")],
+    );
+    let ids: Vec<String> = swap.spec.hosts.iter().map(|h| h.id().to_string()).collect();
+    assert_eq!(ids, ["127.0.0.1:9022", "127.0.0.1:9023", "127.0.0.1:9024"]);
+    assert_eq!(swap.spec.k0s.version.as_deref(), Some("v1.33.4+k0s.0"));
+    // Relative keyPath resolves against the file's folder.
+    assert_eq!(
+        swap.spec.hosts[0].ssh.key_path.as_deref(),
+        Some(root.join("id_rsa_k0s").as_path())
+    );
+    assert!(
+        swap.warnings
+            .iter()
+            .any(|w| w.field == "spec.hosts[0].ssh.keyPath")
+    );
+
+    // `version: "${K0S_VERSION}"` with the variable unset: no version, a warning.
+    let unset = with("k0sctl-controller-swap.yaml", &[]);
+    assert_eq!(unset.spec.k0s.version, None);
+    assert!(unset.warnings.iter().any(|w| w.field == "spec.k0s.version"));
+
+    // Empty expansions mean "default".
+    let single = with(
+        "k0sctl-single.yaml",
+        &[("INSTALL_PATH", ""), ("OS_OVERRIDE", "")],
+    );
+    let h = &single.spec.hosts[0];
+    assert_eq!(h.k0s_install_path, "/usr/local/bin/k0s");
+    assert_eq!(h.os, None);
+    assert_eq!(h.role, Role::Single);
+    assert_eq!(
+        h.hooks["apply"]["before"],
+        vec!["echo hello > apply.hook".to_string()]
+    );
+    assert!(
+        single
+            .warnings
+            .iter()
+            .any(|w| w.field == "spec.hosts[0].hooks")
+    );
+    let custom = with(
+        "k0sctl-single.yaml",
+        &[("INSTALL_PATH", "/opt/bin/k0s"), ("OS_OVERRIDE", "ubuntu")],
+    );
+    assert_eq!(custom.spec.hosts[0].k0s_install_path, "/opt/bin/k0s");
+    assert_eq!(custom.spec.hosts[0].os.as_deref(), Some("ubuntu"));
+    assert!(
+        custom
+            .warnings
+            .iter()
+            .any(|w| w.field == "spec.hosts[0].os")
+    );
+
+    // openSSH with a relative configPath.
+    let openssh = with("k0sctl-openssh.yaml", &[]);
+    let t = &openssh.spec.hosts[0].ssh;
+    assert!(t.openssh);
+    assert_eq!(t.address, "controller");
+    assert_eq!(
+        t.config_path.as_deref(),
+        Some(root.join("ssh/config").as_path())
+    );
+
+    let dl = with("k0sctl-downloadurl.yaml", &[]);
+    assert_eq!(
+        dl.spec.hosts[0].k0s_download_url.as_deref(),
+        Some("https://github.com/k0sproject/k0s/releases/download/%v/k0s-%v-%p")
+    );
+    assert!(
+        dl.warnings
+            .iter()
+            .any(|w| w.field == "spec.hosts[0].k0sDownloadURL")
+    );
+
+    assert!(with("k0sctl-dynamic.yaml", &[]).spec.k0s.dynamic_config);
+    let evict = with("k0sctl.yaml", &[]);
+    assert!(
+        evict
+            .warnings
+            .iter()
+            .any(|w| w.field == "spec.options.evictTaint")
+    );
+
+    // The pair: lower-case clusterconfig merged into spec.k0s.config, the Pod kept as a manifest.
+    let pair = load_env(
+        &[
+            root.join("multidoc/k0sctl-multidoc-1.yaml"),
+            root.join("multidoc/k0sctl-multidoc-2.yaml"),
+        ],
+        &[],
+    )
+    .expect("pair");
+    let config = pair.spec.k0s.config.as_ref().expect("config");
+    assert_eq!(
+        config.pointer("/spec/extensions/helm/concurrencyLevel"),
+        Some(&serde_json::json!(5))
+    );
+    assert_eq!(
+        config.pointer("/spec/telemetry/enabled"),
+        Some(&serde_json::json!(false))
+    );
+    assert_eq!(pair.spec.manifests.len(), 1);
+    assert_eq!(pair.spec.manifests[0]["kind"], "Pod");
+    assert_eq!(pair.spec.manifests[0]["metadata"]["name"], "hello");
+}
+
+#[test]
+fn every_invalid_spec_fails_with_its_recorded_diagnostics() {
+    let entries = sorted_entries("testdata/specs/invalid");
+    assert!(entries.len() >= 20, "invalid corpus went missing");
+    for path in entries {
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("name")
+            .to_string();
+        let err = match load_env(std::slice::from_ref(&path), &[("HOME", "/home/tester")]) {
+            Ok(_) => panic!("{} loaded but must fail", path.display()),
+            Err(e) => e,
+        };
+        assert!(err.has_errors(), "{name}");
+        // Absolute paths in messages depend on where the repository is checked out.
+        let cwd = std::env::current_dir().expect("cwd").display().to_string();
+        insta::assert_snapshot!(
+            format!("invalid__{name}"),
+            err.to_string().replace(&cwd, "[REPO]")
+        );
+    }
+}
+
+#[test]
+fn spec_schema_is_current() {
+    let generated = serde_json::to_string_pretty(&spec::raw::schema()).expect("json") + "\n";
+    let path = Path::new("schema/spec.schema.json");
+    if std::env::var_os("K0SFORM_UPDATE_SCHEMA").is_some() {
+        std::fs::write(path, &generated).expect("write schema");
+    }
+    let checked_in = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        checked_in == generated,
+        "schema/spec.schema.json is stale: run `K0SFORM_UPDATE_SCHEMA=1 cargo test --test spec spec_schema_is_current`"
+    );
+}
+
+#[test]
+fn validate_command_prints_diagnostics_and_summary() {
+    use assert_cmd::Command;
+    let ok = Command::cargo_bin("k0sform")
+        .expect("binary")
+        .args(["-c", "testdata/specs/valid/ha.yaml", "validate"])
+        .env("HOME", "/home/tester")
+        .output()
+        .expect("runs");
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ok.stdout),
+        "The spec is valid: 5 hosts (3 controllers, 2 workers) in cluster \"prod-eu1\".\n"
+    );
+
+    let warn = Command::cargo_bin("k0sform")
+        .expect("binary")
+        .args([
+            "-c",
+            "testdata/k0sctl-examples/k0sctl-single.yaml",
+            "validate",
+        ])
+        .env_remove("K0S_VERSION")
+        .output()
+        .expect("runs");
+    assert_eq!(warn.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&warn.stderr);
+    assert!(
+        stderr.contains("warning: spec.hosts[0].hooks: not run"),
+        "{stderr}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&warn.stdout),
+        "The spec is valid: 1 host (1 controller, 1 worker) in cluster \"k0s-cluster\".\n"
+    );
+
+    let bad = Command::cargo_bin("k0sform")
+        .expect("binary")
+        .args(["-c", "testdata/specs/invalid/many-errors.yaml", "validate"])
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(bad.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("testdata/specs/invalid/many-errors.yaml:15:9: error: spec.hosts[1].ssh.keypath: unknown field `keypath`, did you mean `keyPath`?"),
+        "{stderr}"
+    );
+    assert!(stderr.trim_end().ends_with("errors."), "{stderr}");
+
+    // `-` reads stdin.
+    let stdin = Command::cargo_bin("k0sform")
+        .expect("binary")
+        .args(["-c", "-", "validate"])
+        .write_stdin(std::fs::read("testdata/specs/valid/cluster.json").expect("json"))
+        .output()
+        .expect("runs");
+    assert_eq!(
+        stdin.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&stdin.stderr)
+    );
+}
