@@ -1,1 +1,449 @@
 //! Gathers `Reality` from all hosts in parallel: one connection and one batched command per host.
+//! Hosts of the spec and hosts known only to the state (they may need removal) are probed; an
+//! unreachable host is `Probe::Unreachable`, never "fresh". Also saves/loads a `Reality` as JSON
+//! (`plan -probe-out` / `-probe-in`).
+
+use crate::hostid::HostId;
+use crate::k0s;
+use crate::reality::{HostReality, Probe, Reality};
+use crate::spec::{Spec, SshTarget};
+use crate::ssh::{SshTransport, fingerprint};
+use crate::state::State;
+use crate::transport::{Transport, TransportError};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeOptions {
+    /// `-replace ADDR`: a changed host key is accepted for these hosts (they were rebuilt).
+    pub replace: Vec<String>,
+    /// At most this many hosts are probed at once (`-parallelism`, default 32).
+    pub parallelism: usize,
+    /// `-exclude ADDR`: not contacted at all and absent from the result.
+    pub exclude: Vec<String>,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        ProbeOptions {
+            replace: Vec::new(),
+            parallelism: 32,
+            exclude: Vec::new(),
+        }
+    }
+}
+
+/// How one host is going to be probed. Pure data, derived from spec, state and options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostProbe {
+    pub id: HostId,
+    pub target: SshTarget,
+    /// The state's recorded public key (`<type> <base64>`), trusted strictly unless `accept_changed`.
+    pub recorded_key: Option<String>,
+    /// The state's recorded fingerprint, checked after first contact when no key text is recorded.
+    pub recorded_fingerprint: Option<String>,
+    /// `-replace` names the host, or its `ssh.hostKey` pin differs from the recorded key.
+    pub accept_changed: bool,
+    pub bin: String,
+    pub data_dir: String,
+}
+
+/// Which hosts to probe and how, sorted by id. A host only in the state has no `ssh:` block of
+/// its own: it is reached at the state's address/port with the connection settings (user,
+/// keyPath, configPath, options, bastion) of the spec's first host, else k0sctl's defaults
+/// (root, no key), and k0s's default binary path and data dir.
+pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostProbe> {
+    let excluded = |id: &HostId| opts.exclude.iter().any(|s| id.matches(s));
+    let replaced = |id: &HostId| opts.replace.iter().any(|s| id.matches(s));
+    let mut out: Vec<HostProbe> = Vec::new();
+    let recorded = |id: &HostId| {
+        state.host(id).map(|h| {
+            (
+                h.host_public_key.clone(),
+                Some(h.host_key.clone()).filter(|k| !k.is_empty()),
+            )
+        })
+    };
+    for h in &spec.hosts {
+        let id = h.id();
+        if excluded(&id) || out.iter().any(|p| p.id == id) {
+            continue;
+        }
+        let (recorded_key, recorded_fingerprint) = recorded(&id).unwrap_or((None, None));
+        // A pin that names another key than the recorded one is the user accepting the change.
+        let pin_moves = match (&h.ssh.host_key, &recorded_fingerprint) {
+            (Some(pin), Some(rec)) => pin != rec,
+            _ => false,
+        };
+        out.push(HostProbe {
+            accept_changed: replaced(&id) || pin_moves,
+            target: h.ssh.clone(),
+            recorded_key,
+            recorded_fingerprint,
+            bin: h.k0s_install_path.clone(),
+            data_dir: h.data_dir.clone(),
+            id,
+        });
+    }
+    let template = spec.hosts.first().map(|h| &h.ssh);
+    for h in &state.hosts {
+        let id = h.id();
+        if excluded(&id) || out.iter().any(|p| p.id == id) {
+            continue;
+        }
+        let mut target = match template {
+            Some(t) => SshTarget {
+                address: h.address.clone(),
+                port: h.port,
+                host_key: None,
+                ..t.clone()
+            },
+            None => SshTarget::new(h.address.clone(), h.port),
+        };
+        target.address = h.address.clone();
+        out.push(HostProbe {
+            accept_changed: replaced(&id),
+            target,
+            recorded_key: h.host_public_key.clone(),
+            recorded_fingerprint: Some(h.host_key.clone()).filter(|k| !k.is_empty()),
+            bin: k0s::DEFAULT_BIN.to_string(),
+            data_dir: k0s::DEFAULT_DATA_DIR.to_string(),
+            id,
+        });
+    }
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out
+}
+
+/// Probe every host of the spec and the state (except `-exclude`d ones), at most
+/// `opts.parallelism` at a time. Connections stay open in `transport` for the rest of the run.
+pub async fn probe_all(
+    spec: &Spec,
+    state: &State,
+    transport: &SshTransport,
+    opts: &ProbeOptions,
+) -> Reality {
+    let plans = plan_probes(spec, state, opts);
+    let limit = Arc::new(tokio::sync::Semaphore::new(opts.parallelism.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for p in plans.iter().cloned() {
+        let transport = transport.clone();
+        let limit = limit.clone();
+        tasks.spawn(async move {
+            // The semaphore is never closed, so acquiring only fails if it were.
+            let _permit = limit.acquire_owned().await.ok();
+            let probe = probe_host(&transport, &p).await;
+            HostReality { id: p.id, probe }
+        });
+    }
+    let mut reality = Reality::default();
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok(h) => reality.hosts.push(h),
+            Err(e) => tracing::error!("probe task failed: {e}"),
+        }
+    }
+    // A task that panicked still leaves its host in the result, as unreachable.
+    for p in &plans {
+        if reality.get(&p.id).is_none() {
+            reality.hosts.push(HostReality {
+                id: p.id.clone(),
+                probe: Probe::Unreachable {
+                    error: "probe task failed".into(),
+                },
+            });
+        }
+    }
+    reality.sort();
+    reality
+}
+
+/// One host: connect (host key checked), run the batched probe, parse.
+pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
+    let connected = match transport
+        .connect(
+            &p.id,
+            &p.target,
+            p.recorded_key.as_deref(),
+            p.accept_changed,
+        )
+        .await
+    {
+        Ok(c) => c,
+        Err(TransportError::HostKeyChanged {
+            expected, offered, ..
+        }) => return Probe::HostKeyChanged { expected, offered },
+        Err(e) => {
+            return Probe::Unreachable {
+                error: e.to_string(),
+            };
+        }
+    };
+    // A state with a fingerprint but no key text (older state): the key was trusted on first use
+    // this run, so compare fingerprints before running anything.
+    if p.recorded_key.is_none()
+        && !p.accept_changed
+        && let Some(rec) = &p.recorded_fingerprint
+        && rec != &connected.fingerprint
+    {
+        transport.close(&p.id).await;
+        return Probe::HostKeyChanged {
+            expected: rec.clone(),
+            offered: connected.fingerprint,
+        };
+    }
+    let out = match transport
+        .run(&p.id, k0s::probe(&p.bin, &p.data_dir, true))
+        .await
+    {
+        Ok(o) => o,
+        Err(e) => {
+            return Probe::Unreachable {
+                error: e.to_string(),
+            };
+        }
+    };
+    match k0s::parse_probe(&out) {
+        Ok(mut facts) => {
+            facts.host_key = connected.fingerprint;
+            facts.host_public_key = Some(connected.public_key);
+            Probe::Reached(Box::new(facts))
+        }
+        Err(e) => Probe::Unreachable {
+            error: format!("{}: probe failed: {e}", p.id),
+        },
+    }
+}
+
+/// Check that a fingerprint string is the one of a given key (helper for callers comparing
+/// state keys with pins).
+pub fn key_matches(public_key: &str, fp: &str) -> bool {
+    fingerprint(public_key).is_ok_and(|f| f == fp)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RealityFileError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a probe result: {source}")]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
+/// Write `reality` as pretty JSON (hosts sorted), atomically (temp file + rename).
+pub fn save(reality: &Reality, path: &Path) -> Result<(), RealityFileError> {
+    let io = |source| RealityFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut sorted = reality.clone();
+    sorted.sort();
+    let mut text =
+        serde_json::to_string_pretty(&sorted).map_err(|source| RealityFileError::Json {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    text.push('\n');
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+/// Read a `Reality` written by `save` (or by hand, for tests and bug reports).
+pub fn load(path: &Path) -> Result<Reality, RealityFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| RealityFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut r: Reality = serde_json::from_str(&text).map_err(|source| RealityFileError::Json {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    r.sort();
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reality::{ClusterView, HostFacts, MemberView};
+    use crate::spec::{HostSpec, Role};
+    use crate::state::HostState;
+
+    fn spec_with(hosts: Vec<HostSpec>) -> Spec {
+        let mut h0 = HostSpec::new(Role::Controller, SshTarget::new("127.0.0.1", 22), 1);
+        h0.ssh.user = "ubuntu".into();
+        let mut s = Spec {
+            name: "t".into(),
+            hosts,
+            k0s: crate::spec::K0sSpec {
+                version: None,
+                version_channel: None,
+                dynamic_config: false,
+                config: None,
+            },
+            options: Default::default(),
+            manifests: Vec::new(),
+        };
+        if s.hosts.is_empty() {
+            s.hosts.push(h0);
+        }
+        s
+    }
+
+    fn state_host(addr: &str, port: u16, fp: &str, key: Option<&str>) -> HostState {
+        HostState {
+            address: addr.into(),
+            port,
+            role: Role::Controller,
+            node_name: None,
+            machine_id: "m".into(),
+            host_key: fp.into(),
+            host_public_key: key.map(String::from),
+            etcd: None,
+            k0s_version: None,
+            install_flags_sha256: None,
+            config_sha256: None,
+        }
+    }
+
+    #[test]
+    fn state_only_hosts_are_probed_with_the_first_hosts_settings() {
+        let mut a = HostSpec::new(Role::Controller, SshTarget::new("127.0.0.1", 2201), 1);
+        a.ssh.user = "ubuntu".into();
+        a.ssh.key_path = Some("/keys/id".into());
+        a.ssh.host_key = Some("SHA256:pin".into());
+        a.k0s_install_path = "/opt/k0s".into();
+        let spec = spec_with(vec![a]);
+        let mut state = State::new();
+        state.upsert_host(state_host(
+            "127.0.0.9",
+            2209,
+            "SHA256:old",
+            Some("ssh-ed25519 AAAA"),
+        ));
+        let plans = plan_probes(&spec, &state, &ProbeOptions::default());
+        assert_eq!(plans.len(), 2);
+        let gone = &plans[1];
+        assert_eq!(gone.id, HostId::new("127.0.0.9", 2209));
+        assert_eq!(gone.target.address, "127.0.0.9");
+        assert_eq!(gone.target.port, 2209);
+        assert_eq!(gone.target.user, "ubuntu");
+        assert_eq!(gone.target.key_path.as_deref(), Some(Path::new("/keys/id")));
+        assert_eq!(
+            gone.target.host_key, None,
+            "the first host's pin is not inherited"
+        );
+        assert_eq!(gone.recorded_key.as_deref(), Some("ssh-ed25519 AAAA"));
+        assert_eq!(gone.bin, k0s::DEFAULT_BIN);
+        assert_eq!(gone.data_dir, k0s::DEFAULT_DATA_DIR);
+        assert!(!gone.accept_changed);
+        assert_eq!(plans[0].bin, "/opt/k0s");
+    }
+
+    #[test]
+    fn replace_pins_and_exclude() {
+        let mut a = HostSpec::new(Role::Controller, SshTarget::new("127.0.0.1", 2201), 1);
+        a.ssh.host_key = Some("SHA256:new".into());
+        let b = HostSpec::new(Role::Worker, SshTarget::new("127.0.0.2", 22), 2);
+        let c = HostSpec::new(Role::Worker, SshTarget::new("127.0.0.3", 22), 3);
+        let spec = spec_with(vec![a, b, c]);
+        let mut state = State::new();
+        state.upsert_host(state_host(
+            "127.0.0.1",
+            2201,
+            "SHA256:old",
+            Some("ssh-ed25519 A"),
+        ));
+        state.upsert_host(state_host(
+            "127.0.0.2",
+            22,
+            "SHA256:b",
+            Some("ssh-ed25519 B"),
+        ));
+        state.upsert_host(state_host("127.0.0.3", 22, "SHA256:c", None));
+        let opts = ProbeOptions {
+            replace: vec!["127.0.0.2".into()],
+            exclude: vec!["127.0.0.3:22".into()],
+            parallelism: 4,
+        };
+        let plans = plan_probes(&spec, &state, &opts);
+        let ids: Vec<String> = plans.iter().map(|p| p.id.to_string()).collect();
+        assert_eq!(ids, ["127.0.0.1:2201", "127.0.0.2"]);
+        assert!(
+            plans[0].accept_changed,
+            "pin names another key than recorded"
+        );
+        assert!(plans[1].accept_changed, "-replace");
+        // A pin equal to the recorded key changes nothing.
+        let mut spec2 = spec.clone();
+        spec2.hosts[0].ssh.host_key = Some("SHA256:old".into());
+        assert!(!plan_probes(&spec2, &state, &ProbeOptions::default())[0].accept_changed);
+    }
+
+    #[test]
+    fn reality_round_trips_through_a_file() {
+        let facts = HostFacts {
+            machine_id: "3d12".into(),
+            hostname: "c0".into(),
+            host_key: "SHA256:x".into(),
+            view: Some(ClusterView {
+                cluster_uid: Some("7c3f".into()),
+                members: vec![MemberView {
+                    name: "c0".into(),
+                    peer_url: "https://127.0.0.10:2380".into(),
+                    member_id: Some("8e9e05c52164694d".into()),
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let reality = Reality {
+            hosts: vec![
+                HostReality {
+                    id: HostId::new("127.0.0.2", 22),
+                    probe: Probe::Unreachable {
+                        error: "Connection refused".into(),
+                    },
+                },
+                HostReality {
+                    id: HostId::new("127.0.0.1", 22),
+                    probe: Probe::Reached(Box::new(facts)),
+                },
+                HostReality {
+                    id: HostId::new("127.0.0.3", 22),
+                    probe: Probe::HostKeyChanged {
+                        expected: "SHA256:a".into(),
+                        offered: "SHA256:b".into(),
+                    },
+                },
+            ],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reality.json");
+        save(&reality, &path).unwrap();
+        let back = load(&path).unwrap();
+        let mut sorted = reality.clone();
+        sorted.sort();
+        assert_eq!(back, sorted);
+        assert_eq!(back.hosts[0].id, HostId::new("127.0.0.1", 22));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"result\": \"unreachable\""), "{text}");
+        std::fs::write(&path, "{").unwrap();
+        assert!(matches!(load(&path), Err(RealityFileError::Json { .. })));
+        assert!(matches!(
+            load(&dir.path().join("missing.json")),
+            Err(RealityFileError::Io { .. })
+        ));
+    }
+}
