@@ -394,6 +394,18 @@ pub fn already_stopped(out: &CommandOutput) -> bool {
     classify(out) == Some(K0sFailure::AlreadyStopped)
 }
 
+/// `kubectl get --raw=/readyz` answered `ok`.
+pub fn readyz_ok(out: &CommandOutput) -> bool {
+    out.success() && out.stdout_str().trim() == "ok"
+}
+
+/// kubectl failed because the object does not exist (`Error from server (NotFound): …`): for
+/// drain/delete there is nothing left to do.
+pub fn kubectl_not_found(out: &CommandOutput) -> bool {
+    let e = out.stderr_str();
+    !out.success() && (e.contains("(NotFound)") || e.contains(" not found"))
+}
+
 fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
@@ -609,6 +621,25 @@ mod tests {
             classify(&failed("Error: etcdserver: Peer URLs already exists\n")),
             Some(K0sFailure::PeerUrlsExist)
         );
+    }
+
+    #[test]
+    fn kubectl_outcomes() {
+        let ok = CommandOutput {
+            status: Some(0),
+            stdout: b"ok".to_vec(),
+            stderr: Vec::new(),
+        };
+        assert!(readyz_ok(&ok));
+        assert!(!readyz_ok(&failed(
+            "The connection to the server localhost:6443 was refused"
+        )));
+        assert!(kubectl_not_found(&failed(
+            "Error from server (NotFound): nodes \"w3\" not found\n"
+        )));
+        assert!(!kubectl_not_found(&failed(
+            "The connection to the server localhost:6443 was refused - did you specify the right host or port?"
+        )));
     }
 
     fn token_of(yaml: &str) -> String {

@@ -21,12 +21,13 @@ pub const CONFIG_PATH: &str = "/etc/k0s/k0s.yaml";
 /// Hard limit for the whole probe of one host (each inner query has its own, shorter one).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// kubectl runs as k0sctl runs it (`env KUBECONFIG=<dd>/pki/admin.conf k0s kubectl …`).
 /// Arguments: $1 k0s binary, $2 data dir, $3 "1" to ask a running controller for its view,
 /// $4 the k0s.yaml path.
 const SCRIPT: &str = r#"bin=$1 dd=$2 view=$3 cfg=$4
 b64() { base64 | tr -d '\n'; }
 t() { timeout -k 2 "$@"; }
-kc() { t 10 env KUBECONFIG="$dd/pki/admin.conf" "$bin" kubectl --data-dir="$dd" "$@"; }
+kc() { t 10 env KUBECONFIG="$dd/pki/admin.conf" "$bin" kubectl "$@"; }
 units() {
   for u in k0scontroller k0sworker k0sserver; do
     if [ -e "/etc/systemd/system/$u.service" ] || [ -e "/etc/init.d/$u" ]; then echo "$u"; fi
@@ -411,9 +412,8 @@ EOF
   ;;
   etcd) echo '{{"members":{{"c0":"https://127.0.0.10:2380","c1":"https://127.0.0.11:2380"}}}}' ;;
   kubectl)
-    shift; [ "$1" = "--data-dir={dd}" ] || {{ echo "Error: bad data dir $1" >&2; exit 1; }}
-    [ "$KUBECONFIG" = "{dd}/pki/admin.conf" ] || {{ echo "Error: bad KUBECONFIG" >&2; exit 1; }}
     shift
+    [ "$KUBECONFIG" = "{dd}/pki/admin.conf" ] || {{ echo "Error: bad KUBECONFIG" >&2; exit 1; }}
     case "$2" in
       etcdmembers.etcd.k0sproject.io) echo '{{"items":[{{"metadata":{{"name":"c0"}},"status":{{"peerAddress":"127.0.0.10","memberID":"8e9e05c52164694d","conditions":[{{"type":"Joined","status":"True"}}]}}}},{{"metadata":{{"name":"c1"}},"status":{{"peerAddress":"127.0.0.99","memberID":"1111111111111111"}}}}]}}' ;;
       namespace) echo '{{"metadata":{{"name":"kube-system","uid":"7c3f2b8e-1d2a-4c5b-9e8f-0a1b2c3d4e5f"}}}}' ;;
