@@ -166,7 +166,7 @@ fn k0sctl_smoke_test_corpus_loads_unchanged() {
         let vars: &'static [(&'static str, &'static str)] = vars;
         for f in CORPUS {
             let path = root.join(f);
-            let loaded = load_env(&[path.clone()], vars)
+            let loaded = load_env(std::slice::from_ref(&path), vars)
                 .unwrap_or_else(|e| panic!("{} does not load:\n{e}", path.display()));
             assert!(!loaded.spec.hosts.is_empty());
         }

@@ -268,10 +268,13 @@ fn parse_file(
 fn plain_message(e: &serde_saphyr::Error) -> String {
     let s = e.to_string();
     let s = s.lines().next().unwrap_or_default().to_string();
-    match s.rfind(" at line ") {
+    let s = match s.rfind(" at line ") {
         Some(i) => s[..i].to_string(),
         None => s,
-    }
+    };
+    // Advice aimed at the library's caller, not at someone editing a spec.
+    s.trim_end_matches(", set DuplicateKeyPolicy in Options if acceptable")
+        .to_string()
 }
 
 enum DocKind {

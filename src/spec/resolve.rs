@@ -463,13 +463,8 @@ fn resolve_k0s(k: Option<&RawK0s>, sink: &mut Sink) -> K0sSpec {
     let version = k.and_then(|k| set(&k.version));
     let channel = k.and_then(|k| set(&k.version_channel));
     if version.is_none() {
-        let field = if k.is_some() {
-            "spec.k0s.version"
-        } else {
-            "spec"
-        };
         sink.warn_key(
-            field,
+            "spec.k0s.version",
             "no k0s version: k0sform does not look up the latest release online as k0sctl would; a running cluster keeps its version, new installs need spec.k0s.version",
         );
     }

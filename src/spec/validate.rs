@@ -129,6 +129,16 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
             format!("`{n}` is not a valid node name (DNS labels of a-z, 0-9 and `-`, at most 63 characters each)"),
         );
     }
+    if h.hostname.is_some()
+        && h.install_args()
+            .iter()
+            .any(|a| a.contains("--hostname-override"))
+    {
+        sink.error(
+            &format!("{p}.hostname"),
+            "conflicts with --hostname-override in installFlags: set the node name in one place",
+        );
+    }
     if h.no_taints && h.role != Role::ControllerWorker {
         sink.error(
             &format!("{p}.noTaints"),
