@@ -311,4 +311,25 @@ mod tests {
         // Inside the expansion: the `$`.
         assert_eq!(e.origin(1, 6), (1, 4));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn text_without_dollars_is_unchanged(s in "[a-z :{}\\n\"-]{0,80}") {
+            let e = expand(&s, &env).expect("expands");
+            proptest::prop_assert_eq!(&e.text, &s);
+            for (i, line) in s.split('\n').enumerate() {
+                for col in 1..=line.chars().count() {
+                    proptest::prop_assert_eq!(e.origin(i as u64 + 1, col as u64), (i as u32 + 1, col as u32));
+                }
+            }
+        }
+
+        #[test]
+        fn text_after_an_expansion_maps_back(pre in "[a-z ]{0,10}", post in "[a-z]{1,10}", var in "(K0S_VERSION|EMPTY|LONG|UNSET)") {
+            let input = format!("{pre}${{{var}}}{post}");
+            let e = expand(&input, &env).expect("expands");
+            let out_col = e.text.chars().count() as u64; // last char of `post`
+            proptest::prop_assert_eq!(e.origin(1, out_col), (1, input.chars().count() as u32));
+        }
+    }
 }

@@ -583,4 +583,82 @@ mod tests {
             .expect("loads");
         assert_eq!(l.spec.hosts[0].ssh.port, 9022);
     }
+
+    fn host_yaml(extra: &str) -> String {
+        format!(
+            "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: cluster\nspec:\n  hosts:\n  - role: controller\n    ssh: {{address: 10.0.0.1, user: \"${{SSH_USER:-}}\", port: ${{SSH_PORT}}}}\n{extra}  k0s: {{version: v1.33.4+k0s.0}}\n"
+        )
+    }
+
+    #[test]
+    fn install_flags_lift_into_fields_like_k0sctl() {
+        let l = load_str(&host_yaml(
+            "    installFlags: [\"--data-dir=/data/k0s\", \"--enable-worker\", \"--no-taints\", \"--debug\"]\n",
+        ))
+        .expect("loads");
+        let h = &l.spec.hosts[0];
+        assert_eq!(h.data_dir, "/data/k0s");
+        assert_eq!(h.role, crate::spec::Role::ControllerWorker);
+        assert!(h.no_taints);
+        assert_eq!(
+            h.install_flags,
+            ["--enable-worker", "--no-taints", "--debug"]
+        );
+        assert!(
+            l.warnings
+                .iter()
+                .any(|w| w.message.contains("--enable-worker makes"))
+        );
+        // Unset variables: empty user and port mean the defaults.
+        assert_eq!((h.ssh.user.as_str(), h.ssh.port), ("root", 22));
+    }
+
+    #[test]
+    fn yaml_1_1_booleans_and_scalar_strings_as_k0sctl_reads_them() {
+        let l = load_str(&host_yaml(
+            "    uploadBinary: yes\n    reset: off\n    environment: {RETRIES: 3, DEBUG: true}\n",
+        ))
+        .expect("loads");
+        let h = &l.spec.hosts[0];
+        assert!(h.upload_binary);
+        assert!(!h.reset);
+        assert_eq!(h.environment["RETRIES"], "3");
+        assert_eq!(h.environment["DEBUG"], "true");
+    }
+
+    #[test]
+    fn file_modes() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let src = dir.path().join("a.txt");
+        std::fs::write(&src, "x").expect("write");
+        let yaml = |perm: &str| {
+            host_yaml(&format!(
+                "    files: [{{src: {}, dstDir: /tmp, perm: {perm}}}]\n",
+                src.display()
+            ))
+        };
+        let mode =
+            |perm: &str| load_str(&yaml(perm)).map(|l| l.spec.hosts[0].files[0].perm.clone());
+        assert_eq!(mode("0644").expect("loads"), Some("0644".to_string()));
+        assert_eq!(mode("\"0600\"").expect("loads"), Some("0600".to_string()));
+        assert_eq!(mode("644").expect("loads"), Some("0644".to_string()));
+        let e = mode("\"0844\"").unwrap_err().to_string();
+        assert!(e.contains("invalid file mode `0844`"), "{e}");
+        let e = mode("\"0044\"").unwrap_err().to_string();
+        assert!(e.contains("owner could not read"), "{e}");
+    }
+
+    #[test]
+    fn columns_survive_variable_expansion() {
+        // `${SSH_PORT}` (11 chars) becomes nothing; the error after it still points at the file.
+        let e = load_str(&host_yaml("    hostname: Bad_Name\n    noTaints: true\n")).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("<stdin>:7:15: error: spec.hosts[0].hostname"),
+            "{text}"
+        );
+        let yaml = "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - {role: controller, ssh: {address: \"${LONG_UNSET}\", prt: 22}}\n";
+        let text = load_str(yaml).unwrap_err().to_string();
+        assert!(text.contains("<stdin>:5:56: error: spec.hosts[0].ssh.prt: unknown field `prt`, did you mean `port`?"), "{text}");
+    }
 }

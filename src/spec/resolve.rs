@@ -351,15 +351,15 @@ fn perm_string(p: &Perm, field: &str, sink: &mut Sink) -> Option<String> {
         Perm::Number(n) => format!("0{n}"),
         Perm::Text(t) => t.clone(),
     };
-    let digits = s.trim_start_matches('0');
-    if s.is_empty() || s.len() > 5 || !s.chars().all(|c| ('0'..='7').contains(&c)) {
+    if s.len() < 3 || s.len() > 5 || !s.chars().all(|c| ('0'..='7').contains(&c)) {
         sink.error(
             field,
             format!("invalid file mode `{s}`: use octal digits like \"0644\""),
         );
         return None;
     }
-    if digits.len() == 3 && digits.as_bytes()[0] < b'4' {
+    // The owner's digit (third from the right) must at least allow reading.
+    if s.chars().rev().nth(2).is_some_and(|c| c < '4') {
         sink.error(
             field,
             format!("invalid file mode `{s}`: the owner could not read the file"),
