@@ -69,6 +69,7 @@ fn opts(parallelism: usize) -> ExecOptions {
         poll_interval: Duration::from_millis(1),
         wait_timeout: Duration::from_secs(2),
         health_grace: Duration::from_millis(20),
+        binaries: vec![],
     }
 }
 
@@ -123,44 +124,41 @@ impl ScriptedRunner {
 }
 
 impl StepRunner for ScriptedRunner {
-    fn run(
+    async fn run(
         self: Arc<Self>,
         step: Step,
         ctx: StepContext,
-    ) -> impl std::future::Future<Output = Result<Vec<StateChange>, StepError>> + Send + 'static
-    {
-        async move {
-            let id = step.id;
-            self.marks.lock().unwrap().push(Mark::Start(id));
-            {
-                let mut f = self.in_flight.lock().unwrap();
-                f.0 += 1;
-                f.1 = f.1.max(f.0);
-            }
-            for _ in 0..self.script.interrupt.get(&id).copied().unwrap_or(0) {
-                self.cancel.interrupt();
-            }
-            let res = async {
-                if needs_intent(&step.kind) {
-                    ctx.record_intent(intent_for(&step)).await?;
-                }
-                let d = self
-                    .script
-                    .delay
-                    .get(&id)
-                    .copied()
-                    .unwrap_or(Duration::from_millis(2));
-                tokio::time::sleep(d).await;
-                if self.script.fail.contains(&id) {
-                    return Err(StepError::Failed(format!("step {id} broke")));
-                }
-                Ok(vec![])
-            }
-            .await;
-            self.in_flight.lock().unwrap().0 -= 1;
-            self.marks.lock().unwrap().push(Mark::End(id));
-            res
+    ) -> Result<Vec<StateChange>, StepError> {
+        let id = step.id;
+        self.marks.lock().unwrap().push(Mark::Start(id));
+        {
+            let mut f = self.in_flight.lock().unwrap();
+            f.0 += 1;
+            f.1 = f.1.max(f.0);
         }
+        for _ in 0..self.script.interrupt.get(&id).copied().unwrap_or(0) {
+            self.cancel.interrupt();
+        }
+        let res = async {
+            if needs_intent(&step.kind) {
+                ctx.record_intent(intent_for(&step)).await?;
+            }
+            let d = self
+                .script
+                .delay
+                .get(&id)
+                .copied()
+                .unwrap_or(Duration::from_millis(2));
+            tokio::time::sleep(d).await;
+            if self.script.fail.contains(&id) {
+                return Err(StepError::Failed(format!("step {id} broke")));
+            }
+            Ok(vec![])
+        }
+        .await;
+        self.in_flight.lock().unwrap().0 -= 1;
+        self.marks.lock().unwrap().push(Mark::End(id));
+        res
     }
 }
 
@@ -527,11 +525,12 @@ mod props {
                     _ => {}
                 }
             }
-            // After a failure no step starts that was not already running.
-            if let Some(first_fail) = marks.iter().position(|m| matches!(m, Mark::End(i) if fails.contains(i))) {
-                for m in &marks[first_fail..] {
-                    if let Mark::Start(i) = m {
-                        prop_assert!(false, "step {} started after the failure", i);
+            // After a failure (as the coordinator learns of it) no step starts that was not already
+            // running.
+            if let Some(first_fail) = r.events.iter().position(|e| matches!(e, ApplyEvent::StepFailed { .. })) {
+                for e in &r.events[first_fail..] {
+                    if let ApplyEvent::StepStarted { step } = e {
+                        prop_assert!(false, "step {} started after the failure", step.id);
                     }
                 }
                 prop_assert!(r.result.is_err());
@@ -555,4 +554,1089 @@ mod props {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Part 2: the real k0s steps against a fake cluster behind a fake Transport
+
+mod fake {
+    use base64::Engine;
+    use k0sform::apply::HostProber;
+    use k0sform::hostid::HostId;
+    use k0sform::reality::{ClusterView, HostFacts, MemberView};
+    use k0sform::transport::{CommandOutput, RemoteCommand, Transport, TransportError};
+    use std::collections::{BTreeMap, HashMap};
+    use std::future::Future;
+    use std::io::Write;
+    use std::pin::Pin;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    pub const BEARER: &str = "abcdef.0123456789abcdef";
+    pub const BOOT_UID: &str = "b0075a11-0000-4000-8000-000000000001";
+    pub const OLD_UID: &str = "7c3f0000-0000-4000-8000-000000000002";
+
+    #[derive(Debug, Clone, Default)]
+    pub struct FakeHost {
+        pub machine_id: String,
+        pub hostname: String,
+        pub running: bool,
+        /// `controller` / `worker` and the install args.
+        pub installed: Option<(String, Vec<String>)>,
+        pub files: BTreeMap<String, (Vec<u8>, u32)>,
+        /// The API server on this host does not answer.
+        pub unhealthy: bool,
+    }
+
+    #[derive(Debug, Clone)]
+    pub struct Member {
+        pub name: String,
+        pub peer_url: String,
+        pub id: String,
+    }
+
+    #[derive(Debug, Clone)]
+    pub enum CallKind {
+        Run {
+            argv: Vec<String>,
+            env: Vec<(String, String)>,
+            stdin: Option<Vec<u8>>,
+        },
+        Write {
+            path: String,
+            data: Vec<u8>,
+            mode: u32,
+        },
+    }
+
+    #[derive(Debug, Clone)]
+    pub struct Call {
+        pub host: HostId,
+        pub kind: CallKind,
+    }
+
+    impl Call {
+        /// The k0s words after the binary, e.g. `etcd leave --peer-address=…`.
+        pub fn words(&self) -> String {
+            match &self.kind {
+                CallKind::Run { argv, .. } => {
+                    let i = argv.iter().position(|a| a.ends_with("k0s")).unwrap_or(0);
+                    argv[i + 1..].join(" ")
+                }
+                CallKind::Write { path, .. } => format!("write {path}"),
+            }
+        }
+        pub fn is(&self, host: &HostId, prefix: &str) -> bool {
+            &self.host == host && self.words().starts_with(prefix)
+        }
+    }
+
+    #[derive(Debug, Default)]
+    pub struct World {
+        pub hosts: BTreeMap<HostId, FakeHost>,
+        pub members: Vec<Member>,
+        pub nodes: BTreeMap<String, bool>,
+        pub uid: Option<String>,
+        pub next_id: u64,
+        pub calls: Vec<Call>,
+        pub in_flight: HashMap<HostId, usize>,
+        pub max_in_flight: HashMap<HostId, usize>,
+        pub delay: Duration,
+        /// Commands whose k0s words start with this fail on that host.
+        pub fail: Vec<(HostId, String)>,
+        /// EtcdMember objects show this member ID for a peer address instead of the real one.
+        pub object_id_override: HashMap<String, String>,
+        pub tokens: Vec<String>,
+    }
+
+    fn ok(stdout: impl Into<Vec<u8>>) -> CommandOutput {
+        CommandOutput {
+            status: Some(0),
+            stdout: stdout.into(),
+            stderr: vec![],
+        }
+    }
+
+    fn err(line: &str) -> CommandOutput {
+        CommandOutput {
+            status: Some(1),
+            stdout: vec![],
+            stderr: format!("{line}\n").into_bytes(),
+        }
+    }
+
+    pub fn make_token() -> String {
+        let kubeconfig = format!(
+            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: Q0E=\n    server: https://127.0.0.1:9443\n  name: k0s\ncontexts:\n- context:\n    cluster: k0s\n    user: controller-bootstrap\n  name: k0s\ncurrent-context: k0s\nkind: Config\npreferences: {{}}\nusers:\n- name: controller-bootstrap\n  user:\n    token: {BEARER}\n"
+        );
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(kubeconfig.as_bytes()).unwrap();
+        base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap())
+    }
+
+    fn addr_of(url: &str) -> String {
+        let rest = url.split_once("://").map_or(url, |(_, r)| r);
+        rest.rsplit_once(':').map_or(rest, |(h, _)| h).to_string()
+    }
+
+    impl World {
+        pub fn add_host(&mut self, id: &HostId, name: &str) {
+            self.hosts.insert(
+                id.clone(),
+                FakeHost {
+                    machine_id: format!("mid-{name}"),
+                    hostname: name.to_string(),
+                    ..Default::default()
+                },
+            );
+        }
+
+        /// A running controller that is already an etcd member (and has a Node if `node`).
+        pub fn add_member(&mut self, id: &HostId, name: &str) -> String {
+            self.add_host(id, name);
+            let h = self.hosts.get_mut(id).unwrap();
+            h.running = true;
+            h.installed = Some(("controller".into(), vec![]));
+            self.next_id += 1;
+            let mid = format!("{:016x}", 0x8e9e05c521640000u64 + self.next_id);
+            self.members.push(Member {
+                name: name.to_string(),
+                peer_url: format!("https://{}:2380", id.address),
+                id: mid.clone(),
+            });
+            self.uid.get_or_insert_with(|| OLD_UID.to_string());
+            mid
+        }
+
+        fn answer(&mut self, host: &HostId, argv: &[String]) -> CommandOutput {
+            let i = argv.iter().position(|a| a.ends_with("k0s")).unwrap_or(0);
+            let w: Vec<&str> = argv[i + 1..].iter().map(String::as_str).collect();
+            let words = w.join(" ");
+            if self
+                .fail
+                .iter()
+                .any(|(h, p)| h == host && words.starts_with(p.as_str()))
+            {
+                return err("Error: injected failure");
+            }
+            let addr = host.address.clone();
+            let Some(h) = self.hosts.get(host).cloned() else {
+                return err("Error: no such host in the fake");
+            };
+            match w.as_slice() {
+                ["status", "-o", "json"] => {
+                    if h.running {
+                        ok(format!(
+                            "{{\"Version\":\"v1.33.4+k0s.0\",\"Pid\":1234,\"PPid\":0,\"Role\":\"{}\",\"SysInit\":\"\",\"StubFile\":\"\",\"Output\":\"\",\"Workloads\":false,\"SingleNode\":false,\"Args\":[\"/usr/local/bin/k0s\",\"controller\"],\"ClusterConfig\":null,\"K0sVars\":{{}}}}\n",
+                            h.installed.as_ref().map_or("controller", |i| i.0.as_str())
+                        ))
+                    } else {
+                        err(
+                            "Error: status: can't get \"status\" via \"/run/k0s/status.sock\": Get \"http://localhost/status\": dial unix /run/k0s/status.sock: connect: no such file or directory",
+                        )
+                    }
+                }
+                ["install", kind, rest @ ..] => {
+                    let args: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
+                    self.hosts.get_mut(host).unwrap().installed = Some((kind.to_string(), args));
+                    ok("")
+                }
+                ["start"] => {
+                    let Some((kind, args)) = h.installed.clone() else {
+                        return err("Error: k0s has not been installed as a service");
+                    };
+                    if h.running {
+                        return err("Error: already running");
+                    }
+                    self.hosts.get_mut(host).unwrap().running = true;
+                    let joining = h
+                        .files
+                        .get("/etc/k0s/k0stoken")
+                        .is_some_and(|(d, _)| !d.is_empty())
+                        && args.iter().any(|a| a.starts_with("--token-file"));
+                    if kind == "controller" {
+                        if !joining {
+                            self.members.clear();
+                            self.uid = Some(BOOT_UID.into());
+                        }
+                        self.next_id += 1;
+                        self.members.push(Member {
+                            name: h.hostname.clone(),
+                            peer_url: format!("https://{addr}:2380"),
+                            id: format!("{:016x}", 0xaaaa000000000000u64 + self.next_id),
+                        });
+                    }
+                    if kind == "worker" || args.iter().any(|a| a == "--enable-worker=true") {
+                        self.nodes.insert(h.hostname.clone(), true);
+                    }
+                    ok("")
+                }
+                ["stop"] => {
+                    if !h.running {
+                        return err("Error: already stopped");
+                    }
+                    self.hosts.get_mut(host).unwrap().running = false;
+                    ok("")
+                }
+                ["reset", ..] => {
+                    if h.running {
+                        return err(
+                            "Error: another k0s process is still running, please stop k0s before reset",
+                        );
+                    }
+                    self.hosts.get_mut(host).unwrap().installed = None;
+                    ok("")
+                }
+                ["token", "create", ..] => {
+                    let t = make_token();
+                    self.tokens.push(t.clone());
+                    ok(format!("{t}\n"))
+                }
+                ["token", "invalidate", ..] => ok("token abcdef deleted successfully\n"),
+                ["etcd", "member-list", ..] => {
+                    if !h.running {
+                        return err(
+                            "Error: can't list etcd cluster members: context deadline exceeded",
+                        );
+                    }
+                    let m: BTreeMap<String, String> = self
+                        .members
+                        .iter()
+                        .map(|m| (m.name.clone(), m.peer_url.clone()))
+                        .collect();
+                    ok(format!("{}\n", serde_json::json!({ "members": m })))
+                }
+                ["etcd", "leave", rest @ ..] => {
+                    let pa = rest
+                        .iter()
+                        .find_map(|a| a.strip_prefix("--peer-address="))
+                        .unwrap_or("");
+                    match self.members.iter().position(|m| addr_of(&m.peer_url) == pa) {
+                        Some(i) => {
+                            self.members.remove(i);
+                            ok("")
+                        }
+                        None => err(&format!("Error: peer not found: https://{pa}:2380")),
+                    }
+                }
+                ["kubectl", _dd, rest @ ..] => {
+                    if !h.running || h.unhealthy {
+                        return err("The connection to the server localhost:6443 was refused");
+                    }
+                    match rest {
+                        ["get", "--raw=/readyz"] => ok("ok"),
+                        ["get", "nodes", "-o", "json"] => {
+                            let items: Vec<_> = self.nodes.iter().map(|(n, r)| serde_json::json!({
+                                "metadata": {"name": n},
+                                "status": {"conditions": [{"type": "Ready", "status": if *r {"True"} else {"False"}}]}
+                            })).collect();
+                            ok(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
+                        }
+                        ["get", res, "-o", "json"] if res.starts_with("etcdmember") => {
+                            let items: Vec<_> = self.members.iter().filter(|m| !m.name.is_empty()).map(|m| {
+                                let a = addr_of(&m.peer_url);
+                                let id = self.object_id_override.get(&a).cloned().unwrap_or(m.id.clone());
+                                serde_json::json!({
+                                    "apiVersion": "etcd.k0sproject.io/v1beta1", "kind": "EtcdMember",
+                                    "metadata": {"name": m.name},
+                                    "spec": {"leave": false},
+                                    "status": {"peerAddress": a, "memberID": id, "reconcileStatus": "Success",
+                                               "conditions": [{"type": "Joined", "status": "True"}]}
+                                })
+                            }).collect();
+                            ok(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
+                        }
+                        ["get", "namespace", "kube-system", "-o", "json"] => ok(serde_json::json!({
+                            "apiVersion": "v1", "kind": "Namespace",
+                            "metadata": {"name": "kube-system", "uid": self.uid.clone().unwrap_or_default()}
+                        }).to_string()),
+                        ["delete", ..] | ["drain", ..] => ok(""),
+                        other => err(&format!("Error: the fake does not know kubectl {other:?}")),
+                    }
+                }
+                other => err(&format!("Error: the fake does not know {other:?}")),
+            }
+        }
+    }
+
+    #[derive(Clone, Default)]
+    pub struct Fake {
+        pub world: Arc<Mutex<World>>,
+    }
+
+    impl Fake {
+        fn enter(&self, host: &HostId, kind: CallKind) -> Duration {
+            let mut w = self.world.lock().unwrap();
+            w.calls.push(Call {
+                host: host.clone(),
+                kind,
+            });
+            let n = {
+                let e = w.in_flight.entry(host.clone()).or_default();
+                *e += 1;
+                *e
+            };
+            let m = w.max_in_flight.entry(host.clone()).or_default();
+            *m = (*m).max(n);
+            w.delay
+        }
+        fn leave(&self, host: &HostId) {
+            *self.world.lock().unwrap().in_flight.get_mut(host).unwrap() -= 1;
+        }
+        pub fn calls(&self) -> Vec<Call> {
+            self.world.lock().unwrap().calls.clone()
+        }
+    }
+
+    impl Transport for Fake {
+        async fn run(
+            &self,
+            host: &HostId,
+            cmd: RemoteCommand,
+        ) -> Result<CommandOutput, TransportError> {
+            let delay = self.enter(
+                host,
+                CallKind::Run {
+                    argv: cmd.argv.clone(),
+                    env: cmd.env.clone(),
+                    stdin: cmd.stdin.clone(),
+                },
+            );
+            tokio::time::sleep(delay).await;
+            let out = self.world.lock().unwrap().answer(host, &cmd.argv);
+            self.leave(host);
+            Ok(out)
+        }
+
+        async fn write_file(
+            &self,
+            host: &HostId,
+            path: &str,
+            data: Vec<u8>,
+            mode: u32,
+        ) -> Result<(), TransportError> {
+            let delay = self.enter(
+                host,
+                CallKind::Write {
+                    path: path.to_string(),
+                    data: data.clone(),
+                    mode,
+                },
+            );
+            tokio::time::sleep(delay).await;
+            if let Some(h) = self.world.lock().unwrap().hosts.get_mut(host) {
+                h.files.insert(path.to_string(), (data, mode));
+            }
+            self.leave(host);
+            Ok(())
+        }
+    }
+
+    impl HostProber for Fake {
+        fn probe<'a>(
+            &'a self,
+            host: &'a HostId,
+        ) -> Pin<Box<dyn Future<Output = Result<HostFacts, String>> + Send + 'a>> {
+            Box::pin(async move {
+                let w = self.world.lock().unwrap();
+                let h = w.hosts.get(host).ok_or("unreachable")?;
+                let view = (h.running && h.installed.as_ref().is_some_and(|i| i.0 == "controller"))
+                    .then(|| ClusterView {
+                        cluster_uid: w.uid.clone(),
+                        members: w
+                            .members
+                            .iter()
+                            .map(|m| MemberView {
+                                name: m.name.clone(),
+                                peer_url: m.peer_url.clone(),
+                                member_id: Some(m.id.clone()),
+                            })
+                            .collect(),
+                        nodes: vec![],
+                        control_nodes: vec![],
+                        errors: vec![],
+                    });
+                Ok(HostFacts {
+                    machine_id: h.machine_id.clone(),
+                    hostname: h.hostname.clone(),
+                    host_key: format!("SHA256:key-{}", host.address),
+                    k0s_version: Some("v1.33.4+k0s.0".into()),
+                    view,
+                    ..Default::default()
+                })
+            })
+        }
+    }
+}
+
+use fake::{CallKind, Fake};
+use k0sform::apply::{Remote, execute};
+use k0sform::k0s::desired;
+use k0sform::spec::{HostSpec, K0sSpec, Options, Role, Spec, SshTarget};
+use k0sform::state::{EtcdMemberState, HostState};
+use k0sform::ui::{EventSink, HumanSink, JsonSink};
+
+fn spec_of(hosts: &[(u8, Role, &str)]) -> Spec {
+    Spec {
+        name: "test".into(),
+        hosts: hosts
+            .iter()
+            .enumerate()
+            .map(|(i, (n, role, name))| {
+                let mut h = HostSpec::new(*role, SshTarget::new(host(*n).address, 22), i + 1);
+                h.hostname = Some(name.to_string());
+                h
+            })
+            .collect(),
+        k0s: K0sSpec {
+            version: Some("v1.33.4+k0s.0".into()),
+            version_channel: None,
+            dynamic_config: false,
+            config: None,
+        },
+        options: Options::default(),
+        manifests: vec![],
+    }
+}
+
+fn step_on(id: usize, on: HostId, kind: StepKind, after: &[usize]) -> Step {
+    Step {
+        id,
+        host: on,
+        kind,
+        after: after.to_vec(),
+    }
+}
+
+fn recorded(h: &HostId, name: &str, member_id: Option<&str>) -> HostState {
+    HostState {
+        address: h.address.clone(),
+        port: h.port,
+        role: Role::Controller,
+        node_name: Some(name.into()),
+        machine_id: format!("mid-{name}"),
+        host_key: format!("SHA256:key-{}", h.address),
+        host_public_key: None,
+        etcd: member_id.map(|id| EtcdMemberState {
+            member_id: id.into(),
+            peer_url: format!("https://{}:2380", h.address),
+        }),
+        k0s_version: Some("v1.33.4+k0s.0".into()),
+        install_flags_sha256: None,
+        config_sha256: None,
+    }
+}
+
+struct Applied {
+    result: Result<k0sform::apply::ApplyReport, ApplyError>,
+    state: State,
+    checkpoints: Vec<State>,
+    events: Vec<ApplyEvent>,
+    json: String,
+    human: String,
+}
+
+fn apply_with(fake: &Fake, plan: &Plan, spec: &Spec, state: State, o: ExecOptions) -> Applied {
+    let mut state = state;
+    let mut checkpoints = Vec::new();
+    let mut cp = |s: &State| -> Result<(), String> {
+        checkpoints.push(s.clone());
+        Ok(())
+    };
+    let mut vec_sink = VecSink::default();
+    let mut json = JsonSink::new(Vec::new());
+    let mut human = HumanSink::new(Vec::new(), false, false);
+    let remote = Remote {
+        transport: Arc::new(fake.clone()),
+        prober: Arc::new(fake.clone()),
+    };
+    let result = {
+        let mut tee = k0sform::ui::Tee::new(vec![
+            &mut vec_sink as &mut dyn EventSink,
+            &mut json,
+            &mut human,
+        ]);
+        rt().block_on(execute(
+            plan,
+            spec,
+            &mut state,
+            remote,
+            &o,
+            &mut tee,
+            &mut cp,
+            &Cancel::new(),
+        ))
+    };
+    Applied {
+        result,
+        state,
+        checkpoints,
+        events: vec_sink.events,
+        json: String::from_utf8(json.into_inner()).unwrap(),
+        human: String::from_utf8(human.into_inner()).unwrap(),
+    }
+}
+
+/// c1, c2, c3 controllers running one cluster; the state knows all three with their IDs.
+fn three_controllers() -> (Fake, Spec, State, Vec<String>) {
+    let fake = Fake::default();
+    let mut ids = vec![];
+    {
+        let mut w = fake.world.lock().unwrap();
+        for (n, name) in [(1, "c1"), (2, "c2"), (3, "c3")] {
+            ids.push(w.add_member(&host(n), name));
+        }
+    }
+    let spec = spec_of(&[
+        (1, Role::Controller, "c1"),
+        (2, Role::Controller, "c2"),
+        (3, Role::Controller, "c3"),
+    ]);
+    let mut state = State::new();
+    for (i, (n, name)) in [(1, "c1"), (2, "c2"), (3, "c3")].into_iter().enumerate() {
+        state.upsert_host(recorded(&host(n), name, Some(&ids[i])));
+    }
+    (fake, spec, state, ids)
+}
+
+fn runs_on(fake: &Fake, h: &HostId, prefix: &str) -> usize {
+    fake.calls().iter().filter(|c| c.is(h, prefix)).count()
+}
+
+#[test]
+fn bootstrap_join_controller_and_worker() {
+    let fake = Fake::default();
+    {
+        let mut w = fake.world.lock().unwrap();
+        w.add_host(&host(1), "c1");
+        w.add_host(&host(2), "c2");
+        w.add_host(&host(3), "w1");
+    }
+    let spec = spec_of(&[
+        (1, Role::Controller, "c1"),
+        (2, Role::Controller, "c2"),
+        (3, Role::Worker, "w1"),
+    ]);
+    let mut binary = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut binary, b"#!/bin/sh\necho fake k0s\n").unwrap();
+    let bin_sha = k0sform::hash::sha256_hex(b"#!/bin/sh\necho fake k0s\n");
+    let mut spec = spec;
+    spec.hosts[2].k0s_binary_path = Some(binary.path().to_path_buf());
+    let cfg_sha = |i: usize| k0sform::hash::sha256_hex(desired::config_yaml(&spec, &spec.hosts[i]));
+    let (c1, c2, w1) = (host(1), host(2), host(3));
+    let plan = plan_of(vec![
+        step_on(
+            0,
+            c1.clone(),
+            StepKind::WriteConfig { sha256: cfg_sha(0) },
+            &[],
+        ),
+        step_on(1, c1.clone(), StepKind::Bootstrap, &[0]),
+        step_on(2, c1.clone(), StepKind::RecordHost, &[1]),
+        step_on(
+            3,
+            c2.clone(),
+            StepKind::WriteConfig { sha256: cfg_sha(1) },
+            &[],
+        ),
+        step_on(
+            4,
+            c2.clone(),
+            StepKind::JoinController { via: c1.clone() },
+            &[1, 3],
+        ),
+        step_on(5, c2.clone(), StepKind::RecordHost, &[4]),
+        step_on(
+            6,
+            w1.clone(),
+            StepKind::UploadBinary {
+                sha256: bin_sha.clone(),
+                version: None,
+            },
+            &[],
+        ),
+        step_on(
+            7,
+            w1.clone(),
+            StepKind::JoinWorker { via: c1.clone() },
+            &[1, 6],
+        ),
+        step_on(8, w1.clone(), StepKind::RecordHost, &[7]),
+        step_on(
+            9,
+            c1.clone(),
+            StepKind::WaitHealthy { via: c1.clone() },
+            &[5],
+        ),
+    ]);
+    let r = apply_with(&fake, &plan, &spec, State::new(), opts(4));
+    let report = r.result.as_ref().expect("apply succeeds");
+    assert_eq!(report.succeeded(), (0..10).collect::<Vec<_>>());
+
+    // The state: cluster identity from the bootstrap, each host's identity and member ID.
+    let cluster = r.state.cluster.as_ref().expect("cluster recorded");
+    assert_eq!(cluster.uid, fake::BOOT_UID);
+    let world = fake.world.lock().unwrap().members.clone();
+    assert_eq!(world.len(), 2);
+    for (h, name) in [(&c1, "c1"), (&c2, "c2")] {
+        let hs = r.state.host(h).expect("recorded");
+        let m = world.iter().find(|m| m.name == name).unwrap();
+        assert_eq!(
+            hs.etcd.as_ref().map(|e| e.member_id.as_str()),
+            Some(m.id.as_str())
+        );
+        assert_eq!(hs.machine_id, format!("mid-{name}"));
+        assert_eq!(hs.host_key, format!("SHA256:key-{}", h.address));
+    }
+    assert_eq!(r.state.host(&w1).unwrap().etcd, None);
+    assert!(r.state.intents.is_empty());
+
+    // Intents were written before the three non-idempotent steps and cleared after them.
+    let mut seen: Vec<String> = r
+        .checkpoints
+        .iter()
+        .flat_map(|s| s.intents.iter().map(|i| i.kind.clone()))
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen, vec!["bootstrap", "join_controller", "join_worker"]);
+
+    // The bootstrap controller gets no token file; the joiners do, written before install.
+    let calls = fake.calls();
+    let boot_install = calls
+        .iter()
+        .find(|c| c.is(&c1, "install controller"))
+        .unwrap();
+    assert!(
+        !boot_install.words().contains("--token-file"),
+        "{}",
+        boot_install.words()
+    );
+    let pos_of = |h: &HostId, p: &str| calls.iter().position(|c| c.is(h, p)).unwrap();
+    assert!(pos_of(&c1, "token create --role=controller") < pos_of(&c2, "write /etc/k0s/k0stoken"));
+    assert!(pos_of(&c2, "write /etc/k0s/k0stoken") < pos_of(&c2, "install controller"));
+    // Both joins run at once: each invalidation comes after a start, the last after both.
+    let invalidations: Vec<usize> = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.is(&c1, "token invalidate"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(invalidations.len(), 2);
+    let starts = [pos_of(&c2, "start"), pos_of(&w1, "start")];
+    assert!(invalidations[0] > starts[0].min(starts[1]));
+    assert!(invalidations[1] > starts[0].max(starts[1]));
+    assert!(
+        calls
+            .iter()
+            .find(|c| c.is(&c2, "install controller"))
+            .unwrap()
+            .words()
+            .contains("--token-file=/etc/k0s/k0stoken")
+    );
+    assert!(pos_of(&c1, "token create --role=worker") < pos_of(&w1, "install worker"));
+
+    // The binary went to k0sInstallPath, the config to /etc/k0s/k0s.yaml, both with their modes.
+    let w = fake.world.lock().unwrap();
+    assert_eq!(
+        w.hosts[&w1]
+            .files
+            .get("/usr/local/bin/k0s")
+            .map(|(d, m)| (d.len(), *m)),
+        Some((24, 0o755))
+    );
+    assert_eq!(w.hosts[&c2].files["/etc/k0s/k0s.yaml"].1, 0o600);
+    // Token files are blanked after the join.
+    assert_eq!(w.hosts[&c2].files["/etc/k0s/k0stoken"], (vec![], 0o600));
+    assert_eq!(w.hosts[&w1].files["/etc/k0s/k0stoken"], (vec![], 0o600));
+    let tokens = w.tokens.clone();
+    drop(w);
+    assert_eq!(tokens.len(), 2);
+
+    // The summary line and one start/finish line per step.
+    assert!(
+        r.human
+            .contains("Apply complete: 0 added, 0 replaced, 0 changed, 0 removed."),
+        "{}",
+        r.human
+    );
+    assert!(
+        r.human
+            .contains("127.0.0.2: join_controller via 127.0.0.1: starting...")
+    );
+    assert!(
+        r.human
+            .contains("127.0.0.2: join_controller via 127.0.0.1: done after ")
+    );
+    assert_eq!(r.json.lines().count(), r.events.len());
+
+    assert_token_never_leaks(&fake, &tokens, &r);
+}
+
+/// The token goes to the joining host's token file (0600) and nowhere else: not in any command
+/// line, environment or stdin, event, rendered line or checkpoint.
+fn assert_token_never_leaks(fake: &Fake, tokens: &[String], r: &Applied) {
+    let secret = fake::BEARER.split_once('.').unwrap().1;
+    let mut needles: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    needles.push(fake::BEARER);
+    needles.push(secret);
+    let mut haystacks: Vec<(String, String)> = vec![
+        ("json events".into(), r.json.clone()),
+        ("human output".into(), r.human.clone()),
+        ("events".into(), format!("{:?}", r.events)),
+        ("result".into(), format!("{:?}", r.result)),
+    ];
+    for (i, s) in r.checkpoints.iter().enumerate() {
+        haystacks.push((format!("checkpoint {i}"), serde_json::to_string(s).unwrap()));
+    }
+    let mut token_writes = 0;
+    for c in fake.calls() {
+        match &c.kind {
+            CallKind::Run { argv, env, stdin } => haystacks.push((
+                format!("command {argv:?}"),
+                format!(
+                    "{argv:?} {env:?} {}",
+                    String::from_utf8_lossy(stdin.as_deref().unwrap_or_default())
+                ),
+            )),
+            CallKind::Write { path, data, mode } => {
+                let text = String::from_utf8_lossy(data).to_string();
+                if tokens.iter().any(|t| text.contains(t.as_str())) {
+                    assert_eq!(path, "/etc/k0s/k0stoken");
+                    assert_eq!(*mode, 0o600);
+                    token_writes += 1;
+                } else {
+                    haystacks.push((format!("write {path}"), text));
+                }
+            }
+        }
+    }
+    assert_eq!(
+        token_writes,
+        tokens.len(),
+        "each token written exactly once"
+    );
+    for (what, text) in &haystacks {
+        for n in &needles {
+            assert!(!text.contains(n), "the join token leaked into {what}");
+        }
+    }
+}
+
+#[test]
+fn remove_member_refused_when_peer_url_carries_another_member_id() {
+    let (fake, spec, state, ids) = three_controllers();
+    let (c1, c3) = (host(1), host(3));
+    // c3 was rebuilt and re-added out of band: its peer URL now carries a new member.
+    fake.world
+        .lock()
+        .unwrap()
+        .object_id_override
+        .insert(c3.address.clone(), "1111222233334444".into());
+    let plan = plan_of(vec![step_on(
+        0,
+        c3.clone(),
+        StepKind::RemoveMember {
+            member_id: ids[2].clone(),
+            peer_url: format!("https://{}:2380", c3.address),
+            via: c1.clone(),
+        },
+        &[],
+    )]);
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    match &r.result {
+        Err(e @ ApplyError::Unsafe { reason, .. }) => {
+            assert_eq!(e.exit().code(), 3);
+            assert!(
+                reason.contains("1111222233334444") && reason.contains(&ids[2]),
+                "{reason}"
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(runs_on(&fake, &c1, "etcd leave"), 0, "no remote change");
+    assert_eq!(fake.world.lock().unwrap().members.len(), 3);
+    assert!(
+        r.checkpoints.iter().all(|s| s.intents.is_empty()),
+        "refused before any intent"
+    );
+    assert!(r.human.contains("Apply refused as unsafe"), "{}", r.human);
+}
+
+#[test]
+fn remove_dead_member_by_recorded_id() {
+    let (fake, spec, state, ids) = three_controllers();
+    let (c1, c3) = (host(1), host(3));
+    {
+        // c3 died: its member is still registered, its API does not answer.
+        let mut w = fake.world.lock().unwrap();
+        let h = w.hosts.get_mut(&c3).unwrap();
+        h.running = false;
+    }
+    let plan = plan_of(vec![step_on(
+        0,
+        c3.clone(),
+        StepKind::RemoveMember {
+            member_id: ids[2].clone(),
+            peer_url: format!("https://{}:2380", c3.address),
+            via: c1.clone(),
+        },
+        &[],
+    )]);
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    r.result.expect("removed");
+    let leave: Vec<String> = fake
+        .calls()
+        .iter()
+        .filter(|c| c.is(&c1, "etcd leave"))
+        .map(|c| c.words())
+        .collect();
+    assert_eq!(leave.len(), 1);
+    assert!(
+        leave[0].contains("--peer-address=127.0.0.3"),
+        "{}",
+        leave[0]
+    );
+    let names: Vec<String> = fake
+        .world
+        .lock()
+        .unwrap()
+        .members
+        .iter()
+        .map(|m| m.name.clone())
+        .collect();
+    assert_eq!(names, vec!["c1", "c2"]);
+    assert_eq!(r.state.host(&c3).unwrap().etcd, None, "member info cleared");
+    let intents: Vec<usize> = r.checkpoints.iter().map(|s| s.intents.len()).collect();
+    assert_eq!(intents, vec![1, 0]);
+    assert_eq!(
+        r.checkpoints[0].intents[0].member_id.as_deref(),
+        Some(ids[2].as_str())
+    );
+}
+
+#[test]
+fn reset_refused_when_machine_id_differs() {
+    let (fake, spec, state, _) = three_controllers();
+    let c3 = host(3);
+    fake.world
+        .lock()
+        .unwrap()
+        .hosts
+        .get_mut(&c3)
+        .unwrap()
+        .machine_id = "mid-rebuilt".into();
+    let plan = plan_of(vec![step_on(
+        0,
+        c3.clone(),
+        StepKind::ResetHost {
+            machine_id: "mid-c3".into(),
+        },
+        &[],
+    )]);
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    match &r.result {
+        Err(e @ ApplyError::Unsafe { reason, .. }) => {
+            assert_eq!(e.exit().code(), 3);
+            assert!(reason.contains("mid-rebuilt"), "{reason}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(
+        fake.calls().iter().all(|c| c.host != c3),
+        "no command ran on the host"
+    );
+    assert!(fake.world.lock().unwrap().hosts[&c3].running);
+}
+
+#[test]
+fn reset_stops_then_resets_the_recorded_machine() {
+    let (fake, spec, state, _) = three_controllers();
+    let c3 = host(3);
+    let plan = plan_of(vec![step_on(
+        0,
+        c3.clone(),
+        StepKind::ResetHost {
+            machine_id: "mid-c3".into(),
+        },
+        &[],
+    )]);
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    r.result.expect("reset");
+    let words: Vec<String> = fake
+        .calls()
+        .iter()
+        .filter(|c| c.host == c3)
+        .map(|c| c.words())
+        .collect();
+    let stop = words.iter().position(|w| w == "stop").expect("stopped");
+    let reset = words
+        .iter()
+        .position(|w| w.starts_with("reset --data-dir=/var/lib/k0s"))
+        .expect("reset");
+    assert!(stop < reset, "{words:?}");
+    let w = fake.world.lock().unwrap();
+    assert!(!w.hosts[&c3].running && w.hosts[&c3].installed.is_none());
+}
+
+#[test]
+fn join_refused_while_the_stale_member_is_still_registered() {
+    let (fake, mut spec, state, _) = three_controllers();
+    let (c1, c3) = (host(1), host(3));
+    {
+        // c3 was wiped: same address, fresh disk; its old member is still in etcd.
+        let mut w = fake.world.lock().unwrap();
+        w.add_host(&c3, "c3");
+        w.hosts.get_mut(&c3).unwrap().machine_id = "mid-new".into();
+    }
+    spec.hosts[2].hostname = Some("c3".into());
+    let plan = plan_of(vec![step_on(
+        0,
+        c3.clone(),
+        StepKind::JoinController { via: c1.clone() },
+        &[],
+    )]);
+    let mut o = opts(2);
+    o.health_grace = Duration::from_millis(5);
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    match &r.result {
+        Err(ApplyError::Unsafe { reason, .. }) => {
+            assert!(reason.contains("must be removed before"), "{reason}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(
+        runs_on(&fake, &c1, "token create"),
+        0,
+        "no token was created"
+    );
+    assert_eq!(runs_on(&fake, &c3, "install"), 0);
+}
+
+#[test]
+fn join_refused_while_a_member_is_unhealthy() {
+    let (fake, spec, state, _) = three_controllers();
+    let (c1, c2) = (host(1), host(2));
+    let c4 = host(4);
+    let mut spec = spec;
+    let mut h4 = HostSpec::new(Role::Controller, SshTarget::new(c4.address.clone(), 22), 4);
+    h4.hostname = Some("c4".into());
+    spec.hosts.push(h4);
+    {
+        let mut w = fake.world.lock().unwrap();
+        w.add_host(&c4, "c4");
+        w.hosts.get_mut(&c2).unwrap().unhealthy = true;
+    }
+    let plan = plan_of(vec![step_on(
+        0,
+        c4.clone(),
+        StepKind::JoinController { via: c1.clone() },
+        &[],
+    )]);
+    let mut o = opts(2);
+    o.health_grace = Duration::from_millis(20);
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    match &r.result {
+        Err(ApplyError::Unsafe { reason, .. }) => {
+            assert!(
+                reason.contains("\"c2\"") && reason.contains("not healthy"),
+                "{reason}"
+            )
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(runs_on(&fake, &c1, "token create"), 0);
+    assert!(r.checkpoints.iter().all(|s| s.intents.is_empty()));
+}
+
+#[test]
+fn failed_join_still_invalidates_and_blanks_the_token() {
+    let (fake, spec, state, _) = three_controllers();
+    let (c1, c4) = (host(1), host(4));
+    let mut spec = spec;
+    let mut h4 = HostSpec::new(Role::Controller, SshTarget::new(c4.address.clone(), 22), 4);
+    h4.hostname = Some("c4".into());
+    spec.hosts.push(h4);
+    {
+        let mut w = fake.world.lock().unwrap();
+        w.add_host(&c4, "c4");
+        w.fail.push((c4.clone(), "install".into()));
+    }
+    let plan = plan_of(vec![
+        step_on(
+            0,
+            c4.clone(),
+            StepKind::JoinController { via: c1.clone() },
+            &[],
+        ),
+        step_on(1, c4.clone(), StepKind::RecordHost, &[0]),
+    ]);
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    match &r.result {
+        Err(e @ ApplyError::Failed { report }) => {
+            assert_eq!(e.exit().code(), 1);
+            assert_eq!(report.failed(), vec![0]);
+            assert_eq!(report.skipped(), vec![1]);
+            assert!(
+                report.summary.failed[0]
+                    .1
+                    .contains("k0s install failed: Error: injected failure")
+            );
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+    assert_eq!(runs_on(&fake, &c1, "token invalidate"), 1);
+    assert_eq!(
+        fake.world.lock().unwrap().hosts[&c4].files["/etc/k0s/k0stoken"],
+        (vec![], 0o600)
+    );
+    // The half-done join stays recorded for the next plan.
+    assert_eq!(r.state.intents.len(), 1);
+    assert_eq!(
+        r.checkpoints.last().unwrap().intents[0].kind,
+        "join_controller"
+    );
+    let tokens = fake.world.lock().unwrap().tokens.clone();
+    assert_token_never_leaks(&fake, &tokens, &r);
+}
+
+#[test]
+fn per_host_command_limit_is_honoured() {
+    let (fake, spec, state, _) = three_controllers();
+    let c1 = host(1);
+    fake.world.lock().unwrap().delay = Duration::from_millis(25);
+    // Eight independent steps that all talk to c1.
+    let steps: Vec<Step> = (0..8)
+        .map(|i| {
+            step_on(
+                i,
+                host(10 + i as u8),
+                StepKind::DeleteObjects {
+                    node: format!("gone{i}"),
+                    objects: vec![k0sform::plan::ObjectKind::Node],
+                    via: c1.clone(),
+                },
+                &[],
+            )
+        })
+        .collect();
+    let plan = plan_of(steps);
+    let mut o = opts(8);
+    o.per_host_limit = 3;
+    let r = apply_with(&fake, &plan, &spec, state.clone(), o);
+    r.result.expect("ok");
+    assert_eq!(fake.world.lock().unwrap().max_in_flight[&c1], 3);
+
+    let (fake, _, _, _) = three_controllers();
+    fake.world.lock().unwrap().delay = Duration::from_millis(25);
+    let mut o = opts(8);
+    o.per_host_limit = 10;
+    apply_with(&fake, &plan, &spec, state, o)
+        .result
+        .expect("ok");
+    assert_eq!(
+        fake.world.lock().unwrap().max_in_flight[&c1],
+        8,
+        "steps do overlap"
+    );
 }

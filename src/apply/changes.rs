@@ -17,6 +17,8 @@ pub enum StateChange {
     ClearEtcd(HostId),
     /// The cluster's identity (bootstrap, or adoption of a running cluster).
     SetCluster(ClusterState),
+    /// A running cluster's identity seen by a probe: recorded only if the state has none yet.
+    AdoptCluster(ClusterState),
     /// The host now runs this k0s version.
     SetHostVersion { host: HostId, version: String },
 }
@@ -34,6 +36,11 @@ impl StateChange {
                 }
             }
             StateChange::SetCluster(c) => state.cluster = Some(c.clone()),
+            StateChange::AdoptCluster(c) => {
+                if state.cluster.is_none() {
+                    state.cluster = Some(c.clone());
+                }
+            }
             StateChange::SetHostVersion { host, version } => {
                 if let Some(h) = state.host_mut(host) {
                     h.k0s_version = Some(version.clone());

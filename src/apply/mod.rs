@@ -5,16 +5,23 @@
 mod cancel;
 mod changes;
 mod coordinator;
+mod k0s_shim;
+mod runner;
 mod summary;
 
 pub use cancel::{Cancel, CancelLevel};
 pub use changes::{StateChange, intent_for, needs_intent};
 pub use coordinator::run_plan;
+pub use runner::{HostProber, K0sRunner, LocalK0s, Remote};
 pub use summary::{change_counts, step_info, step_label};
 
 use crate::exit::Exit;
+use crate::plan::Plan;
 use crate::plan::Step;
+use crate::spec::Spec;
 use crate::state::{Intent, State};
+use crate::transport::Transport;
+use crate::ui::EventSink;
 use crate::ui::{ApplyEvent, ApplySummary, StepInfo};
 use std::future::Future;
 use std::sync::Arc;
@@ -35,6 +42,9 @@ pub struct ExecOptions {
     /// How long a membership step's health precondition may wait for the cluster to settle
     /// (e.g. a learner being promoted) before the step is refused as unsafe.
     pub health_grace: Duration,
+    /// Local k0s binaries steps may upload, found by sha256 (UploadBinary) or version (Upgrade);
+    /// a host's `k0sBinaryPath` is used otherwise.
+    pub binaries: Vec<LocalK0s>,
 }
 
 impl Default for ExecOptions {
@@ -45,6 +55,7 @@ impl Default for ExecOptions {
             poll_interval: Duration::from_secs(2),
             wait_timeout: Duration::from_secs(600),
             health_grace: Duration::from_secs(60),
+            binaries: Vec::new(),
         }
     }
 }
@@ -197,4 +208,22 @@ impl StepContext {
 
 pub(crate) fn emit(sink: &mut dyn crate::ui::EventSink, ev: ApplyEvent) {
     sink.event(&ev);
+}
+
+/// Apply `plan` to the hosts: the k0s step runner under the coordinator. `state` is the loaded
+/// state (updated in place); `checkpoint` writes it atomically after every step and before every
+/// non-idempotent one. Exit status: `ApplyError::exit`.
+#[allow(clippy::too_many_arguments)] // the run's inputs are independent; a bundle would only rename them
+pub async fn execute<T: Transport + 'static>(
+    plan: &Plan,
+    spec: &Spec,
+    state: &mut State,
+    remote: Remote<T>,
+    opts: &ExecOptions,
+    sink: &mut dyn EventSink,
+    checkpoint: &mut dyn Checkpoint,
+    cancel: &Cancel,
+) -> Result<ApplyReport, ApplyError> {
+    let runner = Arc::new(K0sRunner::new(remote, spec, state, opts));
+    run_plan(plan, state, runner, opts, sink, checkpoint, cancel).await
 }
