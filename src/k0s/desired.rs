@@ -23,13 +23,14 @@ pub fn config_yaml(spec: &Spec, host: &HostSpec) -> String {
     // The header keys first, whatever order the user wrote them in.
     let mut doc = Map::new();
     for (key, default) in [
-        ("apiVersion", "k0s.k0sproject.io/v1beta1"),
-        ("kind", "ClusterConfig"),
+        (
+            "apiVersion",
+            Value::String("k0s.k0sproject.io/v1beta1".into()),
+        ),
+        ("kind", Value::String("ClusterConfig".into())),
+        ("metadata", Value::Object(Map::new())),
     ] {
-        let v = user
-            .get(key)
-            .cloned()
-            .unwrap_or_else(|| Value::String(default.into()));
+        let v = user.get(key).cloned().unwrap_or(default);
         doc.insert(key.into(), v);
     }
     for (k, v) in user {
@@ -349,7 +350,7 @@ mod tests {
         let y = config_yaml(&s, &c2);
         assert_eq!(
             y,
-            "apiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nspec:\n  api:\n    sans:\n      - 10.0.0.1\n      - 10.0.0.2\n      - 192.168.0.2\n      - k8s.example.com\n    address: 192.168.0.2\n  telemetry:\n    enabled: false\n  storage:\n    etcd:\n      peerAddress: 192.168.0.2\nmetadata:\n  name: k0s\n"
+            "apiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nmetadata:\n  name: k0s\nspec:\n  api:\n    sans:\n      - 10.0.0.1\n      - 10.0.0.2\n      - 192.168.0.2\n      - k8s.example.com\n    address: 192.168.0.2\n  telemetry:\n    enabled: false\n  storage:\n    etcd:\n      peerAddress: 192.168.0.2\n"
         );
         // It must read back as the same document.
         let back: Value = serde_saphyr::from_str(&y).expect("valid yaml");

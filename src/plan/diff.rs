@@ -538,7 +538,7 @@ impl<'a> Planner<'a> {
                                 ..
                             }
                         ));
-                if !keep {
+                if !keep && !matches!(p.decision, Decision::Noop) {
                     dropped.push(h.id.to_string());
                 }
                 keep
@@ -959,16 +959,25 @@ impl<'a> Planner<'a> {
             let want = desired::comparable_args(&want_args);
             let gone: Vec<&String> = have.iter().filter(|a| !want.contains(a)).collect();
             let new: Vec<&String> = want.iter().filter(|a| !have.contains(a)).collect();
-            reasons.push(reason(
-                ReasonCode::InstallFlagsChange,
-                format!(
-                    "install flags differ ({})",
+            let mut parts = Vec::new();
+            if !gone.is_empty() {
+                parts.push(format!(
+                    "not wanted: {}",
                     gone.iter()
-                        .map(|a| format!("-{a}"))
-                        .chain(new.iter().map(|a| format!("+{a}")))
+                        .map(|a| a.as_str())
                         .collect::<Vec<_>>()
                         .join(" ")
-                ),
+                ));
+            }
+            if !new.is_empty() {
+                parts.push(format!(
+                    "missing: {}",
+                    new.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(" ")
+                ));
+            }
+            reasons.push(reason(
+                ReasonCode::InstallFlagsChange,
+                format!("install flags differ ({})", parts.join("; ")),
             ));
         }
         if version_differs {
@@ -1223,12 +1232,14 @@ impl<'a> Planner<'a> {
     }
 
     #[allow(clippy::type_complexity)]
+    #[allow(clippy::type_complexity)]
     fn build_steps(
         &self,
         plans: &[HostPlan],
     ) -> Result<(Vec<Step>, BTreeMap<usize, usize>, QuorumSummary), Refusal> {
         let mut b = Builder::default();
-        // Hosts whose membership or service this plan disrupts cannot be the one we act through.
+        // Hosts whose membership or service this plan disrupts are not the first choice to act
+        // through.
         let busy: BTreeSet<HostId> = plans
             .iter()
             .filter(|p| {
@@ -1241,33 +1252,17 @@ impl<'a> Planner<'a> {
             ClusterAction::Bootstrap { host } => Some(host.clone()),
             _ => None,
         };
-        let via = match &bootstrap_host {
-            Some(h) => Some(h.clone()),
-            None => self
-                .pick_via(&busy)
-                .or_else(|| self.pick_via(&BTreeSet::new())),
-        };
-        let needs_via = plans.iter().any(|p| {
-            !matches!(p.decision, Decision::Noop | Decision::Adopt)
-                && !matches!(
-                    p.decision,
-                    Decision::Add {
-                        bootstrap: true,
-                        ..
-                    }
-                )
-        });
-        let via = match via {
-            Some(v) => v,
-            None if !needs_via => HostId::new("", 0),
-            None => {
-                return Err(Refusal {
-                    kind: RefusalKind::NoController,
-                    message: "no healthy controller is left to carry out the changes through"
-                        .into(),
-                    details: vec![],
-                });
-            }
+        let mut vias = ViaPicker {
+            base: bootstrap_host.clone().or_else(|| self.pick_via(&busy)),
+            joined: Vec::new(),
+            removed: BTreeSet::new(),
+            fallback: self
+                .cluster
+                .healthy
+                .iter()
+                .filter(|id| !self.opts.is_excluded(id))
+                .cloned()
+                .collect(),
         };
 
         let mut quorum = QuorumSim::new(&self.cluster.members);
@@ -1280,27 +1275,25 @@ impl<'a> Planner<'a> {
         // M1: members that must go first: dead or replaced members, stale members of rejoiners,
         // and removals of members that are already down (a dead member is removed before its
         // replacement is added).
-        for p in sorted(&|p| {
-            let early = match &p.decision {
-                Decision::Replace { stale: Some(_), .. }
-                | Decision::Rejoin { stale: Some(_), .. }
-                | Decision::Add { stale: Some(_), .. } => true,
-                Decision::Remove {
-                    member: Some(m), ..
-                } => !m.healthy,
-                _ => false,
-            };
-            early
+        for p in sorted(&|p| match &p.decision {
+            Decision::Replace { stale: Some(_), .. }
+            | Decision::Rejoin { stale: Some(_), .. }
+            | Decision::Add { stale: Some(_), .. } => true,
+            Decision::Remove {
+                member: Some(m), ..
+            } => !m.healthy,
+            _ => false,
         }) {
             let h = &self.hosts[p.idx];
             if let Decision::Remove { .. } = p.decision {
-                self.build_removal(&mut b, &mut quorum, &mut gate, p, &via)?;
+                self.build_removal(&mut b, &mut quorum, &mut gate, p, &mut vias)?;
                 continue;
             }
             let Some(m) = p.decision.stale() else {
                 continue;
             };
             let name = h.name();
+            let via = vias.for_subject(&h.id, &name)?;
             quorum.remove(&m.member_id, &m.peer_url, &name)?;
             let rm = b.push(
                 p.idx,
@@ -1312,14 +1305,9 @@ impl<'a> Planner<'a> {
                 },
                 [gate],
             );
-            let w = b.push(
-                p.idx,
-                &h.id,
-                StepKind::WaitHealthy { via: via.clone() },
-                [Some(rm)],
-            );
+            let w = b.push(p.idx, &h.id, StepKind::WaitHealthy { via }, [Some(rm)]);
             gate = Some(w);
-            b.last.insert(p.idx, w);
+            vias.removed.insert(h.id.clone());
         }
         // Stale API objects of replaced and rejoining hosts go before they come back.
         for p in sorted(&|p| {
@@ -1333,6 +1321,7 @@ impl<'a> Planner<'a> {
             if objects.is_empty() {
                 continue;
             }
+            let via = vias.for_subject(&h.id, &h.name())?;
             let prev = b.last.get(&p.idx).copied();
             b.push(
                 p.idx,
@@ -1340,7 +1329,7 @@ impl<'a> Planner<'a> {
                 StepKind::DeleteObjects {
                     node: h.name(),
                     objects,
-                    via: via.clone(),
+                    via,
                 },
                 [prev],
             );
@@ -1351,7 +1340,7 @@ impl<'a> Planner<'a> {
         if let Some(bh) = &bootstrap_host
             && let Some(p) = plans.iter().find(|p| &self.hosts[p.idx].id == bh)
         {
-            self.build_prep(&mut b, p, &[]);
+            self.build_prep(&mut b, p);
             let prev = b.last.get(&p.idx).copied();
             quorum.join(&self.hosts[p.idx].name(), true)?;
             let s = b.push(p.idx, bh, StepKind::Bootstrap, [prev, gate]);
@@ -1379,7 +1368,8 @@ impl<'a> Planner<'a> {
                 )
         }) {
             let h = &self.hosts[p.idx];
-            self.build_prep(&mut b, p, &[]);
+            let via = vias.for_subject(&h.id, &h.name())?;
+            self.build_prep(&mut b, p);
             let prev = b.last.get(&p.idx).copied();
             quorum.join(&h.name(), false)?;
             let s = b.push(
@@ -1388,14 +1378,11 @@ impl<'a> Planner<'a> {
                 StepKind::JoinController { via: via.clone() },
                 [prev, gate],
             );
-            let w = b.push(
-                p.idx,
-                &h.id,
-                StepKind::WaitHealthy { via: via.clone() },
-                [Some(s)],
-            );
+            let w = b.push(p.idx, &h.id, StepKind::WaitHealthy { via }, [Some(s)]);
             gate = Some(w);
             b.push(p.idx, &h.id, StepKind::RecordHost, [Some(w)]);
+            vias.joined.push(h.id.clone());
+            vias.removed.remove(&h.id);
         }
 
         // M4: healthy members removed from the spec, after any additions.
@@ -1406,7 +1393,7 @@ impl<'a> Planner<'a> {
                     _ => false,
                 }
         }) {
-            self.build_removal(&mut b, &mut quorum, &mut gate, p, &via)?;
+            self.build_removal(&mut b, &mut quorum, &mut gate, p, &mut vias)?;
         }
 
         // Controller restarts (upgrade, reconfigure): one at a time, each behind a health gate.
@@ -1418,16 +1405,12 @@ impl<'a> Planner<'a> {
                 )
         }) {
             let h = &self.hosts[p.idx];
-            self.build_prep(&mut b, p, &[]);
+            let via = vias.for_subject(&h.id, &h.name())?;
+            self.build_prep(&mut b, p);
             let prev = b.last.get(&p.idx).copied();
             let kind = self.restart_kind(p);
             let s = b.push(p.idx, &h.id, kind, [prev, gate]);
-            let w = b.push(
-                p.idx,
-                &h.id,
-                StepKind::WaitHealthy { via: via.clone() },
-                [Some(s)],
-            );
+            let w = b.push(p.idx, &h.id, StepKind::WaitHealthy { via }, [Some(s)]);
             gate = Some(w);
             b.push(p.idx, &h.id, StepKind::RecordHost, [Some(w)]);
         }
@@ -1436,19 +1419,21 @@ impl<'a> Planner<'a> {
         // Workers joining: after a controller is ready.
         for p in sorted(&|p| !ctrl(p) && p.decision.installs()) {
             let h = &self.hosts[p.idx];
-            self.build_prep(&mut b, p, &[]);
+            let via = vias.for_subject(&h.id, &h.name())?;
+            self.build_prep(&mut b, p);
             let prev = b.last.get(&p.idx).copied();
-            let s = b.push(
-                p.idx,
-                &h.id,
-                StepKind::JoinWorker { via: via.clone() },
-                [prev, controller_ready],
-            );
+            // A controller that joined in this plan is usable once the membership chain is done.
+            let ready = if vias.joined.contains(&via) {
+                gate
+            } else {
+                controller_ready
+            };
+            let s = b.push(p.idx, &h.id, StepKind::JoinWorker { via }, [prev, ready]);
             b.push(p.idx, &h.id, StepKind::RecordHost, [Some(s)]);
         }
         // Workers leaving.
         for p in sorted(&|p| !ctrl(p) && matches!(p.decision, Decision::Remove { .. })) {
-            self.build_removal(&mut b, &mut quorum, &mut gate, p, &via)?;
+            self.build_removal(&mut b, &mut quorum, &mut gate, p, &mut vias)?;
         }
         // Worker restarts in batches of worker_disruption_percent, after every controller.
         let restarts = sorted(&|p| {
@@ -1468,7 +1453,7 @@ impl<'a> Planner<'a> {
             let mut this_batch = Vec::new();
             for p in chunk {
                 let h = &self.hosts[p.idx];
-                self.build_prep(&mut b, p, &[]);
+                self.build_prep(&mut b, p);
                 let prev = b.last.get(&p.idx).copied();
                 let kind = self.restart_kind(p);
                 let deps: Vec<Option<usize>> = prev_batch
@@ -1522,7 +1507,7 @@ impl<'a> Planner<'a> {
 
     /// Reset leftovers, upload the binary, write the config: what a host needs before
     /// join/upgrade/reconfigure.
-    fn build_prep(&self, b: &mut Builder, p: &HostPlan, _extra: &[usize]) {
+    fn build_prep(&self, b: &mut Builder, p: &HostPlan) {
         let h = &self.hosts[p.idx];
         let reset = match &p.decision {
             Decision::Add { reset, .. }
@@ -1581,18 +1566,20 @@ impl<'a> Planner<'a> {
         quorum: &mut QuorumSim,
         gate: &mut Option<usize>,
         p: &HostPlan,
-        via: &HostId,
+        vias: &mut ViaPicker,
     ) -> Result<(), Refusal> {
         let h = &self.hosts[p.idx];
         let Decision::Remove { member, reset } = &p.decision else {
             return Ok(());
         };
         let name = h.name();
+        let via = vias.for_subject(&h.id, &name)?;
+        // The controller acted through may have joined in this plan: wait for the chain.
+        let mut first_dep = *gate;
         if h.role().has_node()
             && self.spec.options.drain.enabled
             && self.cluster.nodes.contains_key(&name)
         {
-            let prev = b.last.get(&p.idx).copied();
             b.push(
                 p.idx,
                 &h.id,
@@ -1600,7 +1587,7 @@ impl<'a> Planner<'a> {
                     node: name.clone(),
                     via: via.clone(),
                 },
-                [prev],
+                [first_dep.take()],
             );
         }
         let objects = self.existing_objects(h);
@@ -1614,7 +1601,7 @@ impl<'a> Planner<'a> {
                     objects,
                     via: via.clone(),
                 },
-                [prev],
+                [prev, first_dep.take()],
             );
         }
         if let Some(m) = member {
@@ -1630,14 +1617,10 @@ impl<'a> Planner<'a> {
                 },
                 [prev, *gate],
             );
-            let w = b.push(
-                p.idx,
-                &h.id,
-                StepKind::WaitHealthy { via: via.clone() },
-                [Some(rm)],
-            );
+            let w = b.push(p.idx, &h.id, StepKind::WaitHealthy { via }, [Some(rm)]);
             *gate = Some(w);
         }
+        vias.removed.insert(h.id.clone());
         if let Some(mid) = reset {
             let prev = b.last.get(&p.idx).copied();
             b.push(
@@ -1710,18 +1693,41 @@ impl<'a> Planner<'a> {
                         name_of(via)
                     ),
                 )),
-                StepKind::Drain { node, via } => out.push(d(
-                    '-',
-                    format!("Node \"{node}\" drained via {}", name_of(via)),
-                )),
-                StepKind::DeleteObjects { node, objects, via } => out.push(d(
-                    '-',
-                    format!(
-                        "{} \"{node}\", deleted via {}",
-                        object_list(objects),
-                        name_of(via)
-                    ),
-                )),
+                StepKind::Drain { node, via } => {
+                    let deleted = own.iter().any(|x| {
+                        matches!(&x.kind, StepKind::DeleteObjects { node: n, objects, .. }
+                            if n == node && objects.contains(&ObjectKind::Node))
+                    });
+                    let what = if deleted {
+                        "drained and deleted"
+                    } else {
+                        "drained"
+                    };
+                    out.push(d(
+                        '-',
+                        format!("Node \"{node}\" {what} via {}", name_of(via)),
+                    ))
+                }
+                StepKind::DeleteObjects { node, objects, via } => {
+                    let drained = own
+                        .iter()
+                        .any(|x| matches!(&x.kind, StepKind::Drain { node: n, .. } if n == node));
+                    let rest: Vec<ObjectKind> = objects
+                        .iter()
+                        .copied()
+                        .filter(|o| !(drained && *o == ObjectKind::Node))
+                        .collect();
+                    if !rest.is_empty() {
+                        out.push(d(
+                            '-',
+                            format!(
+                                "{} \"{node}\", deleted via {}",
+                                object_list(&rest),
+                                name_of(via)
+                            ),
+                        ))
+                    }
+                }
                 StepKind::ResetHost { machine_id } => out.push(d(
                     '-',
                     format!(
@@ -1880,6 +1886,35 @@ pub fn worker_batch_size(workers: usize, percent: u32, limit: usize) -> usize {
     if limit > 0 { n.min(limit) } else { n }
 }
 
+/// Chooses the controller a step acts through: one this plan leaves alone if possible, else one
+/// that joined earlier in the plan, else any healthy one that is not the subject and not removed.
+struct ViaPicker {
+    base: Option<HostId>,
+    joined: Vec<HostId>,
+    removed: BTreeSet<HostId>,
+    fallback: Vec<HostId>,
+}
+
+impl ViaPicker {
+    fn for_subject(&self, subject: &HostId, name: &str) -> Result<HostId, Refusal> {
+        let usable = |id: &&HostId| *id != subject && !self.removed.contains(*id);
+        self.base
+            .iter()
+            .filter(usable)
+            .chain(self.joined.iter().filter(usable))
+            .chain(self.fallback.iter().filter(usable))
+            .next()
+            .cloned()
+            .ok_or_else(|| Refusal {
+                kind: RefusalKind::NoController,
+                message: format!(
+                    "no healthy controller is left to act through for {name} ({subject})"
+                ),
+                details: vec![],
+            })
+    }
+}
+
 /// Steps under construction: every edge points to an earlier step, so the graph is acyclic by
 /// construction and insertion order is a topological order.
 #[derive(Default)]
@@ -2008,20 +2043,30 @@ impl QuorumSim {
             self.check_start(&format!("adding {name}"))?;
             let n = self.members.len() + 1;
             let healthy = self.healthy();
-            // etcd counts the new member at once, before it has started.
-            if healthy < quorum(n) {
+            // etcd refuses to add while a voter is down (strict reconfig check), and the new
+            // member only helps once it runs: dead members must be removed first.
+            let down = self.members.len() - healthy;
+            if down > 0 || healthy + 1 < quorum(n) {
                 return Err(Refusal {
                     kind: RefusalKind::Quorum,
                     message: format!(
-                        "adding {name} would need {} healthy of {n} members while it starts; only {healthy} are healthy",
-                        quorum(n)
+                        "adding {name} would make {n} members of which {} can be healthy; quorum is {}{}",
+                        healthy + 1,
+                        quorum(n),
+                        if down > 0 {
+                            format!(" and {down} existing member(s) are down")
+                        } else {
+                            String::new()
+                        }
                     ),
                     details: vec![format!(
-                        "{healthy} healthy < quorum {} of {n} members",
+                        "{} members now, {healthy} healthy; after adding {name}: {n} members, quorum {}",
+                        n - 1,
                         quorum(n)
                     )],
                 });
             }
+            // Between the member add and its start, etcd counts it as a down voter.
             self.min_healthy = self.min_healthy.min(healthy);
             self.max_quorum = self.max_quorum.max(quorum(n));
         } else {
@@ -2035,6 +2080,7 @@ impl QuorumSim {
         self.changed = true;
         Ok(())
     }
+
     fn summary(&self) -> QuorumSummary {
         QuorumSummary {
             members_before: self.before,

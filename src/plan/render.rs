@@ -181,7 +181,13 @@ pub fn text(plan: &Plan, color: bool) -> String {
         "Plan: {add} to add, {adopt_txt}{change} to change, {replace} to replace, {remove} to remove."
     );
     let e = &plan.etcd;
-    if e.members_before > 0 || e.members_after > 0 {
+    if e.members_before == 0 && e.members_after > 0 {
+        let _ = writeln!(
+            out,
+            "etcd: new cluster, {} members after; members join one at a time (quorum {}).",
+            e.members_after, e.quorum
+        );
+    } else if e.members_before > 0 {
         let _ = writeln!(
             out,
             "etcd: {} members before, {} after; never fewer than {} healthy (quorum {}).",

@@ -1,0 +1,1216 @@
+//! The planner against table-driven cases (testdata/plans/<case>/case.yaml: a compact description
+//! of spec, state and reality, and the expected outcome), insta snapshots of every case's text,
+//! JSON and DOT, proptest properties over generated clusters, and the plan schema's freshness.
+
+use k0sform::hash::sha256_hex;
+use k0sform::hostid::HostId;
+use k0sform::k0s::desired;
+use k0sform::plan::{
+    self, Action, ClusterAction, Desired, LocalBinary, Plan, PlanOptions, Refusal, SavedPlan,
+    StepKind, graph, render,
+};
+use k0sform::reality::{
+    ClusterView, HostFacts, HostReality, K0sStatus, MemberView, NodeView, Probe, Reality,
+    ServiceKind,
+};
+use k0sform::spec::{HostSpec, K0sSpec, Options, Role, Spec, SshTarget};
+use k0sform::state::{ClusterState, EtcdMemberState, HostState, State};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+// ---------------------------------------------------------------------------------------------
+// The compact case format.
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Case {
+    #[serde(default)]
+    description: String,
+    spec: SpecCase,
+    #[serde(default)]
+    state: Option<StateCase>,
+    reality: RealityCase,
+    #[serde(default)]
+    options: PlanOptions,
+    /// The local binary every host gets (version), when set.
+    #[serde(default)]
+    binary: Option<String>,
+    expect: Expect,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct SpecCase {
+    #[serde(default = "default_name")]
+    name: String,
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    config: Option<serde_json::Value>,
+    #[serde(default)]
+    worker_disruption_percent: Option<u32>,
+    hosts: Vec<HostCase>,
+}
+
+fn default_name() -> String {
+    "prod".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostCase {
+    addr: String,
+    #[serde(default)]
+    port: Option<u16>,
+    role: Role,
+    name: String,
+    #[serde(default)]
+    reset: bool,
+    #[serde(default)]
+    pin: Option<String>,
+    #[serde(default)]
+    flags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct StateCase {
+    #[serde(default = "default_serial")]
+    serial: u64,
+    uid: String,
+    hosts: Vec<StateHostCase>,
+}
+
+impl HostCase {
+    fn new(addr: &str, role: Role, name: &str) -> Self {
+        HostCase {
+            addr: addr.into(),
+            port: None,
+            role,
+            name: name.into(),
+            reset: false,
+            pin: None,
+            flags: vec![],
+        }
+    }
+}
+
+fn default_serial() -> u64 {
+    12
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateHostCase {
+    addr: String,
+    #[serde(default)]
+    port: Option<u16>,
+    role: Role,
+    name: String,
+    /// Defaults: machine-id `mid-<name>`, host key `SHA256:key-<name>`, member id from the name.
+    #[serde(default)]
+    machine_id: Option<String>,
+    #[serde(default)]
+    host_key: Option<String>,
+    #[serde(default)]
+    version: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RealityCase {
+    /// The identity running controllers report by default.
+    #[serde(default)]
+    uid: Option<String>,
+    /// Member names as controllers report them by default (peer URL from the named host).
+    #[serde(default)]
+    members: Vec<String>,
+    /// Members no host knows: (name, peer address).
+    #[serde(default)]
+    extra_members: Vec<(String, String)>,
+    /// Node names the cluster reports; default: every running host with a Node.
+    #[serde(default)]
+    nodes: Option<Vec<String>>,
+    #[serde(default)]
+    hosts: Vec<RealHostCase>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RealHostCase {
+    addr: String,
+    #[serde(default)]
+    port: Option<u16>,
+    #[serde(default)]
+    unreachable: Option<String>,
+    /// (expected, offered)
+    #[serde(default)]
+    host_key_changed: Option<(String, String)>,
+    #[serde(default)]
+    machine_id: Option<String>,
+    #[serde(default)]
+    host_key: Option<String>,
+    /// Running k0s: `controller`, `worker` or absent.
+    #[serde(default)]
+    running: Option<String>,
+    #[serde(default)]
+    version: Option<String>,
+    /// k0s.yaml on the host: `desired` (default for running controllers), `none`, or literal text.
+    #[serde(default)]
+    config: Option<String>,
+    /// Extra service args beyond the desired ones.
+    #[serde(default)]
+    extra_args: Vec<String>,
+    /// Leftovers of an earlier install (service unit, etcd data) on a host that is not running.
+    #[serde(default)]
+    leftovers: bool,
+    /// This controller's own view, overriding the default (split brain).
+    #[serde(default)]
+    view: Option<ViewCase>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ViewCase {
+    uid: String,
+    members: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Expect {
+    /// Refusal kind (snake_case) when the plan must be refused.
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    exit: Option<u8>,
+    /// Substrings of the refusal message or the plan text.
+    #[serde(default)]
+    contains: Vec<String>,
+    /// Every host change: address → action.
+    #[serde(default)]
+    actions: BTreeMap<String, Action>,
+    #[serde(default)]
+    cluster_action: Option<String>,
+    /// Step kinds per host, in order (only for the hosts listed).
+    #[serde(default)]
+    steps: BTreeMap<String, Vec<String>>,
+    /// (members_before, members_after, min_healthy, quorum)
+    #[serde(default)]
+    etcd: Option<(usize, usize, usize, usize)>,
+    #[serde(default)]
+    drift: usize,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building real inputs from a case.
+
+struct Inputs {
+    spec: Spec,
+    state: State,
+    reality: Reality,
+    desired: Desired,
+    options: PlanOptions,
+}
+
+fn member_id(name: &str) -> String {
+    sha256_hex(format!("member {name}"))[..16].to_string()
+}
+
+fn peer_url(addr: &str) -> String {
+    format!("https://{addr}:2380")
+}
+
+fn host_spec(h: &HostCase, index: usize) -> HostSpec {
+    let mut ssh = SshTarget::new(h.addr.clone(), h.port.unwrap_or(22));
+    ssh.host_key = h.pin.clone();
+    let mut hs = HostSpec::new(h.role, ssh, index);
+    hs.hostname = Some(h.name.clone());
+    hs.reset = h.reset;
+    hs.install_flags = h.flags.clone();
+    hs
+}
+
+fn build(case: &Case) -> Inputs {
+    let mut options = Options::default();
+    if let Some(p) = case.spec.worker_disruption_percent {
+        options.worker_disruption_percent = p;
+    }
+    let spec = Spec {
+        name: case.spec.name.clone(),
+        hosts: case
+            .spec
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| host_spec(h, i + 1))
+            .collect(),
+        k0s: K0sSpec {
+            version: case.spec.version.clone(),
+            version_channel: None,
+            dynamic_config: false,
+            config: case.spec.config.clone(),
+        },
+        options,
+        manifests: vec![],
+    };
+    // Hosts only the state knows still need a HostSpec to derive their running args/config.
+    let mut all_specs: Vec<HostSpec> = spec.hosts.clone();
+    let mut state = State {
+        format_version: 1,
+        lineage: "00000000-0000-4000-8000-000000000001".into(),
+        serial: 0,
+        tool_version: "0.1.0".into(),
+        cluster: None,
+        hosts: vec![],
+        intents: vec![],
+    };
+    if let Some(st) = &case.state {
+        state.serial = st.serial;
+        state.cluster = Some(ClusterState {
+            name: case.spec.name.clone(),
+            uid: st.uid.clone(),
+            etcd_cluster_id: None,
+            k0s_version: None,
+            config_sha256: None,
+        });
+        for h in &st.hosts {
+            let port = h.port.unwrap_or(22);
+            if !all_specs.iter().any(|s| s.id() == HostId::new(h.addr.clone(), port)) {
+                let mut hc = HostCase::new(&h.addr, h.role, &h.name);
+                hc.port = h.port;
+                all_specs.push(host_spec(&hc, 0));
+            }
+            state.upsert_host(HostState {
+                address: h.addr.clone(),
+                port,
+                role: h.role,
+                node_name: Some(h.name.clone()),
+                machine_id: h.machine_id.clone().unwrap_or(format!("mid-{}", h.name)),
+                host_key: h.host_key.clone().unwrap_or(format!("SHA256:key-{}", h.name)),
+                host_public_key: None,
+                etcd: h.role.is_controller().then(|| EtcdMemberState {
+                    member_id: member_id(&h.name),
+                    peer_url: peer_url(&h.addr),
+                }),
+                k0s_version: h.version.clone().or(case.spec.version.clone()),
+                install_flags_sha256: None,
+                config_sha256: None,
+            });
+        }
+    }
+    let name_of_addr = |addr: &str, port: u16| -> Option<&HostSpec> {
+        all_specs
+            .iter()
+            .find(|s| s.ssh.address == addr && s.ssh.port == port)
+    };
+    let addr_of_name = |name: &str| -> String {
+        all_specs
+            .iter()
+            .find(|s| s.hostname.as_deref() == Some(name))
+            .map(|s| s.peer_address().to_string())
+            .unwrap_or_else(|| format!("10.9.9.{}", name.len()))
+    };
+    let view_members = |names: &[String]| -> Vec<MemberView> {
+        let mut v: Vec<MemberView> = names
+            .iter()
+            .map(|n| MemberView {
+                name: n.clone(),
+                peer_url: peer_url(&addr_of_name(n)),
+                member_id: Some(member_id(n)),
+            })
+            .collect();
+        for (n, a) in &case.reality.extra_members {
+            v.push(MemberView {
+                name: n.clone(),
+                peer_url: peer_url(a),
+                member_id: Some(member_id(n)),
+            });
+        }
+        v
+    };
+    let running_nodes: Vec<String> = case.reality.nodes.clone().unwrap_or_else(|| {
+        case.reality
+            .hosts
+            .iter()
+            .filter(|r| r.running.is_some() && r.view.is_none())
+            .filter_map(|r| name_of_addr(&r.addr, r.port.unwrap_or(22)))
+            .filter(|s| s.role.has_node())
+            .filter_map(|s| s.hostname.clone())
+            .collect()
+    });
+    let control_nodes: Vec<String> = case
+        .reality
+        .members
+        .iter()
+        .cloned()
+        .collect();
+    let mut reality = Reality::default();
+    for r in &case.reality.hosts {
+        let id = HostId::new(r.addr.clone(), r.port.unwrap_or(22));
+        let probe = if let Some(e) = &r.unreachable {
+            Probe::Unreachable { error: e.clone() }
+        } else if let Some((expected, offered)) = &r.host_key_changed {
+            Probe::HostKeyChanged {
+                expected: expected.clone(),
+                offered: offered.clone(),
+            }
+        } else {
+            let hs = name_of_addr(&r.addr, id.port)
+                .unwrap_or_else(|| panic!("reality host {} is not in spec or state", r.addr));
+            let name = hs.hostname.clone().unwrap_or_default();
+            let version = r.version.clone().or(case.spec.version.clone());
+            let mut f = HostFacts {
+                machine_id: r.machine_id.clone().unwrap_or(format!("mid-{name}")),
+                hostname: name.clone(),
+                host_key: r.host_key.clone().unwrap_or(format!("SHA256:key-{name}")),
+                os: "debian".into(),
+                arch: "amd64".into(),
+                ..Default::default()
+            };
+            if let Some(kind) = &r.running {
+                let controller = kind == "controller";
+                let mut args = vec![
+                    hs.k0s_install_path.clone(),
+                    if controller { "controller" } else { "worker" }.to_string(),
+                ];
+                args.extend(desired::install_args(&spec, hs));
+                args.extend(r.extra_args.iter().cloned());
+                f.k0s_version = version.clone();
+                f.k0s_binary_sha256 = version.as_ref().map(|v| sha256_hex(format!("k0s {v}")));
+                f.service = Some(if controller {
+                    ServiceKind::Controller
+                } else {
+                    ServiceKind::Worker
+                });
+                f.status = Some(K0sStatus {
+                    version: version.clone().unwrap_or_else(|| "v1.33.4+k0s.0".into()),
+                    pid: 100,
+                    role: kind.clone(),
+                    workloads: hs.role.has_node(),
+                    single_node: hs.role == Role::Single,
+                    args,
+                    peer_address: controller.then(|| hs.peer_address().to_string()),
+                });
+                if controller {
+                    f.has_etcd_data = true;
+                    let text = match r.config.as_deref() {
+                        None | Some("desired") => Some(desired::config_yaml(&spec, hs)),
+                        Some("none") => None,
+                        Some(t) => Some(t.to_string()),
+                    };
+                    f.config_sha256 = text.as_ref().map(sha256_hex);
+                    f.config_text = text;
+                    let view = match &r.view {
+                        Some(v) => ClusterView {
+                            cluster_uid: Some(v.uid.clone()),
+                            members: view_members(&v.members),
+                            nodes: vec![],
+                            control_nodes: v.members.clone(),
+                            errors: vec![],
+                        },
+                        None => ClusterView {
+                            cluster_uid: case.reality.uid.clone(),
+                            members: view_members(&case.reality.members),
+                            nodes: running_nodes
+                                .iter()
+                                .map(|n| NodeView {
+                                    name: n.clone(),
+                                    ready: true,
+                                })
+                                .collect(),
+                            control_nodes: control_nodes.clone(),
+                            errors: vec![],
+                        },
+                    };
+                    f.view = Some(view);
+                }
+            } else if r.leftovers {
+                f.k0s_version = version.clone();
+                f.service = Some(if hs.role.is_controller() {
+                    ServiceKind::Controller
+                } else {
+                    ServiceKind::Worker
+                });
+                f.has_etcd_data = hs.role.is_controller();
+            }
+            Probe::Reached(Box::new(f))
+        };
+        reality.hosts.push(HostReality { id, probe });
+    }
+    reality.sort();
+    // The caller resolves the spec's version to a binary for every host.
+    let desired = match case.binary.as_ref().or(case.spec.version.as_ref()) {
+        Some(v) => Desired::same_binary(
+            &spec.hosts.iter().map(|h| h.id()).collect::<Vec<_>>(),
+            LocalBinary {
+                sha256: sha256_hex(format!("k0s {v}")),
+                version: Some(v.clone()),
+            },
+        ),
+        None => Desired::default(),
+    };
+    Inputs {
+        spec,
+        state,
+        reality,
+        desired,
+        options: case.options.clone(),
+    }
+}
+
+fn run(i: &Inputs) -> Result<Plan, Refusal> {
+    plan::diff(&i.spec, &i.state, &i.reality, &i.desired, &i.options)
+}
+
+// ---------------------------------------------------------------------------------------------
+// A pure model of what apply does, to check that an applied plan converges.
+
+fn sim_member_id(name: &str) -> String {
+    sha256_hex(format!("joined {name}"))[..16].to_string()
+}
+
+fn facts_mut<'a>(reality: &'a mut Reality, id: &HostId) -> Option<&'a mut HostFacts> {
+    reality
+        .hosts
+        .iter_mut()
+        .find(|h| &h.id == id)
+        .and_then(|h| match &mut h.probe {
+            Probe::Reached(f) => Some(&mut **f),
+            _ => None,
+        })
+}
+
+/// The state and reality after `plan` ran successfully.
+fn simulate_apply(plan: &Plan, i: &Inputs) -> (State, Reality) {
+    let mut reality = i.reality.clone();
+    let mut state = i.state.clone();
+    // The cluster as the managed controllers see it.
+    let mut uid = plan.cluster_uid.clone();
+    let mut members: Vec<MemberView> = Vec::new();
+    let mut nodes: Vec<NodeView> = Vec::new();
+    let mut control_nodes: Vec<String> = Vec::new();
+    if let Some(u) = &uid {
+        let view = reality.hosts.iter().find_map(|h| match &h.probe {
+            Probe::Reached(f) => f
+                .view
+                .as_ref()
+                .filter(|v| v.cluster_uid.as_ref() == Some(u)),
+            _ => None,
+        });
+        if let Some(v) = view {
+            members = v.members.clone();
+            nodes = v.nodes.clone();
+            control_nodes = v.control_nodes.clone();
+        }
+    }
+    for step in &plan.steps {
+        let hs = i.spec.host(&step.host);
+        let f = facts_mut(&mut reality, &step.host);
+        match &step.kind {
+            StepKind::ResetHost { machine_id } => {
+                let f = f.expect("reset of an unreachable host");
+                assert_eq!(&f.machine_id, machine_id, "reset of another machine");
+                f.status = None;
+                f.service = None;
+                f.has_etcd_data = false;
+                f.view = None;
+            }
+            StepKind::UploadBinary { sha256, version } => {
+                let f = f.expect("upload to an unreachable host");
+                f.k0s_binary_sha256 = Some(sha256.clone());
+                f.k0s_version = version.clone();
+            }
+            StepKind::WriteConfig { sha256 } => {
+                let f = f.expect("config to an unreachable host");
+                let text = desired::config_yaml(&i.spec, hs.expect("in spec"));
+                assert_eq!(&sha256_hex(&text), sha256);
+                f.config_sha256 = Some(sha256.clone());
+                f.config_text = Some(text);
+            }
+            StepKind::Bootstrap | StepKind::JoinController { .. } | StepKind::JoinWorker { .. } => {
+                let f = f.expect("join of an unreachable host");
+                let hs = hs.expect("in spec");
+                let controller = hs.role.is_controller();
+                if matches!(step.kind, StepKind::Bootstrap) {
+                    assert!(members.is_empty(), "bootstrap over a cluster");
+                    uid = Some("sim-uid".into());
+                }
+                let name = hs.hostname.clone().unwrap_or_default();
+                let version = f
+                    .k0s_version
+                    .clone()
+                    .or(i.spec.k0s.version.clone())
+                    .unwrap_or_else(|| "v1.33.4+k0s.0".into());
+                let mut args = vec![
+                    hs.k0s_install_path.clone(),
+                    if controller { "controller" } else { "worker" }.to_string(),
+                ];
+                args.extend(desired::install_args(&i.spec, hs));
+                f.status = Some(K0sStatus {
+                    version,
+                    pid: 1,
+                    role: if controller { "controller" } else { "worker" }.into(),
+                    workloads: hs.role.has_node(),
+                    single_node: hs.role == Role::Single,
+                    args,
+                    peer_address: controller.then(|| hs.peer_address().to_string()),
+                });
+                f.service = Some(if controller {
+                    ServiceKind::Controller
+                } else {
+                    ServiceKind::Worker
+                });
+                if controller {
+                    f.has_etcd_data = true;
+                    let url = peer_url(hs.peer_address());
+                    assert!(
+                        !members.iter().any(|m| m.peer_url == url),
+                        "join while {url} is still a member (etcd: Peer URLs already exists)"
+                    );
+                    members.push(MemberView {
+                        name: name.clone(),
+                        peer_url: url,
+                        member_id: Some(sim_member_id(&name)),
+                    });
+                    control_nodes.retain(|n| n != &name);
+                    control_nodes.push(name.clone());
+                }
+                if hs.role.has_node() {
+                    nodes.retain(|n| n.name != name);
+                    nodes.push(NodeView { name, ready: true });
+                }
+            }
+            StepKind::RemoveMember { member_id, .. } => {
+                let before = members.len();
+                members.retain(|m| m.member_id.as_deref() != Some(member_id.as_str()));
+                assert_eq!(members.len() + 1, before, "member {member_id} not found");
+            }
+            StepKind::DeleteObjects { node, objects, .. } => {
+                for o in objects {
+                    match o {
+                        plan::ObjectKind::Node => nodes.retain(|n| &n.name != node),
+                        plan::ObjectKind::ControlNode => control_nodes.retain(|n| n != node),
+                        plan::ObjectKind::EtcdMember => {}
+                    }
+                }
+            }
+            StepKind::Upgrade { .. } | StepKind::Reconfigure => {
+                let f = f.expect("restart of an unreachable host");
+                let hs = hs.expect("in spec");
+                let st = f.status.as_mut().expect("restart of a stopped host");
+                if let Some(v) = &f.k0s_version {
+                    st.version = v.clone();
+                }
+                if let Some(v) = &i.spec.k0s.version
+                    && i.desired.local_binary(&step.host).is_none()
+                {
+                    st.version = v.clone();
+                    f.k0s_version = Some(v.clone());
+                }
+                st.args.truncate(2);
+                st.args.extend(desired::install_args(&i.spec, hs));
+            }
+            StepKind::RecordHost => {
+                let f = f.expect("record of an unreachable host").clone();
+                let role = hs.map(|h| h.role).expect("in spec");
+                let etcd = members
+                    .iter()
+                    .find(|m| Some(&m.peer_url) == hs.map(|h| peer_url(h.peer_address())).as_ref())
+                    .and_then(|m| {
+                        Some(EtcdMemberState {
+                            member_id: m.member_id.clone()?,
+                            peer_url: m.peer_url.clone(),
+                        })
+                    });
+                if state.cluster.is_none() {
+                    state.cluster = Some(ClusterState {
+                        name: i.spec.name.clone(),
+                        uid: uid.clone().expect("record before the cluster exists"),
+                        etcd_cluster_id: None,
+                        k0s_version: None,
+                        config_sha256: None,
+                    });
+                }
+                state.upsert_host(HostState {
+                    address: step.host.address.clone(),
+                    port: step.host.port,
+                    role,
+                    node_name: Some(f.hostname.clone()),
+                    machine_id: f.machine_id.clone(),
+                    host_key: f.host_key.clone(),
+                    host_public_key: None,
+                    etcd: if role.is_controller() { etcd } else { None },
+                    k0s_version: f.status.as_ref().map(|s| s.version.clone()),
+                    install_flags_sha256: None,
+                    config_sha256: f.config_sha256.clone(),
+                });
+            }
+            StepKind::ForgetHost => {
+                state.remove_host(&step.host);
+            }
+            StepKind::Drain { .. } | StepKind::WaitHealthy { .. } => {}
+        }
+    }
+    // Every managed running controller now reports the resulting cluster.
+    let in_cluster: Vec<String> = members.iter().map(|m| m.peer_url.clone()).collect();
+    for h in &mut reality.hosts {
+        if let Probe::Reached(f) = &mut h.probe
+            && let Some(st) = &f.status
+            && let Some(pa) = &st.peer_address
+            && (in_cluster.contains(&peer_url(pa))
+                || f.view.as_ref().is_some_and(|v| v.cluster_uid == uid))
+        {
+            f.view = Some(ClusterView {
+                cluster_uid: uid.clone(),
+                members: members.clone(),
+                nodes: nodes.clone(),
+                control_nodes: control_nodes.clone(),
+                errors: vec![],
+            });
+        }
+    }
+    state.serial += 1;
+    (state, reality)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Table-driven cases.
+
+fn cases_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/plans")
+}
+
+fn load_cases() -> Vec<(String, Case)> {
+    let mut out = Vec::new();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(cases_dir())
+        .expect("testdata/plans")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.join("case.yaml").exists())
+        .collect();
+    dirs.sort();
+    for d in dirs {
+        let name = d.file_name().unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(d.join("case.yaml")).unwrap();
+        let case: Case = serde_saphyr::from_str(&text)
+            .unwrap_or_else(|e| panic!("testdata/plans/{name}/case.yaml: {e}"));
+        out.push((name, case));
+    }
+    out
+}
+
+fn refusal_text(r: &Refusal) -> String {
+    let mut s = format!(
+        "refused ({:?}, exit {}): {}\n",
+        r.kind,
+        r.exit_code(),
+        r.message
+    );
+    for d in &r.details {
+        s.push_str(&format!("  {d}\n"));
+    }
+    s
+}
+
+fn check_case(name: &str, case: &Case) -> Result<(), String> {
+    let inputs = build(case);
+    let result = run(&inputs);
+    let e = &case.expect;
+    match (&result, &e.refusal) {
+        (Err(r), Some(kind)) => {
+            let got = serde_json::to_value(r.kind).unwrap();
+            if got != serde_json::Value::String(kind.clone()) {
+                return Err(format!("refusal kind {got}, expected {kind}: {}", r.message));
+            }
+            if let Some(code) = e.exit
+                && code != r.exit_code()
+            {
+                return Err(format!("exit {} expected {code}", r.exit_code()));
+            }
+            let text = refusal_text(r);
+            for c in &e.contains {
+                if !text.contains(c) {
+                    return Err(format!("refusal lacks {c:?}:\n{text}"));
+                }
+            }
+            insta::assert_snapshot!(format!("{name}__refusal"), text);
+            Ok(())
+        }
+        (Err(r), None) => Err(format!("unexpected refusal: {}", refusal_text(r))),
+        (Ok(_), Some(kind)) => Err(format!("expected refusal {kind}, got a plan")),
+        (Ok(p), None) => {
+            let actions: BTreeMap<String, Action> = p
+                .changes
+                .iter()
+                .map(|c| (c.host.to_string(), c.action))
+                .collect();
+            if actions != e.actions {
+                return Err(format!("actions {actions:?}, expected {:?}", e.actions));
+            }
+            if let Some(ca) = &e.cluster_action {
+                let got = match &p.cluster_action {
+                    ClusterAction::Existing => "existing".to_string(),
+                    ClusterAction::Adopt => "adopt".to_string(),
+                    ClusterAction::Bootstrap { host } => format!("bootstrap {host}"),
+                };
+                if &got != ca {
+                    return Err(format!("cluster action {got}, expected {ca}"));
+                }
+            }
+            for (host, kinds) in &e.steps {
+                let got: Vec<&str> = p
+                    .steps
+                    .iter()
+                    .filter(|s| &s.host.to_string() == host)
+                    .map(|s| s.kind.name())
+                    .collect();
+                if &got != kinds {
+                    return Err(format!("steps of {host}: {got:?}, expected {kinds:?}"));
+                }
+            }
+            if let Some((b, a, h, q)) = e.etcd {
+                let got = (
+                    p.etcd.members_before,
+                    p.etcd.members_after,
+                    p.etcd.min_healthy,
+                    p.etcd.quorum,
+                );
+                if got != (b, a, h, q) {
+                    return Err(format!("etcd {got:?}, expected {:?}", (b, a, h, q)));
+                }
+            }
+            if p.drift.len() != e.drift {
+                return Err(format!("{} drift entries, expected {}", p.drift.len(), e.drift));
+            }
+            let text = render::text(p, false);
+            for c in &e.contains {
+                if !text.contains(c) {
+                    return Err(format!("plan text lacks {c:?}:\n{text}"));
+                }
+            }
+            check_invariants(p, &inputs)?;
+            // An applied plan converges: planning again changes nothing.
+            if !p.refresh_only && p.has_changes() && inputs.options.target.is_empty() {
+                let (state2, reality2) = simulate_apply(p, &inputs);
+                let again = plan::diff(
+                    &inputs.spec,
+                    &state2,
+                    &reality2,
+                    &inputs.desired,
+                    &PlanOptions {
+                        exclude: inputs.options.exclude.clone(),
+                        ..Default::default()
+                    },
+                )
+                .map_err(|r| format!("replanning after apply refused: {}", refusal_text(&r)))?;
+                if again.has_changes() {
+                    return Err(format!(
+                        "replanning after apply still has changes:\n{}",
+                        render::text(&again, false)
+                    ));
+                }
+            }
+            insta::assert_snapshot!(format!("{name}__text"), text);
+            insta::assert_snapshot!(format!("{name}__json"), render::json(p));
+            insta::assert_snapshot!(format!("{name}__dot"), render::dot(p));
+            Ok(())
+        }
+    }
+}
+
+#[test]
+fn decision_table_cases() {
+    let cases = load_cases();
+    assert!(cases.len() >= 20, "only {} cases found", cases.len());
+    let mut failures = Vec::new();
+    for (name, case) in &cases {
+        if let Err(e) = check_case(name, case) {
+            failures.push(format!("{name} ({}): {e}", case.description));
+        }
+    }
+    assert!(failures.is_empty(), "failing cases:\n{}", failures.join("\n\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invariants every plan must satisfy.
+
+fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
+    graph::check_acyclic(&p.steps).map_err(|e| e.to_string())?;
+    for (pos, s) in p.steps.iter().enumerate() {
+        if s.id != pos || s.after.iter().any(|a| *a >= s.id) {
+            return Err(format!("step {pos} is out of topological order"));
+        }
+    }
+    // Membership changes are totally ordered, each followed by a health gate before the next.
+    let membership: Vec<usize> = p
+        .steps
+        .iter()
+        .filter(|s| s.kind.is_membership_change())
+        .map(|s| s.id)
+        .collect();
+    for w in membership.windows(2) {
+        if !graph::precedes(&p.steps, w[0], w[1]) {
+            return Err(format!("membership steps {} and {} are not ordered", w[0], w[1]));
+        }
+        let gated = p.steps.iter().any(|g| {
+            matches!(g.kind, StepKind::WaitHealthy { .. })
+                && graph::precedes(&p.steps, w[0], g.id)
+                && graph::precedes(&p.steps, g.id, w[1])
+        });
+        if !gated {
+            return Err(format!("no health gate between steps {} and {}", w[0], w[1]));
+        }
+    }
+    // Replay the (totally ordered) membership changes: every topological order sees them in
+    // this order, so this checks them all.
+    let mut members: Vec<(String, bool)> = Vec::new();
+    if let Some(uid) = &p.cluster_uid {
+        let healthy_urls: Vec<String> = i
+            .reality
+            .hosts
+            .iter()
+            .filter_map(|h| match &h.probe {
+                Probe::Reached(f)
+                    if f.view.as_ref().and_then(|v| v.cluster_uid.as_ref()) == Some(uid) =>
+                {
+                    f.status.as_ref()?.peer_address.as_ref().map(|a| peer_url(a))
+                }
+                _ => None,
+            })
+            .collect();
+        if let Some(v) = i.reality.hosts.iter().find_map(|h| match &h.probe {
+            Probe::Reached(f) => f.view.as_ref().filter(|v| v.cluster_uid.as_ref() == Some(uid)),
+            _ => None,
+        }) {
+            members = v
+                .members
+                .iter()
+                .map(|m| (m.member_id.clone().unwrap_or_default(), healthy_urls.contains(&m.peer_url)))
+                .collect();
+        }
+    }
+    let mut min_healthy = members.iter().filter(|m| m.1).count();
+    for id in &membership {
+        let s = &p.steps[*id];
+        let healthy = members.iter().filter(|m| m.1).count();
+        match &s.kind {
+            StepKind::RemoveMember { member_id, via, .. } => {
+                if via == &s.host {
+                    return Err(format!("member of {} removed through itself", s.host));
+                }
+                let pos = members
+                    .iter()
+                    .position(|m| &m.0 == member_id)
+                    .ok_or(format!("removing unknown member {member_id}"))?;
+                let (_, was_healthy) = members.remove(pos);
+                let h = healthy - usize::from(was_healthy);
+                if members.is_empty() || h < quorum(members.len()) {
+                    return Err(format!("step {id} leaves {h} healthy of {}", members.len()));
+                }
+                min_healthy = min_healthy.min(h);
+            }
+            StepKind::JoinController { .. } => {
+                // The cluster must be whole before an add, and reach quorum once the new
+                // member runs.
+                if healthy < members.len() || healthy + 1 < quorum(members.len() + 1) {
+                    return Err(format!(
+                        "step {id} joins with {healthy} healthy of {} members",
+                        members.len()
+                    ));
+                }
+                min_healthy = min_healthy.min(healthy);
+                members.push((format!("new{id}"), true));
+            }
+            StepKind::Bootstrap => {
+                if !members.is_empty() {
+                    return Err("bootstrap over an existing cluster".into());
+                }
+                members.push((format!("new{id}"), true));
+            }
+            _ => {}
+        }
+    }
+    if !membership.is_empty() && p.etcd.min_healthy != min_healthy {
+        return Err(format!(
+            "summary says min healthy {}, replay says {min_healthy}",
+            p.etcd.min_healthy
+        ));
+    }
+    // A host is reset only after its membership is gone, and only with a machine-id.
+    for s in &p.steps {
+        if let StepKind::ResetHost { machine_id } = &s.kind {
+            if machine_id.is_empty() {
+                return Err(format!("reset of {} without a machine-id", s.host));
+            }
+            for r in &p.steps {
+                if let StepKind::RemoveMember { .. } = r.kind
+                    && r.host == s.host
+                    && !graph::precedes(&p.steps, r.id, s.id)
+                {
+                    return Err(format!("{} reset before its member is removed", s.host));
+                }
+                if let StepKind::DeleteObjects { .. } = r.kind
+                    && r.host == s.host
+                    && r.id > s.id
+                    && matches!(
+                        p.changes.iter().find(|c| c.host == s.host).map(|c| c.action),
+                        Some(Action::Remove)
+                    )
+                {
+                    return Err(format!("{} reset before its objects are deleted", s.host));
+                }
+            }
+        }
+        // Upload and config come before install.
+        if matches!(
+            s.kind,
+            StepKind::JoinController { .. } | StepKind::JoinWorker { .. } | StepKind::Bootstrap
+        ) {
+            for r in &p.steps {
+                if r.host == s.host
+                    && matches!(r.kind, StepKind::UploadBinary { .. } | StepKind::WriteConfig { .. })
+                    && !graph::precedes(&p.steps, r.id, s.id)
+                {
+                    return Err(format!("{}: {} not before the join", s.host, r.kind.name()));
+                }
+            }
+        }
+    }
+    // Deterministic.
+    let again = run(i).map_err(|r| r.message)?;
+    if &again != p {
+        return Err("planning twice gave different plans".into());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Saved plans.
+
+#[test]
+fn saved_plan_detects_every_kind_of_staleness() {
+    let (_, case) = load_cases()
+        .into_iter()
+        .find(|(n, _)| n == "replace_machine_id")
+        .expect("case replace_machine_id");
+    let i = build(&case);
+    let p = run(&i).expect("plan");
+    let saved = SavedPlan::new(p, &i.state, "aaaa", &i.reality);
+    saved.verify(&i.state, "aaaa", &i.reality).expect("fresh plan verifies");
+    let back = SavedPlan::from_json(&saved.to_json()).unwrap();
+    assert_eq!(back, saved);
+    back.verify(&i.state, "aaaa", &i.reality).unwrap();
+
+    let mut altered = saved.clone();
+    altered.plan.cluster_name = "other".into();
+    let e = altered.verify(&i.state, "aaaa", &i.reality).unwrap_err();
+    assert!(e.reasons[0].contains("altered"), "{e}");
+
+    let mut moved = i.state.clone();
+    moved.serial += 1;
+    let e = saved.verify(&moved, "aaaa", &i.reality).unwrap_err();
+    assert_eq!(e.reasons, vec!["the state moved from serial 12 to 13".to_string()]);
+
+    let e = saved.verify(&i.state, "bbbb", &i.reality).unwrap_err();
+    assert_eq!(e.reasons.len(), 1);
+    assert!(e.reasons[0].starts_with("the spec changed"), "{e}");
+
+    let mut rebuilt = i.reality.clone();
+    if let Probe::Reached(f) = &mut rebuilt.hosts[1].probe {
+        f.machine_id = "fresh-machine".into();
+    }
+    let e = saved.verify(&i.state, "aaaa", &rebuilt).unwrap_err();
+    assert_eq!(e.reasons.len(), 1);
+    assert!(e.reasons[0].contains("machine-id changed"), "{e}");
+    assert!(e.to_string().starts_with("the saved plan is stale"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schema freshness: regenerate with
+//   K0SFORM_UPDATE_SCHEMA=1 cargo test --test plan plan_schema_is_fresh
+
+#[test]
+fn plan_schema_is_fresh() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/plan.schema.json");
+    let now = render::json_schema();
+    if std::env::var_os("K0SFORM_UPDATE_SCHEMA").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &now).unwrap();
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == now,
+        "schema/plan.schema.json is stale; regenerate with \
+         `K0SFORM_UPDATE_SCHEMA=1 cargo test --test plan plan_schema_is_fresh`"
+    );
+    // And every case's JSON has the schema's top-level fields.
+    let schema: serde_json::Value = serde_json::from_str(&now).unwrap();
+    let required = schema["required"].as_array().unwrap();
+    for r in ["format_version", "changes", "steps", "etcd"] {
+        assert!(required.iter().any(|x| x == r), "{r} not required");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Properties over generated clusters.
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What happened to a host since the state was written.
+    #[derive(Debug, Clone, Copy)]
+    enum Fate {
+        Healthy,
+        Fresh,
+        Rebuilt,
+        Left,
+        OldVersion,
+        Removed,
+        Reset,
+        Down,
+    }
+
+    fn fate() -> impl Strategy<Value = Fate> {
+        prop_oneof![
+            4 => Just(Fate::Healthy),
+            1 => Just(Fate::Fresh),
+            1 => Just(Fate::Rebuilt),
+            1 => Just(Fate::Left),
+            1 => Just(Fate::OldVersion),
+            1 => Just(Fate::Removed),
+            1 => Just(Fate::Reset),
+            1 => Just(Fate::Down),
+        ]
+    }
+
+    fn scenario(ctrl: &[Fate], workers: &[Fate], fresh_cluster: bool) -> Case {
+        let v_new = "v1.33.4+k0s.0";
+        let v_old = "v1.33.3+k0s.0";
+        let mut case = Case {
+            spec: SpecCase {
+                name: "prop".into(),
+                version: Some(v_new.into()),
+                ..Default::default()
+            },
+            reality: RealityCase::default(),
+            ..Default::default()
+        };
+        let mut state_hosts = Vec::new();
+        let mut excluded = Vec::new();
+        let hosts = ctrl
+            .iter()
+            .enumerate()
+            .map(|(n, f)| (format!("10.0.0.{}", n + 1), format!("c{}", n + 1), Role::Controller, *f))
+            .chain(workers.iter().enumerate().map(|(n, f)| {
+                (format!("10.0.1.{}", n + 1), format!("w{}", n + 1), Role::Worker, *f)
+            }));
+        for (addr, name, role, fate) in hosts {
+            let fate = if fresh_cluster { Fate::Fresh } else { fate };
+            if !matches!(fate, Fate::Removed) {
+                let mut hc = HostCase::new(&addr, role, &name);
+                hc.reset = matches!(fate, Fate::Reset);
+                case.spec.hosts.push(hc);
+            }
+            if !matches!(fate, Fate::Fresh) {
+                state_hosts.push(StateHostCase {
+                    addr: addr.clone(),
+                    port: None,
+                    role,
+                    name: name.clone(),
+                    machine_id: None,
+                    host_key: None,
+                    version: None,
+                });
+            }
+            let running = role.is_controller().then_some("controller").unwrap_or("worker");
+            let mut r = RealHostCase {
+                addr: addr.clone(),
+                ..Default::default()
+            };
+            match fate {
+                Fate::Healthy | Fate::Removed | Fate::Reset => {
+                    r.running = Some(running.into());
+                    if role.is_controller() {
+                        case.reality.members.push(name.clone());
+                    }
+                }
+                Fate::OldVersion => {
+                    r.running = Some(running.into());
+                    r.version = Some(v_old.into());
+                    if role.is_controller() {
+                        case.reality.members.push(name.clone());
+                    }
+                }
+                Fate::Fresh => {}
+                Fate::Rebuilt => {
+                    r.machine_id = Some(format!("new-{name}"));
+                    if role.is_controller() {
+                        case.reality.members.push(name.clone());
+                    }
+                }
+                Fate::Left => r.leftovers = true,
+                Fate::Down => {
+                    r.unreachable = Some("connection timed out".into());
+                    excluded.push(addr.clone());
+                    if role.is_controller() {
+                        case.reality.members.push(name.clone());
+                    }
+                }
+            }
+            case.reality.hosts.push(r);
+        }
+        if !fresh_cluster {
+            case.state = Some(StateCase {
+                serial: 3,
+                uid: "uid-prop".into(),
+                hosts: state_hosts,
+            });
+            case.reality.uid = Some("uid-prop".into());
+        }
+        case.options.exclude = excluded;
+        case
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+        #[test]
+        fn plans_are_safe_deterministic_and_converge(
+            ctrl in proptest::collection::vec(fate(), 1..5),
+            workers in proptest::collection::vec(fate(), 0..3),
+            fresh in proptest::bool::weighted(0.15),
+        ) {
+            let case = scenario(&ctrl, &workers, fresh);
+            let i = build(&case);
+            match run(&i) {
+                Err(r) => {
+                    // Refusals are deterministic too, and say why.
+                    prop_assert!(!r.message.is_empty());
+                    prop_assert_eq!(run(&i).unwrap_err(), r);
+                }
+                Ok(p) => {
+                    if let Err(e) = check_invariants(&p, &i) {
+                        prop_assert!(false, "{}\n{}", e, render::text(&p, false));
+                    }
+                    let (state2, reality2) = simulate_apply(&p, &i);
+                    let again = plan::diff(&i.spec, &state2, &reality2, &i.desired, &i.options);
+                    match again {
+                        Err(r) => prop_assert!(false, "replan refused: {}\n{}", refusal_text(&r), render::text(&p, false)),
+                        Ok(again) => prop_assert!(
+                            !again.has_changes(),
+                            "first plan:\n{}\nsecond plan:\n{}",
+                            render::text(&p, false),
+                            render::text(&again, false)
+                        ),
+                    }
+                }
+            }
+        }
+    }
+}
