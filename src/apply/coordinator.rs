@@ -147,6 +147,7 @@ pub async fn run_plan<R: StepRunner>(
     let mut aborted = false;
     let mut cancel_rx = cancel.subscribe();
     let mut cancel_alive = true;
+    let mut last_progress: HashMap<usize, String> = HashMap::new();
 
     emit(
         sink,
@@ -223,7 +224,11 @@ pub async fn run_plan<R: StepRunner>(
             }
             Some(msg) = rx.recv() => match msg {
                 WorkerMsg::Progress { id, message } => {
-                    emit(sink, ApplyEvent::StepProgress { step: step_info(&plan.steps[id]), message });
+                    // Polls repeat themselves every few seconds; show each new situation once.
+                    if last_progress.get(&id) != Some(&message) {
+                        last_progress.insert(id, message.clone());
+                        emit(sink, ApplyEvent::StepProgress { step: step_info(&plan.steps[id]), message });
+                    }
                 }
                 WorkerMsg::Intent { id, intent, ack } => {
                     if let Some(s) = &stop {

@@ -140,6 +140,8 @@ fn failed(e: impl std::fmt::Display) -> StepError {
 pub struct K0sRunner<T> {
     remote: Remote<T>,
     limits: HostLimits,
+    /// `options.concurrentUploads`: binary uploads in flight at once (bandwidth, not safety).
+    uploads: Arc<Semaphore>,
     spec: Spec,
     /// The state as it was when the run began: who holds which peer address.
     known: State,
@@ -154,6 +156,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 limit: opts.per_host_limit,
                 sems: Mutex::new(HashMap::new()),
             },
+            uploads: Arc::new(Semaphore::new(spec.options.concurrent_uploads.max(1))),
             spec: spec.clone(),
             known: state.clone(),
             opts: opts.clone(),
@@ -529,6 +532,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             ))
         })?;
         let got = {
+            let _upload = self.uploads.clone().acquire_owned().await.ok();
             let _permit = self.limits.permit(&id).await;
             self.remote
                 .transport

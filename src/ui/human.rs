@@ -195,3 +195,171 @@ impl<W: Write + Send> EventSink for HumanSink<W> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hostid::HostId;
+    use crate::ui::{ApplyOutcome, ChangeCounts, JsonSink};
+    use std::time::Duration;
+
+    fn info(id: usize, addr: &str, label: &str) -> StepInfo {
+        StepInfo {
+            id,
+            host: HostId::new(addr, 22),
+            kind: label.split(' ').next().unwrap_or(label).to_string(),
+            label: label.to_string(),
+        }
+    }
+
+    fn events(outcome: ApplyOutcome) -> Vec<ApplyEvent> {
+        let join = info(1, "10.0.0.3", "join_controller via 10.0.0.1");
+        let rec = info(2, "10.0.0.3", "record_host");
+        let rm = info(
+            0,
+            "10.0.0.1",
+            "remove_member 8e9e05c52164694d (https://10.0.0.1:2380) via 10.0.0.2",
+        );
+        let mut ev = vec![
+            ApplyEvent::Begin {
+                cluster: "prod".into(),
+                total_steps: 3,
+                parallelism: 10,
+            },
+            ApplyEvent::StepStarted { step: rm.clone() },
+            ApplyEvent::Checkpoint {
+                reason: "intent for step 0".into(),
+                intents: 1,
+            },
+            ApplyEvent::StepFinished {
+                step: rm.clone(),
+                elapsed: Duration::from_millis(1500),
+            },
+            ApplyEvent::StepStarted { step: join.clone() },
+            ApplyEvent::StepProgress {
+                step: join.clone(),
+                message: "waiting for the new etcd member".into(),
+            },
+        ];
+        let mut summary = ApplySummary {
+            outcome,
+            changes: ChangeCounts {
+                added: 0,
+                replaced: 1,
+                changed: 0,
+                removed: 0,
+                adopted: 0,
+            },
+            succeeded: vec![rm, join.clone()],
+            failed: vec![],
+            skipped: vec![],
+            reason: None,
+            elapsed: Duration::from_secs(75),
+        };
+        if outcome == ApplyOutcome::Complete {
+            ev.push(ApplyEvent::StepFinished {
+                step: join,
+                elapsed: Duration::from_secs(72),
+            });
+            ev.push(ApplyEvent::StepStarted { step: rec.clone() });
+            ev.push(ApplyEvent::StepFinished {
+                step: rec.clone(),
+                elapsed: Duration::from_millis(300),
+            });
+            summary.succeeded.push(rec);
+        } else {
+            ev.push(ApplyEvent::StepFailed {
+                step: join.clone(),
+                error: "10.0.0.3: k0s install failed: Error: boom".into(),
+                elapsed: Duration::from_secs(3),
+            });
+            ev.push(ApplyEvent::StepSkipped {
+                step: rec.clone(),
+                reason: "step 1 failed".into(),
+            });
+            summary.succeeded.pop();
+            summary
+                .failed
+                .push((join, "10.0.0.3: k0s install failed: Error: boom".into()));
+            summary.skipped.push((rec, "step 1 failed".into()));
+        }
+        ev.push(ApplyEvent::Summary { summary });
+        ev
+    }
+
+    fn render(evs: &[ApplyEvent], color: bool) -> String {
+        let mut sink = HumanSink::new(Vec::new(), color, false);
+        for e in evs {
+            sink.event(e);
+        }
+        String::from_utf8(sink.into_inner()).unwrap()
+    }
+
+    #[test]
+    fn complete_run_lines() {
+        let out = render(&events(ApplyOutcome::Complete), false);
+        assert_eq!(
+            out,
+            "\
+10.0.0.1: remove_member 8e9e05c52164694d (https://10.0.0.1:2380) via 10.0.0.2: starting...
+10.0.0.1: remove_member 8e9e05c52164694d (https://10.0.0.1:2380) via 10.0.0.2: done after 1.5s
+10.0.0.3: join_controller via 10.0.0.1: starting...
+10.0.0.3: join_controller via 10.0.0.1: waiting for the new etcd member
+10.0.0.3: join_controller via 10.0.0.1: done after 1m12s
+10.0.0.3: record_host: starting...
+10.0.0.3: record_host: done after 300ms
+
+Apply complete: 0 added, 1 replaced, 0 changed, 0 removed.
+"
+        );
+    }
+
+    #[test]
+    fn failed_run_lists_every_step() {
+        let out = render(&events(ApplyOutcome::Failed), false);
+        let tail: Vec<&str> = out.lines().skip(4).collect();
+        assert_eq!(
+            tail,
+            vec![
+                "10.0.0.3: join_controller via 10.0.0.1: FAILED after 3.0s: 10.0.0.3: k0s install failed: Error: boom",
+                "10.0.0.3: record_host: skipped (step 1 failed)",
+                "",
+                "Apply failed: 1 succeeded, 1 failed, 1 skipped.",
+                "  succeeded 10.0.0.1: remove_member 8e9e05c52164694d (https://10.0.0.1:2380) via 10.0.0.2",
+                "  failed    10.0.0.3: join_controller via 10.0.0.1: 10.0.0.3: k0s install failed: Error: boom",
+                "  skipped   10.0.0.3: record_host (step 1 failed)",
+            ]
+        );
+    }
+
+    #[test]
+    fn colour_only_when_asked() {
+        let plain = render(&events(ApplyOutcome::Failed), false);
+        assert!(!plain.contains('\x1b'));
+        let coloured = render(&events(ApplyOutcome::Failed), true);
+        assert!(coloured.contains("\x1b[31mFAILED\x1b[0m"));
+    }
+
+    #[test]
+    fn json_lines_one_object_per_event() {
+        let evs = events(ApplyOutcome::Complete);
+        let mut sink = JsonSink::new(Vec::new());
+        for e in &evs {
+            sink.event(e);
+        }
+        let out = String::from_utf8(sink.into_inner()).unwrap();
+        let lines: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), evs.len());
+        assert_eq!(lines[0]["type"], "begin");
+        assert_eq!(lines[3]["type"], "step_finished");
+        assert_eq!(lines[3]["elapsed"], 1.5);
+        assert_eq!(lines[3]["step"]["host"]["address"], "10.0.0.1");
+        let last = lines.last().unwrap();
+        assert_eq!(last["type"], "summary");
+        assert_eq!(last["summary"]["outcome"], "complete");
+        assert_eq!(last["summary"]["changes"]["replaced"], 1);
+    }
+}
