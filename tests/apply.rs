@@ -850,7 +850,16 @@ mod fake {
                             "apiVersion": "v1", "kind": "Namespace",
                             "metadata": {"name": "kube-system", "uid": self.uid.clone().unwrap_or_default()}
                         }).to_string()),
-                        ["delete", ..] | ["drain", ..] => ok(""),
+                        ["delete", ..] => ok(""),
+                        ["drain", args @ ..] => {
+                            let node = args.last().copied().unwrap_or("");
+                            if self.nodes.contains_key(node) {
+                                self.nodes.insert(node.to_string(), false);
+                                ok(format!("node/{node} drained\n"))
+                            } else {
+                                err(&format!("Error from server (NotFound): nodes \"{node}\" not found"))
+                            }
+                        }
                         other => err(&format!("Error: the fake does not know kubectl {other:?}")),
                     }
                 }
@@ -1639,4 +1648,212 @@ fn per_host_command_limit_is_honoured() {
         8,
         "steps do overlap"
     );
+}
+
+#[test]
+fn upgrade_replaces_the_binary_and_restarts() {
+    let (fake, mut spec, mut state, _) = three_controllers();
+    let w1 = host(5);
+    let mut hw = HostSpec::new(Role::Worker, SshTarget::new(w1.address.clone(), 22), 4);
+    hw.hostname = Some("w1".into());
+    spec.hosts.push(hw);
+    {
+        let mut w = fake.world.lock().unwrap();
+        w.add_host(&w1, "w1");
+        let h = w.hosts.get_mut(&w1).unwrap();
+        h.running = true;
+        h.installed = Some(("worker".into(), vec![]));
+        w.nodes.insert("w1".into(), true);
+    }
+    let mut rec = recorded(&w1, "w1", None);
+    rec.role = Role::Worker;
+    state.upsert_host(rec);
+    let mut binary = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut binary, b"k0s v1.34.1").unwrap();
+    let mut o = opts(2);
+    o.binaries.push(k0sform::apply::LocalK0s {
+        path: binary.path().to_path_buf(),
+        sha256: k0sform::hash::sha256_hex(b"k0s v1.34.1"),
+        version: Some("v1.34.1+k0s.0".into()),
+    });
+    let plan = plan_of(vec![step_on(
+        0,
+        w1.clone(),
+        StepKind::Upgrade {
+            from: Some("v1.33.4+k0s.0".into()),
+            to: "v1.34.1+k0s.0".into(),
+        },
+        &[],
+    )]);
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    r.result.expect("upgraded");
+    let words: Vec<String> = fake
+        .calls()
+        .iter()
+        .filter(|c| c.host == w1)
+        .map(|c| c.words())
+        .collect();
+    let at = |p: &str| {
+        words
+            .iter()
+            .position(|w| w.starts_with(p))
+            .unwrap_or_else(|| panic!("no {p} in {words:?}"))
+    };
+    assert!(at("stop") < at("write /usr/local/bin/k0s"));
+    assert!(at("write /usr/local/bin/k0s") < at("install worker"));
+    assert!(words[at("install worker")].ends_with("--force"));
+    assert!(at("install worker") < at("start"));
+    let w = fake.world.lock().unwrap();
+    assert_eq!(
+        w.hosts[&w1].files["/usr/local/bin/k0s"],
+        (b"k0s v1.34.1".to_vec(), 0o755)
+    );
+    assert!(w.hosts[&w1].running);
+    drop(w);
+    // The Node was checked through a controller after the restart.
+    assert!(
+        fake.calls()
+            .iter()
+            .any(|c| c.is(&host(1), "kubectl --data-dir=/var/lib/k0s get nodes"))
+    );
+    assert_eq!(
+        r.state.host(&w1).unwrap().k0s_version.as_deref(),
+        Some("v1.34.1+k0s.0")
+    );
+    let intents: Vec<usize> = r.checkpoints.iter().map(|s| s.intents.len()).collect();
+    assert_eq!(intents, vec![1, 0]);
+}
+
+#[test]
+fn bootstrap_refused_when_the_state_names_a_cluster() {
+    let fake = Fake::default();
+    fake.world.lock().unwrap().add_host(&host(1), "c1");
+    let spec = spec_of(&[(1, Role::Controller, "c1")]);
+    let mut state = State::new();
+    state.cluster = Some(k0sform::state::ClusterState {
+        name: "test".into(),
+        uid: fake::OLD_UID.into(),
+        etcd_cluster_id: None,
+        k0s_version: None,
+        config_sha256: None,
+    });
+    let plan = plan_of(vec![step_on(0, host(1), StepKind::Bootstrap, &[])]);
+    let r = apply_with(&fake, &plan, &spec, state, opts(1));
+    match &r.result {
+        Err(ApplyError::Unsafe { reason, .. }) => assert!(
+            reason.contains("never bootstrap over a known cluster"),
+            "{reason}"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(fake.calls().is_empty(), "nothing ran: {:?}", fake.calls());
+}
+
+#[test]
+fn bootstrap_refused_when_k0s_already_runs_there() {
+    let fake = Fake::default();
+    fake.world.lock().unwrap().add_member(&host(1), "c1");
+    let spec = spec_of(&[(1, Role::Controller, "c1")]);
+    let plan = plan_of(vec![step_on(0, host(1), StepKind::Bootstrap, &[])]);
+    let r = apply_with(&fake, &plan, &spec, State::new(), opts(1));
+    assert!(
+        matches!(r.result, Err(ApplyError::Unsafe { .. })),
+        "{:?}",
+        r.result
+    );
+    assert_eq!(runs_on(&fake, &host(1), "install"), 0);
+}
+
+#[test]
+fn drain_and_delete_of_missing_objects_succeed() {
+    let (fake, spec, state, _) = three_controllers();
+    let c1 = host(1);
+    fake.world.lock().unwrap().nodes.insert("w1".into(), true);
+    let plan = plan_of(vec![
+        step_on(
+            0,
+            host(5),
+            StepKind::Drain {
+                node: "w1".into(),
+                via: c1.clone(),
+            },
+            &[],
+        ),
+        step_on(
+            1,
+            host(6),
+            StepKind::Drain {
+                node: "gone".into(),
+                via: c1.clone(),
+            },
+            &[],
+        ),
+        step_on(
+            2,
+            host(6),
+            StepKind::DeleteObjects {
+                node: "gone".into(),
+                objects: vec![
+                    k0sform::plan::ObjectKind::Node,
+                    k0sform::plan::ObjectKind::EtcdMember,
+                    k0sform::plan::ObjectKind::ControlNode,
+                ],
+                via: c1.clone(),
+            },
+            &[1],
+        ),
+        step_on(3, host(6), StepKind::ForgetHost, &[2]),
+    ]);
+    let mut state = state;
+    state.upsert_host(recorded(&host(6), "gone", None));
+    let r = apply_with(&fake, &plan, &spec, state, opts(4));
+    r.result.expect("ok");
+    assert_eq!(fake.world.lock().unwrap().nodes["w1"], false, "w1 drained");
+    let deletes: Vec<String> = fake
+        .calls()
+        .iter()
+        .filter(|c| c.is(&c1, "kubectl --data-dir=/var/lib/k0s delete"))
+        .map(|c| c.words())
+        .collect();
+    assert_eq!(deletes.len(), 3, "{deletes:?}");
+    assert!(r.state.host(&host(6)).is_none(), "forgotten");
+}
+
+#[test]
+fn wait_healthy_times_out_as_a_failure() {
+    let (fake, spec, state, _) = three_controllers();
+    fake.world
+        .lock()
+        .unwrap()
+        .hosts
+        .get_mut(&host(2))
+        .unwrap()
+        .unhealthy = true;
+    let plan = plan_of(vec![step_on(
+        0,
+        host(1),
+        StepKind::WaitHealthy { via: host(1) },
+        &[],
+    )]);
+    let mut o = opts(1);
+    o.wait_timeout = Duration::from_millis(30);
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    match &r.result {
+        Err(e @ ApplyError::Failed { report }) => {
+            assert_eq!(e.exit().code(), 1);
+            assert!(
+                report.summary.failed[0].1.contains("timed out"),
+                "{:?}",
+                report.summary.failed
+            );
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+    // The repeated poll is reported once, not once per poll.
+    let progress = r
+        .events
+        .iter()
+        .filter(|e| matches!(e, ApplyEvent::StepProgress { .. }))
+        .count();
+    assert_eq!(progress, 1);
 }
