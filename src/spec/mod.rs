@@ -3,7 +3,16 @@
 //!
 //! `load` is the entry point: paths (files, folders, `-`) → `Loaded { spec, sha256, warnings,
 //! files }` or `Diagnostics` (every error and warning, each with file:line:column and field).
-//! What k0sform does with k0sctl fields it does not implement is decided in `resolve.rs`.
+//!
+//! Pipeline: `load` (paths, envsubst, documents) → `node` (YAML tree with positions) → `check`
+//! (structure against `raw::schema()`: unknown keys with "did you mean", types, enums) →
+//! `resolve` (k0sctl defaults, paths, unsupported fields) → `validate` (offline rules).
+//!
+//! k0sctl fields k0sform does not implement (decided and documented in `resolve.rs`):
+//! errors: `winRM`, `localhost`, `privateInterface`, URL/glob `files[].src`;
+//! warnings (ignored, the cluster is still what the file describes): `os`, `hooks`,
+//! `k0sDownloadURL`, `options.evictTaint`, `k0s.versionChannel`, `openSSH.disableMultiplexing`,
+//! a missing `k0s.version`, a `keyPath`/`configPath` that does not exist yet.
 
 mod check;
 mod diag;
