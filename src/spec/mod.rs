@@ -9,8 +9,8 @@
 //! `resolve` (k0sctl defaults, paths, unsupported fields) → `validate` (offline rules).
 //!
 //! k0sctl fields k0sform does not implement (decided and documented in `resolve.rs`):
-//! errors: `winRM`, `localhost`, `privateInterface`, URL/glob `files[].src`;
-//! warnings (ignored, the cluster is still what the file describes): `os`, `hooks`,
+//! errors: `winRM`, `localhost`, `privateInterface`, `useExistingK0s`, URL/glob `files[].src`;
+//! warnings (ignored, the cluster is still what the file describes): `os`, `hooks`, `files`,
 //! `k0sDownloadURL`, `options.evictTaint`, `k0s.versionChannel`, `openSSH.disableMultiplexing`,
 //! a missing `k0s.version`, a `keyPath`/`configPath` that does not exist yet.
 

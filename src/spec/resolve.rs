@@ -8,7 +8,9 @@
 //! user could not tell (winRM and localhost hosts, `privateInterface`, URL or glob `files` sources);
 //! a **warning** where the field is ignored and the outcome is still the cluster the file
 //! describes (`os`, `hooks`, `k0sDownloadURL`, `options.evictTaint`, `versionChannel`,
-//! `openSSH.disableMultiplexing`, a missing `k0s.version`). k0sctl's own smoke-test files use
+//! `openSSH.disableMultiplexing`, a missing `k0s.version`). Two judgement calls: `files` is a
+//! warning (air-gapped specs must stay valid; the files are checked, and the warning says to copy
+//! them), and `useExistingK0s` an error (k0sform would overwrite the binary on the host). k0sctl's own smoke-test files use
 //! several of the latter and must keep loading.
 
 use crate::spec::Diagnostic;
@@ -250,6 +252,12 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
         if let Some(u) = resolve_file(f, &format!("{p}.files[{j}]"), env, sink) {
             host.files.push(u);
         }
+    }
+    if !host.files.is_empty() {
+        sink.warn_key(
+            &format!("{p}.files"),
+            "not uploaded yet: k0sform checks these files but does not upload them (copy them to the host yourself)",
+        );
     }
     lift_install_flags(
         &mut host,
