@@ -647,6 +647,9 @@ mod fake {
         /// EtcdMember objects show this member ID for a peer address instead of the real one.
         pub object_id_override: HashMap<String, String>,
         pub tokens: Vec<String>,
+        /// `kubectl delete etcdmember X` hides X's object (as on a real cluster).
+        pub hide_objects_after_delete: bool,
+        pub deleted_objects: Vec<String>,
     }
 
     fn ok(stdout: impl Into<Vec<u8>>) -> CommandOutput {
@@ -833,7 +836,7 @@ mod fake {
                             ok(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
                         }
                         ["get", res, "-o", "json"] if res.starts_with("etcdmember") => {
-                            let items: Vec<_> = self.members.iter().filter(|m| !m.name.is_empty()).map(|m| {
+                            let items: Vec<_> = self.members.iter().filter(|m| !m.name.is_empty() && !self.deleted_objects.contains(&m.name)).map(|m| {
                                 let a = addr_of(&m.peer_url);
                                 let id = self.object_id_override.get(&a).cloned().unwrap_or(m.id.clone());
                                 serde_json::json!({
@@ -850,7 +853,12 @@ mod fake {
                             "apiVersion": "v1", "kind": "Namespace",
                             "metadata": {"name": "kube-system", "uid": self.uid.clone().unwrap_or_default()}
                         }).to_string()),
-                        ["delete", ..] => ok(""),
+                        ["delete", res, name, ..] => {
+                            if res.starts_with("etcdmember") && self.hide_objects_after_delete {
+                                self.deleted_objects.push(name.to_string());
+                            }
+                            ok("")
+                        }
                         ["drain", args @ ..] => {
                             let node = args.last().copied().unwrap_or("");
                             if self.nodes.contains_key(node) {
@@ -1856,4 +1864,65 @@ fn wait_healthy_times_out_as_a_failure() {
         .filter(|e| matches!(e, ApplyEvent::StepProgress { .. }))
         .count();
     assert_eq!(progress, 1);
+}
+
+#[test]
+fn removal_plan_deleting_the_etcd_member_object_first_still_checks_the_id() {
+    // The planner's removal order: delete Node/EtcdMember/ControlNode, then remove the member.
+    let (fake, spec, state, ids) = three_controllers();
+    let (c1, c3) = (host(1), host(3));
+    fake.world
+        .lock()
+        .unwrap()
+        .hosts
+        .get_mut(&c3)
+        .unwrap()
+        .running = false;
+    let remove = |id: &str| {
+        plan_of(vec![
+            step_on(
+                0,
+                c3.clone(),
+                StepKind::DeleteObjects {
+                    node: "c3".into(),
+                    objects: vec![k0sform::plan::ObjectKind::EtcdMember],
+                    via: c1.clone(),
+                },
+                &[],
+            ),
+            step_on(
+                1,
+                c3.clone(),
+                StepKind::RemoveMember {
+                    member_id: id.to_string(),
+                    peer_url: format!("https://{}:2380", c3.address),
+                    via: c1.clone(),
+                },
+                &[0],
+            ),
+        ])
+    };
+    {
+        let mut w = fake.world.lock().unwrap();
+        w.hide_objects_after_delete = true;
+    }
+    let r = apply_with(
+        &fake,
+        &remove("0000000000000bad"),
+        &spec,
+        state.clone(),
+        opts(1),
+    );
+    match &r.result {
+        Err(ApplyError::Unsafe { reason, .. }) => assert!(reason.contains(&ids[2]), "{reason}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(runs_on(&fake, &c1, "etcd leave"), 0);
+
+    // A new run sees the object again before deleting it (as a fresh cluster would).
+    fake.world.lock().unwrap().deleted_objects.clear();
+    let r = apply_with(&fake, &remove(&ids[2]), &spec, state, opts(1));
+    r.result
+        .expect("removed with the ID the object showed before its deletion");
+    assert_eq!(runs_on(&fake, &c1, "etcd leave"), 1);
 }

@@ -145,6 +145,10 @@ pub struct K0sRunner<T> {
     spec: Spec,
     /// The state as it was when the run began: who holds which peer address.
     known: State,
+    /// The EtcdMember objects seen during this run, by peer address. A removal plan deletes the
+    /// object before it removes the member; the member-ID check then uses what the object said
+    /// moments before it was deleted.
+    seen_objects: Mutex<HashMap<String, k0s::EtcdMemberObject>>,
     opts: ExecOptions,
 }
 
@@ -159,6 +163,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             uploads: Arc::new(Semaphore::new(spec.options.concurrent_uploads.max(1))),
             spec: spec.clone(),
             known: state.clone(),
+            seen_objects: Mutex::new(HashMap::new()),
             opts: opts.clone(),
         }
     }
@@ -298,7 +303,20 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 out.error_line()
             ));
         }
-        k0s::parse_etcd_members(&out.stdout_str()).map_err(|e| format!("{via}: {e}"))
+        let objects =
+            k0s::parse_etcd_members(&out.stdout_str()).map_err(|e| format!("{via}: {e}"))?;
+        if let Ok(mut seen) = self.seen_objects.lock() {
+            for o in &objects {
+                if let Some(a) = &o.peer_address {
+                    seen.insert(a.clone(), o.clone());
+                }
+            }
+        }
+        Ok(objects)
+    }
+
+    fn seen_object(&self, addr: &str) -> Option<k0s::EtcdMemberObject> {
+        self.seen_objects.lock().ok()?.get(addr).cloned()
     }
 
     /// Is every etcd member (except the one at `exclude`, which is being removed) healthy, as
@@ -650,6 +668,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
             }
             StepKind::DeleteObjects { node, objects, via } => {
                 let p = self.paths(via);
+                if objects.contains(&ObjectKind::EtcdMember) {
+                    // Remember the member ID it shows, for a RemoveMember that follows.
+                    let _ = self.etcd_member_objects(via).await;
+                }
                 for o in objects {
                     let cmd = match o {
                         ObjectKind::Node => k0s::delete_node(&p.bin, &p.data_dir, node),
@@ -690,7 +712,11 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 let hs = self.host_spec(host)?;
                 gate().await?;
                 self.stop_k0s(host).await?;
-                self.upload_binary(hs, None, Some(to)).await?;
+                // Usually an UploadBinary step already put it there; uploading again is a no-op
+                // for an identical file and covers plans that left that step out.
+                if self.local_binary(hs, None, Some(to)).is_some() {
+                    self.upload_binary(hs, None, Some(to)).await?;
+                }
                 self.install(hs, &desired::install_args(&self.spec, hs))
                     .await?;
                 self.start_k0s(host).await?;
@@ -918,10 +944,19 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 "cannot check which member ID {peer_url} carries: {e}"
             ))
         })?;
-        match objects
+        let object = objects
             .iter()
             .find(|o| o.peer_address.as_deref() == Some(addr))
-        {
+            .cloned()
+            .or_else(|| {
+                // Deleted earlier in this run (removal plans delete it first): use what it said.
+                self.seen_object(addr).filter(|o| {
+                    members
+                        .iter()
+                        .any(|(name, u)| peer_host(u) == addr && name == &o.name)
+                })
+            });
+        match &object {
             None => {
                 return Err(StepError::Unsafe(format!(
                     "cannot check that {peer_url} still carries member {member_id}: {via} shows no EtcdMember object for {addr}"
