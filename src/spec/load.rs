@@ -661,4 +661,16 @@ mod tests {
         let text = load_str(yaml).unwrap_err().to_string();
         assert!(text.contains("<stdin>:5:56: error: spec.hosts[0].ssh.prt: unknown field `prt`, did you mean `port`?"), "{text}");
     }
+
+    #[test]
+    fn ssh_options_are_ssh_config_text() {
+        let l = load_str(
+            "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: single\n    ssh:\n      address: 127.0.0.1\n      options: {StrictHostKeyChecking: false, ServerAliveInterval: 30, Ciphers: aes256-ctr}\n  k0s: {version: v1.33.4+k0s.0}\n",
+        )
+        .expect("loads");
+        let o = &l.spec.hosts[0].ssh.options;
+        assert_eq!(o["StrictHostKeyChecking"], "no");
+        assert_eq!(o["ServerAliveInterval"], "30");
+        assert_eq!(o["Ciphers"], "aes256-ctr");
+    }
 }

@@ -136,7 +136,7 @@ pub struct RawSsh {
     pub bastion: Option<Box<RawSsh>>,
     /// ssh_config options (`Key: value`).
     #[serde(default)]
-    pub options: Option<BTreeMap<String, String>>,
+    pub options: Option<BTreeMap<String, OptionValue>>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

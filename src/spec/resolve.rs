@@ -127,22 +127,14 @@ fn resolve_ssh(s: &RawSsh, env: &Env) -> SshTarget {
     }
     t.key_path = set(&s.key_path).map(|k| env.path(&k));
     t.host_key = set(&s.host_key);
-    t.options = s.options.clone().unwrap_or_default();
+    t.options = ssh_options(s.options.as_ref());
     t.bastion = s.bastion.as_ref().map(|b| Box::new(resolve_ssh(b, env)));
     t
 }
 
-fn resolve_openssh(s: &RawOpenSsh, path: &str, env: &Env, sink: &mut Sink) -> SshTarget {
-    let mut t = SshTarget::new(s.address.clone(), s.port.unwrap_or(22));
-    t.openssh = true;
-    if let Some(u) = set(&s.user) {
-        t.user = u;
-    }
-    t.key_path = set(&s.key_path).map(|k| env.path(&k));
-    t.config_path = set(&s.config_path).map(|k| env.path(&k));
-    t.options = s
-        .options
-        .iter()
+/// ssh_config values as text: booleans become `yes`/`no`, as ssh_config spells them.
+fn ssh_options(o: Option<&BTreeMap<String, OptionValue>>) -> BTreeMap<String, String> {
+    o.into_iter()
         .flatten()
         .map(|(k, v)| {
             let v = match v {
@@ -153,7 +145,18 @@ fn resolve_openssh(s: &RawOpenSsh, path: &str, env: &Env, sink: &mut Sink) -> Ss
             };
             (k.clone(), v)
         })
-        .collect();
+        .collect()
+}
+
+fn resolve_openssh(s: &RawOpenSsh, path: &str, env: &Env, sink: &mut Sink) -> SshTarget {
+    let mut t = SshTarget::new(s.address.clone(), s.port.unwrap_or(22));
+    t.openssh = true;
+    if let Some(u) = set(&s.user) {
+        t.user = u;
+    }
+    t.key_path = set(&s.key_path).map(|k| env.path(&k));
+    t.config_path = set(&s.config_path).map(|k| env.path(&k));
+    t.options = ssh_options(s.options.as_ref());
     if s.disable_multiplexing == Some(true) {
         sink.warn_key(
             &format!("{path}.disableMultiplexing"),
