@@ -277,7 +277,10 @@ fn build(case: &Case) -> Inputs {
         });
         for h in &st.hosts {
             let port = h.port.unwrap_or(22);
-            if !all_specs.iter().any(|s| s.id() == HostId::new(h.addr.clone(), port)) {
+            if !all_specs
+                .iter()
+                .any(|s| s.id() == HostId::new(h.addr.clone(), port))
+            {
                 let mut hc = HostCase::new(&h.addr, h.role, &h.name);
                 hc.port = h.port;
                 all_specs.push(host_spec(&hc, 0));
@@ -288,7 +291,10 @@ fn build(case: &Case) -> Inputs {
                 role: h.role,
                 node_name: Some(h.name.clone()),
                 machine_id: h.machine_id.clone().unwrap_or(format!("mid-{}", h.name)),
-                host_key: h.host_key.clone().unwrap_or(format!("SHA256:key-{}", h.name)),
+                host_key: h
+                    .host_key
+                    .clone()
+                    .unwrap_or(format!("SHA256:key-{}", h.name)),
                 host_public_key: None,
                 etcd: h.role.is_controller().then(|| EtcdMemberState {
                     member_id: member_id(&h.name),
@@ -340,12 +346,7 @@ fn build(case: &Case) -> Inputs {
             .filter_map(|s| s.hostname.clone())
             .collect()
     });
-    let control_nodes: Vec<String> = case
-        .reality
-        .members
-        .iter()
-        .cloned()
-        .collect();
+    let control_nodes: Vec<String> = case.reality.members.iter().cloned().collect();
     let mut reality = Reality::default();
     for r in &case.reality.hosts {
         let id = HostId::new(r.addr.clone(), r.port.unwrap_or(22));
@@ -721,7 +722,10 @@ fn check_case(name: &str, case: &Case) -> Result<(), String> {
         (Err(r), Some(kind)) => {
             let got = serde_json::to_value(r.kind).unwrap();
             if got != serde_json::Value::String(kind.clone()) {
-                return Err(format!("refusal kind {got}, expected {kind}: {}", r.message));
+                return Err(format!(
+                    "refusal kind {got}, expected {kind}: {}",
+                    r.message
+                ));
             }
             if let Some(code) = e.exit
                 && code != r.exit_code()
@@ -781,7 +785,11 @@ fn check_case(name: &str, case: &Case) -> Result<(), String> {
                 }
             }
             if p.drift.len() != e.drift {
-                return Err(format!("{} drift entries, expected {}", p.drift.len(), e.drift));
+                return Err(format!(
+                    "{} drift entries, expected {}",
+                    p.drift.len(),
+                    e.drift
+                ));
             }
             let text = render::text(p, false);
             for c in &e.contains {
@@ -829,7 +837,11 @@ fn decision_table_cases() {
             failures.push(format!("{name} ({}): {e}", case.description));
         }
     }
-    assert!(failures.is_empty(), "failing cases:\n{}", failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "failing cases:\n{}",
+        failures.join("\n\n")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -855,7 +867,10 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
         .collect();
     for w in membership.windows(2) {
         if !graph::precedes(&p.steps, w[0], w[1]) {
-            return Err(format!("membership steps {} and {} are not ordered", w[0], w[1]));
+            return Err(format!(
+                "membership steps {} and {} are not ordered",
+                w[0], w[1]
+            ));
         }
         let gated = p.steps.iter().any(|g| {
             matches!(g.kind, StepKind::WaitHealthy { .. })
@@ -863,7 +878,10 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
                 && graph::precedes(&p.steps, g.id, w[1])
         });
         if !gated {
-            return Err(format!("no health gate between steps {} and {}", w[0], w[1]));
+            return Err(format!(
+                "no health gate between steps {} and {}",
+                w[0], w[1]
+            ));
         }
     }
     // Replay the (totally ordered) membership changes: every topological order sees them in
@@ -878,19 +896,31 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
                 Probe::Reached(f)
                     if f.view.as_ref().and_then(|v| v.cluster_uid.as_ref()) == Some(uid) =>
                 {
-                    f.status.as_ref()?.peer_address.as_ref().map(|a| peer_url(a))
+                    f.status
+                        .as_ref()?
+                        .peer_address
+                        .as_ref()
+                        .map(|a| peer_url(a))
                 }
                 _ => None,
             })
             .collect();
         if let Some(v) = i.reality.hosts.iter().find_map(|h| match &h.probe {
-            Probe::Reached(f) => f.view.as_ref().filter(|v| v.cluster_uid.as_ref() == Some(uid)),
+            Probe::Reached(f) => f
+                .view
+                .as_ref()
+                .filter(|v| v.cluster_uid.as_ref() == Some(uid)),
             _ => None,
         }) {
             members = v
                 .members
                 .iter()
-                .map(|m| (m.member_id.clone().unwrap_or_default(), healthy_urls.contains(&m.peer_url)))
+                .map(|m| {
+                    (
+                        m.member_id.clone().unwrap_or_default(),
+                        healthy_urls.contains(&m.peer_url),
+                    )
+                })
                 .collect();
         }
     }
@@ -958,7 +988,10 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
                     && r.host == s.host
                     && r.id > s.id
                     && matches!(
-                        p.changes.iter().find(|c| c.host == s.host).map(|c| c.action),
+                        p.changes
+                            .iter()
+                            .find(|c| c.host == s.host)
+                            .map(|c| c.action),
                         Some(Action::Remove)
                     )
                 {
@@ -973,7 +1006,10 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
         ) {
             for r in &p.steps {
                 if r.host == s.host
-                    && matches!(r.kind, StepKind::UploadBinary { .. } | StepKind::WriteConfig { .. })
+                    && matches!(
+                        r.kind,
+                        StepKind::UploadBinary { .. } | StepKind::WriteConfig { .. }
+                    )
                     && !graph::precedes(&p.steps, r.id, s.id)
                 {
                     return Err(format!("{}: {} not before the join", s.host, r.kind.name()));
@@ -1001,7 +1037,9 @@ fn saved_plan_detects_every_kind_of_staleness() {
     let i = build(&case);
     let p = run(&i).expect("plan");
     let saved = SavedPlan::new(p, &i.state, "aaaa", &i.reality);
-    saved.verify(&i.state, "aaaa", &i.reality).expect("fresh plan verifies");
+    saved
+        .verify(&i.state, "aaaa", &i.reality)
+        .expect("fresh plan verifies");
     let back = SavedPlan::from_json(&saved.to_json()).unwrap();
     assert_eq!(back, saved);
     back.verify(&i.state, "aaaa", &i.reality).unwrap();
@@ -1014,7 +1052,10 @@ fn saved_plan_detects_every_kind_of_staleness() {
     let mut moved = i.state.clone();
     moved.serial += 1;
     let e = saved.verify(&moved, "aaaa", &i.reality).unwrap_err();
-    assert_eq!(e.reasons, vec!["the state moved from serial 12 to 13".to_string()]);
+    assert_eq!(
+        e.reasons,
+        vec!["the state moved from serial 12 to 13".to_string()]
+    );
 
     let e = saved.verify(&i.state, "bbbb", &i.reality).unwrap_err();
     assert_eq!(e.reasons.len(), 1);
@@ -1074,6 +1115,8 @@ mod props {
         Removed,
         Reset,
         Down,
+        /// Rebuilt with a new host key; the user passed -replace.
+        RekeyedReplaced,
     }
 
     fn fate() -> impl Strategy<Value = Fate> {
@@ -1086,10 +1129,11 @@ mod props {
             1 => Just(Fate::Removed),
             1 => Just(Fate::Reset),
             1 => Just(Fate::Down),
+            1 => Just(Fate::RekeyedReplaced),
         ]
     }
 
-    fn scenario(ctrl: &[Fate], workers: &[Fate], fresh_cluster: bool) -> Case {
+    fn scenario(ctrl: &[(Fate, bool)], workers: &[Fate], fresh_cluster: bool) -> Case {
         let v_new = "v1.33.4+k0s.0";
         let v_old = "v1.33.3+k0s.0";
         let mut case = Case {
@@ -1103,12 +1147,25 @@ mod props {
         };
         let mut state_hosts = Vec::new();
         let mut excluded = Vec::new();
+        let mut replaced = Vec::new();
         let hosts = ctrl
             .iter()
             .enumerate()
-            .map(|(n, f)| (format!("10.0.0.{}", n + 1), format!("c{}", n + 1), Role::Controller, *f))
+            .map(|(n, (f, cw))| {
+                let role = if *cw {
+                    Role::ControllerWorker
+                } else {
+                    Role::Controller
+                };
+                (format!("10.0.0.{}", n + 1), format!("c{}", n + 1), role, *f)
+            })
             .chain(workers.iter().enumerate().map(|(n, f)| {
-                (format!("10.0.1.{}", n + 1), format!("w{}", n + 1), Role::Worker, *f)
+                (
+                    format!("10.0.1.{}", n + 1),
+                    format!("w{}", n + 1),
+                    Role::Worker,
+                    *f,
+                )
             }));
         for (addr, name, role, fate) in hosts {
             let fate = if fresh_cluster { Fate::Fresh } else { fate };
@@ -1128,7 +1185,10 @@ mod props {
                     version: None,
                 });
             }
-            let running = role.is_controller().then_some("controller").unwrap_or("worker");
+            let running = role
+                .is_controller()
+                .then_some("controller")
+                .unwrap_or("worker");
             let mut r = RealHostCase {
                 addr: addr.clone(),
                 ..Default::default()
@@ -1155,6 +1215,14 @@ mod props {
                     }
                 }
                 Fate::Left => r.leftovers = true,
+                Fate::RekeyedReplaced => {
+                    r.machine_id = Some(format!("new-{name}"));
+                    r.host_key = Some(format!("SHA256:new-{name}"));
+                    replaced.push(addr.clone());
+                    if role.is_controller() {
+                        case.reality.members.push(name.clone());
+                    }
+                }
                 Fate::Down => {
                     r.unreachable = Some("connection timed out".into());
                     excluded.push(addr.clone());
@@ -1174,20 +1242,27 @@ mod props {
             case.reality.uid = Some("uid-prop".into());
         }
         case.options.exclude = excluded;
+        case.options.replace = replaced;
         case
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
         #[test]
         fn plans_are_safe_deterministic_and_converge(
-            ctrl in proptest::collection::vec(fate(), 1..5),
+            ctrl in proptest::collection::vec((fate(), proptest::bool::weighted(0.3)), 1..6),
             workers in proptest::collection::vec(fate(), 0..3),
             fresh in proptest::bool::weighted(0.15),
         ) {
             let case = scenario(&ctrl, &workers, fresh);
             let i = build(&case);
+            if std::env::var_os("PLAN_PROP_STATS").is_some() {
+                match run(&i) {
+                    Ok(p) => eprintln!("STAT ok steps={} changes={}", p.steps.len(), p.changes.len()),
+                    Err(r) => eprintln!("STAT refused {:?} {:?} {:?} :: {}", r.kind, ctrl, workers, r.message),
+                }
+            }
             match run(&i) {
                 Err(r) => {
                     // Refusals are deterministic too, and say why.
@@ -1199,7 +1274,9 @@ mod props {
                         prop_assert!(false, "{}\n{}", e, render::text(&p, false));
                     }
                     let (state2, reality2) = simulate_apply(&p, &i);
-                    let again = plan::diff(&i.spec, &state2, &reality2, &i.desired, &i.options);
+                    // The replacement is done: the next run does not repeat -replace.
+                    let next = PlanOptions { exclude: i.options.exclude.clone(), ..Default::default() };
+                    let again = plan::diff(&i.spec, &state2, &reality2, &i.desired, &next);
                     match again {
                         Err(r) => prop_assert!(false, "replan refused: {}\n{}", refusal_text(&r), render::text(&p, false)),
                         Ok(again) => prop_assert!(
@@ -1213,4 +1290,60 @@ mod props {
             }
         }
     }
+}
+
+#[test]
+fn colour_only_when_asked() {
+    let (_, case) = load_cases()
+        .into_iter()
+        .find(|(n, _)| n == "replace_host_key_change")
+        .expect("case");
+    let p = run(&build(&case)).expect("plan");
+    let plain = render::text(&p, false);
+    let coloured = render::text(&p, true);
+    assert!(!plain.contains('\x1b'));
+    assert!(coloured.contains("\x1b[33m-/+\x1b[0m"), "{coloured}");
+    assert!(coloured.contains("\x1b[32m+\x1b[0m k0s"), "{coloured}");
+    assert!(
+        coloured.contains("\x1b[31m-\x1b[0m etcd member"),
+        "{coloured}"
+    );
+    // Same words either way.
+    let strip = |s: &str| {
+        let mut out = String::new();
+        let mut esc = false;
+        for c in s.chars() {
+            match (esc, c) {
+                (false, '\x1b') => esc = true,
+                (true, 'm') => esc = false,
+                (true, _) => {}
+                (false, c) => out.push(c),
+            }
+        }
+        out
+    };
+    assert_eq!(strip(&coloured), plain);
+}
+
+#[test]
+fn target_ignores_refusals_of_other_hosts() {
+    let (_, mut case) = load_cases()
+        .into_iter()
+        .find(|(n, _)| n == "unreachable")
+        .expect("case");
+    let i = build(&case);
+    assert!(run(&i).is_err());
+    case.options.target = vec!["10.0.1.1".into()];
+    let p = run(&build(&case)).expect("a targeted plan skips the unreachable c03");
+    assert!(!p.has_changes());
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("c03 (10.0.0.3) is unreachable")),
+        "{:?}",
+        p.warnings
+    );
+    case.options.target = vec!["10.0.0.3".into()];
+    let r = run(&build(&case)).expect_err("targeting the unreachable host is refused");
+    assert_eq!(r.exit_code(), 1);
 }

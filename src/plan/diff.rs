@@ -509,7 +509,8 @@ impl<'a> Planner<'a> {
         if self.opts.refresh_only {
             return Ok(self.refresh_plan(outside_changes, drift));
         }
-        let mut refusals: Vec<Refusal> = Vec::new();
+        self.intent_warnings();
+        let mut refusals: Vec<(usize, Refusal)> = Vec::new();
         let mut plans: Vec<HostPlan> = Vec::new();
         for idx in 0..self.hosts.len() {
             if self.hosts[idx].excluded {
@@ -518,7 +519,7 @@ impl<'a> Planner<'a> {
             match self.decide(idx) {
                 Ok(Some(p)) => plans.push(p),
                 Ok(None) => {}
-                Err(r) => refusals.push(r),
+                Err(r) => refusals.push((idx, r)),
             }
         }
         // -target: keep the named hosts' changes, and the bootstrap they cannot do without.
@@ -549,22 +550,24 @@ impl<'a> Planner<'a> {
                     dropped.join(", ")
                 ));
             }
-            refusals.retain(|r| {
-                let keep = r.details.iter().any(|d| {
-                    self.opts
-                        .target
-                        .iter()
-                        .any(|t| d.contains(&format!("({t}")) || d.starts_with(t.as_str()))
-                });
+            let bootstrap_host = match &self.cluster.action {
+                ClusterAction::Bootstrap { host } if needs_bootstrap => Some(host.clone()),
+                _ => None,
+            };
+            refusals.retain(|(idx, r)| {
+                let id = &self.hosts[*idx].id;
+                let keep = self.opts.is_targeted(id) || bootstrap_host.as_ref() == Some(id);
                 if !keep {
                     self.warnings
-                        .push(format!("not targeted, ignored: {}", r.message));
+                        .push(format!("not targeted, so not refused: {}", r.message));
                 }
                 keep
             });
         }
         if !refusals.is_empty() {
-            return Err(merge_refusals(refusals));
+            return Err(merge_refusals(
+                refusals.into_iter().map(|(_, r)| r).collect(),
+            ));
         }
         let (steps, step_owner, etcd) = self.build_steps(&plans)?;
         let mut changes: Vec<HostChange> = plans
@@ -608,6 +611,19 @@ impl<'a> Planner<'a> {
             warnings: std::mem::take(&mut self.warnings),
             state_serial: self.state_serial(),
         })
+    }
+
+    /// Steps an earlier apply started and never finished: the executor resolves them, but the
+    /// reader of the plan should know.
+    fn intent_warnings(&mut self) {
+        for i in &self.state.intents {
+            self.warnings.push(format!(
+                "an earlier apply started \"{}\" on {} at {} and did not record its end",
+                i.step,
+                HostId::new(i.address.clone(), i.port),
+                i.started_at
+            ));
+        }
     }
 
     fn state_serial(&self) -> Option<u64> {
@@ -1405,7 +1421,10 @@ impl<'a> Planner<'a> {
                 )
         }) {
             let h = &self.hosts[p.idx];
-            let via = vias.for_subject(&h.id, &h.name())?;
+            // A lone controller checks its own health after the restart.
+            let via = vias
+                .for_subject(&h.id, &h.name())
+                .unwrap_or_else(|_| h.id.clone());
             self.build_prep(&mut b, p);
             let prev = b.last.get(&p.idx).copied();
             let kind = self.restart_kind(p);
@@ -1573,6 +1592,10 @@ impl<'a> Planner<'a> {
             return Ok(());
         };
         let name = h.name();
+        // Quorum first: "would leave 0 healthy" says more than "nobody to act through".
+        if let Some(m) = member {
+            quorum.remove(&m.member_id, &m.peer_url, &name)?;
+        }
         let via = vias.for_subject(&h.id, &name)?;
         // The controller acted through may have joined in this plan: wait for the chain.
         let mut first_dep = *gate;
@@ -1605,7 +1628,6 @@ impl<'a> Planner<'a> {
             );
         }
         if let Some(m) = member {
-            quorum.remove(&m.member_id, &m.peer_url, &name)?;
             let prev = b.last.get(&p.idx).copied();
             let rm = b.push(
                 p.idx,
