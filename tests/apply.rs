@@ -1926,3 +1926,48 @@ fn removal_plan_deleting_the_etcd_member_object_first_still_checks_the_id() {
         .expect("removed with the ID the object showed before its deletion");
     assert_eq!(runs_on(&fake, &c1, "etcd leave"), 1);
 }
+
+#[test]
+fn reconfigure_writes_config_reinstalls_and_restarts() {
+    let (fake, mut spec, state, _) = three_controllers();
+    let c2 = host(2);
+    spec.hosts[1].install_flags = vec!["--debug".into()];
+    let plan = plan_of(vec![step_on(0, c2.clone(), StepKind::Reconfigure, &[])]);
+    let r = apply_with(&fake, &plan, &spec, state, opts(1));
+    r.result.expect("reconfigured");
+    let words: Vec<String> = fake
+        .calls()
+        .iter()
+        .filter(|c| c.host == c2)
+        .map(|c| c.words())
+        .collect();
+    let at = |p: &str| {
+        words
+            .iter()
+            .position(|w| w.starts_with(p))
+            .unwrap_or_else(|| panic!("no {p} in {words:?}"))
+    };
+    assert!(at("write /etc/k0s/k0s.yaml") < at("install controller"));
+    assert!(at("install controller") < at("stop"));
+    assert!(at("stop") < at("start"));
+    assert!(
+        at("start")
+            < words
+                .iter()
+                .rposition(|w| w.contains("--raw=/readyz"))
+                .unwrap()
+    );
+    let install = &words[at("install controller")];
+    assert!(
+        install.contains("--debug=true") && install.ends_with("--force"),
+        "{install}"
+    );
+    let w = fake.world.lock().unwrap();
+    let (yaml, mode) = &w.hosts[&c2].files["/etc/k0s/k0s.yaml"];
+    assert_eq!(*mode, 0o600);
+    assert_eq!(
+        String::from_utf8_lossy(yaml),
+        desired::config_yaml(&spec, &spec.hosts[1])
+    );
+    assert!(w.hosts[&c2].running);
+}
