@@ -107,7 +107,8 @@ pub struct HostSpec {
     pub reset: bool,
     /// 1-based index in spec.hosts (for messages).
     pub index: usize,
-    /// Files to upload (`files:`), local sources resolved to absolute paths.
+    /// Files to upload (`files:`), local sources resolved to absolute paths and checked to
+    /// exist. Not uploaded by k0sform yet (loading warns); kept so the engine can.
     pub files: Vec<UploadFile>,
     /// Shell lines to run around actions (`hooks:`), as written. k0sform does not run them yet
     /// (loading warns); kept so the engine can.
