@@ -6,6 +6,7 @@
 pub mod apply;
 pub mod cli;
 pub mod commands;
+pub mod engine;
 pub mod exit;
 pub mod hash;
 pub mod hostid;

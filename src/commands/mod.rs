@@ -1,5 +1,9 @@
 //! One file per command: translate flags, call the library, choose the exit code.
 
+mod apply;
+mod graph;
+mod plan;
+mod show;
 mod state;
 mod validate;
 
@@ -7,6 +11,7 @@ use crate::cli::{Cli, Command};
 use crate::exit::Exit;
 
 pub fn run(cli: Cli) -> Exit {
+    init_logging(cli.global.verbose);
     match cli.command {
         Command::Version => {
             println!("k0sform {}", env!("CARGO_PKG_VERSION"));
@@ -15,25 +20,28 @@ pub fn run(cli: Cli) -> Exit {
         Command::Validate => validate::run(&cli.global),
         Command::State(cmd) => state::run(&cli.global, &cmd),
         Command::ForceUnlock(args) => state::force_unlock(&cli.global, &args),
-        other => {
-            eprintln!(
-                "Error: `{}` is not available in this build yet",
-                command_name(&other)
-            );
-            Exit::Error
-        }
+        Command::Plan(args) => plan::run(&cli.global, &args),
+        Command::Apply(args) => apply::run(&cli.global, &args),
+        Command::Show(args) => show::run(&cli.global, &args),
+        Command::Graph(args) => graph::run(&cli.global, &args),
     }
 }
 
-fn command_name(c: &Command) -> &'static str {
-    match c {
-        Command::Validate => "validate",
-        Command::Plan(_) => "plan",
-        Command::Apply(_) => "apply",
-        Command::Show(_) => "show",
-        Command::Graph(_) => "graph",
-        Command::State(_) => "state",
-        Command::ForceUnlock(_) => "force-unlock",
-        Command::Version => "version",
-    }
+/// Logs go to stderr: warnings by default, `-v` info, `-vv` debug, `-vvv` trace
+/// (`K0SFORM_LOG` overrides with a tracing filter).
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_env("K0SFORM_LOG").unwrap_or_else(|_| EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(crate::ui::stderr_is_tty() && std::env::var_os("NO_COLOR").is_none())
+        .without_time()
+        .try_init();
 }

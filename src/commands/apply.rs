@@ -1,0 +1,196 @@
+//! `k0sform apply [FILE]`: plan (or take a saved plan), confirm, run the steps, checkpoint the
+//! state after each one.
+
+use crate::apply::{self, Cancel, ExecOptions, Remote};
+use crate::cli::{ApplyArgs, GlobalArgs};
+use crate::engine::{self, Failure, Planned};
+use crate::exit::Exit;
+use crate::plan::{self, render};
+use crate::ssh::SshTransport;
+use crate::state::StateStore;
+use crate::ui::{self, EventSink, HumanSink, JsonSink};
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
+
+pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
+    let rt = match engine::runtime() {
+        Ok(rt) => rt,
+        Err(f) => return f.report(),
+    };
+    rt.block_on(async {
+        let transport = match engine::ssh_transport() {
+            Ok(t) => t,
+            Err(f) => return f.report(),
+        };
+        let result = apply(global, args, &transport).await;
+        transport.close_all().await;
+        match result {
+            Ok(exit) => exit,
+            Err(f) => f.report(),
+        }
+    })
+}
+
+async fn apply(
+    global: &GlobalArgs,
+    args: &ApplyArgs,
+    transport: &SshTransport,
+) -> Result<Exit, Failure> {
+    // The lock comes first: planning against a state another apply is about to change is useless.
+    let loaded = engine::load_spec(global)?;
+    let mut ctx = engine::open_state(global)?;
+    let _lock = ctx.store.lock("apply", global.lock_timeout)?;
+    // Re-read under the lock: another run may have written since.
+    let fresh = ctx.store.load()?;
+    ctx.had_state = fresh.is_some();
+    ctx.state = fresh.unwrap_or_default();
+
+    let color = !global.no_color && ui::stdout_color();
+    let planned = match &args.plan_file {
+        Some(file) => {
+            let saved = super::show::read_saved(file)?;
+            let reality = engine::reality(
+                &loaded.spec,
+                &ctx.state,
+                transport,
+                &args.target,
+                None,
+                None,
+            )
+            .await?;
+            // A plan made before any state existed recorded no lineage.
+            let mut seen = ctx.state.clone();
+            if !ctx.had_state {
+                seen.lineage = String::new();
+            }
+            saved
+                .verify(&seen, &loaded.sha256, &reality)
+                .map_err(|stale| Failure {
+                    exit: Exit::StalePlan,
+                    message: format!("{}: {stale}; run `k0sform plan` again", file.display()),
+                })?;
+            if !args.json {
+                print!("{}", render::text(&saved.plan, color));
+            }
+            Planned {
+                loaded,
+                state: ctx,
+                reality,
+                plan: saved.plan,
+            }
+        }
+        None => {
+            let desired = engine::desired(&loaded.spec)?;
+            let reality = engine::reality(
+                &loaded.spec,
+                &ctx.state,
+                transport,
+                &args.target,
+                None,
+                None,
+            )
+            .await?;
+            let plan = plan::diff(
+                &loaded.spec,
+                &ctx.state,
+                &reality,
+                &desired,
+                &engine::plan_options(&args.target),
+            )?;
+            if !args.json {
+                print!("{}", render::text(&plan, color));
+            }
+            if plan.has_changes() && !args.auto_approve {
+                confirm()?;
+            }
+            Planned {
+                loaded,
+                state: ctx,
+                reality,
+                plan,
+            }
+        }
+    };
+    if !planned.plan.has_changes() {
+        return Ok(Exit::Success);
+    }
+    execute(global, args, transport, planned).await
+}
+
+/// Ask for `yes` on a terminal; refuse without one.
+fn confirm() -> Result<(), Failure> {
+    if !std::io::stdin().is_terminal() {
+        return Err(Failure::error(
+            "apply needs confirmation but there is no terminal: review the plan and use -auto-approve, or apply a saved plan file",
+        ));
+    }
+    print!(
+        "\nDo you want to perform these actions?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: "
+    );
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Failure::error(format!("cannot read the answer: {e}")))?;
+    if answer.trim() != "yes" {
+        return Err(Failure::error("apply cancelled"));
+    }
+    Ok(())
+}
+
+async fn execute(
+    global: &GlobalArgs,
+    args: &ApplyArgs,
+    transport: &SshTransport,
+    planned: Planned,
+) -> Result<Exit, Failure> {
+    let Planned {
+        loaded,
+        state: mut ctx,
+        plan,
+        ..
+    } = planned;
+    let remote = Remote {
+        transport: Arc::new(transport.clone()),
+        prober: Arc::new(engine::SshProber::new(
+            transport.clone(),
+            &loaded.spec,
+            &ctx.state,
+        )),
+    };
+    let opts = ExecOptions {
+        parallelism: args.target.parallelism.max(1),
+        ..ExecOptions::default()
+    };
+    let mut human = HumanSink::new(
+        std::io::stdout(),
+        !global.no_color && ui::stdout_color(),
+        ui::stderr_is_tty(),
+    );
+    let mut json = JsonSink::new(std::io::stdout());
+    let sink: &mut dyn EventSink = if args.json { &mut json } else { &mut human };
+    let cancel = Cancel::new();
+    cancel.interrupt_on_ctrl_c();
+    let store = &mut ctx.store;
+    let mut checkpoint = |s: &crate::state::State| store.write(s).map(|_| ());
+    let mut state = ctx.state.clone();
+    let result = apply::execute(
+        &plan,
+        &loaded.spec,
+        &mut state,
+        remote,
+        &opts,
+        sink,
+        &mut checkpoint,
+        &cancel,
+    )
+    .await;
+    match result {
+        Ok(_) => Ok(Exit::Success),
+        Err(e) => Err(Failure {
+            exit: e.exit(),
+            message: e.to_string(),
+        }),
+    }
+}

@@ -1,0 +1,273 @@
+//! The pipeline shared by `plan`, `apply` and `graph`: load the spec and the state, probe the
+//! hosts (or read a saved probe), compute the desired facts, and diff. Commands only choose what
+//! to print and which exit code to return.
+
+use crate::cli::{GlobalArgs, TargetArgs};
+use crate::exit::Exit;
+use crate::hash::sha256_hex;
+use crate::plan::{self, Desired, DesiredHost, LocalBinary, Plan, PlanOptions, Refusal};
+use crate::probe::{self, ProbeOptions};
+use crate::reality::Reality;
+use crate::spec::{self, Loaded, Spec};
+use crate::ssh::{SshOptions, SshTransport};
+use crate::state::{self, LocalStore, State, StateError, StateStore};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A command-level failure: what to print and which exit code to return.
+#[derive(Debug)]
+pub struct Failure {
+    pub exit: Exit,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn error(message: impl Into<String>) -> Self {
+        Failure {
+            exit: Exit::Error,
+            message: message.into(),
+        }
+    }
+    /// Print the failure (`Error: …` on stderr) and return its exit code.
+    pub fn report(self) -> Exit {
+        if !self.message.is_empty() {
+            eprintln!("Error: {}", self.message);
+        }
+        self.exit
+    }
+}
+
+impl From<StateError> for Failure {
+    fn from(e: StateError) -> Self {
+        Failure {
+            exit: e.exit(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<Refusal> for Failure {
+    fn from(r: Refusal) -> Self {
+        let mut message = format!("refused: {}", r.message);
+        for d in &r.details {
+            message.push_str("\n  ");
+            message.push_str(d);
+        }
+        Failure {
+            exit: r.exit(),
+            message,
+        }
+    }
+}
+
+/// Load the spec, printing its warnings; errors are printed with their locations.
+pub fn load_spec(global: &GlobalArgs) -> Result<Loaded, Failure> {
+    match spec::load(&global.config) {
+        Ok(loaded) => {
+            for w in &loaded.warnings {
+                eprintln!("{w}");
+            }
+            Ok(loaded)
+        }
+        Err(diags) => {
+            for d in &diags.0 {
+                eprintln!("{d}");
+            }
+            let n = diags.error_count();
+            Err(Failure::error(format!(
+                "the spec is not valid: {n} error{}",
+                if n == 1 { "" } else { "s" }
+            )))
+        }
+    }
+}
+
+/// The state store for this run (the local file) and the state in it (a new, empty one when
+/// there is none yet: `had_state` tells which).
+pub struct StateCtx {
+    pub store: LocalStore,
+    pub state: State,
+    pub had_state: bool,
+}
+
+pub fn open_state(global: &GlobalArgs) -> Result<StateCtx, Failure> {
+    let mut store = LocalStore::new(state::default_path(global));
+    let loaded = store.load()?;
+    let had_state = loaded.is_some();
+    Ok(StateCtx {
+        store,
+        state: loaded.unwrap_or_default(),
+        had_state,
+    })
+}
+
+pub fn plan_options(t: &TargetArgs) -> PlanOptions {
+    PlanOptions {
+        replace: t.replace.clone(),
+        target: t.target.clone(),
+        exclude: t.exclude.clone(),
+        refresh_only: t.refresh_only,
+    }
+}
+
+/// sha256 of every local k0s binary the spec names (`k0sBinaryPath`), each file read once.
+pub fn desired(spec: &Spec) -> Result<Desired, Failure> {
+    let mut by_path: BTreeMap<PathBuf, String> = BTreeMap::new();
+    let mut hosts = Vec::new();
+    for h in &spec.hosts {
+        let local_binary = match &h.k0s_binary_path {
+            Some(p) => {
+                let sha = match by_path.get(p) {
+                    Some(s) => s.clone(),
+                    None => {
+                        let s = hash_file(p)?;
+                        by_path.insert(p.clone(), s.clone());
+                        s
+                    }
+                };
+                Some(LocalBinary {
+                    sha256: sha,
+                    version: spec.k0s.version.clone(),
+                })
+            }
+            None => None,
+        };
+        hosts.push(DesiredHost {
+            host: h.id(),
+            local_binary,
+        });
+    }
+    Ok(Desired { hosts })
+}
+
+fn hash_file(p: &Path) -> Result<String, Failure> {
+    let data = std::fs::read(p)
+        .map_err(|e| Failure::error(format!("cannot read k0sBinaryPath {}: {e}", p.display())))?;
+    Ok(sha256_hex(&data))
+}
+
+pub fn ssh_transport() -> Result<SshTransport, Failure> {
+    SshTransport::new(SshOptions::default()).map_err(|e| {
+        Failure::error(format!(
+            "cannot create a private SSH control directory: {e}"
+        ))
+    })
+}
+
+/// Probe every host (or read `probe_in`), optionally saving what was seen to `probe_out`.
+pub async fn reality(
+    spec: &Spec,
+    state: &State,
+    transport: &SshTransport,
+    t: &TargetArgs,
+    probe_in: Option<&Path>,
+    probe_out: Option<&Path>,
+) -> Result<Reality, Failure> {
+    let reality = match probe_in {
+        Some(p) => probe::load(p).map_err(|e| Failure::error(e.to_string()))?,
+        None => {
+            let opts = ProbeOptions {
+                replace: t.replace.clone(),
+                exclude: t.exclude.clone(),
+                parallelism: t.parallelism.max(1),
+            };
+            probe::probe_all(spec, state, transport, &opts).await
+        }
+    };
+    if let Some(p) = probe_out {
+        probe::save(&reality, p).map_err(|e| Failure::error(e.to_string()))?;
+    }
+    Ok(reality)
+}
+
+/// Everything a plan was made from, kept together so `apply` can run it and `-out` can seal it.
+pub struct Planned {
+    pub loaded: Loaded,
+    pub state: StateCtx,
+    pub reality: Reality,
+    pub plan: Plan,
+}
+
+/// Load, probe and diff.
+pub async fn plan_now(
+    global: &GlobalArgs,
+    t: &TargetArgs,
+    transport: &SshTransport,
+    probe_in: Option<&Path>,
+    probe_out: Option<&Path>,
+) -> Result<Planned, Failure> {
+    let loaded = load_spec(global)?;
+    let state = open_state(global)?;
+    let desired = desired(&loaded.spec)?;
+    let reality = reality(
+        &loaded.spec,
+        &state.state,
+        transport,
+        t,
+        probe_in,
+        probe_out,
+    )
+    .await?;
+    let plan = plan::diff(
+        &loaded.spec,
+        &state.state,
+        &reality,
+        &desired,
+        &plan_options(t),
+    )?;
+    Ok(Planned {
+        loaded,
+        state,
+        reality,
+        plan,
+    })
+}
+
+/// A tokio runtime for one command. Two worker threads are plenty: the work is waiting on SSH.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::error(format!("cannot start the async runtime: {e}")))
+}
+
+/// Re-probes one host for the executor (after a join, to record its identity), over the
+/// connection the probe opened.
+pub struct SshProber {
+    transport: SshTransport,
+    probes: Vec<probe::HostProbe>,
+}
+
+impl SshProber {
+    pub fn new(transport: SshTransport, spec: &Spec, state: &State) -> Self {
+        let probes = probe::plan_probes(spec, state, &ProbeOptions::default());
+        SshProber { transport, probes }
+    }
+}
+
+impl crate::apply::HostProber for SshProber {
+    fn probe<'a>(
+        &'a self,
+        host: &'a crate::hostid::HostId,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = Result<crate::reality::HostFacts, String>> + Send + 'a,
+        >,
+    > {
+        Box::pin(async move {
+            let p = self
+                .probes
+                .iter()
+                .find(|p| &p.id == host)
+                .ok_or_else(|| format!("{host} is neither in the spec nor in the state"))?;
+            match probe::probe_host(&self.transport, p).await {
+                crate::reality::Probe::Reached(facts) => Ok(*facts),
+                crate::reality::Probe::Unreachable { error } => Err(error),
+                crate::reality::Probe::HostKeyChanged { expected, offered } => Err(format!(
+                    "host key changed: recorded {expected}, offered {offered}"
+                )),
+            }
+        })
+    }
+}
