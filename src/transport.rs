@@ -134,10 +134,12 @@ pub trait Transport: Send + Sync {
         mode: u32,
     ) -> impl Future<Output = Result<String, TransportError>> + Send {
         async move {
-            let data = tokio::fs::read(local).await.map_err(|e| TransportError::Other {
-                host: host.clone(),
-                message: format!("reading {}: {e}", local.display()),
-            })?;
+            let data = tokio::fs::read(local)
+                .await
+                .map_err(|e| TransportError::Other {
+                    host: host.clone(),
+                    message: format!("reading {}: {e}", local.display()),
+                })?;
             let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&data));
             self.write_file(host, remote, data, mode).await?;
             Ok(sha)
