@@ -404,3 +404,38 @@ fn validate_command_prints_diagnostics_and_summary() {
         String::from_utf8_lossy(&stdin.stderr)
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// Damaged specs never panic the loader, failures always carry an error, and every position
+    /// points inside the file that was read.
+    #[test]
+    fn damaged_specs_fail_cleanly(
+        cut in 0usize..2000,
+        len in 0usize..40,
+        insert in "(\\$\\{X|: |\\n  - |\\{|\\]|#|\\t|port: 0|role: x|\"|'|&a|\\*a)",
+    ) {
+        let original = std::fs::read_to_string("testdata/specs/valid/ha.yaml").expect("ha");
+        let chars: Vec<char> = original.chars().collect();
+        let at = cut % chars.len();
+        let end = (at + len).min(chars.len());
+        let damaged: String = chars[..at].iter().chain(insert.chars().collect::<Vec<_>>().iter()).chain(chars[end..].iter()).collect();
+        let env = env_with(&[]);
+        let result = spec::load_with(
+            &[PathBuf::from("-")],
+            &LoadOptions { env: &env, stdin: Some(&damaged) },
+        );
+        let lines = damaged.lines().count() as u32 + 1;
+        let diags = match result {
+            Ok(l) => l.warnings,
+            Err(e) => {
+                proptest::prop_assert!(e.has_errors());
+                e.0
+            }
+        };
+        for d in diags {
+            proptest::prop_assert!(d.line <= lines, "{d} (file has {lines} lines)");
+        }
+    }
+}
