@@ -144,6 +144,25 @@ impl State {
         self.hosts
             .sort_by(|a, b| (&a.address, a.port).cmp(&(&b.address, b.port)));
     }
+
+    /// The state file's exact text: hosts sorted, fields in declaration order, 2-space
+    /// indentation, trailing newline. The same state always gives the same bytes.
+    pub fn to_canonical_json(&self) -> Result<String, serde_json::Error> {
+        let mut sorted;
+        let state = if self
+            .hosts
+            .is_sorted_by(|a, b| (&a.address, a.port) <= (&b.address, b.port))
+        {
+            self
+        } else {
+            sorted = self.clone();
+            sorted.sort();
+            &sorted
+        };
+        let mut text = serde_json::to_string_pretty(state)?;
+        text.push('\n');
+        Ok(text)
+    }
 }
 
 impl Default for State {

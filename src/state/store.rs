@@ -1,0 +1,537 @@
+//! Where the state lives: the backend-neutral `StateStore` trait and `LocalStore`, the state file
+//! on disk. Every byte of the state file is written here, and only by replacing the whole file
+//! (temp file, fsync, rename, directory fsync), so a crash leaves the old or the new version.
+
+use super::error::StateError;
+use super::lock::{self, ForceUnlockOutcome, LockGuard};
+use super::model::{FORMAT_VERSION, State};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// A place that keeps the state. The local file is one; remote backends (etcd) come later.
+pub trait StateStore: Send {
+    /// Where the state is, for messages (a path, a URL).
+    fn location(&self) -> String;
+
+    /// Refuse states of any other lineage from now on (e.g. when applying a saved plan).
+    fn expect_lineage(&mut self, lineage: &str);
+
+    /// The current state; `None` when there is none yet. A state that cannot be read is an
+    /// error, and writes are refused afterwards.
+    fn load(&mut self) -> Result<Option<State>, StateError>;
+
+    /// Save `state` under the lock. Its `serial` is ignored: the store sets it, growing by one
+    /// only when the content changed since the stored version; an unchanged state is not written.
+    fn write(&mut self, state: &State) -> Result<WriteOutcome, StateError>;
+
+    /// Take the lock for `operation`, waiting up to `timeout`.
+    fn lock(&self, operation: &str, timeout: Duration) -> Result<LockGuard, StateError>;
+
+    /// Break the lock with this ID, where the backend allows it.
+    fn force_unlock(&self, id: &str) -> Result<ForceUnlockOutcome, StateError>;
+}
+
+/// What `write` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Same content as stored: nothing was touched.
+    Unchanged { serial: u64 },
+    /// A new version was written with this serial.
+    Written { serial: u64 },
+}
+
+impl WriteOutcome {
+    /// The serial of the stored state after the write.
+    pub fn serial(self) -> u64 {
+        match self {
+            WriteOutcome::Unchanged { serial } | WriteOutcome::Written { serial } => serial,
+        }
+    }
+}
+
+/// The points inside a local write, in order. A crash between any two leaves the old state file
+/// (before `Renamed`) or the new one (from `Renamed` on). Observable through
+/// `LocalStore::observe_write_stages` so tests can stop a writer at each point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WriteStage {
+    /// The new content is in the temp file, not yet synced.
+    TempWritten,
+    /// The temp file is synced to disk.
+    TempSynced,
+    /// The previous version is in `<state>.backup`.
+    BackupWritten,
+    /// The temp file has replaced the state file.
+    Renamed,
+    /// The directory is synced: the rename is durable.
+    DirSynced,
+}
+
+impl WriteStage {
+    pub const ALL: [WriteStage; 5] = [
+        WriteStage::TempWritten,
+        WriteStage::TempSynced,
+        WriteStage::BackupWritten,
+        WriteStage::Renamed,
+        WriteStage::DirSynced,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteStage::TempWritten => "temp-written",
+            WriteStage::TempSynced => "temp-synced",
+            WriteStage::BackupWritten => "backup-written",
+            WriteStage::Renamed => "renamed",
+            WriteStage::DirSynced => "dir-synced",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+type StageObserver = Box<dyn FnMut(WriteStage) + Send>;
+
+/// The state as a local file, `<state>.backup` beside it and the lock on `<state>.lock`.
+pub struct LocalStore {
+    path: PathBuf,
+    expected_lineage: Option<String>,
+    /// Serial of the version last loaded or written, to notice writes by others.
+    base_serial: Option<u64>,
+    /// Set when a load failed: the file is bad and must not be overwritten.
+    refused: Option<String>,
+    /// True while a `LockGuard` from this store is alive.
+    lock_held: Arc<AtomicBool>,
+    observer: Option<StageObserver>,
+}
+
+impl LocalStore {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        LocalStore {
+            path: path.into(),
+            expected_lineage: None,
+            base_serial: None,
+            refused: None,
+            lock_held: Arc::default(),
+            observer: None,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `<state>.backup`: the version before the last write.
+    pub fn backup_path(&self) -> PathBuf {
+        sibling(&self.path, ".backup")
+    }
+
+    /// `<state>.lock`.
+    pub fn lock_path(&self) -> PathBuf {
+        sibling(&self.path, ".lock")
+    }
+
+    /// Call `observer` at each point of every write (crash tests stop the writer there).
+    pub fn observe_write_stages(&mut self, observer: impl FnMut(WriteStage) + Send + 'static) {
+        self.observer = Some(Box::new(observer));
+    }
+
+    fn stage(&mut self, stage: WriteStage) {
+        if let Some(o) = self.observer.as_mut() {
+            o(stage);
+        }
+    }
+
+    fn io(&self, action: &'static str) -> impl FnOnce(std::io::Error) -> StateError + '_ {
+        move |source| StateError::Io {
+            path: self.path.clone(),
+            action,
+            source,
+        }
+    }
+
+    /// Read and check the file, without touching the store's bookkeeping.
+    fn read(&self) -> Result<Option<State>, StateError> {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(StateError::Io {
+                    path: self.path.clone(),
+                    action: "read state file",
+                    source,
+                });
+            }
+        };
+        let state = parse(&self.path, &bytes)?;
+        if let Some(expected) = &self.expected_lineage
+            && &state.lineage != expected
+        {
+            return Err(StateError::LineageMismatch {
+                path: self.path.clone(),
+                found: state.lineage,
+                expected: expected.clone(),
+            });
+        }
+        Ok(Some(state))
+    }
+
+    /// Temp files of writers that died mid-write. Only called under the lock, when no other
+    /// writer can be between creating and renaming one.
+    fn remove_leftover_temp_files(&self) {
+        let (Some(dir), Some(prefix)) = (self.dir(), temp_prefix(&self.path)) else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(&prefix) && name.ends_with(TEMP_SUFFIX) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    fn dir(&self) -> Option<&Path> {
+        match self.path.parent() {
+            Some(p) if p.as_os_str().is_empty() => Some(Path::new(".")),
+            other => other,
+        }
+    }
+
+    fn check_before_write(&self, state: &State, current: Option<&State>) -> Result<(), StateError> {
+        if let Some(expected) = &self.expected_lineage
+            && &state.lineage != expected
+        {
+            return Err(StateError::LineageMismatch {
+                path: self.path.clone(),
+                found: state.lineage.clone(),
+                expected: expected.clone(),
+            });
+        }
+        match (current, self.base_serial) {
+            (Some(cur), _) if cur.lineage != state.lineage => Err(StateError::LineageMismatch {
+                path: self.path.clone(),
+                found: cur.lineage.clone(),
+                expected: state.lineage.clone(),
+            }),
+            (Some(cur), Some(base)) if cur.serial != base => Err(StateError::Conflict {
+                path: self.path.clone(),
+                detail: format!("serial is now {}, was {base}", cur.serial),
+            }),
+            // Never loaded through this store: the caller's copy must be the stored version.
+            (Some(cur), None) if cur.serial != state.serial => Err(StateError::Conflict {
+                path: self.path.clone(),
+                detail: format!(
+                    "stored serial is {}, the state being written was read at serial {}",
+                    cur.serial, state.serial
+                ),
+            }),
+            (None, Some(base)) => Err(StateError::Conflict {
+                path: self.path.clone(),
+                detail: format!("the file was removed; it was at serial {base}"),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Keep the current file as `<state>.backup`, replacing the old backup in one rename.
+    /// A hard link costs nothing and is exact; where links are not possible, copy `current`.
+    fn write_backup(&self, current: &[u8]) -> Result<(), StateError> {
+        let backup = self.backup_path();
+        let dir = self.dir().unwrap_or(Path::new("."));
+        let prefix = temp_prefix(&self.path).unwrap_or_else(|| ".k0sform-state.".into());
+        let link = dir.join(format!(
+            "{prefix}{}{TEMP_SUFFIX}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        let staged = match std::fs::hard_link(&self.path, &link) {
+            Ok(()) => link,
+            Err(_) => {
+                let mut tmp = tempfile::Builder::new()
+                    .prefix(&prefix)
+                    .suffix(TEMP_SUFFIX)
+                    .tempfile_in(dir)
+                    .map_err(|source| StateError::Io {
+                        path: backup.clone(),
+                        action: "create backup",
+                        source,
+                    })?;
+                tmp.write_all(current)
+                    .and_then(|()| tmp.as_file().sync_all())
+                    .map_err(|source| StateError::Io {
+                        path: backup.clone(),
+                        action: "write backup",
+                        source,
+                    })?;
+                tmp.into_temp_path().keep().map_err(|e| StateError::Io {
+                    path: backup.clone(),
+                    action: "write backup",
+                    source: e.error,
+                })?
+            }
+        };
+        std::fs::rename(&staged, &backup).map_err(|source| {
+            let _ = std::fs::remove_file(&staged);
+            StateError::Io {
+                path: backup.clone(),
+                action: "replace backup",
+                source,
+            }
+        })
+    }
+}
+
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// Temp files are named `.<state file name>.<random>.tmp` in the state's own directory, so the
+/// rename never crosses a filesystem.
+fn temp_prefix(path: &Path) -> Option<String> {
+    path.file_name()
+        .map(|n| format!(".{}.", n.to_string_lossy()))
+}
+
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_os_string();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Parse state file bytes, telling truncation, non-JSON, newer formats and bad content apart.
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(StateError::Truncated {
+            path: path.to_path_buf(),
+            detail: "the file is empty".into(),
+        });
+    }
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        if e.is_eof() {
+            StateError::Truncated {
+                path: path.to_path_buf(),
+                detail: format!("JSON ends early at line {} column {}", e.line(), e.column()),
+            }
+        } else {
+            StateError::NotJson {
+                path: path.to_path_buf(),
+                detail: e.to_string(),
+            }
+        }
+    })?;
+    let invalid = |detail: String| StateError::Invalid {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let Some(obj) = value.as_object() else {
+        return Err(invalid("the top level is not a JSON object".into()));
+    };
+    // Checked before the full parse: a newer format may have fields this build does not know.
+    let version = match obj.get("format_version") {
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| invalid(format!("format_version is {v}, not a positive integer")))?,
+        None => return Err(invalid("format_version is missing".into())),
+    };
+    if version > u64::from(FORMAT_VERSION) {
+        return Err(StateError::NewerFormat {
+            path: path.to_path_buf(),
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    if version == 0 {
+        return Err(invalid("format_version 0 does not exist".into()));
+    }
+    let state: State = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
+    let mut seen = std::collections::BTreeSet::new();
+    for h in &state.hosts {
+        if !seen.insert((h.address.as_str(), h.port)) {
+            return Err(invalid(format!("host {} appears more than once", h.id())));
+        }
+    }
+    Ok(state)
+}
+
+/// Strings that must never reach the state: k0s join tokens are base64 of a gzipped kubeconfig
+/// (`H4sI…`); private keys and kubeconfig credentials have well-known markers.
+fn find_secret(state: &State) -> Option<(String, &'static str)> {
+    fn walk(v: &serde_json::Value, at: &str, out: &mut Option<(String, &'static str)>) {
+        if out.is_some() {
+            return;
+        }
+        match v {
+            serde_json::Value::String(s) => {
+                let what = if s.starts_with("H4sI") {
+                    Some("a k0s join token (base64 gzip)")
+                } else if s.contains("PRIVATE KEY") {
+                    Some("a private key")
+                } else if s.contains("client-key-data") || s.contains("token:") {
+                    Some("kubeconfig credentials")
+                } else {
+                    None
+                };
+                if let Some(w) = what {
+                    *out = Some((at.to_string(), w));
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    walk(x, &format!("{at}[{i}]"), out);
+                }
+            }
+            serde_json::Value::Object(o) => {
+                for (k, x) in o {
+                    walk(x, &format!("{at}.{k}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let value = serde_json::to_value(state).ok()?;
+    let mut found = None;
+    walk(&value, "state", &mut found);
+    found
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+impl StateStore for LocalStore {
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn expect_lineage(&mut self, lineage: &str) {
+        self.expected_lineage = Some(lineage.to_string());
+    }
+
+    fn load(&mut self) -> Result<Option<State>, StateError> {
+        match self.read() {
+            Ok(state) => {
+                self.base_serial = state.as_ref().map(|s| s.serial);
+                Ok(state)
+            }
+            Err(e) => {
+                self.refused = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    fn write(&mut self, state: &State) -> Result<WriteOutcome, StateError> {
+        if let Some(reason) = &self.refused {
+            return Err(StateError::WriteRefused {
+                path: self.path.clone(),
+                reason: reason.clone(),
+            });
+        }
+        if !self.lock_held.load(Ordering::SeqCst) {
+            return Err(StateError::NotLocked {
+                path: self.path.clone(),
+                lock_path: self.lock_path(),
+            });
+        }
+        let current_bytes = match std::fs::read(&self.path) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(StateError::Io {
+                    path: self.path.clone(),
+                    action: "read state file",
+                    source,
+                });
+            }
+        };
+        let current = match &current_bytes {
+            Some(b) => Some(parse(&self.path, b).inspect_err(|e| {
+                self.refused = Some(e.to_string());
+            })?),
+            None => None,
+        };
+        self.check_before_write(state, current.as_ref())?;
+
+        let mut next = state.clone();
+        next.format_version = FORMAT_VERSION;
+        next.tool_version = env!("CARGO_PKG_VERSION").to_string();
+        next.sort();
+        if let Some(cur) = &current {
+            next.serial = cur.serial;
+            if next == *cur {
+                self.base_serial = Some(cur.serial);
+                return Ok(WriteOutcome::Unchanged { serial: cur.serial });
+            }
+        }
+        next.serial = current.as_ref().map_or(state.serial, |c| c.serial) + 1;
+        if let Some((field, what)) = find_secret(&next) {
+            return Err(StateError::SecretRefused {
+                path: self.path.clone(),
+                field,
+                what,
+            });
+        }
+        let text = next
+            .to_canonical_json()
+            .map_err(|source| StateError::Serialize {
+                path: self.path.clone(),
+                source,
+            })?;
+
+        self.remove_leftover_temp_files();
+        let dir = self.dir().unwrap_or(Path::new(".")).to_path_buf();
+        let prefix = temp_prefix(&self.path).unwrap_or_else(|| ".k0sform-state.".into());
+        // tempfile creates the file with mode 0600, which the renamed state file keeps.
+        let mut tmp = tempfile::Builder::new()
+            .prefix(&prefix)
+            .suffix(TEMP_SUFFIX)
+            .tempfile_in(&dir)
+            .map_err(self.io("create a temp file beside state file"))?;
+        tmp.write_all(text.as_bytes())
+            .map_err(self.io("write temp file for state file"))?;
+        self.stage(WriteStage::TempWritten);
+        tmp.as_file()
+            .sync_all()
+            .map_err(self.io("fsync temp file for state file"))?;
+        self.stage(WriteStage::TempSynced);
+        if let Some(bytes) = &current_bytes {
+            self.write_backup(bytes)?;
+            self.stage(WriteStage::BackupWritten);
+        }
+        tmp.persist(&self.path).map_err(|e| StateError::Io {
+            path: self.path.clone(),
+            action: "rename temp file over state file",
+            source: e.error,
+        })?;
+        self.stage(WriteStage::Renamed);
+        // The rename is durable only once the directory entry is.
+        sync_dir(&dir).map_err(|source| StateError::Io {
+            path: dir.clone(),
+            action: "fsync directory",
+            source,
+        })?;
+        self.stage(WriteStage::DirSynced);
+        self.base_serial = Some(next.serial);
+        Ok(WriteOutcome::Written {
+            serial: next.serial,
+        })
+    }
+
+    fn lock(&self, operation: &str, timeout: Duration) -> Result<LockGuard, StateError> {
+        lock::acquire(
+            &self.lock_path(),
+            operation,
+            timeout,
+            Arc::clone(&self.lock_held),
+        )
+    }
+
+    fn force_unlock(&self, id: &str) -> Result<ForceUnlockOutcome, StateError> {
+        lock::force_unlock(&self.lock_path(), id)
+    }
+}

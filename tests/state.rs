@@ -1,0 +1,1147 @@
+//! The state file: atomic writes that survive a writer killed at any point, the lock between
+//! processes, refusal of files that must not be overwritten, serial semantics, the `state`
+//! commands, and the checked-in JSON Schema.
+//!
+//! Child processes are this test binary run again with K0SFORM_STATE_TEST_CHILD set: see
+//! `child_process_entry`.
+
+use k0sform::spec::Role;
+use k0sform::state::{
+    self, ClusterState, EtcdMemberState, HostState, Intent, LocalStore, State, StateError,
+    StateStore, WriteOutcome, WriteStage,
+};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const CHILD_ENV: &str = "K0SFORM_STATE_TEST_CHILD";
+const HOLD_OPERATION: &str = "test hold";
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures
+
+fn host(address: &str, port: u16, role: Role, n: u32) -> HostState {
+    HostState {
+        address: address.into(),
+        port,
+        role,
+        node_name: Some(format!("node{n}")),
+        machine_id: format!("{n:02}d12a9b7c0e4f8a1b2c3d4e5f6a7b8c9"),
+        host_key: format!("SHA256:Qx{n}k5c2b0GdqKxH0m1c3cZ3pY8mNqS7a0Uo1p2q3r4"),
+        host_public_key: Some(format!(
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{n}Ht7q0n4b0dD4c2bA1 root@node{n}"
+        )),
+        etcd: role.is_controller().then(|| EtcdMemberState {
+            member_id: format!("8e9e05c5216469{n:02x}"),
+            peer_url: format!("https://{address}:2380"),
+        }),
+        k0s_version: Some("v1.33.4+k0s.0".into()),
+        install_flags_sha256: Some("aa".repeat(32)),
+        config_sha256: Some("bb".repeat(32)),
+    }
+}
+
+/// A state with every field filled in.
+fn sample_state() -> State {
+    let mut s = State::new();
+    s.cluster = Some(ClusterState {
+        name: "prod".into(),
+        uid: "7c3f2a10-4b9e-4a51-9d2e-3f0c1b2a3d4e".into(),
+        etcd_cluster_id: Some("cdf818194e3a8c32".into()),
+        k0s_version: Some("v1.33.4+k0s.0".into()),
+        config_sha256: Some("cc".repeat(32)),
+    });
+    s.hosts = vec![
+        host("127.0.0.2", 22, Role::Controller, 2),
+        host("127.0.0.1", 2222, Role::ControllerWorker, 3),
+        host("127.0.0.1", 22, Role::Controller, 1),
+        host("127.0.1.1", 22, Role::Worker, 4),
+    ];
+    s.intents = vec![Intent {
+        step: "remove-member node2".into(),
+        address: "127.0.0.2".into(),
+        port: 22,
+        kind: "remove_member".into(),
+        member_id: Some("8e9e05c521646902".into()),
+        peer_url: Some("https://127.0.0.2:2380".into()),
+        started_at: "2026-12-02T15:00:00Z".into(),
+    }];
+    s
+}
+
+/// Write `state` as a new state file at `path`, under the lock.
+fn create(path: &Path, state: &State) -> u64 {
+    let mut store = LocalStore::new(path);
+    let _g = store.lock("test", Duration::ZERO).unwrap();
+    store.write(state).unwrap().serial()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Files in `dir` whose names end in `.tmp` (a writer's leftovers).
+fn temp_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    v.sort();
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// Crash-test states: every part of a generation-`gen` state carries `gen`, so a state mixing two
+// writes (or cut short) is detected. Big enough that a write takes a moment.
+
+const CRASH_HOSTS: u32 = 300;
+
+fn generation_state(lineage: &str, generation: u64) -> State {
+    let mut s = State::new();
+    s.lineage = lineage.to_string();
+    s.cluster = Some(ClusterState {
+        name: format!("gen-{generation}"),
+        uid: "7c3f2a10-4b9e-4a51-9d2e-3f0c1b2a3d4e".into(),
+        etcd_cluster_id: None,
+        k0s_version: None,
+        config_sha256: None,
+    });
+    s.hosts = (0..CRASH_HOSTS)
+        .map(|i| {
+            let mut h = host(
+                &format!("127.1.{}.{}", i / 250, i % 250 + 1),
+                22,
+                Role::Worker,
+                i,
+            );
+            h.machine_id = format!("{generation:032x}");
+            h.node_name = Some(format!("n{i}-g{generation}"));
+            h
+        })
+        .collect();
+    s
+}
+
+/// Check that `s` is one complete generation and return it.
+fn generation_of(s: &State) -> u64 {
+    let name = &s.cluster.as_ref().expect("cluster").name;
+    let generation: u64 = name.strip_prefix("gen-").unwrap().parse().unwrap();
+    assert_eq!(s.serial, generation, "serial and content disagree");
+    assert_eq!(s.hosts.len(), CRASH_HOSTS as usize, "hosts missing");
+    for h in &s.hosts {
+        assert_eq!(
+            h.machine_id,
+            format!("{generation:032x}"),
+            "mixed generations"
+        );
+    }
+    generation
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes
+
+/// Not a test: the body of child processes, doing nothing unless K0SFORM_STATE_TEST_CHILD is set.
+/// Modes: `hold-lock` (take the lock, print READY, hold it until stdin closes), `write-loop`
+/// (take the lock, print READY, write growing generations until killed), `stop-at STAGE` (write
+/// one generation, print STOPPED and hang at that point of the write until killed).
+#[test]
+fn child_process_entry() {
+    let Ok(mode) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let path = PathBuf::from(std::env::var("K0SFORM_STATE_TEST_PATH").unwrap());
+    let mut store = LocalStore::new(&path);
+    let say = |line: String| {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").unwrap();
+        out.flush().unwrap();
+    };
+    match mode.split_once(' ').unwrap_or((mode.as_str(), "")) {
+        ("hold-lock", _) => {
+            let g = store.lock(HOLD_OPERATION, Duration::ZERO).unwrap();
+            say(format!("READY {}", g.id()));
+            let mut sink = String::new();
+            while std::io::stdin().read_line(&mut sink).unwrap() > 0 {}
+            g.unlock().unwrap();
+        }
+        ("write-loop", _) => {
+            let _g = store
+                .lock("test write-loop", Duration::from_secs(5))
+                .unwrap();
+            let lineage = store.load().unwrap().unwrap().lineage;
+            say("READY".into());
+            loop {
+                let current = store.load().unwrap().unwrap();
+                let next = generation_state(&lineage, current.serial + 1);
+                let mut next = next;
+                next.serial = current.serial;
+                store.write(&next).unwrap();
+            }
+        }
+        ("stop-at", stage) => {
+            let stage = WriteStage::from_name(stage).unwrap();
+            let _g = store.lock("test stop-at", Duration::from_secs(5)).unwrap();
+            let current = store.load().unwrap().unwrap();
+            store.observe_write_stages(move |s| {
+                if s == stage {
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "STOPPED {}", s.name()).unwrap();
+                    out.flush().unwrap();
+                    loop {
+                        std::thread::sleep(Duration::from_secs(60));
+                    }
+                }
+            });
+            let mut next = generation_state(&current.lineage, current.serial + 1);
+            next.serial = current.serial;
+            store.write(&next).unwrap();
+            panic!("stage {} never reached", stage.name());
+        }
+        other => panic!("unknown child mode {other:?}"),
+    }
+}
+
+struct ChildProc {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl ChildProc {
+    fn spawn(mode: &str, path: &Path) -> Self {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "child_process_entry",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, mode)
+            .env("K0SFORM_STATE_TEST_PATH", path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        ChildProc { child, stdout }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Read lines until one starts with `prefix`; return the rest of it.
+    fn wait_for(&mut self, prefix: &str) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.stdout.read_line(&mut line).unwrap() == 0 {
+                let mut err = String::new();
+                let _ =
+                    std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut err);
+                panic!("child ended before printing {prefix}: {err}");
+            }
+            // libtest prints "test child_process_entry ... " before the child's first line.
+            if let Some((_, rest)) = line.split_once(prefix) {
+                return rest.trim().to_string();
+            }
+        }
+    }
+
+    /// SIGKILL: no destructors, no cleanup, like a crash or `kill -9`.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Close stdin (a `hold-lock` child releases the lock and exits) and wait for it.
+    fn finish(mut self) {
+        drop(self.child.stdin.take());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "child failed: {status}");
+    }
+}
+
+/// A small xorshift generator: no rand crate needed, the seed is printed to reproduce a run.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Crash safety
+
+#[test]
+fn writer_killed_at_random_moments_leaves_old_or_new_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k0sform.state.json");
+    let mut first = generation_state(&uuid::Uuid::new_v4().to_string(), 1);
+    first.serial = 0;
+    assert_eq!(create(&path, &first), 1);
+
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("crash test seed {seed}");
+    let mut rng = Rng(seed);
+    let started = Instant::now();
+    let mut last = 1;
+    let mut kills = 0;
+    let mut backups_checked = 0;
+    // Kills that left a temp file behind: the writer died in the middle of a write.
+    let mut mid_write_kills = 0;
+    let mut temps_before = temp_files(dir.path());
+    while started.elapsed() < Duration::from_secs(5) {
+        let mut child = ChildProc::spawn("write-loop", &path);
+        child.wait_for("READY");
+        std::thread::sleep(Duration::from_micros(rng.below(30_000)));
+        child.kill();
+        kills += 1;
+        let temps = temp_files(dir.path());
+        if temps.iter().any(|t| !temps_before.contains(t)) {
+            mid_write_kills += 1;
+        }
+        temps_before = temps;
+
+        let now = LocalStore::new(&path)
+            .load()
+            .unwrap_or_else(|e| panic!("after kill {kills} (seed {seed}): {e}"))
+            .expect("state file exists");
+        let generation = generation_of(&now);
+        assert!(
+            generation >= last,
+            "serial went back from {last} to {generation}"
+        );
+        last = generation;
+        let backup = LocalStore::new(dir.path().join("k0sform.state.json.backup")).load();
+        if let Ok(Some(b)) = backup {
+            let bg = generation_of(&b);
+            // Killed between replacing the backup and the rename: backup == current.
+            assert!(
+                bg == generation - 1 || bg == generation,
+                "backup generation {bg} with state at {generation}"
+            );
+            backups_checked += 1;
+        } else if generation > 1 {
+            panic!("backup missing or unreadable: {backup:?}");
+        }
+    }
+    eprintln!(
+        "{kills} kills ({mid_write_kills} mid-write), reached serial {last}, \
+         {backups_checked} backups checked"
+    );
+    assert!(kills >= 10, "only {kills} kills in the time budget");
+    assert!(
+        mid_write_kills >= 3,
+        "only {mid_write_kills} kills landed mid-write"
+    );
+    assert!(last >= 5, "writers made little progress: serial {last}");
+
+    // A clean write afterwards works and sweeps the killed writers' temp files.
+    let mut store = LocalStore::new(&path);
+    let _g = store.lock("test", Duration::ZERO).unwrap();
+    let cur = store.load().unwrap().unwrap();
+    let mut next = generation_state(&cur.lineage, cur.serial + 1);
+    next.serial = cur.serial;
+    assert_eq!(store.write(&next).unwrap().serial(), cur.serial + 1);
+    assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+}
+
+#[test]
+fn writer_killed_at_each_stage_leaves_old_or_new_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let lineage = uuid::Uuid::new_v4().to_string();
+    let mut first = generation_state(&lineage, 1);
+    first.serial = 0;
+    create(&path, &first);
+    // A second clean write so that a backup exists before the crashes.
+    {
+        let mut store = LocalStore::new(&path);
+        let _g = store.lock("test", Duration::ZERO).unwrap();
+        store.load().unwrap();
+        let mut s = generation_state(&lineage, 2);
+        s.serial = 1;
+        assert_eq!(
+            store.write(&s).unwrap(),
+            WriteOutcome::Written { serial: 2 }
+        );
+    }
+    let mut expected = 2;
+    for stage in WriteStage::ALL {
+        let before = std::fs::read(&path).unwrap();
+        let backup_before = std::fs::read(format!("{}.backup", path.display())).unwrap();
+        let mut child = ChildProc::spawn(&format!("stop-at {}", stage.name()), &path);
+        assert_eq!(child.wait_for("STOPPED"), stage.name());
+        child.kill();
+
+        let now = LocalStore::new(&path)
+            .load()
+            .unwrap_or_else(|e| panic!("killed at {}: {e}", stage.name()));
+        let generation = generation_of(&now.unwrap());
+        let renamed = matches!(stage, WriteStage::Renamed | WriteStage::DirSynced);
+        if renamed {
+            expected += 1;
+        } else {
+            assert_eq!(std::fs::read(&path).unwrap(), before, "{}", stage.name());
+            // The temp file is left behind, proof that the writer died mid-write.
+            assert_eq!(temp_files(dir.path()).len(), 1, "{}", stage.name());
+        }
+        assert_eq!(generation, expected, "killed at {}", stage.name());
+        let backup = LocalStore::new(format!("{}.backup", path.display()))
+            .load()
+            .unwrap()
+            .unwrap();
+        let bg = generation_of(&backup);
+        if stage == WriteStage::TempWritten || stage == WriteStage::TempSynced {
+            assert_eq!(
+                std::fs::read(format!("{}.backup", path.display())).unwrap(),
+                backup_before
+            );
+        } else {
+            // From BackupWritten on, the backup is the version the crashed write replaced.
+            assert_eq!(bg, if renamed { expected - 1 } else { expected });
+        }
+    }
+}
+
+#[test]
+fn every_write_stage_is_observed_in_order_and_readers_see_old_or_new() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let lineage = uuid::Uuid::new_v4().to_string();
+    let mut first = generation_state(&lineage, 1);
+    first.serial = 0;
+    create(&path, &first);
+
+    let seen: Arc<Mutex<Vec<(WriteStage, u64)>>> = Arc::default();
+    let mut store = LocalStore::new(&path);
+    let _g = store.lock("test", Duration::ZERO).unwrap();
+    store.load().unwrap();
+    let (reader_path, log) = (path.clone(), Arc::clone(&seen));
+    store.observe_write_stages(move |stage| {
+        // A reader at this very point (another process would see the same files).
+        let s = LocalStore::new(&reader_path).load().unwrap().unwrap();
+        log.lock().unwrap().push((stage, generation_of(&s)));
+    });
+    let mut s = generation_state(&lineage, 2);
+    s.serial = 1;
+    store.write(&s).unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            (WriteStage::TempWritten, 1),
+            (WriteStage::TempSynced, 1),
+            (WriteStage::BackupWritten, 1),
+            (WriteStage::Renamed, 2),
+            (WriteStage::DirSynced, 2),
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lock
+
+#[test]
+fn second_process_gets_locked_error_naming_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k0sform.state.json");
+    create(&path, &sample_state());
+    let mut holder = ChildProc::spawn("hold-lock", &path);
+    let id = holder.wait_for("READY");
+
+    let err = LocalStore::new(&path)
+        .lock("apply", Duration::ZERO)
+        .unwrap_err();
+    let StateError::Locked {
+        holder: Some(h), ..
+    } = &err
+    else {
+        panic!("expected Locked with holder, got {err:?}");
+    };
+    assert_eq!(h.pid, holder.pid());
+    assert_eq!(h.id, id);
+    assert_eq!(h.operation, HOLD_OPERATION);
+    assert!(!h.host.is_empty() && !h.user.is_empty());
+    humantime::parse_rfc3339(&h.started_at).unwrap();
+    assert_eq!(err.exit(), k0sform::exit::Exit::Locked);
+
+    // The CLI: exit 4, and the message names pid, host, user, operation, start time and lock ID.
+    let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+        .args(["-state", path.to_str().unwrap(), "state", "rm", "127.0.0.1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for part in [
+        format!("pid {}", h.pid),
+        format!("host {}", h.host),
+        format!("user {}", h.user),
+        format!("\"{HOLD_OPERATION}\""),
+        h.started_at.clone(),
+        id.clone(),
+    ] {
+        assert!(stderr.contains(&part), "{part:?} missing from: {stderr}");
+    }
+    // `state rm` was refused: the host is still there.
+    assert_eq!(
+        LocalStore::new(&path).load().unwrap().unwrap().hosts.len(),
+        4
+    );
+
+    // force-unlock will not break a live holder's lock.
+    let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+        .args(["-state", path.to_str().unwrap(), "force-unlock", &id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("live process"));
+    holder.finish();
+}
+
+#[test]
+fn lock_timeout_waits_for_the_holder_to_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k0sform.state.json");
+    create(&path, &sample_state());
+
+    // Library: wait up to 10 s; the holder lets go after ~0.7 s.
+    let mut holder = ChildProc::spawn("hold-lock", &path);
+    holder.wait_for("READY");
+    let started = Instant::now();
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(700));
+        holder.finish();
+    });
+    let g = LocalStore::new(&path)
+        .lock("apply", Duration::from_secs(10))
+        .unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(600),
+        "did not wait: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "waited too long: {waited:?}"
+    );
+    drop(g);
+    releaser.join().unwrap();
+
+    // CLI: `-lock-timeout=10s state rm` waits too, then removes the host.
+    let mut holder = ChildProc::spawn("hold-lock", &path);
+    holder.wait_for("READY");
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(700));
+        holder.finish();
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+        .args([
+            "-lock-timeout=10s",
+            "-state",
+            path.to_str().unwrap(),
+            "state",
+            "rm",
+            "127.0.0.2",
+        ])
+        .output()
+        .unwrap();
+    releaser.join().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        LocalStore::new(&path).load().unwrap().unwrap().hosts.len(),
+        3
+    );
+}
+
+#[test]
+fn lock_of_a_killed_holder_does_not_block_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k0sform.state.json");
+    create(&path, &sample_state());
+    let mut holder = ChildProc::spawn("hold-lock", &path);
+    let dead_id = holder.wait_for("READY");
+    let dead_pid = holder.pid();
+    holder.kill();
+
+    // The killed holder's record is still in the lock file, but the lock is free.
+    let lock_path = dir.path().join("k0sform.state.json.lock");
+    assert!(
+        std::fs::read_to_string(&lock_path)
+            .unwrap()
+            .contains(&dead_id)
+    );
+    assert_eq!(mode(&lock_path), 0o600);
+
+    // force-unlock explains that there is nothing to break, and clears the record.
+    let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+        .args(["-state", path.to_str().unwrap(), "force-unlock", &dead_id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("not locked"), "{stdout}");
+    assert!(stdout.contains(&format!("pid {dead_pid}")), "{stdout}");
+    assert!(stdout.contains("freed automatically"), "{stdout}");
+
+    // Kill another holder; this time the next run just takes the lock.
+    let mut holder = ChildProc::spawn("hold-lock", &path);
+    holder.wait_for("READY");
+    holder.kill();
+    let mut store = LocalStore::new(&path);
+    let g = store.lock("state rm", Duration::ZERO).unwrap();
+    let text = std::fs::read_to_string(&lock_path).unwrap();
+    assert!(text.contains(g.id()) && text.contains(&format!("\"pid\":{}", std::process::id())));
+    let mut s = store.load().unwrap().unwrap();
+    s.hosts.pop();
+    assert_eq!(store.write(&s).unwrap().serial(), 2);
+    g.unlock().unwrap();
+
+    // An ID that matches nothing is an error.
+    let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+        .args(["-state", path.to_str().unwrap(), "force-unlock", &dead_id])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a free lock with no record: nothing to do"
+    );
+}
+
+#[test]
+fn writes_need_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let mut store = LocalStore::new(&path);
+    let err = store.write(&sample_state()).unwrap_err();
+    assert!(matches!(err, StateError::NotLocked { .. }), "{err}");
+    assert!(!path.exists());
+    let g = store.lock("test", Duration::ZERO).unwrap();
+    store.write(&sample_state()).unwrap();
+    drop(g);
+    let err = store.write(&sample_state()).unwrap_err();
+    assert!(matches!(err, StateError::NotLocked { .. }), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files that must not be overwritten
+
+#[test]
+fn bad_state_files_are_refused_and_left_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = sample_state().to_canonical_json().unwrap();
+    let mut newer: serde_json::Value = serde_json::from_str(&good).unwrap();
+    newer["format_version"] = 2.into();
+    newer["a_field_from_the_future"] = "x".into();
+    let mut missing: serde_json::Value = serde_json::from_str(&good).unwrap();
+    missing.as_object_mut().unwrap().remove("lineage");
+    let mut duplicate = sample_state();
+    duplicate.hosts.push(duplicate.hosts[0].clone());
+    let duplicate = serde_json::to_string_pretty(&duplicate).unwrap();
+
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("truncated", good[..good.len() / 2].to_string(), "truncated"),
+        ("empty", String::new(), "truncated"),
+        ("not-json", "hosts: [oops]\n".into(), "not JSON"),
+        ("array", "[1, 2]\n".into(), "not a JSON object"),
+        (
+            "newer",
+            serde_json::to_string_pretty(&newer).unwrap(),
+            "format_version 2, newer than this k0sform understands (up to 1)",
+        ),
+        (
+            "missing-lineage",
+            serde_json::to_string_pretty(&missing).unwrap(),
+            "missing field `lineage`",
+        ),
+        ("duplicate-host", duplicate, "appears more than once"),
+    ];
+    for (name, text, problem) in cases {
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, &text).unwrap();
+        let mut store = LocalStore::new(&path);
+        let err = store.load().unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains(&path.display().to_string()), "{name}: {msg}");
+        assert!(msg.contains(problem), "{name}: {msg}");
+        assert_eq!(err.exit(), k0sform::exit::Exit::Error);
+
+        // This store refuses to write after the failed load ...
+        let g = store.lock("test", Duration::ZERO).unwrap();
+        let err = store.write(&State::new()).unwrap_err();
+        assert!(
+            matches!(err, StateError::WriteRefused { .. }),
+            "{name}: {err}"
+        );
+        drop(g);
+        // ... and a fresh store that never loaded refuses too, because write reads the file.
+        let mut other = LocalStore::new(&path);
+        let g = other.lock("test", Duration::ZERO).unwrap();
+        let err = other.write(&sample_state()).unwrap_err();
+        assert!(err.to_string().contains(problem), "{name}: {err}");
+        drop(g);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            text,
+            "{name} changed"
+        );
+        assert!(!dir.path().join(format!("{name}.json.backup")).exists());
+
+        // The CLI says the same and exits 1.
+        for args in [
+            &["state", "list"][..],
+            &["state", "pull"],
+            &["state", "rm", "127.0.0.1"],
+        ] {
+            let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+                .arg("-state")
+                .arg(&path)
+                .args(args)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(1), "{name} {args:?}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains(problem), "{name} {args:?}: {stderr}");
+            assert!(stderr.contains(&path.display().to_string()), "{stderr}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            text,
+            "{name} changed"
+        );
+    }
+    assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+}
+
+#[test]
+fn another_lineage_is_refused_and_left_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let theirs = sample_state();
+    create(&path, &theirs);
+    let before = std::fs::read(&path).unwrap();
+
+    // Expected lineage differs: load fails, names both lineages, and writes are refused.
+    let mut store = LocalStore::new(&path);
+    let mine = State::new();
+    store.expect_lineage(&mine.lineage);
+    let err = store.load().unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, StateError::LineageMismatch { .. }), "{msg}");
+    assert!(
+        msg.contains(&theirs.lineage) && msg.contains(&mine.lineage),
+        "{msg}"
+    );
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    let _g = store.lock("test", Duration::ZERO).unwrap();
+    assert!(store.write(&mine).is_err());
+    drop(_g);
+
+    // Writing a state of another lineage over the file, without any expectation, is refused too.
+    let mut store = LocalStore::new(&path);
+    let _g = store.lock("test", Duration::ZERO).unwrap();
+    let err = store.write(&mine).unwrap_err();
+    assert!(matches!(err, StateError::LineageMismatch { .. }), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert!(!dir.path().join("s.json.backup").exists());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Serial, backup, format
+
+#[test]
+fn serial_grows_only_when_content_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let backup = dir.path().join("s.json.backup");
+    let mut store = LocalStore::new(&path);
+    let _g = store.lock("test", Duration::ZERO).unwrap();
+    assert_eq!(store.load().unwrap(), None);
+
+    let mut s = sample_state();
+    assert_eq!(
+        store.write(&s).unwrap(),
+        WriteOutcome::Written { serial: 1 }
+    );
+    assert!(!backup.exists(), "no previous version, no backup");
+    let v1 = std::fs::read(&path).unwrap();
+    let meta1 = std::fs::metadata(&path).unwrap();
+
+    // Identical content (the serial the caller passes does not matter): nothing is touched.
+    std::thread::sleep(Duration::from_millis(20));
+    s.serial = 1;
+    assert_eq!(
+        store.write(&s).unwrap(),
+        WriteOutcome::Unchanged { serial: 1 }
+    );
+    s.hosts.reverse(); // order is not content: hosts are sorted on write
+    assert_eq!(
+        store.write(&s).unwrap(),
+        WriteOutcome::Unchanged { serial: 1 }
+    );
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(
+        (meta.ino(), meta.mtime_nsec()),
+        (meta1.ino(), meta1.mtime_nsec())
+    );
+    assert!(!backup.exists());
+    assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+
+    // A change: serial + 1, and the backup holds exactly the previous file.
+    s.hosts[0].k0s_version = Some("v1.34.1+k0s.0".into());
+    assert_eq!(
+        store.write(&s).unwrap(),
+        WriteOutcome::Written { serial: 2 }
+    );
+    assert_eq!(std::fs::read(&backup).unwrap(), v1);
+    let v2 = std::fs::read(&path).unwrap();
+    s.cluster = None;
+    assert_eq!(
+        store.write(&s).unwrap(),
+        WriteOutcome::Written { serial: 3 }
+    );
+    assert_eq!(std::fs::read(&backup).unwrap(), v2);
+    let loaded = LocalStore::new(&path).load().unwrap().unwrap();
+    assert_eq!(loaded.serial, 3);
+    assert_eq!(loaded.lineage, s.lineage, "lineage is fixed");
+    assert_eq!(loaded.cluster, None);
+
+    // Permissions: state and backup 0600.
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&backup), 0o600);
+}
+
+#[test]
+fn write_after_someone_else_wrote_is_a_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    create(&path, &sample_state());
+    let mut a = LocalStore::new(&path);
+    let mut s = a.load().unwrap().unwrap();
+    {
+        let mut b = LocalStore::new(&path);
+        let _g = b.lock("b", Duration::ZERO).unwrap();
+        let mut t = b.load().unwrap().unwrap();
+        t.hosts.pop();
+        assert_eq!(b.write(&t).unwrap().serial(), 2);
+    }
+    let _g = a.lock("a", Duration::ZERO).unwrap();
+    s.hosts.remove(0);
+    let err = a.write(&s).unwrap_err();
+    assert!(matches!(err, StateError::Conflict { .. }), "{err}");
+    assert!(err.to_string().contains("serial is now 2, was 1"), "{err}");
+    assert_eq!(
+        LocalStore::new(&path).load().unwrap().unwrap().hosts.len(),
+        3
+    );
+}
+
+#[test]
+fn tool_version_is_updated_on_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let mut old = sample_state();
+    old.serial = 7;
+    old.tool_version = "0.0.1".into();
+    std::fs::write(&path, old.to_canonical_json().unwrap()).unwrap();
+    let mut store = LocalStore::new(&path);
+    let _g = store.lock("test", Duration::ZERO).unwrap();
+    let s = store.load().unwrap().unwrap();
+    assert_eq!(
+        store.write(&s).unwrap(),
+        WriteOutcome::Written { serial: 8 }
+    );
+    let now = LocalStore::new(&path).load().unwrap().unwrap();
+    assert_eq!(now.tool_version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        store.write(&now).unwrap(),
+        WriteOutcome::Unchanged { serial: 8 }
+    );
+}
+
+#[test]
+fn state_file_is_sorted_stable_pretty_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    create(&path, &sample_state());
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.ends_with("}\n") && !text.ends_with("\n\n"));
+    assert!(
+        text.starts_with("{\n  \"format_version\": 1,\n  \"lineage\": \""),
+        "{text}"
+    );
+    let loaded = LocalStore::new(&path).load().unwrap().unwrap();
+    let order: Vec<String> = loaded.hosts.iter().map(|h| h.id().to_string()).collect();
+    assert_eq!(
+        order,
+        ["127.0.0.1", "127.0.0.1:2222", "127.0.0.2", "127.0.1.1"]
+    );
+    // Serializing what was read gives the same bytes back.
+    assert_eq!(loaded.to_canonical_json().unwrap(), text);
+    let mut shuffled = loaded.clone();
+    shuffled.hosts.rotate_left(1);
+    assert_eq!(shuffled.to_canonical_json().unwrap(), text);
+}
+
+#[test]
+fn state_never_holds_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    create(&path, &sample_state());
+    let text = std::fs::read_to_string(&path).unwrap().to_lowercase();
+    for word in [
+        "token",
+        "password",
+        "secret",
+        "private",
+        "h4si",
+        "client-key",
+    ] {
+        assert!(!text.contains(word), "state file contains {word:?}");
+    }
+    // No field of the model is meant for one either.
+    let schema = state::json_schema().to_lowercase();
+    for word in ["token", "password", "secret", "private", "credential"] {
+        assert!(!schema.contains(word), "state schema has a {word:?} field");
+    }
+
+    // A join token (base64 gzip) or a private key smuggled into a field is refused.
+    for bad in [
+        "H4sIAAAAAAAA/6RVT2/bOBK951cIuhsg",
+        "-----BEGIN OPENSSH PRIVATE KEY-----",
+    ] {
+        let p = dir.path().join("t.json");
+        let mut s = sample_state();
+        s.hosts[1].host_public_key = Some(bad.into());
+        let mut store = LocalStore::new(&p);
+        let _g = store.lock("test", Duration::ZERO).unwrap();
+        let err = store.write(&s).unwrap_err();
+        assert!(matches!(err, StateError::SecretRefused { .. }), "{err}");
+        assert!(err.to_string().contains("host_public_key"), "{err}");
+        assert!(!p.exists());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+
+fn k0sform(args: &[&str], cwd: &Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn state_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // No state file: list says so (exit 0); show, rm and pull fail (exit 1).
+    let (code, out, _) = k0sform(&["state", "list"], d);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "No state at k0sform.state.json.\n")
+    );
+    for args in [
+        &["state", "show", "127.0.0.1"][..],
+        &["state", "rm", "127.0.0.1"],
+        &["state", "pull"],
+    ] {
+        let (code, _, err) = k0sform(args, d);
+        assert_eq!(code, 1, "{args:?}");
+        assert!(err.contains("no state file at k0sform.state.json"), "{err}");
+    }
+
+    // The default path is beside the spec: the first -c file's folder, or the folder itself.
+    std::fs::create_dir(d.join("cluster")).unwrap();
+    let path = d.join("cluster").join("k0sform.state.json");
+    let s = sample_state();
+    create(&path, &s);
+    let expected_list = "\
+ADDRESS         ROLE               NODE   MACHINE-ID    MEMBER-ID
+127.0.0.1       controller         node1  01d12a9b7c0e  8e9e05c521646901
+127.0.0.1:2222  controller+worker  node3  03d12a9b7c0e  8e9e05c521646903
+127.0.0.2       controller         node2  02d12a9b7c0e  8e9e05c521646902
+127.0.1.1       worker             node4  04d12a9b7c0e  -
+";
+    for c in ["cluster/k0sctl.yaml", "cluster"] {
+        let (code, out, err) = k0sform(&["-c", c, "state", "list"], d);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out, expected_list);
+    }
+    let (code, out, _) = k0sform(&["-state=cluster/k0sform.state.json", "state", "list"], d);
+    assert_eq!((code, out.as_str()), (0, expected_list));
+
+    // pull: the raw file.
+    let (code, out, _) = k0sform(&["-c", "cluster/k0sctl.yaml", "state", "pull"], d);
+    assert_eq!(code, 0);
+    assert_eq!(out, std::fs::read_to_string(&path).unwrap());
+
+    // show: every field; the port is needed when an address has several.
+    let (code, out, _) = k0sform(
+        &[
+            "-state",
+            path.to_str().unwrap(),
+            "state",
+            "show",
+            "127.0.0.2",
+        ],
+        d,
+    );
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "\
+address:              127.0.0.2
+port:                 22
+role:                 controller
+node name:            node2
+machine-id:           02d12a9b7c0e4f8a1b2c3d4e5f6a7b8c9
+host key:             SHA256:Qx2k5c2b0GdqKxH0m1c3cZ3pY8mNqS7a0Uo1p2q3r4
+host public key:      ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI2Ht7q0n4b0dD4c2bA1 root@node2
+etcd member ID:       8e9e05c521646902
+etcd peer URL:        https://127.0.0.2:2380
+k0s version:          v1.33.4+k0s.0
+install flags sha256: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+config sha256:        bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb
+unfinished steps:
+  remove-member node2 (remove_member), started 2026-12-02T15:00:00Z
+"
+    );
+    let state_arg = ["-state", path.to_str().unwrap()];
+    let run = |extra: &[&str]| k0sform(&[&state_arg[..], extra].concat(), d);
+    let (code, _, err) = run(&["state", "show", "127.0.0.1"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("127.0.0.1:22, 127.0.0.1:2222; give ADDR:PORT"),
+        "{err}"
+    );
+    let (code, out, _) = run(&["state", "show", "127.0.0.1:2222"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("role:                 controller+worker\n"),
+        "{out}"
+    );
+    let (code, _, err) = run(&["state", "show", "127.0.0.9"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("host 127.0.0.9 is not in the state"), "{err}");
+    assert!(
+        err.contains("hosts in state: 127.0.0.1, 127.0.0.1:2222, 127.0.0.2, 127.0.1.1"),
+        "{err}"
+    );
+
+    // rm: forgets the host under the lock, bumps the serial, keeps the backup.
+    let before = std::fs::read(&path).unwrap();
+    let (code, out, err) = run(&["state", "rm", "127.0.0.1:2222"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Removed host 127.0.0.1:2222 from the state (serial 1 -> 2)"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read(format!("{}.backup", path.display())).unwrap(),
+        before
+    );
+    let now = LocalStore::new(&path).load().unwrap().unwrap();
+    assert_eq!(now.serial, 2);
+    assert_eq!(now.hosts.len(), 3);
+    assert!(now.hosts.iter().all(|h| h.port != 2222));
+    let (code, _, err) = run(&["state", "rm", "127.0.0.1:2222"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("host 127.0.0.1:2222 is not in the state"),
+        "{err}"
+    );
+    assert_eq!(LocalStore::new(&path).load().unwrap().unwrap().serial, 2);
+    // The lock was released at the end of rm.
+    LocalStore::new(&path).lock("test", Duration::ZERO).unwrap();
+
+    // Remove every host: list says so.
+    for a in ["127.0.0.1", "127.0.0.2", "127.0.1.1"] {
+        assert_eq!(run(&["state", "rm", a]).0, 0);
+    }
+    assert_eq!(run(&["state", "list"]).1, "No hosts in state.\n");
+}
+
+#[test]
+fn default_path_follows_the_spec() {
+    use clap::Parser;
+    let dir = tempfile::tempdir().unwrap();
+    let path_for = |args: &[&str]| {
+        let argv = [&["k0sform"][..], args, &["state", "list"]].concat();
+        let cli = k0sform::cli::Cli::try_parse_from(k0sform::cli::normalize(
+            argv.into_iter().map(Into::into).collect(),
+        ))
+        .unwrap();
+        state::default_path(&cli.global)
+    };
+    assert_eq!(path_for(&[]), PathBuf::from("k0sform.state.json"));
+    assert_eq!(
+        path_for(&["-c", "a/b/k0sctl.yaml", "-c", "c/x.yaml"]),
+        PathBuf::from("a/b/k0sform.state.json")
+    );
+    let d = dir.path().to_str().unwrap();
+    assert_eq!(path_for(&["-c", d]), dir.path().join("k0sform.state.json"));
+    assert_eq!(
+        path_for(&["-c", "a/k0sctl.yaml", "-state", "s.json"]),
+        PathBuf::from("s.json")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schema
+
+#[test]
+fn state_schema_is_up_to_date() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/state.schema.json");
+    let generated = state::json_schema();
+    if std::env::var_os("K0SFORM_UPDATE_SCHEMA").is_some() {
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, &generated).unwrap();
+        return;
+    }
+    let current = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(
+        current == generated,
+        "{} is stale: it no longer matches the State type. Regenerate it with\n    \
+         K0SFORM_UPDATE_SCHEMA=1 cargo test --test state state_schema_is_up_to_date",
+        file.display()
+    );
+    // The checked-in schema describes real files: a written state has every required field.
+    let schema: serde_json::Value = serde_json::from_str(&current).unwrap();
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let written: serde_json::Value =
+        serde_json::from_str(&sample_state().to_canonical_json().unwrap()).unwrap();
+    for r in required {
+        assert!(written.get(r).is_some(), "required {r} not written");
+    }
+}
