@@ -346,7 +346,7 @@ fn build(case: &Case) -> Inputs {
             .filter_map(|s| s.hostname.clone())
             .collect()
     });
-    let control_nodes: Vec<String> = case.reality.members.iter().cloned().collect();
+    let control_nodes: Vec<String> = case.reality.members.to_vec();
     let mut reality = Reality::default();
     for r in &case.reality.hosts {
         let id = HostId::new(r.addr.clone(), r.port.unwrap_or(22));
@@ -1185,10 +1185,11 @@ mod props {
                     version: None,
                 });
             }
-            let running = role
-                .is_controller()
-                .then_some("controller")
-                .unwrap_or("worker");
+            let running = if role.is_controller() {
+                "controller"
+            } else {
+                "worker"
+            };
             let mut r = RealHostCase {
                 addr: addr.clone(),
                 ..Default::default()

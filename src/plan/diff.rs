@@ -1790,9 +1790,24 @@ impl<'a> Planner<'a> {
                     flush(&mut out, &mut installed, &mut config);
                     flushed = true;
                     let how = if h.role().is_controller() {
-                        "controllers one at a time"
+                        "controllers one at a time".to_string()
                     } else {
-                        "workers in batches"
+                        let restarts = steps
+                            .iter()
+                            .filter(|s| {
+                                matches!(s.kind, StepKind::Upgrade { .. } | StepKind::Reconfigure)
+                                    && self
+                                        .hosts
+                                        .iter()
+                                        .any(|x| x.id == s.host && !x.role().is_controller())
+                            })
+                            .count();
+                        let batch = worker_batch_size(
+                            restarts,
+                            self.spec.options.worker_disruption_percent,
+                            self.spec.options.concurrency_limit,
+                        );
+                        format!("workers {batch} at a time")
                     };
                     out.push(d(
                         '~',
@@ -1815,7 +1830,15 @@ impl<'a> Planner<'a> {
                     let mid = self.member_of(&h.id).and_then(|m| m.member_id.clone());
                     out.push(d('+', identity_text(&f, mid.as_deref())));
                 }
-                StepKind::ForgetHost => out.push(d('-', "forgotten in the state".into())),
+                StepKind::ForgetHost => {
+                    if let Decision::Remove { reset: None, .. } = &p.decision {
+                        out.push(d(
+                            '!',
+                            "not reset: unreachable, or no longer the recorded machine".into(),
+                        ));
+                    }
+                    out.push(d('-', "forgotten in the state".into()))
+                }
                 _ => {}
             }
         }
