@@ -67,6 +67,19 @@ pub(crate) fn validate(spec: &Spec, complete: bool, sink: &mut Sink) {
         }
         validate_host(h, sink);
     }
+    if let Some(v) = spec.k0s.version.as_deref().and_then(version_numbers)
+        && v < (1, 32, 1)
+    {
+        for h in spec.hosts.iter().filter(|h| h.kubelet_root_dir.is_some()) {
+            sink.error(
+                &format!("{}.kubeletRootDir", host_path(h)),
+                format!(
+                    "needs k0s v1.32.1 or newer (spec.k0s.version is {})",
+                    spec.k0s.version.as_deref().unwrap_or_default()
+                ),
+            );
+        }
+    }
     if !complete {
         return;
     }
@@ -426,6 +439,14 @@ pub fn check_k0s_version(v: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// MAJOR.MINOR.PATCH of a version `check_k0s_version` accepts.
+fn version_numbers(v: &str) -> Option<(u64, u64, u64)> {
+    let core = v.strip_prefix('v').unwrap_or(v);
+    let core = core.split(['+', '-']).next()?;
+    let mut it = core.split('.').map(|n| n.parse::<u64>().ok());
+    Some((it.next()??, it.next()??, it.next()??))
 }
 
 /// Split a k0sctl install flag into words the way the remote shell would have (k0sctl joins
