@@ -627,6 +627,19 @@ fn lock_of_a_killed_holder_does_not_block_the_next_run() {
 }
 
 #[test]
+fn stores_work_as_trait_objects() {
+    // Remote backends will sit behind `dyn StateStore`: the trait must stay object-safe.
+    let dir = tempfile::tempdir().unwrap();
+    let mut store: Box<dyn StateStore> = Box::new(LocalStore::new(dir.path().join("s.json")));
+    assert!(store.location().ends_with("s.json"));
+    assert_eq!(store.load().unwrap(), None);
+    let g = store.lock("test", Duration::ZERO).unwrap();
+    assert_eq!(store.write(&sample_state()).unwrap().serial(), 1);
+    g.unlock().unwrap();
+    assert_eq!(store.load().unwrap().unwrap().hosts.len(), 4);
+}
+
+#[test]
 fn writes_need_the_lock() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.json");

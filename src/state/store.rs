@@ -31,7 +31,11 @@ pub trait StateStore: Send {
     /// Take the lock for `operation`, waiting up to `timeout`.
     fn lock(&self, operation: &str, timeout: Duration) -> Result<LockGuard, StateError>;
 
-    /// Break the lock with this ID, where the backend allows it.
+    /// Break the lock with this ID, where the backend allows it. Remote backends (whose locks
+    /// outlive a dead holder) release it. The local backend never breaks a lock: its OS file lock
+    /// is freed the moment the holder exits, even when killed, so a held lock always has a live
+    /// holder (refused, `LockHeldByLiveProcess`); a free lock only has its stale holder record
+    /// cleared (`NotLocked`). An ID that is not the recorded holder's is `LockIdMismatch`.
     fn force_unlock(&self, id: &str) -> Result<ForceUnlockOutcome, StateError>;
 }
 
