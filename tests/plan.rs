@@ -168,6 +168,9 @@ struct RealHostCase {
     /// This controller's own view, overriding the default (split brain).
     #[serde(default)]
     view: Option<ViewCase>,
+    /// Queries of this controller's view that failed: its uid and Nodes are then unknown.
+    #[serde(default)]
+    view_errors: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -425,6 +428,12 @@ fn build(case: &Case) -> Inputs {
                             errors: vec![],
                         },
                     };
+                    let mut view = view;
+                    if !r.view_errors.is_empty() {
+                        view.cluster_uid = None;
+                        view.nodes.clear();
+                        view.errors = r.view_errors.clone();
+                    }
                     f.view = Some(view);
                 }
             } else if r.leftovers {

@@ -180,6 +180,8 @@ struct ClusterCtx {
     foreign: BTreeSet<HostId>,
     nodes: BTreeMap<String, Vec<HostId>>,
     control_nodes: BTreeSet<String>,
+    /// Every agreeing controller answered every query (no partial views).
+    nodes_complete: bool,
 }
 
 fn identify_cluster(
@@ -230,6 +232,21 @@ fn identify_cluster(
         }
         lines
     };
+
+    // A view whose uid query failed but whose member list matches a complete answer agrees
+    // with it: a failed kubectl call is not a second cluster.
+    let partial: Vec<Identity> = groups.keys().filter(|k| k.uid.is_none()).cloned().collect();
+    for p in partial {
+        let target = groups
+            .keys()
+            .find(|k| k.uid.is_some() && k.peers == p.peers)
+            .cloned();
+        if let Some(t) = target
+            && let Some(hs) = groups.remove(&p)
+        {
+            groups.entry(t).or_default().extend(hs);
+        }
+    }
 
     let known_uid = state.cluster.as_ref().map(|c| c.uid.clone());
     let replaced = |hs: &Vec<&HostCtx>| hs.iter().all(|h| opts.is_replaced(&h.id));
@@ -342,6 +359,7 @@ fn identify_cluster(
             foreign,
             nodes: BTreeMap::new(),
             control_nodes: BTreeSet::new(),
+            nodes_complete: true,
         });
     };
 
@@ -400,6 +418,11 @@ fn identify_cluster(
         foreign,
         nodes,
         control_nodes,
+        nodes_complete: agreeing.iter().all(|h| {
+            h.facts()
+                .and_then(|f| f.view.as_ref())
+                .is_some_and(|v| v.errors.is_empty())
+        }),
     })
 }
 
@@ -510,6 +533,18 @@ impl<'a> Planner<'a> {
             return Ok(self.refresh_plan(outside_changes, drift));
         }
         self.intent_warnings();
+        for h in self.hosts.iter().filter(|h| self.cluster.healthy.contains(&h.id)) {
+            if let Some(v) = h.facts().and_then(|f| f.view.as_ref())
+                && !v.errors.is_empty()
+            {
+                self.warnings.push(format!(
+                    "{} ({}) answered only part of the probe: {}",
+                    h.name(),
+                    h.id,
+                    v.errors.join("; ")
+                ));
+            }
+        }
         let mut refusals: Vec<(usize, Refusal)> = Vec::new();
         let mut plans: Vec<HostPlan> = Vec::new();
         for idx in 0..self.hosts.len() {
@@ -647,7 +682,8 @@ impl<'a> Planner<'a> {
             self.cluster.healthy.contains(&h.id) && self.member_of(&h.id).is_some()
         } else {
             // A worker has no view of its own: it belongs when a controller lists its Node.
-            self.cluster.nodes.contains_key(&h.name())
+            // When a Node query failed, a running worker is not taken for gone.
+            self.cluster.nodes.contains_key(&h.name()) || !self.cluster.nodes_complete
         }
     }
 
