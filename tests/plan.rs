@@ -1357,3 +1357,22 @@ fn target_ignores_refusals_of_other_hosts() {
     let r = run(&build(&case)).expect_err("targeting the unreachable host is refused");
     assert_eq!(r.exit_code(), 1);
 }
+
+#[test]
+fn selectors_naming_no_host_are_warned_about() {
+    let (_, mut case) = load_cases()
+        .into_iter()
+        .find(|(n, _)| n == "noop")
+        .expect("case");
+    case.options.replace = vec!["10.0.0.99".into()];
+    case.options.exclude = vec!["10.0.0.1:2222".into()];
+    let p = run(&build(&case)).expect("plan");
+    assert_eq!(
+        p.warnings,
+        vec![
+            "-replace 10.0.0.99 names no host of the spec or the state".to_string(),
+            "-exclude 10.0.0.1:2222 names no host of the spec or the state".to_string(),
+        ]
+    );
+    assert!(!p.has_changes());
+}

@@ -533,7 +533,12 @@ impl<'a> Planner<'a> {
             return Ok(self.refresh_plan(outside_changes, drift));
         }
         self.intent_warnings();
-        for h in self.hosts.iter().filter(|h| self.cluster.healthy.contains(&h.id)) {
+        self.selector_warnings();
+        for h in self
+            .hosts
+            .iter()
+            .filter(|h| self.cluster.healthy.contains(&h.id))
+        {
             if let Some(v) = h.facts().and_then(|f| f.view.as_ref())
                 && !v.errors.is_empty()
             {
@@ -658,6 +663,23 @@ impl<'a> Planner<'a> {
                 HostId::new(i.address.clone(), i.port),
                 i.started_at
             ));
+        }
+    }
+
+    /// A selector that names no host is most likely a typo; say so rather than plan silently.
+    fn selector_warnings(&mut self) {
+        for (flag, list) in [
+            ("-replace", &self.opts.replace),
+            ("-target", &self.opts.target),
+            ("-exclude", &self.opts.exclude),
+        ] {
+            for sel in list {
+                if !self.hosts.iter().any(|h| h.id.matches(sel)) {
+                    self.warnings.push(format!(
+                        "{flag} {sel} names no host of the spec or the state"
+                    ));
+                }
+            }
         }
     }
 
