@@ -147,8 +147,9 @@ fn generation_of(s: &State) -> u64 {
 
 /// Not a test: the body of child processes, doing nothing unless K0SFORM_STATE_TEST_CHILD is set.
 /// Modes: `hold-lock` (take the lock, print READY, hold it until stdin closes), `write-loop`
-/// (take the lock, write growing generations until killed, READY after the first), `stop-at STAGE` (write
-/// one generation, print STOPPED and hang at that point of the write until killed).
+/// (take the lock, write growing generations until killed, READY after the first write),
+/// `stop-at STAGE` (write one generation, print STOPPED and hang at that point of the write until
+/// killed).
 #[test]
 fn child_process_entry() {
     let Ok(mode) = std::env::var(CHILD_ENV) else {
