@@ -195,8 +195,7 @@ impl LocalStore {
         };
         for entry in entries.flatten() {
             let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with(&prefix) && name.ends_with(TEMP_SUFFIX) {
+            if is_own_temp_file(&name.to_string_lossy(), &prefix) {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
@@ -299,6 +298,17 @@ const TEMP_SUFFIX: &str = ".tmp";
 fn temp_prefix(path: &Path) -> Option<String> {
     path.file_name()
         .map(|n| format!(".{}.", n.to_string_lossy()))
+}
+
+/// `.<name>.<random>.tmp` exactly: the random part has no dot, so the temp files of a state
+/// named `<name>.other` in the same folder are not mistaken for ours.
+fn is_own_temp_file(file_name: &str, prefix: &str) -> bool {
+    file_name
+        .strip_prefix(prefix)
+        .and_then(|rest| rest.strip_suffix(TEMP_SUFFIX))
+        .is_some_and(|random| {
+            !random.is_empty() && random.chars().all(|c| c.is_ascii_alphanumeric())
+        })
 }
 
 fn sibling(path: &Path, suffix: &str) -> PathBuf {
@@ -537,5 +547,28 @@ impl StateStore for LocalStore {
 
     fn force_unlock(&self, id: &str) -> Result<ForceUnlockOutcome, StateError> {
         lock::force_unlock(&self.lock_path(), id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_our_own_temp_files_are_swept() {
+        let prefix = temp_prefix(Path::new("dir/a.json")).unwrap();
+        assert_eq!(prefix, ".a.json.");
+        assert!(is_own_temp_file(".a.json.Xy12Ab.tmp", &prefix));
+        assert!(is_own_temp_file(
+            ".a.json.0f1e2d3c4b5a69788796a5b4c3d2e1f0.tmp",
+            &prefix
+        ));
+        assert!(
+            !is_own_temp_file(".a.json.x.Xy12Ab.tmp", &prefix),
+            "state a.json.x"
+        );
+        assert!(!is_own_temp_file(".a.json..tmp", &prefix));
+        assert!(!is_own_temp_file("a.json", &prefix));
+        assert!(!is_own_temp_file(".a.json.Xy12Ab.tmp.keep", &prefix));
     }
 }
