@@ -129,6 +129,12 @@ struct RealityCase {
     /// Members no host knows: (name, peer address).
     #[serde(default)]
     extra_members: Vec<(String, String)>,
+    /// `http` for test doubles whose etcd peers speak http; default `https`.
+    #[serde(default)]
+    peer_scheme: Option<String>,
+    /// Member IDs the cluster reports instead of the ones derived from the names.
+    #[serde(default)]
+    member_ids: BTreeMap<String, String>,
     /// Node names the cluster reports; default: every running host with a Node.
     #[serde(default)]
     nodes: Option<Vec<String>>,
@@ -321,20 +327,29 @@ fn build(case: &Case) -> Inputs {
             .map(|s| s.peer_address().to_string())
             .unwrap_or_else(|| format!("10.9.9.{}", name.len()))
     };
+    let scheme = case.reality.peer_scheme.as_deref().unwrap_or("https");
+    let seen_url = |addr: &str| format!("{scheme}://{addr}:2380");
+    let seen_id = |n: &str| {
+        case.reality
+            .member_ids
+            .get(n)
+            .cloned()
+            .unwrap_or_else(|| member_id(n))
+    };
     let view_members = |names: &[String]| -> Vec<MemberView> {
         let mut v: Vec<MemberView> = names
             .iter()
             .map(|n| MemberView {
                 name: n.clone(),
-                peer_url: peer_url(&addr_of_name(n)),
-                member_id: Some(member_id(n)),
+                peer_url: seen_url(&addr_of_name(n)),
+                member_id: Some(seen_id(n)),
             })
             .collect();
         for (n, a) in &case.reality.extra_members {
             v.push(MemberView {
                 name: n.clone(),
-                peer_url: peer_url(a),
-                member_id: Some(member_id(n)),
+                peer_url: seen_url(a),
+                member_id: Some(seen_id(n)),
             });
         }
         v
@@ -909,7 +924,7 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
                         .as_ref()?
                         .peer_address
                         .as_ref()
-                        .map(|a| peer_url(a))
+                        .map(|a| format!("{a}:2380"))
                 }
                 _ => None,
             })
@@ -927,7 +942,10 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
                 .map(|m| {
                     (
                         m.member_id.clone().unwrap_or_default(),
-                        healthy_urls.contains(&m.peer_url),
+                        // Scheme-blind, like the planner: doubles speak http to peers.
+                        healthy_urls
+                            .iter()
+                            .any(|u| m.peer_url.ends_with(&format!("://{u}"))),
                     )
                 })
                 .collect();

@@ -69,21 +69,21 @@ impl HostCtx<'_> {
         }
         self.id.address.clone()
     }
-    /// The etcd peer URL this host has (or would have).
-    fn peer_urls(&self) -> Vec<String> {
+    /// The etcd peer addresses this host has (or would have), as [`peer_key`]s.
+    fn peer_keys(&self) -> Vec<String> {
         let mut v = Vec::new();
         if let Some(s) = self.spec {
-            v.push(peer_url(s.peer_address()));
+            v.push(peer_key(&peer_url(s.peer_address())));
         }
         if let Some(e) = self.state.and_then(|s| s.etcd.as_ref()) {
-            v.push(e.peer_url.clone());
+            v.push(peer_key(&e.peer_url));
         }
         if let Some(p) = self
             .facts()
             .and_then(|f| f.status.as_ref())
             .and_then(|s| s.peer_address.as_ref())
         {
-            v.push(peer_url(p));
+            v.push(peer_key(&peer_url(p)));
         }
         v.sort();
         v.dedup();
@@ -91,6 +91,24 @@ impl HostCtx<'_> {
     }
     fn in_spec(&self) -> bool {
         self.spec.is_some_and(|s| !s.reset)
+    }
+}
+
+/// A peer URL without its scheme (`10.0.0.1:2380`): k0s speaks https to its peers, test
+/// doubles may speak http, and the member is the same either way.
+fn peer_key(url: &str) -> String {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    rest.trim_end_matches('/').to_string()
+}
+
+/// Member IDs are hex without padding (`%x`); compare them as numbers so `0a1f` and `a1f` agree.
+fn same_member_id(a: &str, b: &str) -> bool {
+    if a.is_empty() || b.is_empty() {
+        return false;
+    }
+    match (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a.eq_ignore_ascii_case(b),
     }
 }
 
@@ -142,7 +160,12 @@ impl Identity {
         let members: Vec<String> = self
             .peers
             .iter()
-            .map(|p| names.get(p).cloned().unwrap_or_else(|| p.clone()))
+            .map(|p| {
+                names
+                    .get(&peer_key(p))
+                    .cloned()
+                    .unwrap_or_else(|| p.clone())
+            })
             .collect();
         format!(
             "cluster {} with members {}",
@@ -207,7 +230,7 @@ fn identify_cluster(
     }
     let mut peer_names: BTreeMap<String, String> = BTreeMap::new();
     for h in hosts {
-        for p in h.peer_urls() {
+        for p in h.peer_keys() {
             peer_names.insert(p, h.name());
         }
     }
@@ -373,14 +396,16 @@ fn identify_cluster(
             continue;
         };
         for m in &view.members {
-            let e = members.entry(m.peer_url.clone()).or_insert_with(|| Member {
-                name: m.name.clone(),
-                peer_url: m.peer_url.clone(),
-                member_id: None,
-                host: None,
-                healthy: false,
-                seen_by: Vec::new(),
-            });
+            let e = members
+                .entry(peer_key(&m.peer_url))
+                .or_insert_with(|| Member {
+                    name: m.name.clone(),
+                    peer_url: m.peer_url.clone(),
+                    member_id: None,
+                    host: None,
+                    healthy: false,
+                    seen_by: Vec::new(),
+                });
             if e.member_id.is_none() {
                 e.member_id = m.member_id.clone();
             }
@@ -396,7 +421,7 @@ fn identify_cluster(
     }
     for m in members.values_mut() {
         let owner = hosts.iter().find(|h| {
-            h.peer_urls().contains(&m.peer_url)
+            h.peer_keys().contains(&peer_key(&m.peer_url))
                 || (m.member_id.is_some()
                     && h.state.and_then(|s| s.etcd.as_ref()).map(|e| &e.member_id)
                         == m.member_id.as_ref())
@@ -720,29 +745,54 @@ impl<'a> Planner<'a> {
             .or_else(|| self.spec.k0s.version.clone())
     }
 
-    fn stale_member(&self, h: &HostCtx) -> Option<MemberRef> {
+    fn stale_member(&self, h: &HostCtx) -> Result<Option<MemberRef>, Refusal> {
         if let Some(rec) = h.state.and_then(|s| s.etcd.as_ref()) {
             // Recorded: remove by the recorded ID, and only if the cluster still has it.
-            let m = self.cluster.members.iter().find(|m| {
-                m.member_id.as_deref() == Some(rec.member_id.as_str()) || m.peer_url == rec.peer_url
-            })?;
+            let Some(m) = self.cluster.members.iter().find(|m| {
+                m.member_id
+                    .as_deref()
+                    .is_some_and(|id| same_member_id(id, &rec.member_id))
+                    || peer_key(&m.peer_url) == peer_key(&rec.peer_url)
+            }) else {
+                return Ok(None);
+            };
             if let Some(seen) = &m.member_id
-                && seen != &rec.member_id
+                && !same_member_id(seen, &rec.member_id)
             {
-                return None;
+                return Err(Refusal {
+                    kind: RefusalKind::UnknownIdentity,
+                    message: format!(
+                        "{} ({}): its peer address {} is held by etcd member {seen}, not by the recorded {}; \
+                         refusing to remove a member k0sform did not record",
+                        h.name(),
+                        h.id,
+                        m.peer_url,
+                        rec.member_id
+                    ),
+                    details: vec![format!(
+                        "{} ({}): recorded member {}, cluster shows {seen} at {}",
+                        h.name(),
+                        h.id,
+                        rec.member_id,
+                        m.peer_url
+                    )],
+                });
             }
-            return Some(MemberRef {
+            return Ok(Some(MemberRef {
                 member_id: rec.member_id.clone(),
-                peer_url: rec.peer_url.clone(),
+                // As the cluster reports it: the executor checks this URL still carries the ID.
+                peer_url: m.peer_url.clone(),
                 healthy: m.healthy,
-            });
+            }));
         }
-        let m = self.member_of(&h.id)?;
-        Some(MemberRef {
-            member_id: m.member_id.clone()?,
+        let Some(m) = self.member_of(&h.id) else {
+            return Ok(None);
+        };
+        Ok(m.member_id.clone().map(|member_id| MemberRef {
+            member_id,
             peer_url: m.peer_url.clone(),
             healthy: m.healthy,
-        })
+        }))
     }
 
     fn decide(&mut self, idx: usize) -> Result<Option<HostPlan>, Refusal> {
@@ -768,7 +818,7 @@ impl<'a> Planner<'a> {
             if h.state.is_none() && !f.is_some_and(Self::leftovers) {
                 return Ok(None);
             }
-            let member = self.stale_member(h);
+            let member = self.stale_member(h)?;
             let reset = match (f, h.state) {
                 (Some(f), Some(st))
                     if f.machine_id == st.machine_id && f.host_key == st.host_key =>
@@ -832,7 +882,7 @@ impl<'a> Planner<'a> {
                 reason(ReasonCode::ReplaceRequested, "-replace names this host"),
             ];
             reasons.dedup_by_key(|r| r.code);
-            let stale = self.stale_member(h);
+            let stale = self.stale_member(h)?;
             return plan(Decision::Replace { stale, reset: None }, reasons);
         }
         let Some(f) = h.facts() else {
@@ -884,7 +934,7 @@ impl<'a> Planner<'a> {
                 );
             }
             let stale = if h.role().is_controller() {
-                self.stale_member(h).filter(|m| !m.healthy)
+                self.stale_member(h)?.filter(|m| !m.healthy)
             } else {
                 None
             };
@@ -945,7 +995,7 @@ impl<'a> Planner<'a> {
                     "it runs another cluster",
                 ));
             }
-            let stale = self.stale_member(h);
+            let stale = self.stale_member(h)?;
             return plan(
                 Decision::Replace {
                     stale,
@@ -972,7 +1022,7 @@ impl<'a> Planner<'a> {
                     "the host left the cluster (no Node object)",
                 )
             };
-            let stale = self.stale_member(h);
+            let stale = self.stale_member(h)?;
             return plan(
                 Decision::Rejoin {
                     stale,
@@ -1136,11 +1186,11 @@ impl<'a> Planner<'a> {
                     }
                     if let Some(rec) = &st.etcd
                         && self.cluster.uid.is_some()
-                        && !self
-                            .cluster
-                            .members
-                            .iter()
-                            .any(|m| m.member_id.as_deref() == Some(rec.member_id.as_str()))
+                        && !self.cluster.members.iter().any(|m| {
+                            m.member_id
+                                .as_deref()
+                                .is_some_and(|id| same_member_id(id, &rec.member_id))
+                        })
                     {
                         changes.push(format!("etcd member {} gone", rec.member_id));
                     }
@@ -2113,7 +2163,7 @@ impl QuorumSim {
         let Some(pos) = self
             .members
             .iter()
-            .position(|m| m.0 == member_id || m.1 == peer_url)
+            .position(|m| same_member_id(&m.0, member_id) || peer_key(&m.1) == peer_key(peer_url))
         else {
             return Ok(());
         };

@@ -367,6 +367,9 @@ pub enum RefusalKind {
     HostKeyChanged,
     /// A host in the spec could not be reached.
     Unreachable,
+    /// The cluster shows an identity k0sform did not record (e.g. another member ID at a
+    /// recorded peer address): acting on it could remove the wrong member.
+    UnknownIdentity,
 }
 
 impl Refusal {
