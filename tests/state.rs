@@ -848,6 +848,26 @@ fn serial_grows_only_when_content_changes() {
 }
 
 #[test]
+fn files_written_by_others_end_up_0600() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let lock_path = dir.path().join("s.json.lock");
+    std::fs::write(&path, sample_state().to_canonical_json().unwrap()).unwrap();
+    std::fs::write(&lock_path, "").unwrap();
+    for p in [&path, &lock_path] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let mut store = LocalStore::new(&path);
+    let _g = store.lock("test", Duration::ZERO).unwrap();
+    let mut s = store.load().unwrap().unwrap();
+    s.hosts.pop();
+    store.write(&s).unwrap();
+    for p in [&path, &lock_path, &dir.path().join("s.json.backup")] {
+        assert_eq!(mode(p), 0o600, "{}", p.display());
+    }
+}
+
+#[test]
 fn write_after_someone_else_wrote_is_a_conflict() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.json");

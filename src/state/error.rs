@@ -82,7 +82,11 @@ pub enum StateError {
     )]
     NotLocked { path: PathBuf, lock_path: PathBuf },
 
-    #[error("the state is locked: {} (lock file {})", describe_holder(holder.as_deref()), lock_path.display())]
+    #[error(
+        "the state is locked, held by {} (lock file {}). Retry when it has finished, \
+         or wait for it with -lock-timeout DURATION",
+        describe_holder(holder.as_deref()), lock_path.display()
+    )]
     Locked {
         lock_path: PathBuf,
         /// `None` when the lock file held no readable holder information.
@@ -90,7 +94,7 @@ pub enum StateError {
     },
 
     #[error(
-        "lock ID {given} does not match the lock on {}: {}",
+        "lock ID {given} does not match the lock on {}, held by {}",
         lock_path.display(), describe_holder(holder.as_deref())
     )]
     LockIdMismatch {
@@ -100,7 +104,7 @@ pub enum StateError {
     },
 
     #[error(
-        "will not break the lock on {}: it is held by a live process ({}). \
+        "will not break the lock on {}: it is held by a live process, {}. \
          A local lock is an OS file lock that is freed the moment its holder exits, even when \
          killed; stop that process instead{hint}",
         lock_path.display(), describe_holder(Some(&**holder))
@@ -133,6 +137,6 @@ impl StateError {
 fn describe_holder(holder: Option<&LockHolder>) -> String {
     match holder {
         Some(h) => h.to_string(),
-        None => "held by a process that recorded no holder information".to_string(),
+        None => "a process that recorded no holder information".to_string(),
     }
 }

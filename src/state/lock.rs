@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,7 +48,7 @@ impl fmt::Display for LockHolder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "held by pid {} on host {} (user {}) for operation \"{}\" since {}, lock ID {}",
+            "pid {} on host {} (user {}), operation \"{}\" since {}, lock ID {}",
             self.pid, self.host, self.user, self.operation, self.started_at, self.id
         )
     }
@@ -138,7 +138,7 @@ impl LockRelease for FileLock {
 }
 
 fn open_lock_file(path: &Path) -> Result<File, StateError> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
@@ -149,7 +149,11 @@ fn open_lock_file(path: &Path) -> Result<File, StateError> {
             path: path.to_path_buf(),
             action: "open lock file",
             source,
-        })
+        })?;
+    // A lock file made by something else (or an older build) may be wider; holder details are
+    // nobody else's business. Not our file to change when another user owns it: ignore failure.
+    let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+    Ok(file)
 }
 
 /// Read the holder recorded in a lock file; `None` when empty or unreadable.

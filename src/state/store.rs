@@ -5,8 +5,9 @@
 use super::error::StateError;
 use super::lock::{self, ForceUnlockOutcome, LockGuard};
 use super::model::{FORMAT_VERSION, State};
-use std::fs::File;
+use std::fs::{File, Permissions};
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -255,11 +256,17 @@ impl LocalStore {
             uuid::Uuid::new_v4().simple()
         ));
         let staged = match std::fs::hard_link(&self.path, &link) {
-            Ok(()) => link,
+            Ok(()) => {
+                // The link shares the current file's inode: tightening it also tightens the
+                // state file, which the rename is about to replace anyway.
+                let _ = std::fs::set_permissions(&link, Permissions::from_mode(0o600));
+                link
+            }
             Err(_) => {
                 let mut tmp = tempfile::Builder::new()
                     .prefix(&prefix)
                     .suffix(TEMP_SUFFIX)
+                    .permissions(Permissions::from_mode(0o600))
                     .tempfile_in(dir)
                     .map_err(|source| StateError::Io {
                         path: backup.clone(),
@@ -500,10 +507,11 @@ impl StateStore for LocalStore {
         self.remove_leftover_temp_files();
         let dir = self.dir().unwrap_or(Path::new(".")).to_path_buf();
         let prefix = temp_prefix(&self.path).unwrap_or_else(|| ".k0sform-state.".into());
-        // tempfile creates the file with mode 0600, which the renamed state file keeps.
+        // Created 0600, a mode the renamed state file keeps.
         let mut tmp = tempfile::Builder::new()
             .prefix(&prefix)
             .suffix(TEMP_SUFFIX)
+            .permissions(Permissions::from_mode(0o600))
             .tempfile_in(&dir)
             .map_err(self.io("create a temp file beside state file"))?;
         tmp.write_all(text.as_bytes())
