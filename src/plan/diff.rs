@@ -989,10 +989,16 @@ impl<'a> Planner<'a> {
                     "-replace names this host",
                 ));
             }
-            if foreign && !replaced {
+            if foreign {
+                let other = f
+                    .view
+                    .as_ref()
+                    .and_then(|v| v.cluster_uid.as_deref())
+                    .map(short)
+                    .unwrap_or_else(|| "?".into());
                 reasons.push(reason(
                     ReasonCode::ReplaceRequested,
-                    "it runs another cluster",
+                    format!("it runs another cluster (identity {other})"),
                 ));
             }
             let stale = self.stale_member(h)?;

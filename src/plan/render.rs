@@ -99,7 +99,7 @@ pub fn text(plan: &Plan, color: bool) -> String {
     if !plan.drift.is_empty() {
         out.push_str("Not known to k0sctl.yaml or the state (left alone):\n");
         for d in &plan.drift {
-            let _ = writeln!(out, "  {} (seen by {})", d.what, hosts(&d.seen_by));
+            let _ = writeln!(out, "  {}, seen by {}", d.what, hosts(&d.seen_by));
         }
         out.push('\n');
     }
