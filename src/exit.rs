@@ -31,6 +31,8 @@ impl From<Exit> for std::process::ExitCode {
 
 /// The exit status table as shown in `--help`.
 pub const EXIT_CODES_HELP: &str = "\
+Long flags may also be written Terraform-style with one dash: -auto-approve, -state=PATH.
+
 Exit codes:
   0  success (plan: no changes)
   1  error
