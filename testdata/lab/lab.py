@@ -753,6 +753,8 @@ def cmd_keeper(a):
             cached = lab.state()
         except (OSError, ValueError):
             pass
+        if os.path.exists(os.path.join(lab.dir, "keep")):
+            a.owner = None  # kept for debugging (K0SFORM_LAB_KEEP): live until `teardown`
         owner_gone = a.owner and (not pid_alive(a.owner) or pid_start_time(a.owner) != a.owner_start)
         if owner_gone or not os.path.isdir(lab.dir):
             if cached:

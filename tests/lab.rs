@@ -1,0 +1,800 @@
+//! Pins the test lab (hosts look like separate machines over real SSH) and the fidelity of the
+//! k0s test double against the samples in reference/k0s-cli.md, including the etcd membership
+//! failures that must happen for real. Needs root; run with `cargo test --test lab`.
+
+#[path = "support/lab.rs"]
+mod lab;
+
+use lab::{Lab, LabOptions, SpecOptions, stderr, stdout};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+const K0S_LOG: &str = "/var/lib/k0s/logs/k0scontroller.log";
+const NOT_RUNNING: &str = "Error: status: can't get \"status\" via \"/run/k0s/status.sock\": Get \"http://localhost/status\": dial unix /run/k0s/status.sock: connect: no such file or directory\n";
+
+fn members(lab: &Lab, host: &str) -> serde_json::Value {
+    let out = lab.ssh_ok(host, "timeout 10 k0s etcd member-list");
+    assert!(
+        out.ends_with("}\n") && out.lines().count() == 1,
+        "one compact line: {out:?}"
+    );
+    serde_json::from_str(&out).expect("member-list JSON")
+}
+
+fn member_names(lab: &Lab, host: &str) -> BTreeSet<String> {
+    members(lab, host)["members"]
+        .as_object()
+        .expect("members map")
+        .keys()
+        .cloned()
+        .collect()
+}
+
+fn uid(lab: &Lab, host: &str) -> String {
+    lab.ssh_ok(
+        host,
+        "k0s kubectl get namespace kube-system -o jsonpath={.metadata.uid}",
+    )
+}
+
+fn wait_ready(lab: &Lab, host: &str) {
+    let ok = lab.wait_until(Duration::from_secs(40), || {
+        let o = lab.ssh(host, "k0s kubectl get --raw=/readyz");
+        o.status.success() && stdout(&o) == "ok"
+    });
+    assert!(ok, "{host} never became ready; log:\n{}", log(lab, host));
+}
+
+fn log(lab: &Lab, host: &str) -> String {
+    stdout(&lab.exec(host, &format!("cat {K0S_LOG}")))
+}
+
+fn bootstrap(lab: &Lab, host: &str) {
+    lab.install_double(host);
+    lab.ssh_ok(host, "k0s install controller && k0s start");
+    wait_ready(lab, host);
+}
+
+/// Token from `via`, written to /etc/k0s/k0stoken on `host`, installed with --token-file, started.
+fn start_joining(lab: &Lab, via: &str, host: &str, role: &str) {
+    lab.install_double(host);
+    let token = lab.ssh_ok(via, &format!("k0s token create --role {role} --expiry 1h"));
+    lab.ssh_ok(
+        host,
+        &format!(
+            "mkdir -p /etc/k0s && echo {} > /etc/k0s/k0stoken && chmod 600 /etc/k0s/k0stoken",
+            token.trim()
+        ),
+    );
+    lab.ssh_ok(
+        host,
+        &format!("k0s install {role} --token-file /etc/k0s/k0stoken && k0s start"),
+    );
+}
+
+/// Waits until the service process on `host` has exited (a failed join ends the process).
+fn wait_exited(lab: &Lab, host: &str, timeout: Duration) -> bool {
+    lab.wait_until(timeout, || !lab.ssh(host, "k0s status").status.success())
+}
+
+fn form_cluster(lab: &Lab, hosts: &[&str]) {
+    bootstrap(lab, hosts[0]);
+    for h in &hosts[1..] {
+        start_joining(lab, hosts[0], h, "controller");
+        wait_ready(lab, h);
+    }
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn lab_hosts_look_like_separate_machines() {
+    let lab = Lab::create_with(
+        &[("c1", "controller"), ("c2", "controller"), ("w1", "worker")],
+        LabOptions::default().sudo_user("c1"),
+    );
+    let hosts = lab.hosts();
+    assert_eq!(hosts.len(), 3);
+    let mut ids = BTreeSet::new();
+    let mut keys = BTreeSet::new();
+    for h in &hosts {
+        assert_eq!(h.port, 22);
+        assert!(h.address.starts_with("127."), "{h:?}");
+        let out = lab.ssh_ok(&h.name, "hostname; cat /etc/machine-id");
+        assert_eq!(out, format!("{}\n{}\n", h.name, h.machine_id));
+        // The key the server presents over SSH is the one recorded in lab.json.
+        let scan = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ssh-keyscan -t ed25519 {} 2>/dev/null | ssh-keygen -lf -",
+                h.address
+            ))
+            .output()
+            .unwrap();
+        assert!(
+            stdout(&scan).contains(&h.host_key_fingerprint),
+            "{}",
+            stdout(&scan)
+        );
+        ids.insert(h.machine_id.clone());
+        keys.insert(h.host_key_fingerprint.clone());
+    }
+    assert_eq!(ids.len(), 3, "distinct machine-ids");
+    assert_eq!(keys.len(), 3, "distinct host keys");
+
+    // Private disks: /etc/k0s, /var/lib/k0s, /usr/local/bin and /tmp are per host.
+    lab.ssh_ok(
+        "c1",
+        "echo x > /etc/k0s/mark && echo x > /var/lib/k0s/mark && echo x > /usr/local/bin/mark && echo x > /tmp/mark",
+    );
+    let o = lab.ssh(
+        "c2",
+        "ls /etc/k0s/mark /var/lib/k0s/mark /usr/local/bin/mark /tmp/mark",
+    );
+    assert!(!o.status.success());
+    // Each host has its own PID namespace: nothing of c1 is visible on c2.
+    let ps = lab.ssh_ok("c2", "ps -eo args");
+    assert!(!ps.contains("/hosts/c1"), "{ps}");
+
+    // The sudo user logs in only where allowed and has passwordless sudo.
+    lab.install_double("c1");
+    let o = lab.ssh_as(lab::SUDO_USER, "c1", "id -un; sudo -n k0s version");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "k0slab\nv1.33.4+k0s.0\n");
+    let o = lab.ssh_as(lab::SUDO_USER, "c1", "k0s install controller");
+    assert_eq!(stderr(&o), "Error: this command must be run as root\n");
+    let o = lab.ssh_as(lab::SUDO_USER, "c2", "true");
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("Permission denied (publickey)"),
+        "{}",
+        stderr(&o)
+    );
+
+    // sshd logs connections and commands per host.
+    let log = lab.sshd_log("c1");
+    assert!(log.contains("Accepted publickey for root"), "{log}");
+    assert!(log.contains("Starting session: command"), "{log}");
+
+    // Wipe: new machine-id and host key, same address and name, empty disk.
+    let before = lab.host("c1");
+    lab.wipe("c1");
+    let after = lab.host("c1");
+    assert_eq!(after.address, before.address);
+    assert_ne!(after.machine_id, before.machine_id);
+    assert_ne!(after.host_key_fingerprint, before.host_key_fingerprint);
+    let out = lab.ssh_ok(
+        "c1",
+        "hostname; cat /etc/machine-id; ls -A /etc/k0s /var/lib/k0s /usr/local/bin",
+    );
+    assert_eq!(
+        out,
+        format!(
+            "c1\n{}\n/etc/k0s:\n\n/usr/local/bin:\n\n/var/lib/k0s:\n",
+            after.machine_id
+        )
+    );
+
+    // Power off: SSH fails fast with connection refused; power on keeps identity and disk.
+    lab.ssh_ok("w1", "echo kept > /etc/k0s/mark");
+    lab.power_off("w1");
+    assert!(!lab.is_on("w1"));
+    let t = Instant::now();
+    let o = lab.ssh("w1", "true");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("Connection refused"), "{}", stderr(&o));
+    assert!(t.elapsed() < Duration::from_secs(2));
+    lab.power_on("w1");
+    let w1 = lab.host("w1");
+    assert_eq!(
+        lab.ssh_ok("w1", "cat /etc/machine-id /etc/k0s/mark"),
+        format!("{}\nkept\n", w1.machine_id)
+    );
+
+    lab.destroy("w1");
+    assert!(lab.hosts().iter().all(|h| h.name != "w1"));
+    assert!(!lab.ssh("w1", "true").status.success());
+
+    // The spec helper lists hosts with the lab's key and the double.
+    let spec = lab.spec_yaml(&["c1", "c2"], &SpecOptions::default().pin_host_keys(true));
+    assert!(
+        spec.contains(&format!("address: {}", after.address)),
+        "{spec}"
+    );
+    assert!(spec.contains(&format!("hostKey: \"{}\"", after.host_key_fingerprint)));
+    assert!(spec.contains(&format!(
+        "k0sBinaryPath: {}",
+        lab::k0s_double_path().display()
+    )));
+}
+
+#[test]
+fn lab_bastion_proxyjump() {
+    let lab = Lab::create_with(
+        &[("b1", "bastion"), ("c1", "controller")],
+        LabOptions::default().bastion("b1"),
+    );
+    assert_eq!(lab.ssh_ok("c1", "hostname"), "c1\n");
+    // The jump host authenticated the client but ran no session itself (only a forward);
+    // the command ran on c1.
+    let b1 = lab.sshd_log("b1");
+    assert!(
+        b1.contains("Accepted publickey for root"),
+        "bastion log: {b1}"
+    );
+    assert!(!b1.contains("Starting session"), "bastion log: {b1}");
+    assert!(lab.sshd_log("c1").contains("Starting session: command"));
+    // Without the jump host c1 is still reachable directly, so the test proves the path taken:
+    lab.power_off("b1");
+    assert!(
+        !lab.ssh("c1", "true").status.success(),
+        "ssh_config routes c1 through b1"
+    );
+    let spec = lab.spec_yaml(
+        &["c1"],
+        &SpecOptions {
+            via_bastion: true,
+            ..SpecOptions::default()
+        },
+    );
+    assert!(
+        spec.contains(&format!("bastion:\n        address: {}", lab.address("b1"))),
+        "{spec}"
+    );
+}
+
+#[test]
+fn lab_parallel_labs_do_not_clash_and_teardown_leaves_nothing() {
+    let labs: Vec<Lab> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..3)
+            .map(|_| s.spawn(|| Lab::create(&[("c1", "controller"), ("c2", "worker")])))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ranges: BTreeSet<String> = labs
+        .iter()
+        .map(|l| {
+            let a = l.address("c1");
+            a[..a.rfind('.').unwrap()].to_string()
+        })
+        .collect();
+    assert_eq!(ranges.len(), 3, "each lab has its own range: {ranges:?}");
+    for l in &labs {
+        assert_eq!(l.ssh_ok("c2", "hostname"), "c2\n");
+    }
+    for mut l in labs {
+        let state: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(l.dir().join("state.json")).unwrap())
+                .unwrap();
+        let mut pids: Vec<u64> = state["hosts"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|h| {
+                [
+                    h["init_pid"].as_u64().unwrap(),
+                    h["unshare_pid"].as_u64().unwrap(),
+                ]
+            })
+            .collect();
+        pids.push(state["keeper_pid"].as_u64().unwrap());
+        let lock = state["lock"].as_str().unwrap().to_string();
+        let addrs: Vec<String> = l.hosts().iter().map(|h| h.address.clone()).collect();
+        l.teardown();
+        l.teardown(); // idempotent
+        for p in pids {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            assert!(
+                stat.is_empty() || stat.contains(") Z "),
+                "process {p} survived teardown"
+            );
+        }
+        assert!(
+            !std::path::Path::new(&lock).exists(),
+            "range claim {lock} released"
+        );
+        for a in addrs {
+            assert!(std::net::TcpStream::connect((a.as_str(), 22)).is_err());
+        }
+    }
+    // No mount of a lab is visible outside its hosts.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains("k0sform-lab-"), "{mounts}");
+}
+
+#[test]
+fn double_cli_matches_reference() {
+    let lab = Lab::create(&[("c1", "controller"), ("w1", "worker")]);
+    let addr = lab.address("c1");
+    lab.install_double("c1");
+    let run = |cmd: &str| {
+        let o = lab.ssh("c1", cmd);
+        (o.status.code(), stdout(&o), stderr(&o))
+    };
+
+    // §1 version
+    assert_eq!(
+        run("k0s version"),
+        (Some(0), "v1.33.4+k0s.0\n".into(), String::new())
+    );
+    let (_, out, _) = run("k0s version -j");
+    assert!(
+        out.starts_with("{\n   \"k0s\": \"v1.33.4+k0s.0\",\n   \"runc\": "),
+        "{out}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "k0s",
+            "runc",
+            "containerd",
+            "kubernetes",
+            "kine",
+            "etcd",
+            "konnectivity"
+        ]
+    );
+    assert_eq!(v["kubernetes"], "v1.33.4");
+    assert_eq!(run("k0s version --json").1, out);
+
+    // §0 conventions
+    assert_eq!(
+        run("k0s version --datadir x"),
+        (
+            Some(1),
+            String::new(),
+            "Error: unknown flag: --datadir\n".into()
+        )
+    );
+    assert_eq!(
+        run("k0s etcd leave x").2,
+        "Error: unknown command \"x\" for \"k0s etcd leave\"\n"
+    );
+    assert_eq!(run("k0s etcd").0, Some(0));
+
+    // §2 / §3.2 before install
+    assert_eq!(
+        run("k0s status"),
+        (Some(1), String::new(), NOT_RUNNING.into())
+    );
+    assert_eq!(run("k0s status -o json").2, NOT_RUNNING);
+    assert_eq!(
+        run("k0s start").2,
+        "Error: k0s has not been installed as a service\n"
+    );
+    assert_eq!(
+        run("k0s stop").2,
+        "Error: k0s has not been installed as a service\n"
+    );
+    assert_eq!(
+        run("k0s install controller -c /some/fake/path").2,
+        "Error: failed to load node config: open /some/fake/path: no such file or directory\n"
+    );
+
+    // §3.1 install: sorted --name=value args, env lines, silent success, no double install
+    lab.exec_ok("c1", "mkdir -p /etc/k0s && : > /etc/k0s/k0s.yaml");
+    let flags = "--enable-worker --no-taints -e HTTP_PROXY=http://proxy:3128 --data-dir /var/lib/k0s -c /etc/k0s/k0s.yaml --kubelet-extra-args=--node-ip=1.2.3.4";
+    assert_eq!(
+        run(&format!("k0s install controller {flags}")),
+        (Some(0), String::new(), String::new())
+    );
+    let unit = lab.ssh_ok("c1", "cat /etc/systemd/system/k0scontroller.service");
+    assert!(unit.contains("ExecStart=/usr/local/bin/k0s controller --config=/etc/k0s/k0s.yaml --data-dir=/var/lib/k0s --enable-worker=true --kubelet-extra-args=--node-ip=1.2.3.4 --no-taints=true\n"), "{unit}");
+    assert!(
+        unit.contains("Environment=\"HTTP_PROXY=http://proxy:3128\""),
+        "{unit}"
+    );
+    assert!(unit.contains("WantedBy=multi-user.target"));
+    assert_eq!(
+        run("k0s install controller").2,
+        "Error: failed to install controller service: Init already exists: /etc/systemd/system/k0scontroller.service\n"
+    );
+    assert_eq!(
+        run(&format!("k0s install controller --force {flags}")).0,
+        Some(0)
+    );
+    assert_eq!(
+        lab.ssh_ok("c1", "cat /etc/systemd/system/k0scontroller.service"),
+        unit
+    );
+    assert_eq!(run("k0s stop").2, "Error: already stopped\n");
+
+    // start, status
+    assert_eq!(run("k0s start"), (Some(0), String::new(), String::new()));
+    assert_eq!(run("k0s start").2, "Error: already running\n");
+    wait_ready(&lab, "c1");
+    let (code, out, _) = run("k0s status -o json");
+    assert_eq!(code, Some(0));
+    assert!(
+        out.starts_with("{\n   \"Version\": \"v1.33.4+k0s.0\",\n   \"Pid\": "),
+        "{out}"
+    );
+    let st: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let keys: Vec<&str> = st.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "Version",
+            "Pid",
+            "PPid",
+            "Role",
+            "SysInit",
+            "StubFile",
+            "Output",
+            "Workloads",
+            "SingleNode",
+            "Args",
+            "WorkerToAPIConnectionStatus",
+            "ClusterConfig",
+            "K0sVars"
+        ]
+    );
+    assert_eq!(st["Role"], "controller");
+    assert_eq!(st["Workloads"], true);
+    assert_eq!(st["Args"][0], "/usr/local/bin/k0s");
+    assert_eq!(st["Args"][1], "controller");
+    assert_eq!(
+        st["ClusterConfig"]["spec"]["storage"]["etcd"]["peerAddress"],
+        addr.as_str()
+    );
+    assert_eq!(st["K0sVars"]["DataDir"], "/var/lib/k0s");
+    assert_eq!(st["K0sVars"]["InvocationID"].as_str().unwrap().len(), 32);
+    let (_, text, _) = run("k0s status");
+    assert!(
+        text.starts_with("Version: v1.33.4+k0s.0\nProcess ID: "),
+        "{text}"
+    );
+    assert!(text.contains(
+        "\nRole: controller\nWorkloads: true\nSingleNode: false\nKube-api probing successful: "
+    ));
+
+    // §3.3 reset refuses while running (v1.33.1–1.35.4 wording for v1.33.4)
+    assert_eq!(
+        run("k0s reset"),
+        (
+            Some(1),
+            String::new(),
+            "Error: k0s seems to be running, please stop k0s before reset\n".into()
+        )
+    );
+
+    // §3.4 tokens
+    assert_eq!(
+        run("k0s token create --role x").2,
+        "Error: unsupported role \"x\"; supported roles are \"controller\" and \"worker\"\n"
+    );
+    let token = lab.ssh_ok(
+        "c1",
+        "k0s token create --role controller --expiry 30m0s --data-dir=/var/lib/k0s",
+    );
+    assert_eq!(token.lines().count(), 1);
+    let kubeconfig = decode_token(token.trim());
+    let re_server = format!("    server: https://{addr}:9443\n");
+    assert!(
+        kubeconfig
+            .starts_with("apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: "),
+        "{kubeconfig}"
+    );
+    assert!(kubeconfig.contains(&re_server), "{kubeconfig}");
+    assert!(kubeconfig.contains("users:\n- name: controller-bootstrap\n  user:\n    token: "));
+    let bearer = kubeconfig
+        .rsplit("token: ")
+        .next()
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(is_bootstrap_token(&bearer), "{bearer}");
+    let worker = decode_token(lab.ssh_ok("c1", "k0s token create").trim());
+    assert!(
+        worker.contains(&format!("server: https://{addr}:6443\n"))
+            && worker.contains("name: kubelet-bootstrap")
+    );
+    let id = &bearer[..6];
+    assert_eq!(
+        run(&format!("k0s token invalidate {id}")).1,
+        format!("token {id} deleted successfully\n")
+    );
+
+    // §4.2 / §4.3 etcd
+    assert_eq!(
+        run("k0s etcd member-list").1,
+        format!("{{\"members\":{{\"c1\":\"http://{addr}:2380\"}}}}\n")
+    );
+    let (code, out, err) = run("k0s etcd leave --peer-address 127.9.9.9");
+    assert_eq!((code, out.as_str()), (Some(1), ""));
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(lines[0].starts_with("time=\""), "{err}");
+    assert!(
+        lines[0].ends_with(
+            "\" level=error msg=\"Failed to get peer name\" peerURL=\"http://127.9.9.9:2380\""
+        ),
+        "{err}"
+    );
+    assert_eq!(lines[1], "Error: peer not found: http://127.9.9.9:2380");
+    assert_eq!(
+        run("k0s etcd leave --peer-address https://1.2.3.4:2380").2,
+        "Error: invalid argument \"https://1.2.3.4:2380\" for \"--peer-address\" flag: neither an IP address nor a DNS name\n"
+    );
+
+    // kubectl subset
+    assert_eq!(run("k0s kubectl get --raw=/readyz").1, "ok");
+    assert_eq!(
+        run("k0s kubectl delete node nope"),
+        (
+            Some(1),
+            String::new(),
+            "Error from server (NotFound): nodes \"nope\" not found\n".into()
+        )
+    );
+    let em: serde_json::Value =
+        serde_json::from_str(&run("k0s kubectl get etcdmembers -o json").1).unwrap();
+    assert_eq!(em["items"][0]["metadata"]["name"], "c1");
+    assert_eq!(em["items"][0]["status"]["peerAddress"], addr.as_str());
+    assert_eq!(em["items"][0]["status"]["conditions"][0]["type"], "Joined");
+    let (_, uid_json, _) = run("k0s kubectl get namespace kube-system -o json");
+    let ns: serde_json::Value = serde_json::from_str(&uid_json).unwrap();
+    assert_eq!(ns["metadata"]["uid"].as_str().unwrap(), uid(&lab, "c1"));
+    let nodes: serde_json::Value =
+        serde_json::from_str(&run("k0s kubectl get nodes -o json").1).unwrap();
+    assert_eq!(nodes["items"][0]["metadata"]["name"], "c1");
+    assert_eq!(
+        run("k0s kubectl get controlnode.autopilot.k0sproject.io -o name").1,
+        "controlnode.autopilot.k0sproject.io/c1\n"
+    );
+    assert_eq!(
+        run("k0s kubectl drain c1 --ignore-daemonsets --delete-emptydir-data --force").1,
+        "node/c1 cordoned\nnode/c1 drained\n"
+    );
+    assert_eq!(run("k0s kubectl uncordon c1").1, "node/c1 uncordoned\n");
+    assert_eq!(
+        run("k0s kubectl patch etcdmember c1 -p '{\"spec\":{\"leave\":false}}' --type merge").1,
+        "etcdmember.etcd.k0sproject.io/c1 patched (no change)\n"
+    );
+    assert_eq!(
+        run("k0s kubeconfig admin").1.lines().next(),
+        Some("apiVersion: v1")
+    );
+
+    // stop, reset keeps binary, config and token; prints the warning
+    lab.ssh_ok("c1", "echo tok > /etc/k0s/k0stoken");
+    assert_eq!(run("k0s stop"), (Some(0), String::new(), String::new()));
+    assert_eq!(run("k0s status").2, NOT_RUNNING);
+    let (code, out, err) = run("k0s reset");
+    assert_eq!((code, out.as_str()), (Some(0), ""));
+    assert!(
+        err.starts_with("time=\"")
+            && err.ends_with(
+                " level=warning msg=\"To ensure a full reset, a node reboot is recommended.\"\n"
+            ),
+        "{err}"
+    );
+    assert_eq!(
+        lab.ssh_ok(
+            "c1",
+            "ls /usr/local/bin; ls /etc/k0s; ls -A /var/lib/k0s; ls -A /etc/systemd/system"
+        ),
+        "k0s\nk0s.yaml\nk0stoken\n"
+    );
+    assert_eq!(
+        run("k0s etcd member-list").2,
+        "Error: can't list etcd cluster members: open /var/lib/k0s/pki/apiserver-etcd-client.crt: no such file or directory\n"
+    );
+    assert_eq!(
+        run("k0s kubectl get nodes").2,
+        "The connection to the server localhost:6443 was refused - did you specify the right host or port?\n"
+    );
+}
+
+fn decode_token(token: &str) -> String {
+    use base64::Engine as _;
+    use std::io::Read as _;
+    let gz = base64::engine::general_purpose::STANDARD
+        .decode(token)
+        .expect("base64 token");
+    let mut s = String::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_string(&mut s)
+        .expect("gzip token");
+    s
+}
+
+fn is_bootstrap_token(t: &str) -> bool {
+    let ok = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    };
+    matches!(t.split_once('.'), Some((a, b)) if ok(a, 6) && ok(b, 16))
+}
+
+#[test]
+fn double_three_controllers_reset_rejoin_and_peer_urls_exist() {
+    let lab = Lab::create(&[
+        ("c1", "controller"),
+        ("c2", "controller"),
+        ("c3", "controller"),
+        ("c4", "controller"),
+    ]);
+    form_cluster(&lab, &["c1", "c2", "c3"]);
+    let three = set(&["c1", "c2", "c3"]);
+    let identity = uid(&lab, "c1");
+    for h in ["c1", "c2", "c3"] {
+        assert_eq!(member_names(&lab, h), three, "member list seen from {h}");
+        assert_eq!(uid(&lab, h), identity, "one cluster identity seen from {h}");
+    }
+    let em: serde_json::Value =
+        serde_json::from_str(&lab.ssh_ok("c2", "k0s kubectl get etcdmembers -o json")).unwrap();
+    let ids: BTreeSet<&str> = em["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["status"]["memberID"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.iter().all(|i| u64::from_str_radix(i, 16).is_ok()));
+
+    // reset keeps the member registered on the survivors
+    lab.ssh_ok("c3", "k0s stop && k0s reset 2>/dev/null");
+    assert_eq!(member_names(&lab, "c1"), three);
+
+    // Re-joining while the stale member (now down) is registered: etcd's strict reconfig check
+    // refuses the add because a voting member is unreachable.
+    let t = Instant::now();
+    lab.ssh_ok(
+        "c3",
+        "k0s install controller --token-file /etc/k0s/k0stoken",
+    );
+    let token = lab.ssh_ok("c1", "k0s token create --role controller");
+    lab.ssh_ok(
+        "c3",
+        &format!("echo {} > /etc/k0s/k0stoken && k0s start", token.trim()),
+    );
+    assert!(wait_exited(&lab, "c3", Duration::from_secs(30)));
+    let l = log(&lab, "c3");
+    assert!(l.contains(&format!("Error: failed to sync etcd config: failed to synchronize etcd config with existing cluster via https://{}:9443: etcdserver: unhealthy cluster", lab.address("c1"))), "{l}");
+    assert!(t.elapsed() < Duration::from_secs(30));
+
+    // The stale member is removed by address from a healthy controller (silent), then the
+    // re-join works.
+    let o = lab.ssh(
+        "c1",
+        &format!("k0s etcd leave --peer-address {}", lab.address("c3")),
+    );
+    assert_eq!(
+        (o.status.code(), stdout(&o), stderr(&o)),
+        (Some(0), String::new(), String::new())
+    );
+    assert_eq!(member_names(&lab, "c1"), set(&["c1", "c2"]));
+    lab.ssh_ok("c3", "k0s start");
+    wait_ready(&lab, "c3");
+    assert_eq!(member_names(&lab, "c2"), three);
+    assert_eq!(uid(&lab, "c3"), identity);
+
+    // A host whose etcd peer address is a live member's: `Peer URLs already exists`.
+    lab.install_double("c4");
+    lab.exec_ok("c4", &format!("mkdir -p /etc/k0s && printf 'spec:\\n  storage:\\n    etcd:\\n      peerAddress: {}\\n' > /etc/k0s/k0s.yaml", lab.address("c3")));
+    start_joining(&lab, "c1", "c4", "controller");
+    assert!(wait_exited(&lab, "c4", Duration::from_secs(30)));
+    let l = log(&lab, "c4");
+    assert!(l.contains("etcdserver: Peer URLs already exists"), "{l}");
+    assert_eq!(member_names(&lab, "c1"), three);
+
+    // Declarative removal: spec.leave is reconciled by the leader.
+    let o = lab.ssh_ok(
+        "c1",
+        "k0s kubectl patch etcdmember c2 -p '{\"spec\":{\"leave\":true}}' --type merge",
+    );
+    assert_eq!(o, "etcdmember.etcd.k0sproject.io/c2 patched\n");
+    let gone = lab.wait_until(Duration::from_secs(20), || {
+        !member_names(&lab, "c1").contains("c2")
+    });
+    assert!(gone, "c2 still a member");
+    let out = lab.ssh_ok(
+        "c1",
+        "k0s kubectl wait etcdmember c2 --for condition=Joined=False --timeout=20s",
+    );
+    assert_eq!(out, "etcdmember.etcd.k0sproject.io/c2 condition met\n");
+    assert_eq!(
+        lab.ssh_ok("c1", "k0s kubectl delete etcdmember c2"),
+        "etcdmember.etcd.k0sproject.io \"c2\" deleted\n"
+    );
+    assert_eq!(
+        lab.ssh_ok("c1", "k0s kubectl delete controlnode c2"),
+        "controlnode.autopilot.k0sproject.io \"c2\" deleted\n"
+    );
+}
+
+#[test]
+fn double_unhealthy_cluster_and_split_brain() {
+    let lab = Lab::create(&[
+        ("c1", "controller"),
+        ("c2", "controller"),
+        ("c3", "controller"),
+        ("c4", "controller"),
+    ]);
+    form_cluster(&lab, &["c1", "c2", "c3"]);
+    let identity = uid(&lab, "c1");
+
+    // A voting member is down: adding a controller fails with `unhealthy cluster`.
+    lab.power_off("c2");
+    start_joining(&lab, "c1", "c4", "controller");
+    assert!(wait_exited(&lab, "c4", Duration::from_secs(30)));
+    let l = log(&lab, "c4");
+    assert!(l.contains("etcdserver: unhealthy cluster"), "{l}");
+    assert_eq!(member_names(&lab, "c1"), set(&["c1", "c2", "c3"]));
+
+    // Power on: the installed unit starts k0s like systemd would; c2 rejoins its cluster.
+    lab.power_on("c2");
+    wait_ready(&lab, "c2");
+    assert_eq!(uid(&lab, "c2"), identity);
+
+    // A wiped controller started without a token bootstraps a second cluster (split brain).
+    lab.wipe("c1");
+    bootstrap(&lab, "c1");
+    assert_eq!(member_names(&lab, "c1"), set(&["c1"]));
+    assert_eq!(member_names(&lab, "c3"), set(&["c1", "c2", "c3"]));
+    let other = uid(&lab, "c1");
+    assert_ne!(other, identity);
+    let ok = lab.wait_until(Duration::from_secs(20), || {
+        let o = lab.ssh(
+            "c3",
+            "k0s kubectl get namespace kube-system -o jsonpath={.metadata.uid}",
+        );
+        o.status.success() && stdout(&o) == identity
+    });
+    assert!(ok, "old cluster keeps its identity");
+}
+
+#[test]
+fn double_workers_tokens_and_heartbeats() {
+    let lab = Lab::create(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
+    bootstrap(&lab, "c1");
+    start_joining(&lab, "c1", "w1", "worker");
+    let ready = lab.wait_until(Duration::from_secs(20), || {
+        lab.ssh_ok("c1", "k0s kubectl get nodes")
+            .contains("w1     Ready")
+    });
+    assert!(ready, "{}", lab.ssh_ok("c1", "k0s kubectl get nodes"));
+    let st: serde_json::Value =
+        serde_json::from_str(&lab.ssh_ok("w1", "k0s status -o json")).unwrap();
+    assert_eq!(st["Role"], "worker");
+    assert_eq!(st["ClusterConfig"], serde_json::Value::Null);
+    assert_eq!(st["Args"][2], "--token-file=/etc/k0s/k0stoken");
+    let node: serde_json::Value =
+        serde_json::from_str(&lab.ssh_ok("c1", "k0s kubectl get node w1 -o json")).unwrap();
+    assert_eq!(
+        node["status"]["nodeInfo"]["machineID"],
+        lab.host("w1").machine_id.as_str()
+    );
+
+    // An invalidated token is rejected on join.
+    lab.install_double("w2");
+    let token = lab.ssh_ok("c1", "k0s token create --role worker");
+    let id = decode_token(token.trim()).rsplit("token: ").next().unwrap()[..6].to_string();
+    lab.ssh_ok("c1", &format!("k0s token invalidate {id}"));
+    lab.ssh_ok("w2", &format!("mkdir -p /etc/k0s && echo {} > /etc/k0s/k0stoken && k0s install worker --token-file /etc/k0s/k0stoken && k0s start", token.trim()));
+    assert!(wait_exited(&lab, "w2", Duration::from_secs(30)));
+    assert!(!lab.ssh_ok("c1", "k0s kubectl get nodes").contains("w2"));
+
+    // Heartbeats stop with the worker: NotReady after ~10 s.
+    lab.ssh_ok("w1", "k0s stop");
+    let not_ready = lab.wait_until(Duration::from_secs(20), || {
+        lab.ssh_ok("c1", "k0s kubectl get nodes")
+            .contains("w1     NotReady")
+    });
+    assert!(not_ready);
+    let node: serde_json::Value =
+        serde_json::from_str(&lab.ssh_ok("c1", "k0s kubectl get node w1 -o json")).unwrap();
+    assert_eq!(node["status"]["conditions"][0]["status"], "Unknown");
+    lab.ssh_ok("w1", "k0s start");
+    let back = lab.wait_until(Duration::from_secs(20), || {
+        lab.ssh_ok("c1", "k0s kubectl get nodes")
+            .contains("w1     Ready")
+    });
+    assert!(back);
+}

@@ -1,0 +1,508 @@
+//! Test lab for end-to-end tests: simulated hosts (a loopback address each, a real sshd, own
+//! PID/mount/UTS namespaces and disk) managed by `testdata/lab/lab.py`, and the k0s test double
+//! `testdata/lab/k0s`. Include with `#[path = "support/lab.rs"] mod lab;`. Needs root.
+//!
+//! A `Lab` is torn down when dropped (also while a test panics); set `K0SFORM_LAB_KEEP=1` to keep
+//! the hosts running and the folder on disk for debugging (`lab.py teardown DIR` later).
+#![allow(dead_code)]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// The login user with passwordless sudo on hosts created with `LabOptions::sudo_users`.
+pub const SUDO_USER: &str = "k0slab";
+
+/// One simulated host as recorded in `lab.json` (re-read on every call, so it follows wipes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabHost {
+    pub name: String,
+    pub role: String,
+    pub address: String,
+    pub port: u16,
+    pub host_key_fingerprint: String,
+    pub machine_id: String,
+    pub sudo_user: Option<String>,
+}
+
+/// Extra lab features: which hosts accept the sudo user, which host is the bastion.
+#[derive(Debug, Clone, Default)]
+pub struct LabOptions {
+    pub sudo_users: Vec<String>,
+    pub bastion: Option<String>,
+}
+
+impl LabOptions {
+    pub fn sudo_user(mut self, host: &str) -> Self {
+        self.sudo_users.push(host.to_string());
+        self
+    }
+
+    pub fn bastion(mut self, host: &str) -> Self {
+        self.bastion = Some(host.to_string());
+        self
+    }
+}
+
+/// How `Lab::write_spec_with` writes the k0sctl.yaml.
+#[derive(Debug, Clone)]
+pub struct SpecOptions {
+    /// `metadata.name`.
+    pub cluster_name: String,
+    /// Log in as the sudo user (`k0slab`) instead of root.
+    pub sudo_user: bool,
+    /// Reach hosts through the lab's bastion (`ssh.bastion`).
+    pub via_bastion: bool,
+    /// Pin each host key with k0sform's `ssh.hostKey`.
+    pub pin_host_keys: bool,
+    /// Write `privateAddress: <address>` (k0sctl uses it as etcd peer address).
+    pub private_address: bool,
+    /// `k0sBinaryPath`; `None` = the double in testdata/lab.
+    pub k0s_binary: Option<PathBuf>,
+    /// `spec.k0s.version`.
+    pub k0s_version: Option<String>,
+    /// YAML placed under `spec.k0s.config` (unindented; it is indented here).
+    pub k0s_config: Option<String>,
+}
+
+impl Default for SpecOptions {
+    fn default() -> Self {
+        SpecOptions {
+            cluster_name: "lab".to_string(),
+            sudo_user: false,
+            via_bastion: false,
+            pin_host_keys: false,
+            private_address: true,
+            k0s_binary: None,
+            k0s_version: None,
+            k0s_config: None,
+        }
+    }
+}
+
+impl SpecOptions {
+    pub fn pin_host_keys(mut self, yes: bool) -> Self {
+        self.pin_host_keys = yes;
+        self
+    }
+}
+
+pub struct Lab {
+    dir: Option<tempfile::TempDir>,
+    path: PathBuf,
+    torn_down: bool,
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Path of `testdata/lab/lab.py`.
+pub fn lab_py() -> PathBuf {
+    repo_root().join("testdata/lab/lab.py")
+}
+
+/// Path of the k0s test double (upload it like the real binary).
+pub fn k0s_double_path() -> PathBuf {
+    repo_root().join("testdata/lab/k0s")
+}
+
+fn python() -> Command {
+    let mut c = Command::new("/usr/bin/python3");
+    c.arg(lab_py());
+    c
+}
+
+fn run_checked(mut cmd: Command, what: &str) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("lab: cannot run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "lab: {what} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Stdout of a command, lossily decoded.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Stderr of a command, lossily decoded.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+impl Lab {
+    /// Creates and powers on hosts given as (name, role), e.g. `[("c1", "controller"), ("w1", "worker")]`.
+    /// Roles are free text (`controller`, `worker`, `controller+worker`, `single`, `bastion`).
+    pub fn create(hosts: &[(&str, &str)]) -> Lab {
+        Lab::create_with(hosts, LabOptions::default())
+    }
+
+    pub fn create_with(hosts: &[(&str, &str)], opts: LabOptions) -> Lab {
+        // `id -u` rather than libc::geteuid: keeps the support module dependency-free.
+        let uid = Command::new("id").arg("-u").output().map(|o| stdout(&o));
+        assert_eq!(
+            uid.ok().as_deref().map(str::trim),
+            Some("0"),
+            "the lab needs root (it creates namespaces and runs sshd)"
+        );
+        let dir = tempfile::Builder::new()
+            .prefix("k0sform-lab-")
+            .tempdir()
+            .expect("lab: temp dir");
+        let path = dir.path().to_path_buf();
+        let spec: Vec<String> = hosts.iter().map(|(n, r)| format!("{n}:{r}")).collect();
+        let mut cmd = python();
+        cmd.arg("create")
+            .arg("--dir")
+            .arg(&path)
+            .arg("--hosts")
+            .arg(spec.join(","))
+            .arg("--owner-pid")
+            .arg(std::process::id().to_string());
+        for h in &opts.sudo_users {
+            cmd.arg("--sudo-user").arg(h);
+        }
+        if let Some(b) = &opts.bastion {
+            cmd.arg("--bastion").arg(b);
+        }
+        run_checked(cmd, "lab.py create");
+        Lab {
+            dir: Some(dir),
+            path,
+            torn_down: false,
+        }
+    }
+
+    /// The lab folder (lab.json, ssh_config, known_hosts, hosts/<name>/…).
+    pub fn dir(&self) -> &Path {
+        &self.path
+    }
+
+    fn info(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.path.join("lab.json")).expect("lab: read lab.json");
+        serde_json::from_str(&text).expect("lab: parse lab.json")
+    }
+
+    /// Every host still in the lab (destroyed hosts are gone), in creation order.
+    pub fn hosts(&self) -> Vec<LabHost> {
+        let info = self.info();
+        let field = |h: &serde_json::Value, k: &str| h[k].as_str().unwrap_or_default().to_string();
+        info["hosts"]
+            .as_array()
+            .expect("lab: hosts")
+            .iter()
+            .map(|h| LabHost {
+                name: field(h, "name"),
+                role: field(h, "role"),
+                address: field(h, "address"),
+                port: h["port"].as_u64().unwrap_or(22) as u16,
+                host_key_fingerprint: field(h, "host_key_fingerprint"),
+                machine_id: field(h, "machine_id"),
+                sudo_user: h["sudo_user"].as_str().map(str::to_string),
+            })
+            .collect()
+    }
+
+    pub fn host(&self, name: &str) -> LabHost {
+        self.hosts()
+            .into_iter()
+            .find(|h| h.name == name)
+            .unwrap_or_else(|| panic!("lab: no host {name}"))
+    }
+
+    pub fn address(&self, name: &str) -> String {
+        self.host(name).address
+    }
+
+    /// The client private key (ed25519) authorized for root and the sudo user.
+    pub fn key_path(&self) -> PathBuf {
+        self.path.join("id_ed25519")
+    }
+
+    /// `ssh -F <this> NAME` reaches host NAME as root (ProxyJump set when the lab has a bastion).
+    pub fn ssh_config_path(&self) -> PathBuf {
+        self.path.join("ssh_config")
+    }
+
+    /// known_hosts with every host's current key (rewritten on wipe).
+    pub fn known_hosts_path(&self) -> PathBuf {
+        self.path.join("known_hosts")
+    }
+
+    pub fn bastion(&self) -> Option<String> {
+        self.info()["bastion"].as_str().map(str::to_string)
+    }
+
+    /// Runs `cmd` (a shell line) on host NAME as root over real SSH.
+    pub fn ssh(&self, name: &str, cmd: &str) -> Output {
+        self.ssh_as("root", name, cmd)
+    }
+
+    /// Runs `cmd` on host NAME over real SSH as `user`.
+    pub fn ssh_as(&self, user: &str, name: &str, cmd: &str) -> Output {
+        Command::new("ssh")
+            .arg("-F")
+            .arg(self.ssh_config_path())
+            .arg("-l")
+            .arg(user)
+            .arg(name)
+            .arg(cmd)
+            .stdin(Stdio::null())
+            .output()
+            .expect("lab: run ssh")
+    }
+
+    /// Like `ssh` but panics unless the command succeeds; returns stdout.
+    pub fn ssh_ok(&self, name: &str, cmd: &str) -> String {
+        let o = self.ssh(name, cmd);
+        assert!(
+            o.status.success(),
+            "ssh {name} {cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+            o.status,
+            stdout(&o),
+            stderr(&o)
+        );
+        stdout(&o)
+    }
+
+    /// Runs `cmd` (a shell line) as root inside host NAME's namespaces without SSH (test setup
+    /// and inspection).
+    pub fn exec(&self, name: &str, cmd: &str) -> Output {
+        python()
+            .arg("exec")
+            .arg(&self.path)
+            .arg(name)
+            .arg("--")
+            .args(["/bin/sh", "-c", cmd])
+            .stdin(Stdio::null())
+            .output()
+            .expect("lab: run lab.py exec")
+    }
+
+    /// Like `exec` but panics unless the command succeeds; returns stdout.
+    pub fn exec_ok(&self, name: &str, cmd: &str) -> String {
+        let o = self.exec(name, cmd);
+        assert!(
+            o.status.success(),
+            "exec {name} {cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+            o.status,
+            stdout(&o),
+            stderr(&o)
+        );
+        stdout(&o)
+    }
+
+    fn op(&self, op: &str, name: &str) {
+        let mut c = python();
+        c.arg(op).arg(&self.path).arg(name);
+        run_checked(c, &format!("lab.py {op} {name}"));
+    }
+
+    /// Kills every process of the host; its address then refuses connections.
+    pub fn power_off(&self, name: &str) {
+        self.op("power-off", name);
+    }
+
+    /// Boots the host again with the same disk and identity; installed k0s units start.
+    pub fn power_on(&self, name: &str) {
+        self.op("power-on", name);
+    }
+
+    /// Rebuilds the machine: empty disk, new machine-id and host key, same name and address.
+    pub fn wipe(&self, name: &str) {
+        self.op("wipe", name);
+    }
+
+    /// Removes the host for good.
+    pub fn destroy(&self, name: &str) {
+        self.op("destroy", name);
+    }
+
+    /// True while the host is powered on.
+    pub fn is_on(&self, name: &str) -> bool {
+        let o = run_checked(
+            {
+                let mut c = python();
+                c.arg("status").arg(&self.path);
+                c
+            },
+            "lab.py status",
+        );
+        stdout(&o).lines().any(|l| {
+            l.split_whitespace().next() == Some(name) && l.split_whitespace().nth(3) == Some("on")
+        })
+    }
+
+    /// The host's sshd log (LogLevel VERBOSE): one "Accepted publickey" per connection, one
+    /// "Starting session" per command.
+    pub fn sshd_log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path.join("hosts").join(name).join("sshd.log"))
+            .unwrap_or_default()
+    }
+
+    /// Copies the double to /usr/local/bin/k0s on the host (setup shortcut; k0sform uploads it itself).
+    pub fn install_double(&self, name: &str) {
+        self.install_binary(name, &k0s_double_path());
+    }
+
+    /// Copies any local file to /usr/local/bin/k0s on the host.
+    pub fn install_binary(&self, name: &str, binary: &Path) {
+        self.exec_ok(
+            name,
+            &format!(
+                "cp '{}' /usr/local/bin/k0s.tmp && chmod 755 /usr/local/bin/k0s.tmp && mv /usr/local/bin/k0s.tmp /usr/local/bin/k0s",
+                binary.display()
+            ),
+        );
+    }
+
+    /// A copy of the double (in the lab folder) reporting another version, to simulate an upgrade.
+    pub fn k0s_double_with_version(&self, version: &str) -> PathBuf {
+        let text = std::fs::read_to_string(k0s_double_path()).expect("lab: read double");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("VERSION = "))
+            .expect("lab: VERSION line in double")
+            .to_string();
+        let patched = text.replacen(&line, &format!("VERSION = \"{version}\""), 1);
+        let path = self.path.join(format!("k0s-{version}"));
+        std::fs::write(&path, patched).expect("lab: write double copy");
+        let mut perm = std::fs::metadata(&path).expect("lab: stat").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&path, perm).expect("lab: chmod");
+        path
+    }
+
+    /// Polls `check` every 200 ms until it returns true or `timeout` passes; returns the outcome.
+    pub fn wait_until(&self, timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            if check() {
+                return true;
+            }
+            if std::time::Instant::now() > end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// k0sctl.yaml text for the named hosts (lab roles; `bastion` hosts are never listed).
+    pub fn spec_yaml(&self, names: &[&str], opts: &SpecOptions) -> String {
+        let hosts = self.hosts();
+        let key = self.key_path();
+        let user = if opts.sudo_user { SUDO_USER } else { "root" };
+        let binary = opts.k0s_binary.clone().unwrap_or_else(k0s_double_path);
+        let bastion = if opts.via_bastion {
+            let b = self
+                .bastion()
+                .expect("lab: SpecOptions::via_bastion needs a lab with a bastion");
+            Some(
+                hosts
+                    .iter()
+                    .find(|h| h.name == b)
+                    .cloned()
+                    .expect("lab: bastion host"),
+            )
+        } else {
+            None
+        };
+        let mut y = String::new();
+        let _ = writeln!(y, "apiVersion: k0sctl.k0sproject.io/v1beta1");
+        let _ = writeln!(y, "kind: Cluster");
+        let _ = writeln!(y, "metadata:\n  name: {}", opts.cluster_name);
+        let _ = writeln!(y, "spec:\n  hosts:");
+        for name in names {
+            let h = hosts
+                .iter()
+                .find(|h| h.name == *name)
+                .unwrap_or_else(|| panic!("lab: no host {name}"));
+            let _ = writeln!(y, "  - role: {}", h.role);
+            let _ = writeln!(y, "    ssh:");
+            let _ = writeln!(y, "      address: {}", h.address);
+            let _ = writeln!(y, "      port: {}", h.port);
+            let _ = writeln!(y, "      user: {user}");
+            let _ = writeln!(y, "      keyPath: {}", key.display());
+            if opts.pin_host_keys {
+                let _ = writeln!(y, "      hostKey: \"{}\"", h.host_key_fingerprint);
+            }
+            if let Some(b) = &bastion {
+                let _ = writeln!(y, "      bastion:");
+                let _ = writeln!(y, "        address: {}", b.address);
+                let _ = writeln!(y, "        port: {}", b.port);
+                let _ = writeln!(y, "        user: root");
+                let _ = writeln!(y, "        keyPath: {}", key.display());
+            }
+            if opts.private_address {
+                let _ = writeln!(y, "    privateAddress: {}", h.address);
+            }
+            let _ = writeln!(y, "    k0sBinaryPath: {}", binary.display());
+        }
+        let _ = writeln!(y, "  k0s:");
+        if let Some(v) = &opts.k0s_version {
+            let _ = writeln!(y, "    version: {v}");
+        }
+        match &opts.k0s_config {
+            Some(cfg) => {
+                let _ = writeln!(y, "    config:");
+                for l in cfg.lines() {
+                    let _ = writeln!(y, "      {l}");
+                }
+            }
+            None => {
+                let _ = writeln!(y, "    config: {{}}");
+            }
+        }
+        y
+    }
+
+    /// Writes a k0sctl.yaml for the named hosts (root login, double as k0sBinaryPath).
+    pub fn write_spec(&self, path: &Path, names: &[&str]) {
+        self.write_spec_with(path, names, &SpecOptions::default());
+    }
+
+    pub fn write_spec_with(&self, path: &Path, names: &[&str], opts: &SpecOptions) {
+        std::fs::write(path, self.spec_yaml(names, opts)).expect("lab: write k0sctl.yaml");
+    }
+
+    /// Stops every host and releases the address range; idempotent (Drop calls it too).
+    pub fn teardown(&mut self) {
+        if self.torn_down {
+            return;
+        }
+        self.torn_down = true;
+        let out = python().arg("teardown").arg(&self.path).output();
+        if let Ok(o) = &out {
+            if !o.status.success() {
+                eprintln!(
+                    "lab: teardown of {} failed: {}",
+                    self.path.display(),
+                    stderr(o)
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if std::env::var_os("K0SFORM_LAB_KEEP").is_some() {
+            if let Some(d) = self.dir.take() {
+                // Tells the lab's keeper process not to tear down when this test process exits.
+                let _ = std::fs::write(self.path.join("keep"), b"");
+                let kept = d.keep();
+                eprintln!("lab: kept {} (K0SFORM_LAB_KEEP)", kept.display());
+            }
+            return;
+        }
+        self.teardown();
+    }
+}
