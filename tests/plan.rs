@@ -210,6 +210,9 @@ struct Expect {
     etcd: Option<(usize, usize, usize, usize)>,
     #[serde(default)]
     drift: usize,
+    /// Pairs of `"<host> <step kind>"` where the first must precede the second in the DAG.
+    #[serde(default)]
+    ordered: Vec<(String, String)>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -509,6 +512,35 @@ fn facts_mut<'a>(reality: &'a mut Reality, id: &HostId) -> Option<&'a mut HostFa
 
 /// The state and reality after `plan` ran successfully.
 fn simulate_apply(plan: &Plan, i: &Inputs) -> (State, Reality) {
+    let order: Vec<usize> = (0..plan.steps.len()).collect();
+    simulate_apply_in(plan, i, &order)
+}
+
+/// A topological order of the steps picked pseudo-randomly from `seed` among the ready ones.
+fn random_topological_order(plan: &Plan, seed: u64) -> Vec<usize> {
+    let mut done = vec![false; plan.steps.len()];
+    let mut order = Vec::new();
+    let mut x = seed | 1;
+    while order.len() < plan.steps.len() {
+        let ready: Vec<usize> = plan
+            .steps
+            .iter()
+            .filter(|s| !done[s.id] && s.after.iter().all(|a| done[*a]))
+            .map(|s| s.id)
+            .collect();
+        assert!(!ready.is_empty(), "no ready step: cycle");
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let pick = ready[(x % ready.len() as u64) as usize];
+        done[pick] = true;
+        order.push(pick);
+    }
+    order
+}
+
+/// The state and reality after `plan` ran successfully, its steps run in `order`.
+fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Reality) {
     let mut reality = i.reality.clone();
     let mut state = i.state.clone();
     // The cluster as the managed controllers see it.
@@ -530,7 +562,34 @@ fn simulate_apply(plan: &Plan, i: &Inputs) -> (State, Reality) {
             control_nodes = v.control_nodes.clone();
         }
     }
-    for step in &plan.steps {
+    for &n in order {
+        let step = &plan.steps[n];
+        // The controller a step acts through must be up and a member at that moment.
+        let via = match &step.kind {
+            StepKind::JoinController { via }
+            | StepKind::JoinWorker { via }
+            | StepKind::RemoveMember { via, .. }
+            | StepKind::Drain { via, .. }
+            | StepKind::DeleteObjects { via, .. }
+            | StepKind::WaitHealthy { via } => Some(via.clone()),
+            _ => None,
+        };
+        if let Some(via) = via {
+            let up = facts_mut(&mut reality, &via)
+                .and_then(|f| f.status.as_ref())
+                .and_then(|st| st.peer_address.clone())
+                .is_some_and(|pa| {
+                    members
+                        .iter()
+                        .any(|m| m.peer_url.ends_with(&format!("://{pa}:2380")))
+                });
+            assert!(
+                up,
+                "step {n} ({} on {}) acts through {via}, which is not a running member then",
+                step.kind.name(),
+                step.host
+            );
+        }
         let hs = i.spec.host(&step.host);
         let f = facts_mut(&mut reality, &step.host);
         match &step.kind {
@@ -806,6 +865,21 @@ fn check_case(name: &str, case: &Case) -> Result<(), String> {
                 );
                 if got != (b, a, h, q) {
                     return Err(format!("etcd {got:?}, expected {:?}", (b, a, h, q)));
+                }
+            }
+            let find = |what: &str| -> Result<usize, String> {
+                let (host, kind) = what
+                    .split_once(' ')
+                    .ok_or(format!("bad step name {what}"))?;
+                p.steps
+                    .iter()
+                    .find(|s| s.host.to_string() == host && s.kind.name() == kind)
+                    .map(|s| s.id)
+                    .ok_or(format!("no step {what}"))
+            };
+            for (a, b) in &e.ordered {
+                if !graph::precedes(&p.steps, find(a)?, find(b)?) {
+                    return Err(format!("{a} does not precede {b}"));
                 }
             }
             if p.drift.len() != e.drift {
@@ -1282,6 +1356,7 @@ mod props {
             ctrl in proptest::collection::vec((fate(), proptest::bool::weighted(0.3)), 1..6),
             workers in proptest::collection::vec(fate(), 0..3),
             fresh in proptest::bool::weighted(0.15),
+            seed in any::<u64>(),
         ) {
             let case = scenario(&ctrl, &workers, fresh);
             let i = build(&case);
@@ -1301,7 +1376,9 @@ mod props {
                     if let Err(e) = check_invariants(&p, &i) {
                         prop_assert!(false, "{}\n{}", e, render::text(&p, false));
                     }
-                    let (state2, reality2) = simulate_apply(&p, &i);
+                    // Any topological order the executor may pick must work.
+                    let order = random_topological_order(&p, seed);
+                    let (state2, reality2) = simulate_apply_in(&p, &i, &order);
                     // The replacement is done: the next run does not repeat -replace.
                     let next = PlanOptions { exclude: i.options.exclude.clone(), ..Default::default() };
                     let again = plan::diff(&i.spec, &state2, &reality2, &i.desired, &next);

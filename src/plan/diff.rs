@@ -1556,7 +1556,16 @@ impl<'a> Planner<'a> {
             self.build_prep(&mut b, p);
             let prev = b.last.get(&p.idx).copied();
             // A controller that joined in this plan is usable once the membership chain is done.
-            let ready = if vias.joined.contains(&via) {
+            // A controller that joined, or restarts, in this plan is usable once the
+            // controller chain is done.
+            let restarts_via = plans.iter().any(|q| {
+                self.hosts[q.idx].id == via
+                    && matches!(
+                        q.decision,
+                        Decision::Upgrade { .. } | Decision::Reconfigure { .. }
+                    )
+            });
+            let ready = if vias.joined.contains(&via) || restarts_via {
                 gate
             } else {
                 controller_ready

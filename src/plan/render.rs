@@ -190,11 +190,22 @@ pub fn text(plan: &Plan, color: bool) -> String {
     } else if e.members_before > 0 {
         let _ = writeln!(
             out,
-            "etcd: {} members before, {} after; never fewer than {} healthy (quorum {}).",
-            e.members_before, e.members_after, e.min_healthy, e.quorum
+            "etcd: {} before, {} after; never fewer than {} healthy (quorum {}).",
+            members_n(e.members_before),
+            e.members_after,
+            e.min_healthy,
+            e.quorum
         );
     }
     out
+}
+
+fn members_n(n: usize) -> String {
+    if n == 1 {
+        "1 member".into()
+    } else {
+        format!("{n} members")
+    }
 }
 
 fn hosts(ids: &[HostId]) -> String {
