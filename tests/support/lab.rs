@@ -479,15 +479,14 @@ impl Lab {
             return;
         }
         self.torn_down = true;
-        let out = python().arg("teardown").arg(&self.path).output();
-        if let Ok(o) = &out {
-            if !o.status.success() {
-                eprintln!(
-                    "lab: teardown of {} failed: {}",
-                    self.path.display(),
-                    stderr(o)
-                );
-            }
+        match python().arg("teardown").arg(&self.path).output() {
+            Ok(o) if !o.status.success() => eprintln!(
+                "lab: teardown of {} failed: {}",
+                self.path.display(),
+                stderr(&o)
+            ),
+            Ok(_) => {}
+            Err(e) => eprintln!("lab: cannot run lab.py teardown: {e}"),
         }
     }
 }
