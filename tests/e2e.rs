@@ -1,0 +1,370 @@
+//! End-to-end scenarios in the lab: real sshd, real OpenSSH client, real etcd, the k0s double.
+//! Each scenario starts from its own lab. They are the k0sctl #603 cases and the safety rules of
+//! DESIGN.md, run through the k0sform binary exactly as an operator would.
+
+#[path = "support/lab.rs"]
+mod lab;
+
+#[path = "support/e2e.rs"]
+mod e2e;
+
+use e2e::Cluster;
+use lab::{LabOptions, SpecOptions};
+use std::collections::BTreeSet;
+
+const THREE_PLUS_TWO: &[(&str, &str)] = &[
+    ("c1", "controller"),
+    ("c2", "controller"),
+    ("c3", "controller"),
+    ("w1", "worker"),
+    ("w2", "worker"),
+];
+
+fn peer_urls(c: &Cluster, names: &[&str]) -> BTreeSet<String> {
+    names
+        .iter()
+        .map(|n| format!("http://{}:2380", c.lab.address(n)))
+        .collect()
+}
+
+/// Every listed controller sees exactly `expected` members (by peer URL) and one identity.
+#[track_caller]
+fn assert_one_cluster(c: &Cluster, controllers: &[&str], expected: &[&str]) -> String {
+    let want = peer_urls(c, expected);
+    let mut uids = BTreeSet::new();
+    for name in controllers {
+        let seen: BTreeSet<String> = c.members(name).into_values().collect();
+        assert_eq!(seen, want, "{name} lists other members");
+        uids.insert(c.uid(name));
+    }
+    assert_eq!(uids.len(), 1, "controllers disagree on identity: {uids:?}");
+    uids.into_iter().next().unwrap_or_default()
+}
+
+fn bootstrap(c: &Cluster) {
+    c.apply().contains("Apply complete");
+}
+
+/// Scenario 1 and 2: bootstrap from nothing, then idempotence.
+#[test]
+fn bootstrap_three_controllers_two_workers_then_nothing_to_do() {
+    let c = Cluster::new(THREE_PLUS_TWO);
+    // `plan` on fresh hosts shows a new cluster and changes nothing.
+    let before: Vec<String> = ["c1", "w1"].iter().map(|n| c.host_snapshot(n)).collect();
+    c.run(&["plan", "-detailed-exitcode"])
+        .expect(2)
+        .contains("bootstraps a new cluster")
+        .contains("Plan: 5 to add");
+    let after: Vec<String> = ["c1", "w1"].iter().map(|n| c.host_snapshot(n)).collect();
+    assert_eq!(before, after, "plan changed a host");
+    assert!(!c.state.exists(), "plan wrote a state file");
+
+    bootstrap(&c);
+    let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
+    let nodes = c.nodes("c2");
+    assert_eq!(nodes.get("w1"), Some(&true), "w1 Ready: {nodes:?}");
+    assert_eq!(nodes.get("w2"), Some(&true), "w2 Ready: {nodes:?}");
+
+    let state = c.state_json();
+    assert_eq!(state["cluster"]["uid"], uid.as_str());
+    for h in c.lab.hosts() {
+        let rec = c.state_host(&h.name).expect("host recorded");
+        assert_eq!(rec["machine_id"], h.machine_id.as_str(), "{}", h.name);
+        assert_eq!(
+            rec["host_key"],
+            h.host_key_fingerprint.as_str(),
+            "{}",
+            h.name
+        );
+        if h.role == "controller" {
+            let id = rec["etcd"]["member_id"].as_str().expect("member id");
+            assert_eq!(id.len(), 16, "hex member id for {}: {id}", h.name);
+        }
+    }
+
+    // Idempotence: no changes, and apply touches nothing.
+    let serial = c.state_serial();
+    let snaps: Vec<String> = ["c1", "c2", "c3", "w1", "w2"]
+        .iter()
+        .map(|n| c.host_snapshot(n))
+        .collect();
+    c.run(&["plan", "-detailed-exitcode"])
+        .expect(0)
+        .contains("No changes");
+    c.apply().contains("No changes");
+    let again: Vec<String> = ["c1", "c2", "c3", "w1", "w2"]
+        .iter()
+        .map(|n| c.host_snapshot(n))
+        .collect();
+    assert_eq!(snaps, again, "a no-op apply changed a host");
+    assert_eq!(c.state_serial(), serial, "a no-op apply rewrote the state");
+}
+
+/// Seed scenario 1: a controller left etcd and was reset by hand: apply rejoins it.
+#[test]
+fn controller_that_left_and_was_reset_by_hand_rejoins() {
+    let c = Cluster::new(&[
+        ("c1", "controller"),
+        ("c2", "controller"),
+        ("c3", "controller"),
+    ]);
+    bootstrap(&c);
+    let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
+    c.lab
+        .ssh_ok("c1", "k0s etcd leave && k0s stop && k0s reset");
+    c.eventually(30, "c1 gone from the member list", || {
+        !c.members("c2").contains_key("c1")
+    });
+    c.run(&["plan"])
+        .expect(0)
+        .contains("c1")
+        .contains("left the cluster");
+    c.apply();
+    assert_eq!(
+        assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]),
+        uid
+    );
+}
+
+/// Seed scenario 2: a controller removed from the spec is removed from the cluster in one run;
+/// adding it back joins it fresh.
+#[test]
+fn controller_removed_from_spec_leaves_the_cluster_then_rejoins_fresh() {
+    let c = Cluster::new(&[
+        ("c1", "controller"),
+        ("c2", "controller"),
+        ("c3", "controller"),
+        ("w1", "worker"),
+    ]);
+    bootstrap(&c);
+    let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
+    let old_id = c.state_host("c1").expect("c1")["etcd"]["member_id"].clone();
+
+    c.write_spec(&["c2", "c3", "w1"]);
+    c.run(&["plan"])
+        .expect(0)
+        .contains("no longer in")
+        .contains("Plan: 0 to add, 0 to change, 0 to replace, 1 to remove");
+    c.apply();
+    assert_eq!(assert_one_cluster(&c, &["c2", "c3"], &["c2", "c3"]), uid);
+    assert!(!c.objects("c2", "etcdmembers").contains(&"c1".to_string()));
+    assert!(!c.objects("c2", "controlnodes").contains(&"c1".to_string()));
+    assert!(c.state_host("c1").is_none(), "state still has c1");
+    // The host was reset: no etcd data, not running.
+    let snap = c.host_snapshot("c1");
+    assert!(snap.trim_end().ends_with("stopped"), "{snap}");
+    assert!(
+        !c.lab
+            .exec("c1", "test -e /var/lib/k0s/etcd")
+            .status
+            .success(),
+        "c1 still has etcd data"
+    );
+
+    c.write_spec(&["c1", "c2", "c3", "w1"]);
+    c.apply();
+    assert_eq!(
+        assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]),
+        uid
+    );
+    let new_id = c.state_host("c1").expect("c1")["etcd"]["member_id"].clone();
+    assert_ne!(old_id, new_id, "c1 rejoined with its old member id");
+}
+
+/// Seed scenario 3: a controller wiped and rebuilt at the same address is replaced in one apply;
+/// never a second cluster. Once with `-replace`, once with a new host key pin.
+#[test]
+fn wiped_controller_is_replaced_never_a_second_cluster() {
+    let c = Cluster::new(THREE_PLUS_TWO);
+    bootstrap(&c);
+    let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
+    let workers_before: Vec<String> = ["w1", "w2"].iter().map(|n| c.host_snapshot(n)).collect();
+
+    c.lab.wipe("c1");
+    // Without -replace the changed host key is refused, nothing changes.
+    let r = c.run(&["plan"]);
+    r.expect(3).contains("host key");
+    c.run(&["plan", "-replace", &c.lab.address("c1")])
+        .expect(0)
+        .contains("replaced")
+        .contains("machine-id");
+    c.run(&["apply", "-auto-approve", "-replace", &c.lab.address("c1")])
+        .expect(0);
+    assert_eq!(
+        assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]),
+        uid
+    );
+    let rec = c.state_host("c1").expect("c1");
+    assert_eq!(rec["machine_id"], c.lab.host("c1").machine_id.as_str());
+    assert_eq!(
+        rec["host_key"],
+        c.lab.host("c1").host_key_fingerprint.as_str()
+    );
+    let workers_after: Vec<String> = ["w1", "w2"].iter().map(|n| c.host_snapshot(n)).collect();
+    assert_eq!(workers_before, workers_after, "workers were touched");
+
+    // Again with a pin of the new key instead of -replace.
+    c.lab.wipe("c2");
+    c.lab.write_spec_with(
+        &c.spec,
+        &["c1", "c2", "c3", "w1", "w2"],
+        &SpecOptions::default().pin_host_keys(true),
+    );
+    c.apply();
+    assert_eq!(
+        assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]),
+        uid
+    );
+}
+
+/// Scenario 6: a worker removed from the spec is drained, deleted and reset; a wiped worker is
+/// re-joined.
+#[test]
+fn worker_removed_and_worker_wiped() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
+    bootstrap(&c);
+    c.write_spec(&["c1", "w1"]);
+    c.apply();
+    let nodes = c.nodes("c1");
+    assert!(!nodes.contains_key("w2"), "w2 Node still there: {nodes:?}");
+    assert!(c.host_snapshot("w2").trim_end().ends_with("stopped"));
+    assert!(c.state_host("w2").is_none());
+
+    c.lab.wipe("w1");
+    c.run(&["apply", "-auto-approve", "-replace", &c.lab.address("w1")])
+        .expect(0);
+    c.eventually(30, "w1 Ready again", || {
+        c.nodes("c1").get("w1") == Some(&true)
+    });
+    assert_eq!(
+        c.state_host("w1").expect("w1")["machine_id"],
+        c.lab.host("w1").machine_id.as_str()
+    );
+}
+
+/// Scenario 7 and the plan refusals: unsafe requests are refused with nothing changed.
+#[test]
+fn unsafe_requests_are_refused_and_change_nothing() {
+    let c = Cluster::new(&[
+        ("c1", "controller"),
+        ("c2", "controller"),
+        ("c3", "controller"),
+    ]);
+    bootstrap(&c);
+    let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
+
+    // An unreachable host is named, exit 1.
+    c.lab.power_off("c3");
+    c.run(&["plan"]).expect(1).contains(&c.lab.address("c3"));
+    // Removing a healthy controller while another is down breaks quorum: refused.
+    c.write_spec(&["c1", "c3"]);
+    let serial = c.state_serial();
+    let snaps: Vec<String> = ["c1", "c2"].iter().map(|n| c.host_snapshot(n)).collect();
+    c.run(&["apply", "-auto-approve", "-exclude", &c.lab.address("c3")])
+        .expect(3)
+        .contains("quorum");
+    assert_eq!(
+        snaps,
+        ["c1", "c2"]
+            .iter()
+            .map(|n| c.host_snapshot(n))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(c.state_serial(), serial);
+    c.lab.power_on("c3");
+    c.write_spec(&["c1", "c2", "c3"]);
+    c.eventually(60, "c3 back", || {
+        c.run(&["plan", "-detailed-exitcode"]).code == 0
+    });
+
+    // Split brain made by hand, k0sctl's failure mode: c1 reset and started again without a
+    // token bootstraps a second cluster at the same address.
+    c.lab.ssh_ok("c1", "k0s stop && k0s reset && k0s start");
+    c.eventually(60, "c1 to run its own cluster", || {
+        c.lab
+            .ssh("c1", "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl --data-dir=/var/lib/k0s get --raw=/readyz")
+            .status
+            .success()
+            && c.uid("c1") != uid
+    });
+    let snaps: Vec<String> = ["c1", "c2", "c3"]
+        .iter()
+        .map(|n| c.host_snapshot(n))
+        .collect();
+    let serial = c.state_serial();
+    let r = c.run(&["plan"]);
+    r.expect(3)
+        .contains(&c.lab.address("c1"))
+        .contains(&c.lab.address("c2"));
+    c.run(&["apply", "-auto-approve"]).expect(3);
+    assert_eq!(
+        snaps,
+        ["c1", "c2", "c3"]
+            .iter()
+            .map(|n| c.host_snapshot(n))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(c.state_serial(), serial);
+    // Naming the impostor with -replace turns it into a replacement: one cluster again.
+    c.run(&["apply", "-auto-approve", "-replace", &c.lab.address("c1")])
+        .expect(0);
+    assert_eq!(
+        assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]),
+        uid
+    );
+}
+
+/// Scenario 9: two applies at once: one runs, the other exits 4 naming the holder.
+#[test]
+fn concurrent_applies_one_waits_out() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let mut first = c
+        .command(&["apply", "-auto-approve"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn apply");
+    let lock = c.state.with_file_name("k0sform.state.json.lock");
+    c.eventually(20, "the first apply to take the lock", || {
+        std::fs::read_to_string(&lock).is_ok_and(|s| s.contains("apply"))
+    });
+    let second = c.run(&["apply", "-auto-approve"]);
+    second
+        .expect(4)
+        .contains(&first.id().to_string())
+        .contains("apply");
+    let status = first.wait().expect("first apply");
+    assert!(status.success(), "the first apply failed");
+    // With a lock timeout the next one waits its turn and finds nothing to do.
+    c.run(&["apply", "-auto-approve", "-lock-timeout", "60s"])
+        .expect(0);
+}
+
+/// Scenario 10: a non-root SSH user with sudo, and hosts reached through a bastion.
+#[test]
+fn sudo_user_and_bastion() {
+    let c = Cluster::with(
+        &[("b1", "bastion"), ("c1", "controller"), ("w1", "worker")],
+        LabOptions::default()
+            .sudo_user("c1")
+            .sudo_user("w1")
+            .bastion("b1"),
+        SpecOptions {
+            sudo_user: true,
+            via_bastion: true,
+            ..SpecOptions::default()
+        },
+    );
+    bootstrap(&c);
+    assert_one_cluster(&c, &["c1"], &["c1"]);
+    c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    // Every session came through the bastion: the hosts' sshd saw the bastion's address? No —
+    // loopback connections all come from 127.0.0.1-ish sources; check the bastion's log instead.
+    assert!(
+        c.lab.sshd_log("b1").contains("direct-tcpip")
+            || c.lab.sshd_log("b1").contains("port forwarding"),
+        "the bastion forwarded nothing:\n{}",
+        c.lab.sshd_log("b1")
+    );
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
