@@ -128,6 +128,19 @@ pub fn install_args(spec: &Spec, host: &HostSpec) -> Vec<String> {
         .collect()
 }
 
+/// The arguments for reinstalling a host that already runs (upgrade, reconfigure): the desired
+/// ones, with `--token-file` kept only when the running service has one. The bootstrap
+/// controller never had a token; giving it one on reinstall would make k0s read a missing file.
+pub fn reinstall_args<S: AsRef<str>>(spec: &Spec, host: &HostSpec, running: &[S]) -> Vec<String> {
+    let had_token = running
+        .iter()
+        .any(|a| a.as_ref().starts_with("--token-file"));
+    install_args(spec, host)
+        .into_iter()
+        .filter(|a| had_token || !a.starts_with("--token-file="))
+        .collect()
+}
+
 /// Service arguments reduced to what must match between desired and running: `--token-file`
 /// is dropped because the bootstrap controller legitimately runs without one.
 pub fn comparable_args<S: AsRef<str>>(args: &[S]) -> Vec<String> {
@@ -394,6 +407,30 @@ mod tests {
                 "--no-taints=true",
                 "--token-file=/etc/k0s/k0stoken",
             ]
+        );
+    }
+
+    #[test]
+    fn reinstall_keeps_token_file_only_for_joiners() {
+        let h = host(Role::Controller, "10.0.0.1");
+        let s = spec(vec![h.clone()], None);
+        let bootstrap = [
+            "/usr/local/bin/k0s",
+            "controller",
+            "--data-dir=/var/lib/k0s",
+        ];
+        assert!(
+            !reinstall_args(&s, &h, &bootstrap)
+                .iter()
+                .any(|a| a.starts_with("--token-file"))
+        );
+        let joiner = [
+            "/usr/local/bin/k0s",
+            "controller",
+            "--token-file=/etc/k0s/k0stoken",
+        ];
+        assert!(
+            reinstall_args(&s, &h, &joiner).contains(&"--token-file=/etc/k0s/k0stoken".to_string())
         );
     }
 
