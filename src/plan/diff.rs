@@ -101,6 +101,24 @@ fn peer_key(url: &str) -> String {
     rest.trim_end_matches('/').to_string()
 }
 
+/// `v1.33.4+k0s.0` → (1, 33, 4, 0) for ordering versions; pre-releases (`-rc.1`) sort as the
+/// release itself, which is close enough to spot a downgrade.
+fn version_key(v: &str) -> Option<(u64, u64, u64, u64)> {
+    let v = v.trim().trim_start_matches('v');
+    let (core, build) = v.split_once('+').unwrap_or((v, ""));
+    let core = core.split('-').next().unwrap_or(core);
+    let mut nums = core.split('.').map(|n| n.parse::<u64>().ok());
+    let major = nums.next()??;
+    let minor = nums.next()??;
+    let patch = nums.next().flatten().unwrap_or(0);
+    let build = build
+        .rsplit('.')
+        .next()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(0);
+    Some((major, minor, patch, build))
+}
+
 /// Member IDs are hex without padding (`%x`); compare them as numbers so `0a1f` and `a1f` agree.
 fn same_member_id(a: &str, b: &str) -> bool {
     if a.is_empty() || b.is_empty() {
@@ -1115,6 +1133,18 @@ impl<'a> Planner<'a> {
                 .clone()
                 .or_else(|| bin.map(|b| format!("binary sha256 {}", short(&b.sha256))))
                 .unwrap_or_default();
+            if let (Some(have), Some(want)) = (
+                running_version.as_deref().and_then(version_key),
+                want_version.as_deref().and_then(version_key),
+            ) && want < have
+            {
+                self.warnings.push(format!(
+                    "{} ({}) would be downgraded from {} to {to}; k0s does not support downgrades",
+                    h.name(),
+                    h.id,
+                    running_version.as_deref().unwrap_or_default()
+                ));
+            }
             reasons.insert(
                 0,
                 reason(
@@ -2266,6 +2296,14 @@ impl QuorumSim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_order_numerically() {
+        assert!(version_key("v1.33.4+k0s.0") < version_key("v1.33.10+k0s.0"));
+        assert!(version_key("v1.33.4+k0s.0") < version_key("v1.33.4+k0s.1"));
+        assert_eq!(version_key("v1.33.4-rc.1+k0s.0"), Some((1, 33, 4, 0)));
+        assert_eq!(version_key("garbage"), None);
+    }
 
     #[test]
     fn worker_batches_use_the_percentage() {
