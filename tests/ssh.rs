@@ -668,3 +668,104 @@ async fn non_root_user_goes_through_sudo() {
     assert_eq!(out.stdout, b"in\ny\n");
     t.close_all().await;
 }
+
+fn process_group_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name: state ppid pgrp …
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(2)?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ssh_processes_are_shielded_from_terminal_ctrl_c() {
+    let sshd = Sshd::start();
+    let t = transport();
+    t.connect(&sshd.id(), &sshd.target("root"), None, false)
+        .await
+        .unwrap();
+    let ours = process_group_of(std::process::id()).unwrap();
+    // A long command keeps a mux client alive while we look.
+    let t2 = t.clone();
+    let id = sshd.id();
+    let running = tokio::spawn(async move { t2.run(&id, cmd(&["sleep", "1"])).await });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let procs = ssh_processes(&t);
+    assert!(procs.len() >= 2, "master and one mux client: {procs:?}");
+    for line in &procs {
+        let pid: u32 = line.split_whitespace().next().unwrap().parse().unwrap();
+        if let Some(pgrp) = process_group_of(pid) {
+            assert_ne!(pgrp, ours, "{line} is in k0sform's process group");
+        }
+    }
+    assert!(running.await.unwrap().unwrap().success());
+    t.close_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_the_transport_leaves_no_ssh_process() {
+    let sshd = Sshd::start();
+    let t = transport();
+    t.connect(&sshd.id(), &sshd.target("root"), None, false)
+        .await
+        .unwrap();
+    let dir = t.control_dir().to_path_buf();
+    let pattern = dir.to_str().unwrap().to_string();
+    assert!(!ssh_processes(&t).is_empty());
+    drop(t);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let out = Command::new("pgrep")
+            .arg("-f")
+            .arg(&pattern)
+            .output()
+            .unwrap();
+        if out.stdout.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "ssh still running after drop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!dir.exists(), "private directory removed");
+}
+
+#[test]
+fn the_master_dies_with_the_thread_that_started_it_even_without_drop() {
+    // Simulates k0sform being killed: no Drop runs (mem::forget), the thread that spawned the
+    // master ends, and the kernel's parent-death signal takes the master down.
+    let sshd = Sshd::start();
+    let id = sshd.id();
+    let target = sshd.target("root");
+    let pattern = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let t = transport();
+            t.connect(&id, &target, None, false).await.unwrap();
+            let p = t.control_dir().to_str().unwrap().to_string();
+            assert!(!ssh_processes(&t).is_empty());
+            std::mem::forget(t);
+            p
+        })
+    })
+    .join()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let out = Command::new("pgrep")
+            .arg("-f")
+            .arg(&pattern)
+            .output()
+            .unwrap();
+        if out.stdout.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "master outlived its parent thread"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_dir_all(&pattern);
+}

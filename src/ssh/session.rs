@@ -1,12 +1,12 @@
 //! `SshTransport`: one ControlMaster connection per host for the whole run, host keys checked
-//! against a private known_hosts file built from the state, commands sent through the master
-//! with the openssh crate's process mux.
+//! against a private known_hosts file built from the state, every command a mux client of it.
 //!
-//! The master is started here rather than with `openssh::SessionBuilder` because the builder has
-//! no generic `-o` (we need GlobalKnownHostsFile, HostKeyAlias, HashKnownHosts, the user's options
-//! and a ProxyCommand carrying all of them to the bastion), and it daemonizes the master (`-f`),
-//! which then survives a Ctrl-C. Our master stays a child in k0sform's process group: a terminal
-//! Ctrl-C reaches it, and dropping the transport kills it.
+//! The openssh crate's `SessionBuilder` and command spawning are not used for the master and the
+//! commands: the builder has no generic `-o` (we need GlobalKnownHostsFile, HostKeyAlias,
+//! HashKnownHosts, the user's options and a ProxyCommand carrying all of them to the bastion) and
+//! daemonizes the master, and neither lets us choose the process group. Our ssh processes run in
+//! their own process group (a Ctrl-C in the terminal must not cut steps the executor lets finish)
+//! and die with k0sform (PR_SET_PDEATHSIG); `openssh::Session` checks the master's health.
 
 use super::hostkey::{self, BASTION_ALIAS, PublicKey, TARGET_ALIAS};
 use super::quote::{self, quote};
@@ -102,6 +102,7 @@ struct Inner {
 
 struct HostConn {
     host: HostId,
+    ssh_program: PathBuf,
     user: String,
     sudo: bool,
     session: openssh::Session,
@@ -249,6 +250,7 @@ impl SshTransport {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true);
+        shield(&mut master);
         let mut child = master
             .spawn()
             .map_err(|e| other(host, format!("cannot run ssh: {e}")))?;
@@ -309,6 +311,7 @@ impl SshTransport {
 
         let conn = HostConn {
             host: host.clone(),
+            ssh_program: self.inner.opts.ssh_program.clone(),
             user: target.user.clone(),
             sudo: target.needs_sudo(),
             session,
@@ -670,20 +673,36 @@ enum Input<'a> {
 
 impl HostConn {
     async fn exec(&self, line: &str, input: Input<'_>) -> Result<CommandOutput, TransportError> {
-        let mut c = self.session.raw_command(line);
-        c.stdin(match input {
-            Input::None => openssh::Stdio::null(),
-            _ => openssh::Stdio::piped(),
-        })
-        .stdout(openssh::Stdio::piped())
-        .stderr(openssh::Stdio::piped());
+        // A mux client of the master: `-p 9` and host `none` make sure it can never open a
+        // connection of its own if the master is gone; -F /dev/null keeps the user's config
+        // (which already shaped the master) out of it.
+        let mut c = tokio::process::Command::new(&self.ssh_program);
+        c.arg("-S")
+            .arg(&self.ctl)
+            .args([
+                "-F",
+                "/dev/null",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "ControlMaster=no",
+            ])
+            .args(["-T", "-p", "9", "--", "none"])
+            .arg(line)
+            .stdin(match input {
+                Input::None => Stdio::null(),
+                _ => Stdio::piped(),
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        shield(&mut c);
         let mut child = c
             .spawn()
-            .await
-            .map_err(|e| other(&self.host, format!("cannot start ssh: {e}")))?;
-        let stdin = child.stdin().take();
-        let mut stdout = child.stdout().take();
-        let mut stderr = child.stderr().take();
+            .map_err(|e| other(&self.host, format!("cannot run ssh: {e}")))?;
+        let stdin = child.stdin.take();
+        let mut stdout = child.stdout.take();
+        let mut stderr = child.stderr.take();
         let feed = async {
             let Some(mut w) = stdin else {
                 return Ok::<(), std::io::Error>(());
@@ -722,12 +741,14 @@ impl HostConn {
         {
             return Err(other(&self.host, format!("sending input: {e}")));
         }
-        let status = match child.wait().await {
-            Ok(st) => st.code(),
-            // The crate turns exit 127 into an error; for us it is the shell's "not found".
-            Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => Some(127),
-            // 255: ssh lost the connection, or the remote process died by a signal.
-            Err(openssh::Error::RemoteProcessTerminated) => match self.session.check().await {
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| other(&self.host, format!("waiting for ssh: {e}")))?;
+        let status = match status.code() {
+            // 255: ssh itself failed (connection lost), or the remote command exited 255 or died
+            // by a signal. The master tells which.
+            Some(255) => match self.session.check().await {
                 Ok(()) => None,
                 Err(e) => {
                     return Err(TransportError::Unreachable {
@@ -736,7 +757,7 @@ impl HostConn {
                     });
                 }
             },
-            Err(e) => return Err(other(&self.host, format!("ssh failed: {e}"))),
+            code => code,
         };
         Ok(CommandOutput {
             status,
@@ -746,10 +767,10 @@ impl HostConn {
     }
 
     async fn shutdown(&self) {
-        let _ = tokio::process::Command::new("ssh")
+        let _ = tokio::process::Command::new(&self.ssh_program)
             .arg("-S")
             .arg(&self.ctl)
-            .args(["-O", "exit", "none"])
+            .args(["-F", "/dev/null", "-O", "exit", "none"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -797,6 +818,23 @@ fn sudo_denied(host: &HostId, user: &str, out: &CommandOutput) -> Option<Transpo
             .trim()
             .to_string(),
     })
+}
+
+/// Keep an ssh process out of the terminal's process group, so the first Ctrl-C (which the
+/// executor turns into "let running steps finish") does not kill connections and commands in
+/// flight, and have the kernel end it when k0sform dies, so nothing outlives k0sform.
+fn shield(cmd: &mut tokio::process::Command) {
+    cmd.process_group(0);
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which is
+    // async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 fn path_str(p: &Path) -> String {
