@@ -781,6 +781,21 @@ fn double_workers_tokens_and_heartbeats() {
     assert!(wait_exited(&lab, "w2", Duration::from_secs(30)));
     assert!(!lab.ssh_ok("c1", "k0s kubectl get nodes").contains("w2"));
 
+    // So is an expired one.
+    let expired = lab.ssh_ok("c1", "k0s token create --role worker --expiry 1s");
+    std::thread::sleep(Duration::from_secs(2));
+    lab.ssh_ok(
+        "w2",
+        &format!("echo {} > /etc/k0s/k0stoken && k0s start", expired.trim()),
+    );
+    assert!(wait_exited(&lab, "w2", Duration::from_secs(30)));
+    assert!(!lab.ssh_ok("c1", "k0s kubectl get nodes").contains("w2"));
+    let wlog = stdout(&lab.exec("w2", "cat /var/lib/k0s/logs/k0sworker.log"));
+    assert!(
+        wlog.contains("Error: failed to bootstrap kubelet client configuration"),
+        "{wlog}"
+    );
+
     // Heartbeats stop with the worker: NotReady after ~10 s.
     lab.ssh_ok("w1", "k0s stop");
     let not_ready = lab.wait_until(Duration::from_secs(20), || {

@@ -222,6 +222,16 @@ impl Lab {
         self.host(name).address
     }
 
+    /// Path of the k0s test double (same as the free function, for `Lab::k0s_double_path()`).
+    pub fn k0s_double_path() -> PathBuf {
+        k0s_double_path()
+    }
+
+    /// Path of `testdata/lab/lab.py`.
+    pub fn lab_py() -> PathBuf {
+        lab_py()
+    }
+
     /// The client private key (ed25519) authorized for root and the sudo user.
     pub fn key_path(&self) -> PathBuf {
         self.path.join("id_ed25519")
