@@ -711,14 +711,14 @@ impl<T: Transport + 'static> K0sRunner<T> {
             StepKind::Upgrade { to, .. } => {
                 let hs = self.host_spec(host)?;
                 gate().await?;
+                let args = self.reinstall_args(host, hs).await;
                 self.stop_k0s(host).await?;
                 // Usually an UploadBinary step already put it there; uploading again is a no-op
                 // for an identical file and covers plans that left that step out.
                 if self.local_binary(hs, None, Some(to)).is_some() {
                     self.upload_binary(hs, None, Some(to)).await?;
                 }
-                self.install(hs, &desired::install_args(&self.spec, hs))
-                    .await?;
+                self.install(hs, &args).await?;
                 self.start_k0s(host).await?;
                 self.wait_back(ctx, hs).await?;
                 Ok(vec![StateChange::SetHostVersion {
@@ -734,8 +734,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
                     self.write(host, desired::CONFIG_FILE, yaml.into_bytes(), 0o600)
                         .await?;
                 }
-                self.install(hs, &desired::install_args(&self.spec, hs))
-                    .await?;
+                let args = self.reinstall_args(host, hs).await;
+                self.install(hs, &args).await?;
                 self.stop_k0s(host).await?;
                 self.start_k0s(host).await?;
                 self.wait_back(ctx, hs).await?;
@@ -744,6 +744,19 @@ impl<T: Transport + 'static> K0sRunner<T> {
             StepKind::RecordHost => self.record_host(ctx, host).await,
             StepKind::ForgetHost => Ok(vec![StateChange::ForgetHost(host.clone())]),
         }
+    }
+
+    /// Arguments for reinstalling a host that runs: `--token-file` only where the running
+    /// service has one (the bootstrap controller never had a token file).
+    async fn reinstall_args(&self, host: &HostId, hs: &HostSpec) -> Vec<String> {
+        let p = self.paths(host);
+        let running: Vec<String> = match self.exec(host, k0s::status_json(&p.bin)).await {
+            Ok(out) if out.success() => k0s::parse_status(&out.stdout_str())
+                .map(|s| s.args)
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        desired::reinstall_args(&self.spec, hs, &running)
     }
 
     async fn bootstrap(

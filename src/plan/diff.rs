@@ -1731,7 +1731,9 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Drain and delete objects, remove the member (quorum-checked, gated), reset, forget.
+    /// Drain, remove the member (quorum-checked, gated, and checked against its EtcdMember object,
+    /// so the objects go after it: a removed member can no longer recreate them), delete the
+    /// objects, reset, forget.
     fn build_removal(
         &self,
         b: &mut Builder,
@@ -1766,6 +1768,26 @@ impl<'a> Planner<'a> {
                 [first_dep.take()],
             );
         }
+        if let Some(m) = member {
+            let prev = b.last.get(&p.idx).copied();
+            let rm = b.push(
+                p.idx,
+                &h.id,
+                StepKind::RemoveMember {
+                    member_id: m.member_id.clone(),
+                    peer_url: m.peer_url.clone(),
+                    via: via.clone(),
+                },
+                [prev, *gate],
+            );
+            let w = b.push(
+                p.idx,
+                &h.id,
+                StepKind::WaitHealthy { via: via.clone() },
+                [Some(rm)],
+            );
+            *gate = Some(w);
+        }
         let objects = self.existing_objects(h);
         if !objects.is_empty() {
             let prev = b.last.get(&p.idx).copied();
@@ -1779,21 +1801,6 @@ impl<'a> Planner<'a> {
                 },
                 [prev, first_dep.take()],
             );
-        }
-        if let Some(m) = member {
-            let prev = b.last.get(&p.idx).copied();
-            let rm = b.push(
-                p.idx,
-                &h.id,
-                StepKind::RemoveMember {
-                    member_id: m.member_id.clone(),
-                    peer_url: m.peer_url.clone(),
-                    via: via.clone(),
-                },
-                [prev, *gate],
-            );
-            let w = b.push(p.idx, &h.id, StepKind::WaitHealthy { via }, [Some(rm)]);
-            *gate = Some(w);
         }
         vias.removed.insert(h.id.clone());
         if let Some(mid) = reset {
