@@ -1,5 +1,10 @@
 //! `probe::probe_all` over real SSH. Part 1: plain sshd servers on loopback addresses (this
 //! machine, no k0s): a fresh host, an unreachable one, a state-only one, a changed key.
+//! Part 2: the test lab (testdata/lab: real sshd per simulated host, the k0s double with real
+//! etcd): a fresh lab host, and a cluster of three controllers and a worker formed by hand.
+
+#[path = "support/lab.rs"]
+mod lab;
 
 use k0sform::hostid::HostId;
 use k0sform::probe::{self, ProbeOptions};
@@ -298,4 +303,227 @@ async fn excluded_hosts_are_not_contacted() {
     let r = probe::probe_all(&s, &State::new(), &t, &opts).await;
     assert!(r.hosts.is_empty());
     assert_eq!(a.logins(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Part 2: the lab
+
+fn lab_host_spec(lab: &lab::Lab, name: &str, role: Role, index: usize) -> HostSpec {
+    let h = lab.host(name);
+    let mut t = SshTarget::new(h.address.clone(), h.port);
+    t.key_path = Some(lab.key_path());
+    HostSpec::new(role, t, index)
+}
+
+fn lab_id(lab: &lab::Lab, name: &str) -> HostId {
+    let h = lab.host(name);
+    HostId::new(h.address, h.port)
+}
+
+fn count(log: &str, what: &str) -> usize {
+    log.matches(what).count()
+}
+
+/// (connections, commands) seen by the host's sshd so far.
+fn sshd_counts(lab: &lab::Lab, name: &str) -> (usize, usize) {
+    let log = lab.sshd_log(name);
+    (
+        count(&log, "Accepted publickey"),
+        count(&log, "Starting session"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lab_fresh_host_is_reached_and_looks_fresh() {
+    let lab = lab::Lab::create(&[("c1", "controller")]);
+    let s = spec(vec![lab_host_spec(&lab, "c1", Role::Controller, 1)]);
+    let before = sshd_counts(&lab, "c1");
+    let t = SshTransport::new(SshOptions::default()).unwrap();
+    let r = probe::probe_all(&s, &State::new(), &t, &ProbeOptions::default()).await;
+    t.close_all().await;
+
+    let host = lab.host("c1");
+    let f = r
+        .facts(&lab_id(&lab, "c1"))
+        .unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(f.machine_id, host.machine_id);
+    assert_eq!(f.hostname, "c1");
+    assert_eq!(f.host_key, host.host_key_fingerprint);
+    assert_eq!(f.k0s_version, None);
+    assert_eq!(f.k0s_binary_sha256, None);
+    assert_eq!(f.service, None);
+    assert_eq!(f.status, None);
+    assert_eq!(f.config_sha256, None);
+    assert!(!f.has_etcd_data);
+    assert!(f.view.is_none());
+    let after = sshd_counts(&lab, "c1");
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (1, 1),
+        "one connection and one command"
+    );
+}
+
+/// Bootstrap `first`, join the other controllers and the worker through tokens, as a user would.
+fn form_cluster_by_hand(lab: &lab::Lab, first: &str, controllers: &[&str], workers: &[&str]) {
+    let ready = |h: &str| {
+        let o = lab.ssh(h, "k0s kubectl get --raw=/readyz");
+        o.status.success() && lab::stdout(&o) == "ok"
+    };
+    lab.install_double(first);
+    lab.ssh_ok(first, "k0s install controller && k0s start");
+    assert!(
+        lab.wait_until(Duration::from_secs(60), || ready(first)),
+        "{first} not ready"
+    );
+    let join = |h: &str, role: &str| {
+        lab.install_double(h);
+        let token = lab.ssh_ok(
+            first,
+            &format!("k0s token create --role {role} --expiry 1h"),
+        );
+        lab.ssh_ok(
+            h,
+            &format!(
+                "mkdir -p /etc/k0s && echo {} > /etc/k0s/k0stoken && chmod 600 /etc/k0s/k0stoken \
+                 && k0s install {role} --token-file /etc/k0s/k0stoken && k0s start",
+                token.trim()
+            ),
+        );
+    };
+    for c in controllers {
+        join(c, "controller");
+        assert!(
+            lab.wait_until(Duration::from_secs(60), || ready(c)),
+            "{c} not ready"
+        );
+    }
+    for w in workers {
+        join(w, "worker");
+    }
+    for w in workers {
+        let seen = lab.wait_until(Duration::from_secs(60), || {
+            let o = lab.ssh(first, "k0s kubectl get nodes -o json");
+            lab::stdout(&o).contains(&format!("\"name\": \"{w}\""))
+                || lab::stdout(&o).contains(&format!("\"name\":\"{w}\""))
+        });
+        assert!(seen, "worker {w} never registered");
+    }
+}
+
+/// etcd's own member list on `host` (name → hex ID), independent of k0s and the EtcdMember objects.
+fn etcd_member_ids(lab: &lab::Lab, host: &str) -> std::collections::BTreeMap<String, u64> {
+    let addr = lab.address(host);
+    let out = lab.exec_ok(
+        host,
+        &format!("ETCDCTL_API=3 etcdctl --endpoints=http://{addr}:2379 member list"),
+    );
+    out.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(", ").collect();
+            (
+                f[2].to_string(),
+                u64::from_str_radix(f[0].trim(), 16).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lab_cluster_view_is_gathered_from_every_controller() {
+    let lab = lab::Lab::create(&[
+        ("c1", "controller"),
+        ("c2", "controller"),
+        ("c3", "controller"),
+        ("w1", "worker"),
+    ]);
+    form_cluster_by_hand(&lab, "c1", &["c2", "c3"], &["w1"]);
+    let truth_ids = etcd_member_ids(&lab, "c1");
+    assert_eq!(truth_ids.len(), 3, "{truth_ids:?}");
+    let truth_uid = lab
+        .ssh_ok(
+            "c2",
+            "k0s kubectl get namespace kube-system -o jsonpath={.metadata.uid}",
+        )
+        .trim()
+        .to_string();
+    assert!(!truth_uid.is_empty());
+
+    let s = spec(vec![
+        lab_host_spec(&lab, "c1", Role::Controller, 1),
+        lab_host_spec(&lab, "c2", Role::Controller, 2),
+        lab_host_spec(&lab, "c3", Role::Controller, 3),
+        lab_host_spec(&lab, "w1", Role::Worker, 4),
+    ]);
+    let names = ["c1", "c2", "c3", "w1"];
+    let before: Vec<(usize, usize)> = names.iter().map(|n| sshd_counts(&lab, n)).collect();
+    let t = SshTransport::new(SshOptions::default()).unwrap();
+    let opts = ProbeOptions {
+        parallelism: 2,
+        ..Default::default()
+    };
+    let r = probe::probe_all(&s, &State::new(), &t, &opts).await;
+    t.close_all().await;
+    for (n, b) in names.iter().zip(&before) {
+        let a = sshd_counts(&lab, n);
+        assert_eq!(
+            (a.0 - b.0, a.1 - b.1),
+            (1, 1),
+            "{n}: one connection, one command"
+        );
+    }
+
+    for c in ["c1", "c2", "c3"] {
+        let f = r
+            .facts(&lab_id(&lab, c))
+            .unwrap_or_else(|| panic!("{c}: {r:?}"));
+        let host = lab.host(c);
+        assert_eq!(f.machine_id, host.machine_id);
+        assert_eq!(f.host_key, host.host_key_fingerprint);
+        assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
+        assert_eq!(f.service, Some(k0sform::reality::ServiceKind::Controller));
+        assert!(f.has_etcd_data, "{c}");
+        let st = f
+            .status
+            .as_ref()
+            .unwrap_or_else(|| panic!("{c} not running"));
+        assert_eq!(st.role, "controller");
+        assert!(st.pid > 0);
+        let v = f.view.as_ref().unwrap_or_else(|| panic!("{c}: no view"));
+        assert!(v.errors.is_empty(), "{c}: {:?}", v.errors);
+        assert_eq!(v.cluster_uid.as_deref(), Some(truth_uid.as_str()), "{c}");
+        let members: Vec<(String, String, u64)> = v
+            .members
+            .iter()
+            .map(|m| {
+                let id = m
+                    .member_id
+                    .as_deref()
+                    .unwrap_or_else(|| panic!("{c}: {m:?} has no ID"));
+                (
+                    m.name.clone(),
+                    m.peer_url.clone(),
+                    u64::from_str_radix(id, 16).unwrap(),
+                )
+            })
+            .collect();
+        let want: Vec<(String, String, u64)> = ["c1", "c2", "c3"]
+            .iter()
+            .map(|n| {
+                (
+                    n.to_string(),
+                    format!("http://{}:2380", lab.address(n)),
+                    truth_ids[*n],
+                )
+            })
+            .collect();
+        assert_eq!(members, want, "{c}'s member list");
+        let nodes: Vec<(&str, bool)> = v.nodes.iter().map(|n| (n.name.as_str(), n.ready)).collect();
+        assert_eq!(nodes, [("w1", true)], "{c}");
+        assert_eq!(v.control_nodes, ["c1", "c2", "c3"], "{c}");
+    }
+    let w = r.facts(&lab_id(&lab, "w1")).expect("w1 reached");
+    assert_eq!(w.status.as_ref().map(|s| s.role.as_str()), Some("worker"));
+    assert_eq!(w.service, Some(k0sform::reality::ServiceKind::Worker));
+    assert!(w.view.is_none(), "workers are not asked for a view");
 }
