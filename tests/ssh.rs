@@ -769,3 +769,59 @@ fn the_master_dies_with_the_thread_that_started_it_even_without_drop() {
     }
     let _ = std::fs::remove_dir_all(&pattern);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openssh_alias_from_config_path_and_user_from_config_decides_sudo() {
+    let sshd = Sshd::start();
+    let cfg = sshd.path("ssh_config");
+    std::fs::write(
+        &cfg,
+        format!(
+            "Host k0sform-test-alias\n  HostName {}\n  Port {}\n  User root\n  IdentityFile {}\n",
+            sshd.address,
+            sshd.port,
+            sshd.path("client_key").display()
+        ),
+    )
+    .unwrap();
+    // openSSH: {address: k0sform-test-alias, configPath: …}: user/port hold k0sctl's defaults.
+    let mut target = SshTarget::new("k0sform-test-alias", 22);
+    target.openssh = true;
+    target.config_path = Some(cfg.clone());
+    let id = HostId::new("k0sform-test-alias", 22);
+    let t = transport();
+    let info = t.connect(&id, &target, None, false).await.unwrap();
+    assert_eq!(info.fingerprint, sshd.host_fingerprint());
+    let out = t.run(&id, cmd(&["id", "-un"])).await.unwrap();
+    assert_eq!(out.stdout_str().trim(), "root");
+    t.close_all().await;
+
+    // The config names a non-root user: root commands must go through sudo.
+    if Command::new("id")
+        .arg("k0slab")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+    {
+        let text = std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace("User root", "User k0slab");
+        std::fs::write(&cfg, text).unwrap();
+        let t = transport();
+        t.connect(&id, &target, None, false).await.unwrap();
+        let as_root = t.run(&id, cmd(&["id", "-un"])).await.unwrap();
+        assert_eq!(
+            as_root.stdout_str().trim(),
+            "root",
+            "{}",
+            as_root.stderr_str()
+        );
+        let mut plain = cmd(&["id", "-un"]);
+        plain.root = false;
+        assert_eq!(
+            t.run(&id, plain).await.unwrap().stdout_str().trim(),
+            "k0slab"
+        );
+        t.close_all().await;
+    }
+}

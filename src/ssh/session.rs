@@ -236,10 +236,14 @@ impl SshTransport {
             "-E".into(),
             path_str(&log),
         ];
-        args.extend(self.common_args(target, &known_hosts, TARGET_ALIAS, &base, 0)?);
+        let common = self.common_args(target, &known_hosts, TARGET_ALIAS, &base, 0)?;
+        // The login user decides sudo; with an ssh config in play only ssh knows it (`-G`
+        // resolves the configuration locally, without connecting).
+        let login_user = self.resolve_user(host, &common, &target.address).await?;
+        args.extend(common);
         args.push("--".into());
         args.push(target.address.clone());
-        tracing::debug!(%host, ?args, "starting ssh master");
+        tracing::debug!(%host, ?args, %login_user, "starting ssh master");
 
         let mut master = tokio::process::Command::new(&self.inner.opts.ssh_program);
         master
@@ -312,8 +316,8 @@ impl SshTransport {
         let conn = HostConn {
             host: host.clone(),
             ssh_program: self.inner.opts.ssh_program.clone(),
-            user: target.user.clone(),
-            sudo: target.needs_sudo(),
+            sudo: login_user != "root",
+            user: login_user,
             session,
             ctl,
             log,
@@ -374,6 +378,40 @@ impl SshTransport {
         Ok(info)
     }
 
+    /// The user ssh will log in as (`ssh -G … | user`).
+    async fn resolve_user(
+        &self,
+        host: &HostId,
+        common: &[String],
+        address: &str,
+    ) -> Result<String, TransportError> {
+        let mut c = tokio::process::Command::new(&self.inner.opts.ssh_program);
+        c.arg("-G")
+            .args(common)
+            .arg("--")
+            .arg(address)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let out = c
+            .output()
+            .await
+            .map_err(|e| other(host, format!("cannot run ssh -G: {e}")))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            return Err(other(
+                host,
+                format!(
+                    "ssh rejects the connection settings: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            ));
+        }
+        text.lines()
+            .find_map(|l| l.strip_prefix("user "))
+            .map(|u| u.trim().to_string())
+            .ok_or_else(|| other(host, "ssh -G printed no user"))
+    }
+
     /// ssh options shared by the master and every bastion hop. `depth` 0 is the target.
     fn common_args(
         &self,
@@ -432,12 +470,14 @@ impl SshTransport {
                 self.proxy_command(b, base, depth + 1)?
             ));
         }
-        a.extend([
-            "-p".into(),
-            target.port.to_string(),
-            "-l".into(),
-            target.user.clone(),
-        ]);
+        // An `openSSH:` address may be a Host alias whose config sets Port/User: k0sctl's
+        // defaults (22, root) are then left to ssh, which falls back to the same values.
+        if !(target.openssh && target.port == 22) {
+            a.extend(["-p".into(), target.port.to_string()]);
+        }
+        if !(target.openssh && target.user == "root") {
+            a.extend(["-l".into(), target.user.clone()]);
+        }
         if let Some(k) = &target.key_path {
             a.extend([
                 "-i".into(),
