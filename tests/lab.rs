@@ -728,6 +728,25 @@ fn double_unhealthy_cluster_and_split_brain() {
     assert!(l.contains("etcdserver: unhealthy cluster"), "{l}");
     assert_eq!(member_names(&lab, "c1"), set(&["c1", "c2", "c3"]));
 
+    // Removing a healthy member while another voter is down is refused too (§4.3 lines).
+    let o = lab.ssh(
+        "c1",
+        &format!("k0s etcd leave --peer-address {}", lab.address("c3")),
+    );
+    assert_eq!((o.status.code(), stdout(&o)), (Some(1), String::new()));
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].contains(" level=error msg=\"Failed to delete node from cluster\" peerID="),
+        "{err}"
+    );
+    assert!(
+        lines[0].ends_with(&format!(" peerURL=\"http://{}:2380\"", lab.address("c3"))),
+        "{err}"
+    );
+    assert_eq!(lines[1], "Error: etcdserver: unhealthy cluster");
+
     // Power on: the installed unit starts k0s like systemd would; c2 rejoins its cluster.
     lab.power_on("c2");
     wait_ready(&lab, "c2");
