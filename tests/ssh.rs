@@ -543,7 +543,7 @@ async fn write_file_and_upload_are_atomic_and_checked() {
     let remote = target_dir.join("bin/k0s");
     let remote_s = remote.to_str().unwrap();
     let up = t
-        .upload_file(&sshd.id(), &local, remote_s, 0o755)
+        .upload_file_report(&sshd.id(), &local, remote_s, 0o755)
         .await
         .unwrap();
     assert_eq!(up.sha256, expect_sha);
@@ -558,7 +558,7 @@ async fn write_file_and_upload_are_atomic_and_checked() {
     std::fs::set_permissions(&remote, std::fs::Permissions::from_mode(0o700)).unwrap();
     let mtime = std::fs::metadata(&remote).unwrap().modified().unwrap();
     let up2 = t
-        .upload_file(&sshd.id(), &local, remote_s, 0o755)
+        .upload_file_report(&sshd.id(), &local, remote_s, 0o755)
         .await
         .unwrap();
     assert!(up2.skipped);
@@ -574,10 +574,17 @@ async fn write_file_and_upload_are_atomic_and_checked() {
     // Changed remote content: uploaded again.
     std::fs::write(&remote, b"tampered").unwrap();
     let up3 = t
-        .upload_file(&sshd.id(), &local, remote_s, 0o755)
+        .upload_file_report(&sshd.id(), &local, remote_s, 0o755)
         .await
         .unwrap();
     assert!(!up3.skipped);
+    assert_eq!(std::fs::read(&remote).unwrap(), data);
+    // Through the trait (what the generic executor calls): the sha256 of what is now there.
+    std::fs::write(&remote, b"tampered again").unwrap();
+    let sha = Transport::upload_file(&t, &sshd.id(), &local, remote_s, 0o755)
+        .await
+        .unwrap();
+    assert_eq!(sha, expect_sha);
     assert_eq!(std::fs::read(&remote).unwrap(), data);
     t.close_all().await;
 }

@@ -628,7 +628,8 @@ impl SshTransport {
     /// Write `local` to `remote` (mode `mode`, as root): streamed to `<remote>.k0sform-tmp`,
     /// sha256-checked on the host, then renamed into place, so a half upload is never at
     /// `remote`. Skipped when the remote file already has the same sha256 (its mode is still set).
-    pub async fn upload_file(
+    /// `Transport::upload_file` returns only the sha256; this also says whether it was skipped.
+    pub async fn upload_file_report(
         &self,
         host: &HostId,
         local: &Path,
@@ -909,6 +910,21 @@ async fn local_sha256(path: &Path) -> std::io::Result<(String, u64)> {
 }
 
 impl Transport for SshTransport {
+    /// Staged, sha256-verified upload, skipped when the remote file is already identical
+    /// (`upload_file_report`).
+    async fn upload_file(
+        &self,
+        host: &HostId,
+        local: &Path,
+        remote: &str,
+        mode: u32,
+    ) -> Result<String, TransportError> {
+        Ok(self
+            .upload_file_report(host, local, remote, mode)
+            .await?
+            .sha256)
+    }
+
     async fn run(
         &self,
         host: &HostId,
