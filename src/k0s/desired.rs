@@ -13,7 +13,9 @@ pub const TOKEN_FILE: &str = "/etc/k0s/k0stoken";
 pub const CONFIG_FILE: &str = "/etc/k0s/k0s.yaml";
 
 /// The k0s.yaml to write on `host`: `spec.k0s.config` with this host's `api.address` and
-/// `storage.etcd.peerAddress`, and `api.sans` extended with every controller's addresses (sorted).
+/// `storage.etcd.peerAddress`, and `api.sans` extended with this host's own addresses (sorted).
+/// Other controllers' addresses are deliberately left out (k0sctl adds them): with them, adding or
+/// removing one controller would change every other controller's config and restart them all.
 /// Deterministic, so its sha256 can be compared with the file on the host.
 pub fn config_yaml(spec: &Spec, host: &HostSpec) -> String {
     let user = match &spec.k0s.config {
@@ -50,10 +52,8 @@ pub fn config_yaml(spec: &Spec, host: &HostSpec) -> String {
             .collect(),
         _ => Vec::new(),
     };
-    for c in spec.controllers() {
-        sans.push(c.ssh.address.clone());
-        sans.push(c.peer_address().to_string());
-    }
+    sans.push(host.ssh.address.clone());
+    sans.push(host.peer_address().to_string());
     sans.sort();
     sans.dedup();
     api.insert(
@@ -363,7 +363,7 @@ mod tests {
         let y = config_yaml(&s, &c2);
         assert_eq!(
             y,
-            "apiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nmetadata:\n  name: k0s\nspec:\n  api:\n    sans:\n      - 10.0.0.1\n      - 10.0.0.2\n      - 192.168.0.2\n      - k8s.example.com\n    address: 192.168.0.2\n  telemetry:\n    enabled: false\n  storage:\n    etcd:\n      peerAddress: 192.168.0.2\n"
+            "apiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nmetadata:\n  name: k0s\nspec:\n  api:\n    sans:\n      - 10.0.0.2\n      - 192.168.0.2\n      - k8s.example.com\n    address: 192.168.0.2\n  telemetry:\n    enabled: false\n  storage:\n    etcd:\n      peerAddress: 192.168.0.2\n"
         );
         // It must read back as the same document.
         let back: Value = serde_saphyr::from_str(&y).expect("valid yaml");
