@@ -832,3 +832,51 @@ async fn openssh_alias_from_config_path_and_user_from_config_decides_sudo() {
         t.close_all().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lost_connection_is_unreachable_and_can_be_reopened() {
+    let sshd = Sshd::start();
+    let t = transport();
+    let info = t
+        .connect(&sshd.id(), &sshd.target("root"), None, false)
+        .await
+        .unwrap();
+    // Cut the connection under the transport's feet: kill the master.
+    let master = Command::new("pgrep")
+        .arg("-f")
+        .arg(format!("^ssh -M -N -S {}/", t.control_dir().display()))
+        .output()
+        .unwrap();
+    let pid = String::from_utf8(master.stdout).unwrap();
+    let pid = pid.trim();
+    assert!(
+        !pid.is_empty() && !pid.contains('\n'),
+        "one master: {pid:?}"
+    );
+    assert!(Command::new("kill").arg(pid).status().unwrap().success());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let err = t.run(&sshd.id(), cmd(&["true"])).await.unwrap_err();
+    assert!(
+        matches!(&err, TransportError::Unreachable { message, .. } if message.contains("connection lost")),
+        "{err:?}"
+    );
+    assert!(
+        t.connected(&sshd.id()).is_none(),
+        "the dead connection is forgotten"
+    );
+    // Reconnect with the key just learned: strict from now on.
+    let again = t
+        .connect(
+            &sshd.id(),
+            &sshd.target("root"),
+            Some(&info.public_key),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.fingerprint, info.fingerprint);
+    let out = t.run(&sshd.id(), cmd(&["echo", "back"])).await.unwrap();
+    assert_eq!(out.stdout, b"back\n");
+    t.close_all().await;
+    assert_eq!(ssh_processes(&t), Vec::<String>::new());
+}

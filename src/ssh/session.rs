@@ -567,6 +567,14 @@ impl SshTransport {
         self.check_bastion_pins(host, b, base, depth)
     }
 
+    fn forget(&self, host: &HostId, conn: &Arc<HostConn>) {
+        if let Ok(mut hosts) = self.inner.hosts.lock()
+            && hosts.get(host).is_some_and(|c| Arc::ptr_eq(c, conn))
+        {
+            hosts.remove(host);
+        }
+    }
+
     /// Close one host's connection (master exits, socket removed).
     pub async fn close(&self, host: &HostId) {
         let conn = match self.inner.hosts.lock() {
@@ -611,6 +619,14 @@ impl SshTransport {
         };
         let out = match result {
             Err(_) => return Err(timed_out()),
+            Ok(Err(e @ TransportError::Unreachable { .. })) => {
+                // The master is gone (host down, network cut): forget it, so a later `connect`
+                // opens a new one instead of failing forever. Nothing is retried here: the
+                // command may have run.
+                self.forget(host, &conn);
+                conn.shutdown().await;
+                return Err(e);
+            }
             Ok(r) => r?,
         };
         // coreutils timeout: 124 after TERM, 137 after the -k KILL.
