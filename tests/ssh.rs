@@ -106,7 +106,7 @@ impl Sshd {
             "ListenAddress {}:{}\nHostKey {d}/host_key\nPidFile none\nAuthorizedKeysFile {d}/authorized_keys\n\
              PermitRootLogin prohibit-password\nStrictModes no\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nUsePAM no\nAllowTcpForwarding yes\nLogLevel DEBUG1\n\
-             MaxStartups 100\nMaxSessions 50\n",
+             MaxStartups 100\n",
             self.address, self.port
         );
         std::fs::write(self.path("sshd_config"), cfg).unwrap();
@@ -250,13 +250,18 @@ async fn runs_commands_with_exit_codes_output_and_stdin_over_one_connection() {
         .unwrap();
     assert_eq!(out.stdout, b"a b'c\n");
 
-    // Many commands, some concurrent: still exactly one SSH login.
+    // Many commands, more at once than sshd's MaxSessions (10): all succeed, one SSH login.
     let mut tasks = Vec::new();
-    for i in 0..8 {
+    for i in 0..24 {
         let t = t.clone();
         let id = sshd.id();
         tasks.push(tokio::spawn(async move {
-            t.run(&id, cmd(&["echo", &i.to_string()])).await.unwrap()
+            t.run(
+                &id,
+                cmd(&["sh", "-c", "sleep 0.2; echo $0", &i.to_string()]),
+            )
+            .await
+            .unwrap()
         }));
     }
     for (i, task) in tasks.into_iter().enumerate() {

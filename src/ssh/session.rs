@@ -43,6 +43,9 @@ const PROTECTED_OPTIONS: &[&str] = &[
 /// reports the timeout itself (and has killed the command).
 const LOCAL_TIMEOUT_GRACE: Duration = Duration::from_secs(10);
 
+/// Commands in flight per host, below sshd's default `MaxSessions 10`; more wait their turn.
+const MAX_SESSIONS: usize = 8;
+
 #[derive(Debug, Clone)]
 pub struct SshOptions {
     /// `ConnectTimeout` (TCP connect and SSH handshake).
@@ -110,6 +113,8 @@ struct HostConn {
     log: PathBuf,
     info: ConnectedHost,
     master: Mutex<Option<tokio::process::Child>>,
+    /// sshd refuses more than `MaxSessions` (default 10) sessions on one connection.
+    sessions: tokio::sync::Semaphore,
 }
 
 impl Drop for HostConn {
@@ -327,6 +332,7 @@ impl SshTransport {
                 first_contact: trusted.is_none(),
             },
             master: Mutex::new(Some(child)),
+            sessions: tokio::sync::Semaphore::new(MAX_SESSIONS),
         };
 
         // Which key did ssh accept? With a recorded key, ssh refuses a different key of the same
@@ -730,6 +736,8 @@ enum Input<'a> {
 
 impl HostConn {
     async fn exec(&self, line: &str, input: Input<'_>) -> Result<CommandOutput, TransportError> {
+        // Never closed, so acquiring cannot fail; a failure would only lift the limit.
+        let _session = self.sessions.acquire().await.ok();
         // A mux client of the master: `-p 9` and host `none` make sure it can never open a
         // connection of its own if the master is gone; -F /dev/null keeps the user's config
         // (which already shaped the master) out of it.
