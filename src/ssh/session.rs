@@ -869,6 +869,7 @@ fn sudo_denied(host: &HostId, user: &str, out: &CommandOutput) -> Option<Transpo
             l.starts_with("sudo: ")
                 && (l.contains("password is required")
                     || l.contains("a terminal is required")
+                    || l.contains("must have a tty")
                     || l.contains("not in the sudoers")
                     || l.contains("may not run sudo"))
         });
@@ -1039,6 +1040,11 @@ mod tests {
             .is_some()
         );
         assert!(denied(&output(127, "sh: 1: sudo: not found\n")).is_some());
+        assert!(denied(&output(1, "sudo: sorry, you must have a tty to run sudo\n")).is_some());
+        assert!(
+            denied(&output(1, "ubuntu is not in the sudoers file.  This incident will be reported.\nsudo: a password is required\n"))
+                .is_some()
+        );
         // k0s's own errors pass through untouched.
         assert!(denied(&output(1, "Error: already running\n")).is_none());
         assert!(denied(&output(0, "sudo: a password is required\n")).is_none());
