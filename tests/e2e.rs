@@ -370,3 +370,85 @@ fn sudo_user_and_bastion() {
         .contains(&c.lab.address("c1"))
         .contains("unreachable");
 }
+
+/// Start `apply` with `args`, and kill -9 it as soon as its progress shows `marker`. Returns
+/// whether the marker was seen before the run ended on its own.
+fn kill_apply_at(c: &Cluster, args: &[&str], marker: &str) -> bool {
+    use std::io::BufRead;
+    let mut child = c
+        .command(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn apply");
+    let out = child.stdout.take().expect("stdout");
+    let mut seen = false;
+    for line in std::io::BufReader::new(out).lines() {
+        let Ok(line) = line else { break };
+        if line.contains(marker) {
+            seen = true;
+            let _ = child.kill(); // SIGKILL
+            break;
+        }
+    }
+    let _ = child.wait();
+    seen
+}
+
+/// Scenario 8: apply killed with -9 at several points of a bootstrap and of a replacement; each
+/// time the next apply converges to one healthy cluster and a valid state.
+#[test]
+fn apply_killed_at_any_point_converges() {
+    let c = Cluster::new(&[
+        ("c1", "controller"),
+        ("c2", "controller"),
+        ("c3", "controller"),
+        ("w1", "worker"),
+    ]);
+    for marker in ["bootstrap: starting", "join_controller", "join_worker"] {
+        let seen = kill_apply_at(&c, &["apply", "-auto-approve"], marker);
+        // The state on disk is always a complete, parseable version.
+        if c.state.exists() {
+            c.run(&["state", "list"]).expect(0);
+        }
+        if !seen {
+            break;
+        }
+    }
+    c.apply();
+    let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
+    c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    c.lab.wipe("c1");
+    let addr = c.lab.address("c1");
+    for marker in [
+        "remove_member",
+        "delete_objects",
+        "join_controller",
+        "record_host",
+    ] {
+        let seen = kill_apply_at(&c, &["apply", "-auto-approve", "-replace", &addr], marker);
+        c.run(&["state", "list"]).expect(0);
+        if !seen {
+            break;
+        }
+    }
+    c.run(&["apply", "-auto-approve", "-replace", &addr])
+        .expect(0);
+    assert_eq!(
+        assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]),
+        uid
+    );
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+    let rec = c.state_host("c1").expect("c1");
+    assert_eq!(rec["machine_id"], c.lab.host("c1").machine_id.as_str());
+    assert!(
+        c.state_json()["intents"]
+            .as_array()
+            .is_none_or(|i| i.is_empty()),
+        "intents left: {}",
+        c.state_json()["intents"]
+    );
+}

@@ -983,6 +983,22 @@ impl<'a> Planner<'a> {
             }
         }
         let foreign = self.cluster.foreign.contains(&h.id);
+        // `-replace` accepts a rebuilt host; it does not churn etcd membership for a host that is
+        // still the recorded machine in the recorded cluster. So re-running an interrupted
+        // `apply -replace` converges instead of replacing the fresh member a second time.
+        let replaced = if replaced && !key_changed && !mid_changed && !foreign {
+            self.warnings.push(format!(
+                "-replace {}: {} is still the recorded machine (machine-id {}, host key {}): nothing to replace; \
+                 to rebuild it anyway, remove it from the spec, apply, and add it back",
+                h.id,
+                h.name(),
+                short(&st.machine_id),
+                short_key(&st.host_key)
+            ));
+            false
+        } else {
+            replaced
+        };
         if key_changed || mid_changed || replaced || foreign {
             let mut reasons = Vec::new();
             if mid_changed {
