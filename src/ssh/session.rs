@@ -123,7 +123,7 @@ impl Drop for HostConn {
         if let Ok(mut m) = self.master.lock()
             && let Some(mut child) = m.take()
         {
-            let _ = child.start_kill();
+            kill_group(&mut child);
         }
         let _ = std::fs::remove_file(&self.ctl);
     }
@@ -299,7 +299,7 @@ impl SshTransport {
                 });
             }
             Err(_) => {
-                let _ = child.start_kill();
+                kill_group(&mut child);
                 let _ = child.wait().await;
                 let _ = std::fs::remove_file(&ctl);
                 let text = log_text();
@@ -845,7 +845,7 @@ impl HostConn {
         if let Some(mut child) = child {
             let exited = tokio::time::timeout(Duration::from_secs(3), child.wait()).await;
             if exited.is_err() {
-                let _ = child.start_kill();
+                kill_group(&mut child);
                 let _ = child.wait().await;
             }
         }
@@ -901,6 +901,18 @@ fn shield(cmd: &mut tokio::process::Command) {
             Ok(())
         });
     }
+}
+
+/// Kill an ssh master and its process group (a bastion ProxyCommand runs in it).
+fn kill_group(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        // SAFETY: kill(2) with a negative pid signals the group the master leads (it was started
+        // with process_group(0)); no memory is involved.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.start_kill();
 }
 
 fn path_str(p: &Path) -> String {
