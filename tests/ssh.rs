@@ -885,3 +885,38 @@ async fn lost_connection_is_unreachable_and_can_be_reopened() {
     t.close_all().await;
     assert_eq!(ssh_processes(&t), Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn silent_host_times_out_as_unreachable() {
+    // Accepts TCP but never speaks SSH: only the connect timeout can end this.
+    let (address, port) = free_address();
+    let listener = TcpListener::bind((address.as_str(), port)).unwrap();
+    let holder = std::thread::spawn(move || {
+        let conn = listener.accept();
+        std::thread::sleep(Duration::from_secs(6));
+        drop(conn);
+    });
+    let t = SshTransport::new(SshOptions {
+        connect_timeout: Duration::from_secs(1),
+        ..SshOptions::default()
+    })
+    .unwrap();
+    let started = Instant::now();
+    let err = t
+        .connect(
+            &HostId::new(address.clone(), port),
+            &SshTarget::new(address, port),
+            None,
+            false,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, TransportError::Unreachable { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(ssh_processes(&t), Vec::<String>::new());
+    holder.join().unwrap();
+}
