@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The k0s.yaml the probe reads (the one k0sform writes).
-pub const CONFIG_PATH: &str = "/etc/k0s/k0s.yaml";
+pub const CONFIG_PATH: &str = super::desired::CONFIG_FILE;
 
 /// Hard limit for the whole probe of one host (each inner query has its own, shorter one).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
