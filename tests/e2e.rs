@@ -406,8 +406,10 @@ fn apply_killed_at_any_point_converges() {
         ("c3", "controller"),
         ("w1", "worker"),
     ]);
+    let mut kills = 0;
     for marker in ["bootstrap: starting", "join_controller", "join_worker"] {
         let seen = kill_apply_at(&c, &["apply", "-auto-approve"], marker);
+        kills += usize::from(seen);
         // The state on disk is always a complete, parseable version.
         if c.state.exists() {
             c.run(&["state", "list"]).expect(0);
@@ -416,6 +418,7 @@ fn apply_killed_at_any_point_converges() {
             break;
         }
     }
+    assert!(kills >= 2, "the bootstrap was killed only {kills} times");
     c.apply();
     let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
     c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
@@ -423,6 +426,7 @@ fn apply_killed_at_any_point_converges() {
 
     c.lab.wipe("c1");
     let addr = c.lab.address("c1");
+    let mut kills = 0;
     for marker in [
         "remove_member",
         "delete_objects",
@@ -430,11 +434,13 @@ fn apply_killed_at_any_point_converges() {
         "record_host",
     ] {
         let seen = kill_apply_at(&c, &["apply", "-auto-approve", "-replace", &addr], marker);
+        kills += usize::from(seen);
         c.run(&["state", "list"]).expect(0);
         if !seen {
             break;
         }
     }
+    assert!(kills >= 2, "the replacement was killed only {kills} times");
     c.run(&["apply", "-auto-approve", "-replace", &addr])
         .expect(0);
     assert_eq!(
