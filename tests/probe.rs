@@ -527,3 +527,48 @@ async fn lab_cluster_view_is_gathered_from_every_controller() {
     assert_eq!(w.service, Some(k0sform::reality::ServiceKind::Worker));
     assert!(w.view.is_none(), "workers are not asked for a view");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lab_sudo_user_through_a_bastion() {
+    let lab = lab::Lab::create_with(
+        &[("b1", "bastion"), ("c1", "controller")],
+        lab::LabOptions::default().sudo_user("c1").bastion("b1"),
+    );
+    lab.install_double("c1");
+    // Only root may run or read the binary: its version and sha256 prove the probe ran via sudo.
+    lab.exec_ok("c1", "chmod 700 /usr/local/bin/k0s");
+    let plain = lab.ssh_as(lab::SUDO_USER, "c1", "/usr/local/bin/k0s version");
+    assert!(
+        !plain.status.success(),
+        "k0slab must not run the binary without sudo"
+    );
+    let mut h = lab_host_spec(&lab, "c1", Role::Controller, 1);
+    h.ssh.user = lab::SUDO_USER.to_string();
+    let b = lab.host("b1");
+    let mut bastion = SshTarget::new(b.address.clone(), b.port);
+    bastion.key_path = Some(lab.key_path());
+    bastion.host_key = Some(b.host_key_fingerprint.clone());
+    h.ssh.bastion = Some(Box::new(bastion));
+    let s = spec(vec![h]);
+    let before_b = sshd_counts(&lab, "b1");
+    let before_c = sshd_counts(&lab, "c1");
+    let t = SshTransport::new(SshOptions::default()).unwrap();
+    let r = probe::probe_all(&s, &State::new(), &t, &ProbeOptions::default()).await;
+    t.close_all().await;
+
+    let f = r
+        .facts(&lab_id(&lab, "c1"))
+        .unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(f.machine_id, lab.host("c1").machine_id);
+    assert_eq!(f.host_key, lab.host("c1").host_key_fingerprint);
+    assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
+    assert!(f.k0s_binary_sha256.is_some());
+    assert_eq!(
+        sshd_counts(&lab, "b1").0 - before_b.0,
+        1,
+        "one hop through the bastion"
+    );
+    let after_c = sshd_counts(&lab, "c1");
+    assert_eq!((after_c.0 - before_c.0, after_c.1 - before_c.1), (1, 1));
+    assert!(lab.sshd_log("c1").contains("Accepted publickey for k0slab"));
+}
