@@ -7,7 +7,7 @@ use crate::hostid::HostId;
 use crate::k0s;
 use crate::reality::{HostReality, Probe, Reality};
 use crate::spec::{Spec, SshTarget};
-use crate::ssh::{SshTransport, fingerprint};
+use crate::ssh::SshTransport;
 use crate::state::State;
 use crate::transport::{Transport, TransportError};
 use std::path::{Path, PathBuf};
@@ -213,12 +213,6 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
             error: format!("{}: probe failed: {e}", p.id),
         },
     }
-}
-
-/// Check that a fingerprint string is the one of a given key (helper for callers comparing
-/// state keys with pins).
-pub fn key_matches(public_key: &str, fp: &str) -> bool {
-    fingerprint(public_key).is_ok_and(|f| f == fp)
 }
 
 #[derive(Debug, thiserror::Error)]
