@@ -462,3 +462,73 @@ fn apply_killed_at_any_point_converges() {
         c.state_json()["intents"]
     );
 }
+
+/// Moving from k0sctl: a cluster built by hand (as k0sctl would) is adopted. `plan` shows the
+/// adoption and changes nothing; `apply -refresh-only` records every identity without touching
+/// a host; afterwards there is nothing to do.
+#[test]
+fn cluster_built_by_hand_is_adopted_with_refresh_only() {
+    let c = Cluster::new(&[("c1", "controller"), ("c2", "controller"), ("w1", "worker")]);
+    for h in ["c1", "c2", "w1"] {
+        c.lab.install_double(h);
+    }
+    let a1 = c.lab.address("c1");
+    c.lab.ssh_ok(
+        "c1",
+        &format!("mkdir -p /etc/k0s && printf 'apiVersion: k0s.k0sproject.io/v1beta1\\nkind: ClusterConfig\\nspec:\\n  storage:\\n    etcd:\\n      peerAddress: {a1}\\n' > /etc/k0s/k0s.yaml && k0s install controller --config=/etc/k0s/k0s.yaml && k0s start"),
+    );
+    c.eventually(60, "c1 ready", || {
+        c.lab
+            .ssh(
+                "c1",
+                "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl get --raw=/readyz",
+            )
+            .status
+            .success()
+    });
+    let ctoken = c
+        .lab
+        .ssh_ok("c1", "k0s token create --role=controller --expiry=30m");
+    let wtoken = c
+        .lab
+        .ssh_ok("c1", "k0s token create --role=worker --expiry=30m");
+    let a2 = c.lab.address("c2");
+    c.lab.ssh_ok(
+        "c2",
+        &format!("mkdir -p /etc/k0s && printf '%s' '{}' > /etc/k0s/k0stoken && printf 'apiVersion: k0s.k0sproject.io/v1beta1\\nkind: ClusterConfig\\nspec:\\n  storage:\\n    etcd:\\n      peerAddress: {a2}\\n' > /etc/k0s/k0s.yaml && k0s install controller --config=/etc/k0s/k0s.yaml --token-file=/etc/k0s/k0stoken && k0s start", ctoken.trim()),
+    );
+    c.lab.ssh_ok(
+        "w1",
+        &format!("mkdir -p /etc/k0s && printf '%s' '{}' > /etc/k0s/k0stoken && k0s install worker --token-file=/etc/k0s/k0stoken && k0s start", wtoken.trim()),
+    );
+    c.eventually(60, "two members", || c.members("c1").len() == 2);
+    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    let uid = assert_one_cluster(&c, &["c1", "c2"], &["c1", "c2"]);
+
+    let snaps: Vec<String> = ["c1", "c2", "w1"]
+        .iter()
+        .map(|n| c.host_snapshot(n))
+        .collect();
+    c.run(&["plan"])
+        .expect(0)
+        .contains("<=")
+        .contains("found running");
+    c.run(&["apply", "-refresh-only", "-auto-approve"])
+        .expect(0);
+    assert_eq!(
+        snaps,
+        ["c1", "c2", "w1"]
+            .iter()
+            .map(|n| c.host_snapshot(n))
+            .collect::<Vec<_>>(),
+        "adoption changed a host"
+    );
+    let state = c.state_json();
+    assert_eq!(state["cluster"]["uid"], uid.as_str());
+    for h in c.lab.hosts() {
+        let rec = c.state_host(&h.name).expect("host adopted into the state");
+        assert_eq!(rec["machine_id"], h.machine_id.as_str());
+        assert_eq!(rec["host_key"], h.host_key_fingerprint.as_str());
+    }
+    assert!(c.state_host("c2").expect("c2")["etcd"]["member_id"].is_string());
+}
