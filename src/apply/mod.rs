@@ -5,7 +5,6 @@
 mod cancel;
 mod changes;
 mod coordinator;
-mod k0s_shim;
 mod runner;
 mod summary;
 

@@ -3,7 +3,6 @@
 //! step acts (refusals change nothing); intents are recorded through the coordinator before any
 //! non-idempotent action. Join tokens live only in a `JoinToken` value inside one step.
 
-use super::k0s_shim; // TODO(k0s): is_ready/is_not_found belong in k0s::parse
 use super::{
     ExecOptions, StateChange, StepContext, StepError, StepRunner, intent_for, needs_intent,
 };
@@ -265,7 +264,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
     async fn readyz(&self, host: &HostId) -> Result<(), String> {
         let p = self.paths(host);
         let out = self.exec(host, k0s::readyz(&p.bin, &p.data_dir)).await?;
-        if k0s_shim::is_ready(&out) {
+        if k0s::readyz_ok(&out) {
             Ok(())
         } else {
             Err(format!(
@@ -658,7 +657,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 let p = self.paths(via);
                 let cmd = k0s::drain(&p.bin, &p.data_dir, node, &self.spec.options.drain);
                 let out = self.exec(via, cmd).await.map_err(failed)?;
-                if !out.success() && !k0s_shim::is_not_found(&out) {
+                if !out.success() && !k0s::kubectl_not_found(&out) {
                     return Err(failed(format!(
                         "{via}: draining Node \"{node}\" failed: {}",
                         out.error_line()
@@ -683,7 +682,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
                         }
                     };
                     let out = self.exec(via, cmd).await.map_err(failed)?;
-                    if !out.success() && !k0s_shim::is_not_found(&out) {
+                    if !out.success() && !k0s::kubectl_not_found(&out) {
                         return Err(failed(format!(
                             "{via}: deleting {} \"{node}\" failed: {}",
                             super::summary::object_kind_name(*o),

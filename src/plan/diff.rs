@@ -1165,11 +1165,22 @@ impl<'a> Planner<'a> {
                 0,
                 reason(
                     ReasonCode::VersionChange,
-                    format!(
-                        "k0s version {} → {}",
-                        running_version.as_deref().unwrap_or("none"),
-                        to
-                    ),
+                    match (running_version.as_deref(), want_version.as_deref(), bin) {
+                        // Same version string, other bytes: a rebuilt or patched binary.
+                        (Some(have), Some(want), Some(b)) if have == want => format!(
+                            "the k0s binary changed (sha256 {} → {}), version {want}",
+                            f.k0s_binary_sha256
+                                .as_deref()
+                                .map(short)
+                                .unwrap_or_else(|| "none".into()),
+                            short(&b.sha256)
+                        ),
+                        _ => format!(
+                            "k0s version {} → {}",
+                            running_version.as_deref().unwrap_or("none"),
+                            to
+                        ),
+                    },
                 ),
             );
             return Ok(Some(HostPlan {
