@@ -19,9 +19,19 @@ pub struct GlobalArgs {
     /// Spec file or folder (repeatable; default k0sctl.yaml, then k0sctl.yml)
     #[arg(short = 'c', long = "config", global = true, value_name = "PATH")]
     pub config: Vec<PathBuf>,
-    /// State file (default k0sform.state.json beside the spec)
-    #[arg(long = "state", global = true, value_name = "PATH")]
+    /// State file, or etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds:// for TLS); also
+    /// K0SFORM_STATE (default k0sform.state.json beside the spec)
+    #[arg(long = "state", global = true, value_name = "PATH|URL")]
     pub state: Option<PathBuf>,
+    /// CA certificate of the etcd holding the state (etcds://; also K0SFORM_ETCD_CACERT)
+    #[arg(long = "etcd-cacert", global = true, value_name = "FILE")]
+    pub etcd_cacert: Option<PathBuf>,
+    /// Client certificate for the state etcd (also K0SFORM_ETCD_CERT)
+    #[arg(long = "etcd-cert", global = true, value_name = "FILE")]
+    pub etcd_cert: Option<PathBuf>,
+    /// Client key for the state etcd (also K0SFORM_ETCD_KEY)
+    #[arg(long = "etcd-key", global = true, value_name = "FILE")]
+    pub etcd_key: Option<PathBuf>,
     /// How long to wait for the state lock (e.g. 30s, 2m)
     #[arg(long = "lock-timeout", global = true, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
     pub lock_timeout: std::time::Duration,
@@ -143,8 +153,20 @@ pub enum StateCommand {
         /// ADDR or ADDR:PORT
         address: String,
     },
-    /// Print the raw state JSON
-    Pull,
+    /// Print the raw state JSON (-serial N: a kept previous version)
+    Pull {
+        /// Print the kept version with this serial instead of the current one
+        #[arg(long = "serial", value_name = "N")]
+        serial: Option<u64>,
+    },
+    /// Replace the state with FILE (a `state pull` output), keeping its lineage and serial
+    Push {
+        /// State JSON to store
+        file: PathBuf,
+        /// Overwrite another lineage, a newer serial, or the same serial with other content
+        #[arg(long = "force")]
+        force: bool,
+    },
 }
 
 #[derive(Debug, Args, Clone)]

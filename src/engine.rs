@@ -10,7 +10,7 @@ use crate::probe::{self, ProbeOptions};
 use crate::reality::Reality;
 use crate::spec::{self, Loaded, Spec};
 use crate::ssh::{SshOptions, SshTransport};
-use crate::state::{self, LocalStore, State, StateError, StateStore};
+use crate::state::{self, State, StateError, StateStore};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -82,16 +82,16 @@ pub fn load_spec(global: &GlobalArgs) -> Result<Loaded, Failure> {
     }
 }
 
-/// The state store for this run (the local file) and the state in it (a new, empty one when
-/// there is none yet: `had_state` tells which).
+/// The state store for this run (the local file or etcd, as `-state` says) and the state in it
+/// (a new, empty one when there is none yet: `had_state` tells which).
 pub struct StateCtx {
-    pub store: LocalStore,
+    pub store: Box<dyn StateStore>,
     pub state: State,
     pub had_state: bool,
 }
 
 pub fn open_state(global: &GlobalArgs) -> Result<StateCtx, Failure> {
-    let mut store = LocalStore::new(state::default_path(global));
+    let mut store = state::open_for(global)?;
     let loaded = store.load()?;
     let had_state = loaded.is_some();
     Ok(StateCtx {

@@ -7,7 +7,6 @@ use crate::engine::{self, Failure, Planned};
 use crate::exit::Exit;
 use crate::plan::{self, render};
 use crate::ssh::SshTransport;
-use crate::state::StateStore;
 use crate::ui::{self, EventSink, HumanSink, JsonSink};
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;

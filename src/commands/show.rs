@@ -4,7 +4,6 @@ use crate::cli::{GlobalArgs, ShowArgs};
 use crate::engine::{self, Failure};
 use crate::exit::Exit;
 use crate::plan::{SavedPlan, render};
-use crate::state::StateStore;
 
 pub fn run(global: &GlobalArgs, args: &ShowArgs) -> Exit {
     match show(global, args) {

@@ -1,22 +1,30 @@
-//! `k0sform state list|show|rm|pull` and `force-unlock`: read the state file through the store,
-//! print it for people (or raw for `pull`), and forget hosts under the lock.
+//! `k0sform state list|show|rm|pull|push` and `force-unlock`: read the state through the store
+//! `-state` names (a file or etcd), print it for people (or raw for `pull`), forget hosts and
+//! replace the whole state (`push`) under the lock.
 
 use crate::cli::{ForceUnlockArgs, GlobalArgs, StateCommand};
 use crate::exit::Exit;
 use crate::state::{
-    self, ForceUnlockOutcome, HostState, LocalStore, State, StateError, StateStore,
+    self, ForceUnlockOutcome, HostState, LocalStore, State, StateError, StateStore, WriteOutcome,
 };
 use std::fmt::Write as _;
 use std::path::Path;
 
 pub fn run(global: &GlobalArgs, cmd: &StateCommand) -> Exit {
-    let path = state::default_path(global);
-    let mut store = LocalStore::new(&path);
+    let mut store = match state::open_for(global) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            return e.exit();
+        }
+    };
+    let store = store.as_mut();
     let result = match cmd {
-        StateCommand::List => list(&mut store),
-        StateCommand::Show { address } => show(&mut store, address),
-        StateCommand::Rm { address } => rm(&mut store, global, address),
-        StateCommand::Pull => pull(&mut store),
+        StateCommand::List => list(store),
+        StateCommand::Show { address } => show(store, address),
+        StateCommand::Rm { address } => rm(store, global, address),
+        StateCommand::Pull { serial } => pull(store, *serial),
+        StateCommand::Push { file, force } => push(store, global, file, *force),
     };
     match result {
         Ok(text) => {
@@ -60,16 +68,20 @@ impl From<StateError> for Failure {
     }
 }
 
-fn no_state(path: &Path) -> Failure {
-    Failure::Usage(format!(
-        "no state file at {} (use -state PATH, or -c for the spec whose folder holds it)",
-        path.display()
-    ))
+fn no_state(location: &str) -> Failure {
+    Failure::Usage(if state::is_etcd_location(location) {
+        format!("no state at {location} (apply creates it; `state push FILE` moves one there)")
+    } else {
+        format!(
+            "no state file at {location} (use -state PATH or URL, or -c for the spec whose folder \
+             holds it)"
+        )
+    })
 }
 
-fn list(store: &mut LocalStore) -> Result<String, Failure> {
+fn list(store: &mut dyn StateStore) -> Result<String, Failure> {
     let Some(state) = store.load()? else {
-        return Ok(format!("No state at {}.\n", store.path().display()));
+        return Ok(format!("No state at {}.\n", store.location()));
     };
     Ok(render_list(&state))
 }
@@ -121,7 +133,11 @@ fn short(id: &str) -> &str {
 
 /// The one host `selector` (ADDR or ADDR:PORT) names; an address shared by several ports needs
 /// the port.
-fn find_host<'a>(state: &'a State, selector: &str, path: &Path) -> Result<&'a HostState, Failure> {
+fn find_host<'a>(
+    state: &'a State,
+    selector: &str,
+    location: &str,
+) -> Result<&'a HostState, Failure> {
     let matches: Vec<&HostState> = state
         .hosts
         .iter()
@@ -137,8 +153,7 @@ fn find_host<'a>(state: &'a State, selector: &str, path: &Path) -> Result<&'a Ho
                 format!("hosts in state: {}", known.join(", "))
             };
             Err(Failure::Usage(format!(
-                "host {selector} is not in the state {} ({known})",
-                path.display()
+                "host {selector} is not in the state {location} ({known})"
             )))
         }
         many => {
@@ -147,19 +162,18 @@ fn find_host<'a>(state: &'a State, selector: &str, path: &Path) -> Result<&'a Ho
                 .map(|h| format!("{}:{}", h.address, h.port))
                 .collect();
             Err(Failure::Usage(format!(
-                "{selector} names several hosts in {}: {}; give ADDR:PORT",
-                path.display(),
+                "{selector} names several hosts in {location}: {}; give ADDR:PORT",
                 ids.join(", ")
             )))
         }
     }
 }
 
-fn show(store: &mut LocalStore, selector: &str) -> Result<String, Failure> {
+fn show(store: &mut dyn StateStore, selector: &str) -> Result<String, Failure> {
     let Some(state) = store.load()? else {
-        return Err(no_state(store.path()));
+        return Err(no_state(&store.location()));
     };
-    let host = find_host(&state, selector, store.path())?;
+    let host = find_host(&state, selector, &store.location())?;
     Ok(render_host(&state, host))
 }
 
@@ -204,16 +218,17 @@ pub(crate) fn render_host(state: &State, h: &HostState) -> String {
     out
 }
 
-fn rm(store: &mut LocalStore, global: &GlobalArgs, selector: &str) -> Result<String, Failure> {
+fn rm(store: &mut dyn StateStore, global: &GlobalArgs, selector: &str) -> Result<String, Failure> {
+    let location = store.location();
     // Checked before locking too, so a mistyped -state does not leave a stray lock file.
-    if !store.path().exists() {
-        return Err(no_state(store.path()));
+    if store.load()?.is_none() {
+        return Err(no_state(&location));
     }
     let guard = store.lock("state rm", global.lock_timeout)?;
     let Some(mut state) = store.load()? else {
-        return Err(no_state(store.path()));
+        return Err(no_state(&location));
     };
-    let id = find_host(&state, selector, store.path())?.id();
+    let id = find_host(&state, selector, &location)?.id();
     state.remove_host(&id);
     let before = state.serial;
     let outcome = store.write(&state)?;
@@ -221,7 +236,7 @@ fn rm(store: &mut LocalStore, global: &GlobalArgs, selector: &str) -> Result<Str
     let mut out = format!(
         "Removed host {id} from the state (serial {before} -> {}). The previous version is kept in {}.\n",
         outcome.serial(),
-        store.backup_path().display()
+        store.history_hint()
     );
     if state
         .intents
@@ -235,20 +250,66 @@ fn rm(store: &mut LocalStore, global: &GlobalArgs, selector: &str) -> Result<Str
     Ok(out)
 }
 
-fn pull(store: &mut LocalStore) -> Result<String, Failure> {
-    let Some(state) = store.load()? else {
-        return Err(no_state(store.path()));
+fn pull(store: &mut dyn StateStore, serial: Option<u64>) -> Result<String, Failure> {
+    let state = match serial {
+        Some(n) => store.load_serial(n)?,
+        None => match store.load()? {
+            Some(s) => s,
+            None => return Err(no_state(&store.location())),
+        },
     };
     state.to_canonical_json().map_err(|source| {
         Failure::State(StateError::Serialize {
-            path: store.path().to_path_buf(),
+            path: store.location().into(),
             source,
         })
     })
 }
 
+/// Replace the state with FILE (`-` for stdin), under the lock, keeping its lineage and serial.
+fn push(
+    store: &mut dyn StateStore,
+    global: &GlobalArgs,
+    file: &Path,
+    force: bool,
+) -> Result<String, Failure> {
+    let bytes = if file == Path::new("-") {
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
+            .map_err(|e| Failure::Usage(format!("cannot read the state from stdin: {e}")))?;
+        b
+    } else {
+        std::fs::read(file)
+            .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", file.display())))?
+    };
+    let pushed = state::parse(file, &bytes)?;
+    let guard = store.lock("state push", global.lock_timeout)?;
+    let outcome = store.push(&pushed, force)?;
+    guard.unlock()?;
+    let location = store.location();
+    Ok(match outcome {
+        WriteOutcome::Unchanged { serial } => format!(
+            "{location} already holds this state (lineage {}, serial {serial}); nothing written.\n",
+            pushed.lineage
+        ),
+        WriteOutcome::Written { serial } => format!(
+            "Pushed {} to {location}: lineage {}, serial {serial}.\n",
+            file.display(),
+            pushed.lineage
+        ),
+    })
+}
+
 pub fn force_unlock(global: &GlobalArgs, args: &ForceUnlockArgs) -> Exit {
-    let store = LocalStore::new(state::default_path(global));
+    let location = state::default_path(global);
+    let is_remote = location.to_str().is_some_and(state::is_etcd_location);
+    let store = match state::open_for(global) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            return e.exit();
+        }
+    };
     match store.force_unlock(&args.id) {
         Ok(ForceUnlockOutcome::NotLocked { stale }) => {
             match stale {
@@ -259,12 +320,14 @@ pub fn force_unlock(global: &GlobalArgs, args: &ForceUnlockArgs) -> Exit {
                 ),
                 None => println!("The state is not locked; nothing to unlock."),
             }
-            println!(
-                "Local state locks are OS file locks on {}: they are freed automatically when the \
-                 holding process exits, even when it is killed. force-unlock is needed only for \
-                 remote state backends.",
-                store.lock_path().display()
-            );
+            if !is_remote {
+                println!(
+                    "Local state locks are OS file locks on {}: they are freed automatically when \
+                     the holding process exits, even when it is killed. force-unlock is needed \
+                     only for remote state backends.",
+                    LocalStore::new(&location).lock_path().display()
+                );
+            }
             Exit::Success
         }
         Ok(ForceUnlockOutcome::Released { holder }) => {

@@ -116,6 +116,31 @@ pub enum StateError {
         hint: String,
     },
 
+    #[error("cannot {action} the state at {location}: {detail}")]
+    Remote {
+        location: String,
+        /// What was being done, e.g. "read", "take the lock on".
+        action: &'static str,
+        detail: String,
+    },
+
+    #[error(
+        "the state lock on {location} was lost ({detail}); nothing was written. Another run may \
+         hold the lock now: check the state, then run again"
+    )]
+    LockLost { location: String, detail: String },
+
+    #[error("refusing to push to {location}: {detail}; use -force to overwrite it anyway")]
+    PushRefused { location: String, detail: String },
+
+    #[error("the state at {location} keeps no version with serial {serial} ({kept})")]
+    NoSuchSerial {
+        location: String,
+        serial: u64,
+        /// What is kept, e.g. "serials 3 to 12".
+        kept: String,
+    },
+
     #[error("cannot serialize the state for {}: {source}", path.display())]
     Serialize {
         path: PathBuf,

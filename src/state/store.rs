@@ -38,6 +38,91 @@ pub trait StateStore: Send {
     /// holder (refused, `LockHeldByLiveProcess`); a free lock only has its stale holder record
     /// cleared (`NotLocked`). An ID that is not the recorded holder's is `LockIdMismatch`.
     fn force_unlock(&self, id: &str) -> Result<ForceUnlockOutcome, StateError>;
+
+    /// `state push`: store `state` as it is, its serial kept, under the lock (see `decide_push`
+    /// for what is refused without `force`).
+    fn push(&mut self, state: &State, force: bool) -> Result<WriteOutcome, StateError>;
+
+    /// The kept version with this serial (`state pull -serial N`): the current one or a previous
+    /// one (the local backend keeps one, `<state>.backup`; etcd keeps the last 10).
+    fn load_serial(&mut self, serial: u64) -> Result<State, StateError>;
+
+    /// Where the previous versions are kept, for messages.
+    fn history_hint(&self) -> String;
+}
+
+/// What `push` does with a state it was given.
+pub(super) enum PushDecision {
+    /// The store already holds exactly this.
+    Unchanged { serial: u64 },
+    /// Store this (normalized; its serial is the pushed one unless forced over a newer one).
+    Write(Box<State>),
+}
+
+/// The rules of `state push`, the same for every backend: refuse another lineage, an older
+/// serial, or the same serial with other content, unless `force`. A forced push over a stored
+/// serial that is not older gets that serial + 1, so saved plans made against the stored state go
+/// stale rather than apply to the pushed one.
+pub(super) fn decide_push(
+    location: &str,
+    current: Option<&State>,
+    pushed: &State,
+    force: bool,
+) -> Result<PushDecision, StateError> {
+    let refuse = |detail: String| {
+        Err(StateError::PushRefused {
+            location: location.to_string(),
+            detail,
+        })
+    };
+    let mut next = pushed.clone();
+    next.format_version = FORMAT_VERSION;
+    next.sort();
+    if let Some(cur) = current {
+        if next == *cur {
+            return Ok(PushDecision::Unchanged { serial: cur.serial });
+        }
+        if !force {
+            if cur.lineage != pushed.lineage {
+                return refuse(format!(
+                    "it holds lineage {}, the pushed state has lineage {} (another cluster's state)",
+                    cur.lineage, pushed.lineage
+                ));
+            }
+            if pushed.serial < cur.serial {
+                return refuse(format!(
+                    "it is at serial {}, the pushed state has the older serial {}",
+                    cur.serial, pushed.serial
+                ));
+            }
+            if pushed.serial == cur.serial {
+                return refuse(format!(
+                    "it is at serial {} with other content than the pushed state of the same serial",
+                    cur.serial
+                ));
+            }
+        }
+        if next.serial <= cur.serial {
+            next.serial = cur.serial + 1;
+        }
+    }
+    if let Some((field, what)) = find_secret(&next) {
+        return Err(StateError::SecretRefused {
+            path: PathBuf::from(location),
+            field,
+            what,
+        });
+    }
+    Ok(PushDecision::Write(Box::new(next)))
+}
+
+/// "serials 3, 4" or "no versions", for `NoSuchSerial`.
+pub(super) fn describe_kept(serials: &[u64]) -> String {
+    if serials.is_empty() {
+        return "no versions are kept".to_string();
+    }
+    let list: Vec<String> = serials.iter().map(u64::to_string).collect();
+    format!("kept serials: {}", list.join(", "))
 }
 
 /// What `write` did.
@@ -381,7 +466,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
 
 /// Strings that must never reach the state: k0s join tokens are base64 of a gzipped kubeconfig
 /// (`H4sI…`); private keys and kubeconfig credentials have well-known markers.
-fn find_secret(state: &State) -> Option<(String, &'static str)> {
+pub(super) fn find_secret(state: &State) -> Option<(String, &'static str)> {
     fn walk(v: &serde_json::Value, at: &str, out: &mut Option<(String, &'static str)>) {
         if out.is_some() {
             return;
@@ -497,6 +582,103 @@ impl StateStore for LocalStore {
                 what,
             });
         }
+        self.replace(&next, current_bytes.as_deref())
+    }
+
+    fn lock(&self, operation: &str, timeout: Duration) -> Result<LockGuard, StateError> {
+        lock::acquire(
+            &self.lock_path(),
+            operation,
+            timeout,
+            Arc::clone(&self.lock_held),
+        )
+    }
+
+    fn force_unlock(&self, id: &str) -> Result<ForceUnlockOutcome, StateError> {
+        lock::force_unlock(&self.lock_path(), id)
+    }
+
+    fn push(&mut self, state: &State, force: bool) -> Result<WriteOutcome, StateError> {
+        if !self.lock_held.load(Ordering::SeqCst) {
+            return Err(StateError::NotLocked {
+                path: self.path.clone(),
+                lock_path: self.lock_path(),
+            });
+        }
+        let current_bytes = match std::fs::read(&self.path) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(StateError::Io {
+                    path: self.path.clone(),
+                    action: "read state file",
+                    source,
+                });
+            }
+        };
+        // A file that cannot be read is only replaced when forced (it is kept as the backup).
+        let current = match &current_bytes {
+            Some(b) => match parse(&self.path, b) {
+                Ok(s) => Some(s),
+                Err(_) if force => None,
+                Err(e) => return Err(e),
+            },
+            None => None,
+        };
+        match decide_push(&self.location(), current.as_ref(), state, force)? {
+            PushDecision::Unchanged { serial } => {
+                self.base_serial = Some(serial);
+                Ok(WriteOutcome::Unchanged { serial })
+            }
+            PushDecision::Write(next) => {
+                self.refused = None;
+                self.replace(&next, current_bytes.as_deref())
+            }
+        }
+    }
+
+    fn load_serial(&mut self, serial: u64) -> Result<State, StateError> {
+        let mut kept = Vec::new();
+        for p in [self.path.clone(), self.backup_path()] {
+            match std::fs::read(&p) {
+                Ok(b) => {
+                    let s = parse(&p, &b)?;
+                    if s.serial == serial {
+                        return Ok(s);
+                    }
+                    kept.push(s.serial);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(StateError::Io {
+                        path: p,
+                        action: "read state file",
+                        source,
+                    });
+                }
+            }
+        }
+        kept.sort_unstable();
+        Err(StateError::NoSuchSerial {
+            location: self.location(),
+            serial,
+            kept: describe_kept(&kept),
+        })
+    }
+
+    fn history_hint(&self) -> String {
+        self.backup_path().display().to_string()
+    }
+}
+
+impl LocalStore {
+    /// Replace the file with `next` (serial already set): temp file, fsync, backup of
+    /// `current_bytes`, rename, directory fsync.
+    fn replace(
+        &mut self,
+        next: &State,
+        current_bytes: Option<&[u8]>,
+    ) -> Result<WriteOutcome, StateError> {
         let text = next
             .to_canonical_json()
             .map_err(|source| StateError::Serialize {
@@ -521,7 +703,7 @@ impl StateStore for LocalStore {
             .sync_all()
             .map_err(self.io("fsync temp file for state file"))?;
         self.stage(WriteStage::TempSynced);
-        if let Some(bytes) = &current_bytes {
+        if let Some(bytes) = current_bytes {
             self.write_backup(bytes)?;
             self.stage(WriteStage::BackupWritten);
         }
@@ -542,19 +724,6 @@ impl StateStore for LocalStore {
         Ok(WriteOutcome::Written {
             serial: next.serial,
         })
-    }
-
-    fn lock(&self, operation: &str, timeout: Duration) -> Result<LockGuard, StateError> {
-        lock::acquire(
-            &self.lock_path(),
-            operation,
-            timeout,
-            Arc::clone(&self.lock_held),
-        )
-    }
-
-    fn force_unlock(&self, id: &str) -> Result<ForceUnlockOutcome, StateError> {
-        lock::force_unlock(&self.lock_path(), id)
     }
 }
 

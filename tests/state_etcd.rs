@@ -1,0 +1,1080 @@
+//! The state in etcd, against a real etcd (Debian's etcd-server) started by each test on its own
+//! loopback address: the local backend's guarantees (serial, lineage, refusal of bad states,
+//! secrets, locking with exit 4 naming the holder, -lock-timeout, force-unlock by ID), plus what
+//! only a remote store has: a lease that frees the lock of a killed holder, fenced writes refused
+//! after the lock was lost, etcd going away and coming back, history, push/pull/migration.
+//!
+//! Child processes are this test binary run again with K0SFORM_ETCD_TEST_CHILD set: see
+//! `child_process_entry`.
+
+use etcd::{EtcdServer, k0sform};
+use k0sform::spec::Role;
+use k0sform::state::{
+    ClusterState, EtcdMemberState, EtcdOptions, EtcdStore, HostState, LocalStore, State,
+    StateError, StateStore, WriteOutcome,
+};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHILD_ENV: &str = "K0SFORM_ETCD_TEST_CHILD";
+const HOLD_OPERATION: &str = "test hold";
+
+fn host(address: &str, role: Role, n: u32) -> HostState {
+    HostState {
+        address: address.into(),
+        port: 22,
+        role,
+        node_name: Some(format!("node{n}")),
+        machine_id: format!("{n:02}d12a9b7c0e4f8a1b2c3d4e5f6a7b8c9"),
+        host_key: format!("SHA256:Qx{n}k5c2b0GdqKxH0m1c3cZ3pY8mNqS7a0Uo1p2q3r4"),
+        host_public_key: None,
+        etcd: role.is_controller().then(|| EtcdMemberState {
+            member_id: format!("8e9e05c5216469{n:02x}"),
+            peer_url: format!("https://{address}:2380"),
+        }),
+        k0s_version: Some("v1.33.4+k0s.0".into()),
+        install_flags_sha256: None,
+        config_sha256: None,
+    }
+}
+
+fn sample_state() -> State {
+    let mut s = State::new();
+    s.cluster = Some(ClusterState {
+        name: "prod".into(),
+        uid: "7c3f2a10-4b9e-4a51-9d2e-3f0c1b2a3d4e".into(),
+        etcd_cluster_id: Some("cdf818194e3a8c32".into()),
+        k0s_version: Some("v1.33.4+k0s.0".into()),
+        config_sha256: None,
+    });
+    s.hosts = vec![
+        host("127.0.0.2", Role::Controller, 2),
+        host("127.0.0.1", Role::Controller, 1),
+        host("127.0.1.1", Role::Worker, 4),
+    ];
+    s
+}
+
+fn opts(timeout: Duration) -> EtcdOptions {
+    EtcdOptions {
+        lock_ttl: Duration::from_secs(3),
+        request_timeout: timeout,
+        ..EtcdOptions::default()
+    }
+}
+
+fn store(url: &str) -> EtcdStore {
+    EtcdStore::open(url, &opts(Duration::from_secs(5))).unwrap()
+}
+
+/// Write `state` as a new state at `url`, under the lock; its serial.
+fn create(url: &str, state: &State) -> u64 {
+    let mut s = store(url);
+    let g = s.lock("test", Duration::ZERO).unwrap();
+    let serial = s.write(state).unwrap().serial();
+    g.unlock().unwrap();
+    serial
+}
+
+fn load(url: &str) -> State {
+    store(url).load().unwrap().expect("a state")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes
+
+/// Not a test: the body of child processes, doing nothing unless K0SFORM_ETCD_TEST_CHILD is set.
+/// Modes: `hold-lock` (take the lock, print READY <id>, hold it until stdin closes),
+/// `hold-then-write` (take the lock, write one checkpoint, print READY <id>, then write again
+/// whenever a line arrives on stdin, printing WROTE <serial> or REFUSED <error>).
+#[test]
+fn child_process_entry() {
+    let Ok(mode) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let url = std::env::var("K0SFORM_ETCD_TEST_URL").unwrap();
+    let ttl = std::env::var("K0SFORM_ETCD_TEST_TTL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let mut store = EtcdStore::open(
+        &url,
+        &EtcdOptions {
+            lock_ttl: Duration::from_secs(ttl),
+            request_timeout: Duration::from_secs(5),
+            ..EtcdOptions::default()
+        },
+    )
+    .unwrap();
+    let say = |line: String| {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").unwrap();
+        out.flush().unwrap();
+    };
+    let g = store.lock(HOLD_OPERATION, Duration::ZERO).unwrap();
+    match mode.as_str() {
+        "hold-lock" => {
+            say(format!("READY {}", g.id()));
+            let mut sink = String::new();
+            while std::io::stdin().read_line(&mut sink).unwrap() > 0 {}
+            g.unlock().unwrap();
+        }
+        "hold-then-write" => {
+            let mut s = store.load().unwrap().unwrap();
+            s.hosts[0].k0s_version = Some("v1.34.0+k0s.0".into());
+            store.write(&s).unwrap();
+            say(format!("READY {}", g.id()));
+            let mut line = String::new();
+            let mut n = 0;
+            while std::io::stdin().read_line(&mut line).unwrap() > 0 {
+                n += 1;
+                s.hosts[0].node_name = Some(format!("renamed-{n}"));
+                match store.write(&s) {
+                    Ok(o) => say(format!("WROTE {}", o.serial())),
+                    Err(e) => say(format!("REFUSED {e}")),
+                }
+                line.clear();
+            }
+            drop(g);
+        }
+        other => panic!("unknown child mode {other:?}"),
+    }
+}
+
+struct ChildProc {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl ChildProc {
+    fn spawn(mode: &str, url: &str, ttl_secs: u64) -> Self {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "child_process_entry",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, mode)
+            .env("K0SFORM_ETCD_TEST_URL", url)
+            .env("K0SFORM_ETCD_TEST_TTL", ttl_secs.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        ChildProc { child, stdout }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn wait_for(&mut self, prefix: &str) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.stdout.read_line(&mut line).unwrap() == 0 {
+                let mut err = String::new();
+                let _ =
+                    std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut err);
+                panic!("child ended before printing {prefix}: {err}");
+            }
+            if let Some((_, rest)) = line.split_once(prefix) {
+                return rest.trim().to_string();
+            }
+        }
+    }
+
+    fn say(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// SIGKILL: no destructors, no lease revoke, like a crash or `kill -9`.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    fn finish(mut self) {
+        drop(self.child.stdin.take());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "child failed: {status}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The local backend's guarantees
+
+#[test]
+fn load_write_serial_and_history() {
+    let etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/a");
+    // Through the trait object, as the commands use it.
+    let mut s: Box<dyn StateStore> = Box::new(store(&url));
+    assert_eq!(s.location(), url);
+    assert_eq!(s.load().unwrap(), None);
+    // Writes need the lock.
+    let err = s.write(&sample_state()).unwrap_err();
+    assert!(matches!(err, StateError::NotLocked { .. }), "{err}");
+    assert_eq!(etcd.get("/k0sform/a/state"), None);
+
+    let g = s.lock("test", Duration::ZERO).unwrap();
+    let mut state = sample_state();
+    assert_eq!(
+        s.write(&state).unwrap(),
+        WriteOutcome::Written { serial: 1 }
+    );
+    // Same content (order is not content): nothing written.
+    state.hosts.reverse();
+    assert_eq!(
+        s.write(&state).unwrap(),
+        WriteOutcome::Unchanged { serial: 1 }
+    );
+    // What is stored is the canonical JSON, as in a local file.
+    let stored = etcd.get("/k0sform/a/state").unwrap();
+    let loaded = load(&url);
+    assert_eq!(loaded.to_canonical_json().unwrap(), stored);
+    assert_eq!(loaded.tool_version, env!("CARGO_PKG_VERSION"));
+    let order: Vec<String> = loaded.hosts.iter().map(|h| h.id().to_string()).collect();
+    assert_eq!(order, ["127.0.0.1", "127.0.0.2", "127.0.1.1"]);
+
+    // Twelve more versions: the last 10 serials are kept, the older ones dropped.
+    for n in 2..=13u32 {
+        state.hosts[0].node_name = Some(format!("v{n}"));
+        assert_eq!(
+            s.write(&state).unwrap(),
+            WriteOutcome::Written {
+                serial: u64::from(n)
+            }
+        );
+    }
+    g.unlock().unwrap();
+    let err = s.write(&state).unwrap_err();
+    assert!(matches!(err, StateError::NotLocked { .. }), "{err}");
+    assert_eq!(load(&url).serial, 13);
+    let v5 = s.load_serial(5).unwrap();
+    assert_eq!(v5.serial, 5);
+    assert!(
+        v5.hosts
+            .iter()
+            .any(|h| h.node_name.as_deref() == Some("v5"))
+    );
+    assert_eq!(s.load_serial(4).unwrap().serial, 4);
+    let err = s.load_serial(3).unwrap_err();
+    assert!(matches!(err, StateError::NoSuchSerial { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("kept serials: 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"),
+        "{err}"
+    );
+    assert_eq!(etcd.keys("/k0sform/a/history/").len(), 10);
+
+    // `state pull -serial N` through the CLI.
+    let (code, out, err) = k0sform(&["-state", &url, "state", "pull", "-serial", "7"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, s.load_serial(7).unwrap().to_canonical_json().unwrap());
+    let (code, _, err) = k0sform(&["-state", &url, "state", "pull", "-serial", "1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no version with serial 1"), "{err}");
+
+    // The lock is gone once released: nothing under PREFIX/lock.
+    assert_eq!(etcd.get("/k0sform/a/lock"), None);
+}
+
+#[test]
+fn another_lineage_and_concurrent_writes_are_refused() {
+    let etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/b");
+    let theirs = sample_state();
+    create(&url, &theirs);
+    let before = etcd.get("/k0sform/b/state").unwrap();
+
+    // An expected lineage that differs: load fails naming both, and writes are refused.
+    let mut s = store(&url);
+    let mine = State::new();
+    s.expect_lineage(&mine.lineage);
+    let err = s.load().unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, StateError::LineageMismatch { .. }), "{msg}");
+    assert!(
+        msg.contains(&theirs.lineage) && msg.contains(&mine.lineage),
+        "{msg}"
+    );
+    assert!(msg.contains(&url), "{msg}");
+    let g = s.lock("test", Duration::ZERO).unwrap();
+    assert!(s.write(&mine).is_err());
+    drop(g);
+
+    // Another lineage written over it without any expectation: refused too.
+    let mut s = store(&url);
+    let g = s.lock("test", Duration::ZERO).unwrap();
+    let err = s.write(&mine).unwrap_err();
+    assert!(matches!(err, StateError::LineageMismatch { .. }), "{err}");
+    drop(g);
+    assert_eq!(etcd.get("/k0sform/b/state").unwrap(), before);
+
+    // A writer whose read is stale: Conflict, and the other writer's version stays.
+    let mut a = store(&url);
+    let mut sa = a.load().unwrap().unwrap();
+    {
+        let mut b = store(&url);
+        let _g = b.lock("b", Duration::ZERO).unwrap();
+        let mut t = b.load().unwrap().unwrap();
+        t.hosts.pop();
+        assert_eq!(b.write(&t).unwrap().serial(), 2);
+    }
+    let _g = a.lock("a", Duration::ZERO).unwrap();
+    sa.hosts.remove(0);
+    let err = a.write(&sa).unwrap_err();
+    assert!(matches!(err, StateError::Conflict { .. }), "{err}");
+    assert!(err.to_string().contains("serial is now 2, was 1"), "{err}");
+    assert_eq!(load(&url).hosts.len(), 2);
+}
+
+#[test]
+fn bad_states_are_refused_and_left_byte_for_byte() {
+    let etcd = EtcdServer::start();
+    let good = sample_state().to_canonical_json().unwrap();
+    let cases = [
+        ("truncated", good[..good.len() / 2].to_string(), "truncated"),
+        ("not-json", "hosts: [oops]\n".to_string(), "not JSON"),
+        (
+            "newer",
+            good.replace("\"format_version\": 1", "\"format_version\": 2"),
+            "newer than this k0sform understands",
+        ),
+    ];
+    for (name, text, problem) in cases {
+        let prefix = format!("/k0sform/bad-{name}");
+        let url = etcd.url(&prefix);
+        etcd.put(&format!("{prefix}/state"), &text);
+        let mut s = store(&url);
+        let err = s.load().unwrap_err();
+        assert!(err.to_string().contains(problem), "{name}: {err}");
+        assert!(err.to_string().contains(&url), "{name}: {err}");
+        let g = s.lock("test", Duration::ZERO).unwrap();
+        let err = s.write(&State::new()).unwrap_err();
+        assert!(
+            matches!(err, StateError::WriteRefused { .. }),
+            "{name}: {err}"
+        );
+        drop(g);
+        for args in [
+            &["state", "list"][..],
+            &["state", "pull"],
+            &["state", "rm", "127.0.0.1"],
+        ] {
+            let mut full = vec!["-state", &url];
+            full.extend_from_slice(args);
+            let (code, _, err) = k0sform(&full);
+            assert_eq!(code, 1, "{name} {args:?}: {err}");
+            assert!(err.contains(problem), "{name} {args:?}: {err}");
+        }
+        assert_eq!(etcd.get(&format!("{prefix}/state")).unwrap(), text);
+        assert_eq!(etcd.get(&format!("{prefix}/lock")), None, "lock left");
+    }
+}
+
+#[test]
+fn secrets_never_reach_etcd() {
+    let etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/secret");
+    let mut s = store(&url);
+    let g = s.lock("test", Duration::ZERO).unwrap();
+    let mut state = sample_state();
+    state.hosts[1].host_public_key = Some("H4sIAAAAAAAA/6RVT2/bOBK951cIuhsg".into());
+    let err = s.write(&state).unwrap_err();
+    assert!(matches!(err, StateError::SecretRefused { .. }), "{err}");
+    drop(g);
+    assert!(etcd.keys("/k0sform/secret/").is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Locking
+
+#[test]
+fn second_process_gets_exit_4_naming_the_holder_then_waits_with_lock_timeout() {
+    let etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/lock");
+    create(&url, &sample_state());
+    let mut holder = ChildProc::spawn("hold-lock", &url, 3);
+    let id = holder.wait_for("READY");
+
+    let err = store(&url).lock("apply", Duration::ZERO).unwrap_err();
+    let StateError::Locked {
+        holder: Some(h), ..
+    } = &err
+    else {
+        panic!("expected Locked with holder, got {err:?}");
+    };
+    assert_eq!((h.pid, h.id.as_str()), (holder.pid(), id.as_str()));
+    assert_eq!(h.operation, HOLD_OPERATION);
+    humantime::parse_rfc3339(&h.started_at).unwrap();
+    assert_eq!(err.exit(), k0sform::exit::Exit::Locked);
+
+    // The CLI: exit 4 naming pid, host, user, operation, start time and lock ID.
+    let (code, _, stderr) = k0sform(&["-state", &url, "state", "rm", "127.0.0.1"]);
+    assert_eq!(code, 4, "{stderr}");
+    for part in [
+        format!("pid {}", h.pid),
+        format!("host {}", h.host),
+        format!("user {}", h.user),
+        format!("\"{HOLD_OPERATION}\""),
+        h.started_at.clone(),
+        id.clone(),
+    ] {
+        assert!(stderr.contains(&part), "{part:?} missing from: {stderr}");
+    }
+    assert_eq!(load(&url).hosts.len(), 3);
+
+    // Held longer than the TTL (3 s): the keep-alive holds it, a waiter times out.
+    std::thread::sleep(Duration::from_secs(4));
+    let started = Instant::now();
+    let (code, _, stderr) = k0sform(&[
+        "-lock-timeout=1s",
+        "-state",
+        &url,
+        "state",
+        "rm",
+        "127.0.0.1",
+    ]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(started.elapsed() >= Duration::from_millis(900));
+
+    // With -lock-timeout the next one runs once the holder lets go (~0.7 s).
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(700));
+        holder.finish();
+    });
+    let started = Instant::now();
+    let (code, out, stderr) = k0sform(&[
+        "-lock-timeout=20s",
+        "-state",
+        &url,
+        "state",
+        "rm",
+        "127.0.0.1",
+    ]);
+    releaser.join().unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(out.contains("serial 1 -> 2"), "{out}");
+    assert!(started.elapsed() >= Duration::from_millis(500));
+    assert_eq!(load(&url).hosts.len(), 2);
+    assert_eq!(etcd.get("/k0sform/lock/lock"), None);
+}
+
+#[test]
+fn force_unlock_removes_only_the_lock_with_that_id_and_fences_the_old_holder() {
+    let etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/force");
+    create(&url, &sample_state());
+    let mut holder = ChildProc::spawn("hold-then-write", &url, 30);
+    let id = holder.wait_for("READY");
+    assert_eq!(load(&url).serial, 2, "the holder's first checkpoint");
+
+    // A wrong ID: refused, naming the real holder; the lock stays.
+    let (code, _, stderr) = k0sform(&["-state", &url, "force-unlock", "not-the-id"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains(&id), "{stderr}");
+    assert!(etcd.get("/k0sform/force/lock").is_some());
+    holder.say("write");
+    assert_eq!(holder.wait_for("WROTE"), "3");
+
+    // The right ID: released, although its holder is alive (a remote lock may outlive it).
+    let (code, out, stderr) = k0sform(&["-state", &url, "force-unlock", &id]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(out.contains(&format!("Lock {id} released")), "{out}");
+    assert_eq!(etcd.get("/k0sform/force/lock"), None);
+
+    // The old holder's next checkpoint is refused: it no longer holds the lock.
+    holder.say("write");
+    let refused = holder.wait_for("REFUSED");
+    assert!(
+        refused.contains("lock") && refused.contains("lost"),
+        "{refused}"
+    );
+    assert_eq!(load(&url).serial, 3);
+
+    // A new holder takes it; the old one still cannot write in between.
+    let mut s = store(&url);
+    let g = s.lock("apply", Duration::ZERO).unwrap();
+    holder.say("write");
+    let refused = holder.wait_for("REFUSED");
+    assert!(refused.contains(g.id()), "names the new holder: {refused}");
+    let mut st = s.load().unwrap().unwrap();
+    st.hosts.pop();
+    assert_eq!(s.write(&st).unwrap().serial(), 4);
+    // force-unlock with the old ID does not touch the new lock.
+    let (code, _, stderr) = k0sform(&["-state", &url, "force-unlock", &id]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains(g.id()), "{stderr}");
+    g.unlock().unwrap();
+    holder.finish();
+    let (code, out, _) = k0sform(&["-state", &url, "force-unlock", &id]);
+    assert_eq!(code, 0);
+    assert!(out.contains("not locked"), "{out}");
+}
+
+#[test]
+fn lease_revoked_from_outside_refuses_the_next_write() {
+    let etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/revoke");
+    create(&url, &sample_state());
+    let mut s = store(&url);
+    let g = s.lock("apply", Duration::ZERO).unwrap();
+    let mut st = s.load().unwrap().unwrap();
+    st.hosts[0].node_name = Some("step-1".into());
+    assert_eq!(s.write(&st).unwrap().serial(), 2);
+    // Someone revokes our lease (as an operator breaking the lock by hand would).
+    let lease = etcd.lease_of("/k0sform/revoke/lock");
+    etcd.etcdctl(&["lease", "revoke", &format!("{lease:x}")]);
+    st.hosts[0].node_name = Some("step-2".into());
+    let err = s.write(&st).unwrap_err();
+    assert!(matches!(err, StateError::LockLost { .. }), "{err}");
+    assert!(
+        err.to_string().contains("expired or the lock was removed"),
+        "{err}"
+    );
+    assert_eq!(load(&url).serial, 2, "the last checkpoint stays");
+    // Releasing a lock whose lease is gone is not an error.
+    g.unlock().unwrap();
+}
+
+#[test]
+fn killed_holder_frees_the_lock_when_its_lease_expires() {
+    let etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/kill");
+    create(&url, &sample_state());
+    let mut holder = ChildProc::spawn("hold-then-write", &url, 2);
+    let id = holder.wait_for("READY");
+    holder.say("write");
+    assert_eq!(holder.wait_for("WROTE"), "3");
+    let killed_at = Instant::now();
+    holder.kill();
+
+    // Right after the kill the lock is still there (nobody revoked the lease) ...
+    let (code, _, stderr) = k0sform(&["-state", &url, "state", "rm", "127.0.1.1"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains(&id), "{stderr}");
+    // ... and once the 2 s lease expires the next run gets it, working from the last checkpoint.
+    let (code, out, stderr) = k0sform(&[
+        "-lock-timeout=20s",
+        "-state",
+        &url,
+        "state",
+        "rm",
+        "127.0.1.1",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(out.contains("serial 3 -> 4"), "{out}");
+    let waited = killed_at.elapsed();
+    assert!(waited >= Duration::from_millis(1500), "{waited:?}");
+    assert!(waited < Duration::from_secs(15), "{waited:?}");
+    let st = load(&url);
+    assert_eq!(st.serial, 4);
+    assert_eq!(st.hosts.len(), 2);
+    assert!(
+        st.hosts
+            .iter()
+            .any(|h| h.node_name.as_deref() == Some("renamed-1")),
+        "the killed holder's last checkpoint is the base"
+    );
+}
+
+#[test]
+fn concurrent_writers_from_two_processes_are_serialized() {
+    let etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/race");
+    create(&url, &sample_state());
+    let spawn = |addr: &str| {
+        Command::new(env!("CARGO_BIN_EXE_k0sform"))
+            .args(["-lock-timeout=20s", "-state", &url, "state", "rm", addr])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn("127.0.0.1");
+    let b = spawn("127.0.0.2");
+    for c in [a, b] {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let st = load(&url);
+    assert_eq!(st.serial, 3, "two writes, one after the other");
+    let left: Vec<String> = st.hosts.iter().map(|h| h.id().to_string()).collect();
+    assert_eq!(left, ["127.0.1.1"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// etcd going away
+
+#[test]
+fn etcd_stopped_gives_a_clear_error_and_work_continues_when_it_returns() {
+    let mut etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/down");
+    create(&url, &sample_state());
+    let mut s = EtcdStore::open(&url, &opts(Duration::from_secs(2))).unwrap();
+    let g = s.lock("apply", Duration::ZERO).unwrap();
+    let mut st = s.load().unwrap().unwrap();
+    st.hosts[0].node_name = Some("before".into());
+    assert_eq!(s.write(&st).unwrap().serial(), 2);
+
+    etcd.stop();
+    st.hosts[0].node_name = Some("during".into());
+    let started = Instant::now();
+    let err = s.write(&st).unwrap_err();
+    assert!(matches!(err, StateError::Remote { .. }), "{err}");
+    assert!(err.to_string().contains(&url), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let (code, _, stderr) = k0sform_env(
+        &["-state", &url, "state", "list"],
+        &[("K0SFORM_ETCD_TIMEOUT", "2s")],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains(&format!("cannot read the state at {url}")),
+        "{stderr}"
+    );
+    drop(g);
+
+    etcd.restart();
+    let st = load(&url);
+    assert_eq!(st.serial, 2, "the last stored write");
+    assert_eq!(st.hosts[0].node_name.as_deref(), Some("before"));
+    // The lock of the store that lost etcd is released or expires; then writes go on.
+    let (code, out, stderr) = k0sform(&[
+        "-lock-timeout=20s",
+        "-state",
+        &url,
+        "state",
+        "rm",
+        "127.0.1.1",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(out.contains("serial 2 -> 3"), "{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Push, pull, migration
+
+#[test]
+fn push_pull_and_migration_keep_lineage_and_serial() {
+    let etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/migrate");
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("k0sform.state.json");
+    let mut st = sample_state();
+    st.serial = 7;
+    std::fs::write(&local, st.to_canonical_json().unwrap()).unwrap();
+    let local_s = local.to_str().unwrap();
+
+    // local -> etcd, as the README says: `state pull > f && -state etcd://… state push f`.
+    let pulled = dir.path().join("pulled.json");
+    let (code, out, err) = k0sform(&["-state", local_s, "state", "pull"]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(&pulled, &out).unwrap();
+    let (code, msg, err) = k0sform(&["-state", &url, "state", "push", pulled.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(msg.contains("serial 7"), "{msg}");
+    let remote = load(&url);
+    assert_eq!(
+        (remote.lineage.as_str(), remote.serial),
+        (st.lineage.as_str(), 7)
+    );
+    let (code, remote_pull, _) = k0sform(&["-state", &url, "state", "pull"]);
+    assert_eq!(code, 0);
+    assert_eq!(remote_pull, out, "byte for byte the same state");
+    // Pushing the same again changes nothing.
+    let (code, msg, _) = k0sform(&["-state", &url, "state", "push", pulled.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(msg.contains("already holds"), "{msg}");
+
+    // Work happens on etcd: serial 8.
+    let (code, _, err) = k0sform(&["-state", &url, "state", "rm", "127.0.1.1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(load(&url).serial, 8);
+
+    // The old file (serial 7) is refused now; so is another lineage; -force overrides.
+    let (code, _, err) = k0sform(&["-state", &url, "state", "push", pulled.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("older serial 7") && err.contains("-force"),
+        "{err}"
+    );
+    let other = dir.path().join("other.json");
+    let mut o = sample_state();
+    o.serial = 50;
+    std::fs::write(&other, o.to_canonical_json().unwrap()).unwrap();
+    let (code, _, err) = k0sform(&["-state", &url, "state", "push", other.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&o.lineage) && err.contains(&st.lineage),
+        "{err}"
+    );
+    assert_eq!(load(&url).serial, 8);
+
+    // etcd -> local (a new file), keeping lineage and serial.
+    let back = dir.path().join("back.json");
+    let (code, out8, _) = k0sform(&["-state", &url, "state", "pull"]);
+    assert_eq!(code, 0);
+    let f8 = dir.path().join("eight.json");
+    std::fs::write(&f8, &out8).unwrap();
+    let (code, _, err) = k0sform(&[
+        "-state",
+        back.to_str().unwrap(),
+        "state",
+        "push",
+        f8.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let local_back = LocalStore::new(&back).load().unwrap().unwrap();
+    assert_eq!(
+        (local_back.lineage.as_str(), local_back.serial),
+        (st.lineage.as_str(), 8)
+    );
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), out8);
+    // The local backend refuses an older serial too.
+    let (code, _, err) = k0sform(&[
+        "-state",
+        back.to_str().unwrap(),
+        "state",
+        "push",
+        pulled.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("older serial 7"), "{err}");
+
+    // Forced: the serial keeps growing past the stored one, so saved plans go stale.
+    let (code, msg, err) = k0sform(&[
+        "-state",
+        &url,
+        "state",
+        "push",
+        "-force",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(msg.contains("serial 50"), "{msg}");
+    let (code, msg, err) = k0sform(&[
+        "-state",
+        &url,
+        "state",
+        "push",
+        "-force",
+        pulled.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(msg.contains("serial 51"), "{msg}");
+    // Every pushed version is in the history.
+    assert_eq!(store(&url).load_serial(50).unwrap().lineage, o.lineage);
+}
+
+#[test]
+fn k0sform_state_variable_selects_the_store() {
+    let etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/env");
+    create(&url, &sample_state());
+    let (code, out, err) = k0sform_env(&["state", "list"], &[("K0SFORM_STATE", &url)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("127.0.1.1") && out.contains("MACHINE-ID"),
+        "{out}"
+    );
+    let (code, out, _) = k0sform_env(&["show"], &[("K0SFORM_STATE", &url)]);
+    assert_eq!(code, 0);
+    assert!(out.contains("127.0.0.2"), "{out}");
+    // -state wins over the variable.
+    let (code, out, _) = k0sform_env(
+        &["-state", &etcd.url("/k0sform/empty"), "state", "list"],
+        &[("K0SFORM_STATE", &url)],
+    );
+    assert_eq!(code, 0);
+    assert!(out.starts_with("No state at"), "{out}");
+}
+
+#[test]
+fn store_works_inside_an_async_runtime() {
+    // The commands call the synchronous store from inside their tokio runtime: no nested
+    // block_on panic, on the runtime's own thread and on a worker.
+    let etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/async");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let url2 = url.clone();
+    rt.block_on(async move {
+        let mut s = store(&url2);
+        let g = s.lock("apply", Duration::ZERO).unwrap();
+        assert_eq!(s.write(&sample_state()).unwrap().serial(), 1);
+        let task = tokio::spawn(async move {
+            let mut st = s.load().unwrap().unwrap();
+            st.hosts.pop();
+            let serial = s.write(&st).unwrap().serial();
+            drop(g);
+            drop(s);
+            serial
+        });
+        assert_eq!(task.await.unwrap(), 2);
+    });
+    drop(rt);
+    assert_eq!(load(&url).hosts.len(), 2);
+    assert_eq!(etcd.get("/k0sform/async/lock"), None);
+}
+
+#[test]
+fn bad_urls_and_tls_settings_are_explained() {
+    for (url, env, problem) in [
+        ("etcd://127.0.0.1:2379", vec![], "the key prefix is missing"),
+        (
+            "etcds://127.0.0.1:2379/p",
+            vec![],
+            "needs the CA certificate",
+        ),
+        (
+            "etcds://127.0.0.1:2379/p",
+            vec![("K0SFORM_ETCD_CACERT", "/nonexistent/ca.pem")],
+            "cannot read the CA certificate /nonexistent/ca.pem",
+        ),
+    ] {
+        let (code, _, err) = k0sform_env(&["-state", url, "state", "list"], &env);
+        assert_eq!(code, 1, "{url}: {err}");
+        assert!(err.contains(problem), "{url}: {err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, "not a cert").unwrap();
+    let (code, _, err) = k0sform(&[
+        "-state",
+        "etcds://127.0.0.1:2379/p",
+        "--etcd-cacert",
+        ca.to_str().unwrap(),
+        "--etcd-cert",
+        ca.to_str().unwrap(),
+        "state",
+        "list",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("give both --etcd-cert and --etcd-key"),
+        "{err}"
+    );
+}
+
+fn k0sform_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_k0sform"));
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A real etcd (Debian's etcd-server) on a loopback address of its own, with a temp data dir.
+mod etcd {
+    use std::net::TcpListener;
+    use std::process::{Child, Command, Stdio};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::{Duration, Instant};
+
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+
+    pub struct EtcdServer {
+        child: Option<Child>,
+        dir: tempfile::TempDir,
+        ip: String,
+    }
+
+    impl EtcdServer {
+        /// Start etcd on a free 127.210-249.x.y (the lab claims 127.100-199.x.y) and wait until it
+        /// answers.
+        pub fn start() -> Self {
+            let pid = std::process::id();
+            let ip = loop {
+                let n = NEXT.fetch_add(1, Ordering::SeqCst);
+                let ip = format!(
+                    "127.{}.{}.{}",
+                    210 + pid % 40,
+                    (pid / 40 + n / 250) % 256,
+                    n % 250 + 1
+                );
+                let free = [2379, 2380]
+                    .iter()
+                    .all(|p| TcpListener::bind((ip.as_str(), *p)).is_ok());
+                if free {
+                    break ip;
+                }
+                assert!(n < 500, "no free loopback address for etcd");
+            };
+            let mut e = EtcdServer {
+                child: None,
+                dir: tempfile::tempdir().unwrap(),
+                ip,
+            };
+            e.spawn();
+            e
+        }
+
+        fn spawn(&mut self) {
+            let ip = &self.ip;
+            let log = std::fs::File::create(self.dir.path().join("etcd.log")).unwrap();
+            let child = Command::new("/usr/bin/etcd")
+                .args([
+                    "--name",
+                    "state",
+                    "--data-dir",
+                    self.dir.path().join("data").to_str().unwrap(),
+                    "--listen-client-urls",
+                    &format!("http://{ip}:2379"),
+                    "--advertise-client-urls",
+                    &format!("http://{ip}:2379"),
+                    "--listen-peer-urls",
+                    &format!("http://{ip}:2380"),
+                    "--initial-advertise-peer-urls",
+                    &format!("http://{ip}:2380"),
+                    "--initial-cluster",
+                    &format!("state=http://{ip}:2380"),
+                    "--listen-metrics-urls",
+                    "",
+                ])
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("start /usr/bin/etcd (Debian's etcd-server)");
+            self.child = Some(child);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let ok = self
+                    .etcdctl_raw(&["endpoint", "health"], None)
+                    .status
+                    .success();
+                if ok {
+                    return;
+                }
+                if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                    let log = std::fs::read_to_string(self.dir.path().join("etcd.log"));
+                    panic!("etcd exited with {status}: {}", log.unwrap_or_default());
+                }
+                assert!(Instant::now() < deadline, "etcd did not become healthy");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+
+        pub fn url(&self, prefix: &str) -> String {
+            format!("etcd://{}:2379{prefix}", self.ip)
+        }
+
+        /// kill -9: etcd's WAL keeps what was committed.
+        pub fn stop(&mut self) {
+            if let Some(mut c) = self.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+
+        pub fn restart(&mut self) {
+            self.stop();
+            self.spawn();
+        }
+
+        fn etcdctl_raw(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+            let mut c = Command::new("/usr/bin/etcdctl");
+            c.env("ETCDCTL_API", "3")
+                .arg(format!("--endpoints=http://{}:2379", self.ip))
+                .arg("--command-timeout=5s")
+                .args(args)
+                .stdin(if stdin.is_some() {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = c.spawn().expect("etcdctl (Debian's etcd-client)");
+            if let Some(text) = stdin {
+                use std::io::Write;
+                let mut i = child.stdin.take().unwrap();
+                i.write_all(text.as_bytes()).unwrap();
+            }
+            child.wait_with_output().unwrap()
+        }
+
+        pub fn etcdctl(&self, args: &[&str]) -> String {
+            let out = self.etcdctl_raw(args, None);
+            assert!(
+                out.status.success(),
+                "etcdctl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+
+        fn kvs(&self, key: &str, prefix: bool) -> Vec<serde_json::Value> {
+            let mut args = vec!["get", key, "-w", "json"];
+            if prefix {
+                args.push("--prefix");
+            }
+            let v: serde_json::Value = serde_json::from_str(&self.etcdctl(&args)).unwrap();
+            v["kvs"].as_array().cloned().unwrap_or_default()
+        }
+
+        fn b64(v: &serde_json::Value) -> String {
+            use base64::Engine;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(v.as_str().unwrap_or(""))
+                .unwrap();
+            String::from_utf8(bytes).unwrap()
+        }
+
+        /// The exact value of `key`.
+        pub fn get(&self, key: &str) -> Option<String> {
+            self.kvs(key, false)
+                .first()
+                .map(|kv| Self::b64(&kv["value"]))
+        }
+
+        pub fn keys(&self, prefix: &str) -> Vec<String> {
+            self.kvs(prefix, true)
+                .iter()
+                .map(|kv| Self::b64(&kv["key"]))
+                .collect()
+        }
+
+        pub fn put(&self, key: &str, value: &str) {
+            let out = self.etcdctl_raw(&["put", key], Some(value));
+            assert!(out.status.success(), "etcdctl put {key}");
+        }
+
+        /// The lease ID `key` is attached to.
+        pub fn lease_of(&self, key: &str) -> i64 {
+            self.kvs(key, false)[0]["lease"].as_i64().expect("a lease")
+        }
+    }
+
+    impl Drop for EtcdServer {
+        fn drop(&mut self) {
+            self.stop();
+        }
+    }
+
+    pub fn k0sform(args: &[&str]) -> (i32, String, String) {
+        super::k0sform_env(args, &[])
+    }
+}
