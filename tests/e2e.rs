@@ -532,3 +532,59 @@ fn cluster_built_by_hand_is_adopted_with_refresh_only() {
     }
     assert!(c.state_host("c2").expect("c2")["etcd"]["member_id"].is_string());
 }
+
+/// Ctrl-C during an apply: running steps finish, nothing new starts, the state is saved and the
+/// run says what it did; the next apply finishes the job.
+#[test]
+fn interrupted_apply_stops_cleanly_and_resumes() {
+    use std::io::BufRead;
+    let c = Cluster::new(&[("c1", "controller"), ("c2", "controller"), ("w1", "worker")]);
+    let mut child = c
+        .command(&["apply", "-auto-approve"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn apply");
+    let out = child.stdout.take().expect("stdout");
+    let mut lines = Vec::new();
+    let mut interrupted_at = None;
+    let mut reader = std::io::BufReader::new(out);
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap_or(0) > 0 {
+        lines.push(line.clone());
+        if interrupted_at.is_none() && line.contains("bootstrap: starting") {
+            // SIGINT, as a terminal's Ctrl-C would send.
+            let pid = i32::try_from(child.id()).expect("pid");
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+            interrupted_at = Some(lines.len());
+        }
+        line.clear();
+    }
+    let status = child.wait().expect("wait");
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .ok();
+    let all = format!("{}{err}", lines.concat());
+    assert_eq!(status.code(), Some(1), "{all}");
+    let after = &lines[interrupted_at.expect("the bootstrap never started")..];
+    assert!(
+        !after.iter().any(|l| l.contains(": starting")),
+        "a step started after Ctrl-C:\n{all}"
+    );
+    assert!(
+        all.contains("Apply cancelled") && all.contains("interrupted"),
+        "{all}"
+    );
+    if c.state.exists() {
+        c.run(&["state", "list"]).expect(0);
+    }
+    // The next run completes the cluster.
+    c.apply();
+    assert_one_cluster(&c, &["c1", "c2"], &["c1", "c2"]);
+}
