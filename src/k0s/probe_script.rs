@@ -35,13 +35,15 @@ units() {
 }
 exec 3>&1
 # emit NAME CMD...: run CMD, print its exit code, stdout and stderr (base64) on one line.
-# The sub-shell exits 10 when CMD succeeded and printed a running controller's status.
+# The sub-shell exits 10 when CMD succeeded and printed a running controller's status, 11 for
+# any other output naming a Version (a running worker's status).
 emit() {
   _n=$1; shift
   _e=$( { _o=$("$@" 2>&4); _r=$?
           printf 'K0SFORM %s %s o:%s ' "$_n" "$_r" "$(printf '%s' "$_o" | b64)" >&3
           if [ "$_r" = 0 ]; then
             case $_o in *'"Role": "controller"'*|*'"Role":"controller"'*|*'"Role": "server'*|*'"Role":"server'*) exit 10;; esac
+            case $_o in *'"Version"'*) exit 11;; esac
           fi
           exit 0; } 4>&1 )
   _c=$?
@@ -59,10 +61,13 @@ if [ -f "$cfg" ]; then
   emit config cat "$cfg"
 fi
 if [ -e "$bin" ]; then
-  emit version t 10 "$bin" version
   emit binary_sha256 sha256sum "$bin"
   emit status t 10 "$bin" status -o json
-  if [ $? = 10 ] && [ "$view" = 1 ]; then
+  running=$?
+  # A running k0s names its version in the status: `k0s version` would cost one more start of
+  # the binary on every host (a third of a worker's probe).
+  [ "$running" = 0 ] && emit version t 10 "$bin" version
+  if [ "$running" = 10 ] && [ "$view" = 1 ]; then
     emit member_list t 10 "$bin" etcd member-list --data-dir="$dd"
     emit etcd_members kc get etcdmembers.etcd.k0sproject.io -o json
     emit cluster_uid kc get namespace kube-system -o json
@@ -377,6 +382,11 @@ pub fn parse_probe(out: &CommandOutput) -> Result<HostFacts, ProbeError> {
             }
         }
     }
+    // `version` is skipped while k0s runs: the running binary's version stands for it (a
+    // replaced binary still shows in k0s_binary_sha256).
+    if sec("version").is_none() {
+        f.k0s_version = f.status.as_ref().map(|st| st.version.clone());
+    }
     f.view = view(&s);
     Ok(f)
 }
@@ -405,7 +415,7 @@ mod tests {
         let script = format!(
             r#"#!/bin/sh
 case "$1" in
-  version) echo v1.33.4+k0s.0 ;;
+  version) echo called >>"{calls}"; echo v1.33.4+k0s.0 ;;
   status) cat <<'EOF'
 {status_json}
 EOF
@@ -422,7 +432,8 @@ EOF
     esac ;;
 esac
 "#,
-            dd = dir.join("data").display()
+            dd = dir.join("data").display(),
+            calls = dir.join("version-calls").display()
         );
         std::fs::write(&bin, script).unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -455,6 +466,10 @@ esac
         .unwrap();
         let out = run_script(&bin, dd.to_str().unwrap(), true, cfg.to_str().unwrap());
         assert!(out.success(), "{}", out.stderr_str());
+        assert!(
+            !dir.path().join("version-calls").exists(),
+            "`k0s version` ran although the status named the version"
+        );
         let f = parse_probe(&out).unwrap();
         assert!(!f.machine_id.is_empty());
         assert!(!f.hostname.is_empty());
@@ -539,6 +554,11 @@ esac
         let bin = fake_k0s(dir.path(), &worker);
         let f = parse_probe(&run_script(&bin, "/x", true, "/x/k0s.yaml")).unwrap();
         assert_eq!(f.status.as_ref().map(|s| s.role.as_str()), Some("worker"));
+        assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
+        assert!(
+            !dir.path().join("version-calls").exists(),
+            "worker: version ran"
+        );
         assert!(f.view.is_none());
 
         let stopped = dir.path().join("stopped");
