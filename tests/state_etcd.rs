@@ -878,6 +878,89 @@ fn bad_urls_and_tls_settings_are_explained() {
     );
 }
 
+#[test]
+fn etcds_uses_the_ca_and_client_certificate_from_flags_or_environment() {
+    let etcd = EtcdServer::start_tls();
+    let url = etcd.url("/k0sform/tls");
+    assert!(url.starts_with("etcds://"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.json");
+    std::fs::write(&file, sample_state().to_canonical_json().unwrap()).unwrap();
+    let file = file.to_str().unwrap();
+    let (ca, cert, key) = (
+        etcd.cert("ca"),
+        etcd.cert("client"),
+        etcd.cert("client-key"),
+    );
+
+    // Flags.
+    let (code, out, err) = k0sform(&[
+        "-state",
+        &url,
+        "--etcd-cacert",
+        &ca,
+        "--etcd-cert",
+        &cert,
+        "--etcd-key",
+        &key,
+        "state",
+        "push",
+        file,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("serial 0"), "{out}");
+    // The same through K0SFORM_STATE and K0SFORM_ETCD_*.
+    let env = [
+        ("K0SFORM_STATE", url.as_str()),
+        ("K0SFORM_ETCD_CACERT", ca.as_str()),
+        ("K0SFORM_ETCD_CERT", cert.as_str()),
+        ("K0SFORM_ETCD_KEY", key.as_str()),
+    ];
+    let (code, out, err) = k0sform_env(&["state", "rm", "127.0.1.1"], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("serial 0 -> 1"), "{out}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&etcd.get("/k0sform/tls/state").unwrap())
+            .unwrap()["serial"],
+        1
+    );
+
+    // Without the client certificate etcd refuses; with another CA the server is not trusted.
+    let short_timeout = ("K0SFORM_ETCD_TIMEOUT", "3s");
+    let (code, _, err) = k0sform_env(
+        &["-state", &url, "--etcd-cacert", &ca, "state", "list"],
+        &[short_timeout],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("cannot read the state at {url}")),
+        "{err}"
+    );
+    assert!(err.contains("give --etcd-cert and --etcd-key"), "{err}");
+    let other = etcd.cert("other-ca");
+    let (code, _, err) = k0sform_env(
+        &[
+            "-state",
+            &url,
+            "--etcd-cacert",
+            &other,
+            "--etcd-cert",
+            &cert,
+            "--etcd-key",
+            &key,
+            "state",
+            "list",
+        ],
+        &[short_timeout],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("cannot read the state at {url}")),
+        "{err}"
+    );
+    assert!(err.contains("invalid peer certificate"), "{err}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The real commands against a lab (real sshd and etcd, the k0s double) with the state in etcd
 
@@ -1083,12 +1166,23 @@ mod etcd {
         child: Option<Child>,
         dir: tempfile::TempDir,
         ip: String,
+        /// Serve TLS only, and require client certificates signed by the test CA.
+        tls: bool,
     }
 
     impl EtcdServer {
         /// Start etcd on a free 127.210-249.x.y (the lab claims 127.100-199.x.y) and wait until it
         /// answers.
         pub fn start() -> Self {
+            Self::start_with(false)
+        }
+
+        /// etcd with TLS and client certificate checks; `cert(name)` gives the files.
+        pub fn start_tls() -> Self {
+            Self::start_with(true)
+        }
+
+        fn start_with(tls: bool) -> Self {
             let pid = std::process::id();
             let ip = loop {
                 let n = NEXT.fetch_add(1, Ordering::SeqCst);
@@ -1110,24 +1204,120 @@ mod etcd {
                 child: None,
                 dir: tempfile::tempdir().unwrap(),
                 ip,
+                tls,
             };
+            if tls {
+                e.make_certs();
+            }
             e.spawn();
             e
         }
 
+        /// A test CA, a server certificate for our IP and a client certificate, with openssl.
+        fn make_certs(&self) {
+            let d = self.dir.path();
+            let openssl = |args: &[&str]| {
+                let out = Command::new("openssl")
+                    .args(args)
+                    .current_dir(d)
+                    .output()
+                    .expect("openssl");
+                assert!(
+                    out.status.success(),
+                    "openssl {args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            };
+            let ec = [
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+            ];
+            for ca in ["ca", "other-ca"] {
+                let subj = format!("/CN=k0sform test {ca}");
+                let key = format!("{ca}-key.pem");
+                let pem = format!("{ca}.pem");
+                let mut args = vec!["req", "-x509"];
+                args.extend_from_slice(&ec);
+                args.extend_from_slice(&[
+                    "-keyout", &key, "-out", &pem, "-days", "2", "-subj", &subj,
+                ]);
+                openssl(&args);
+            }
+            let ip = &self.ip;
+            for (name, ext) in [
+                (
+                    "server",
+                    format!("subjectAltName=IP:{ip}\nextendedKeyUsage=serverAuth,clientAuth\n"),
+                ),
+                ("client", "extendedKeyUsage=clientAuth\n".to_string()),
+            ] {
+                std::fs::write(d.join(format!("{name}.ext")), ext).unwrap();
+                let subj = format!("/CN={name}");
+                let key = format!("{name}-key.pem");
+                let csr = format!("{name}.csr");
+                let mut args = vec!["req"];
+                args.extend_from_slice(&ec);
+                args.extend_from_slice(&["-keyout", &key, "-out", &csr, "-subj", &subj]);
+                openssl(&args);
+                openssl(&[
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    "ca.pem",
+                    "-CAkey",
+                    "ca-key.pem",
+                    "-CAcreateserial",
+                    "-out",
+                    &format!("{name}.pem"),
+                    "-days",
+                    "2",
+                    "-extfile",
+                    &format!("{name}.ext"),
+                ]);
+            }
+        }
+
+        /// Path of a generated PEM file: `ca`, `other-ca`, `client`, `client-key`.
+        pub fn cert(&self, name: &str) -> String {
+            self.dir
+                .path()
+                .join(format!("{name}.pem"))
+                .to_str()
+                .unwrap()
+                .to_string()
+        }
+
         fn spawn(&mut self) {
             let ip = &self.ip;
+            let scheme = if self.tls { "https" } else { "http" };
             let log = std::fs::File::create(self.dir.path().join("etcd.log")).unwrap();
-            let child = Command::new("/usr/bin/etcd")
+            let mut cmd = Command::new("/usr/bin/etcd");
+            if self.tls {
+                cmd.args([
+                    "--cert-file",
+                    &self.cert("server"),
+                    "--key-file",
+                    &self.cert("server-key"),
+                    "--trusted-ca-file",
+                    &self.cert("ca"),
+                    "--client-cert-auth",
+                ]);
+            }
+            let child = cmd
                 .args([
                     "--name",
                     "state",
                     "--data-dir",
                     self.dir.path().join("data").to_str().unwrap(),
                     "--listen-client-urls",
-                    &format!("http://{ip}:2379"),
+                    &format!("{scheme}://{ip}:2379"),
                     "--advertise-client-urls",
-                    &format!("http://{ip}:2379"),
+                    &format!("{scheme}://{ip}:2379"),
                     "--listen-peer-urls",
                     &format!("http://{ip}:2380"),
                     "--initial-advertise-peer-urls",
@@ -1162,7 +1352,8 @@ mod etcd {
         }
 
         pub fn url(&self, prefix: &str) -> String {
-            format!("etcd://{}:2379{prefix}", self.ip)
+            let scheme = if self.tls { "etcds" } else { "etcd" };
+            format!("{scheme}://{}:2379{prefix}", self.ip)
         }
 
         /// kill -9: etcd's WAL keeps what was committed.
@@ -1180,8 +1371,14 @@ mod etcd {
 
         fn etcdctl_raw(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
             let mut c = Command::new("/usr/bin/etcdctl");
+            if self.tls {
+                c.arg(format!("--cacert={}", self.cert("ca")))
+                    .arg(format!("--cert={}", self.cert("client")))
+                    .arg(format!("--key={}", self.cert("client-key")));
+            }
+            let scheme = if self.tls { "https" } else { "http" };
             c.env("ETCDCTL_API", "3")
-                .arg(format!("--endpoints=http://{}:2379", self.ip))
+                .arg(format!("--endpoints={scheme}://{}:2379", self.ip))
                 .arg("--command-timeout=5s")
                 .args(args)
                 .stdin(if stdin.is_some() {

@@ -229,7 +229,16 @@ impl Shared {
         };
         match out {
             Ok(Ok(Ok(v))) => Ok(v),
-            Ok(Ok(Err(e))) => Err(remote(describe_etcd_error(&e))),
+            Ok(Ok(Err(e))) => {
+                let mut detail = describe_etcd_error(&e);
+                // With TLS 1.3 a server that wants a client certificate only drops the stream.
+                if self.url.tls && self.opts.cert.is_none() && detail.contains("transport error") {
+                    detail.push_str(
+                        " (if etcd checks client certificates, give --etcd-cert and --etcd-key)",
+                    );
+                }
+                Err(remote(detail))
+            }
             Ok(Err(_)) => Err(remote(format!(
                 "no answer from etcd ({}) within {}",
                 self.url.endpoints.join(", "),
@@ -259,14 +268,31 @@ impl Shared {
 fn describe_etcd_error(e: &etcd_client::Error) -> String {
     match e {
         etcd_client::Error::GRpcStatus(s) => {
-            let msg = s.message();
-            if msg.is_empty() {
-                format!("{:?}", s.code())
-            } else {
-                format!("{:?}: {msg}", s.code())
+            let mut text = format!("{:?}", s.code());
+            if !s.message().is_empty() {
+                text.push_str(": ");
+                text.push_str(s.message());
             }
+            // A TLS or connection failure says what went wrong only in its sources.
+            append_sources(&mut text, std::error::Error::source(s));
+            text
         }
-        other => other.to_string(),
+        other => {
+            let mut text = other.to_string();
+            append_sources(&mut text, std::error::Error::source(other));
+            text
+        }
+    }
+}
+
+fn append_sources(text: &mut String, mut source: Option<&(dyn std::error::Error + 'static)>) {
+    while let Some(e) = source {
+        let s = e.to_string();
+        if !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        source = e.source();
     }
 }
 
