@@ -579,7 +579,8 @@ fn killed_holder_frees_the_lock_when_its_lease_expires() {
     assert_eq!(code, 0, "{stderr}");
     assert!(out.contains("serial 3 -> 4"), "{out}");
     let waited = killed_at.elapsed();
-    assert!(waited >= Duration::from_millis(1500), "{waited:?}");
+    // The lease was last renewed up to a third of its TTL before the kill.
+    assert!(waited >= Duration::from_millis(1000), "{waited:?}");
     assert!(waited < Duration::from_secs(15), "{waited:?}");
     let st = load(&url);
     assert_eq!(st.serial, 4);
@@ -1105,6 +1106,7 @@ fn lab_plan_apply_saved_plans_and_failures_with_the_state_in_etcd() {
     assert!(seen, "{out}");
     assert_ne!(code, 0, "{out}");
     assert!(out.contains("lock") && out.contains("was lost"), "{out}");
+    assert!(!out.contains("Apply complete"), "{out}");
     assert_eq!(
         load(&url).serial,
         at_revoke.get(),
@@ -1118,6 +1120,7 @@ fn lab_plan_apply_saved_plans_and_failures_with_the_state_in_etcd() {
     assert!(seen, "{out}");
     assert_ne!(code, 0, "{out}");
     assert!(out.contains(&format!("the state at {url}")), "{out}");
+    assert!(!out.contains("Apply complete"), "{out}");
     etcd.restart();
     assert!(load(&url).serial >= at_revoke.get(), "a complete state");
     let (code, out) = lab_run(
