@@ -41,6 +41,41 @@ fn assert_one_cluster(c: &Cluster, controllers: &[&str], expected: &[&str]) -> S
     uids.into_iter().next().unwrap_or_default()
 }
 
+/// Run `plan` with `args` and prove it changed nothing: the files k0sform could touch on every
+/// host, whether k0s runs there, and etcd membership as every answering controller sees it.
+#[track_caller]
+fn plan_changes_nothing(c: &Cluster, args: &[&str]) -> e2e::Run {
+    let world = || -> Vec<String> {
+        c.lab
+            .hosts()
+            .iter()
+            .filter(|h| c.lab.is_on(&h.name))
+            .map(|h| {
+                let members = c
+                    .lab
+                    .ssh(&h.name, "timeout 10 k0s etcd member-list 2>/dev/null");
+                format!(
+                    "{}\n{}\n{}",
+                    h.name,
+                    c.host_snapshot(&h.name),
+                    lab::stdout(&members)
+                )
+            })
+            .collect()
+    };
+    let before = world();
+    let mut all = vec!["plan"];
+    all.extend_from_slice(args);
+    let r = c.run(&all);
+    assert_eq!(
+        before,
+        world(),
+        "`plan` changed a host or etcd\n{}",
+        r.text()
+    );
+    r
+}
+
 fn bootstrap(c: &Cluster) {
     c.apply().contains("Apply complete");
 }
@@ -119,7 +154,7 @@ fn controller_that_left_and_was_reset_by_hand_rejoins() {
     c.eventually(30, "c1 gone from the member list", || {
         !c.members("c2").contains_key("c1")
     });
-    c.run(&["plan"])
+    plan_changes_nothing(&c, &[])
         .expect(0)
         .contains("c1")
         .contains("left the cluster");
@@ -145,7 +180,7 @@ fn controller_removed_from_spec_leaves_the_cluster_then_rejoins_fresh() {
     let old_id = c.state_host("c1").expect("c1")["etcd"]["member_id"].clone();
 
     c.write_spec(&["c2", "c3", "w1"]);
-    c.run(&["plan"])
+    plan_changes_nothing(&c, &[])
         .expect(0)
         .contains("no longer in")
         .contains("Plan: 0 to add, 0 to change, 0 to replace, 1 to remove");
@@ -186,9 +221,9 @@ fn wiped_controller_is_replaced_never_a_second_cluster() {
 
     c.lab.wipe("c1");
     // Without -replace the changed host key is refused, nothing changes.
-    let r = c.run(&["plan"]);
+    let r = plan_changes_nothing(&c, &[]);
     r.expect(3).contains("host key");
-    c.run(&["plan", "-replace", &c.lab.address("c1")])
+    plan_changes_nothing(&c, &["-replace", &c.lab.address("c1")])
         .expect(0)
         .contains("replaced")
         .contains("machine-id");
@@ -228,6 +263,10 @@ fn worker_removed_and_worker_wiped() {
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
     bootstrap(&c);
     c.write_spec(&["c1", "w1"]);
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("- worker w2")
+        .contains("drained and deleted");
     c.apply();
     let nodes = c.nodes("c1");
     assert!(!nodes.contains_key("w2"), "w2 Node still there: {nodes:?}");
@@ -259,7 +298,9 @@ fn unsafe_requests_are_refused_and_change_nothing() {
 
     // An unreachable host is named, exit 1.
     c.lab.power_off("c3");
-    c.run(&["plan"]).expect(1).contains(&c.lab.address("c3"));
+    plan_changes_nothing(&c, &[])
+        .expect(1)
+        .contains(&c.lab.address("c3"));
     // Removing a healthy controller while another is down breaks quorum: refused.
     c.write_spec(&["c1", "c3"]);
     let serial = c.state_serial();
@@ -299,7 +340,7 @@ fn unsafe_requests_are_refused_and_change_nothing() {
         .map(|n| c.host_snapshot(n))
         .collect();
     let serial = c.state_serial();
-    let r = c.run(&["plan"]);
+    let r = plan_changes_nothing(&c, &[]);
     r.expect(3)
         .contains(&c.lab.address("c1"))
         .contains(&c.lab.address("c2"));
