@@ -363,14 +363,37 @@ impl Lab {
         self.install_binary(name, &k0s_double_path());
     }
 
-    /// Copies any local file to /usr/local/bin/k0s on the host.
+    /// Copies any local file to /usr/local/bin/k0s on the host. The bytes go over stdin: a host
+    /// has its own /tmp, so a path under the real /tmp (a checkout there) is not visible inside.
     pub fn install_binary(&self, name: &str, binary: &Path) {
-        self.exec_ok(
-            name,
-            &format!(
-                "cp '{}' /usr/local/bin/k0s.tmp && chmod 755 /usr/local/bin/k0s.tmp && mv /usr/local/bin/k0s.tmp /usr/local/bin/k0s",
-                binary.display()
-            ),
+        let data =
+            std::fs::read(binary).unwrap_or_else(|e| panic!("lab: read {}: {e}", binary.display()));
+        let mut child = python()
+            .arg("exec")
+            .arg(&self.path)
+            .arg(name)
+            .arg("--")
+            .args([
+                "/bin/sh",
+                "-c",
+                "cat > /usr/local/bin/k0s.tmp && chmod 755 /usr/local/bin/k0s.tmp && mv /usr/local/bin/k0s.tmp /usr/local/bin/k0s",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("lab: run lab.py exec");
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("lab: stdin");
+            stdin.write_all(&data).expect("lab: write binary");
+        }
+        let o = child.wait_with_output().expect("lab: wait for exec");
+        assert!(
+            o.status.success(),
+            "lab: installing {} on {name} failed: {}",
+            binary.display(),
+            stderr(&o)
         );
     }
 
