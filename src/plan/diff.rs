@@ -1818,7 +1818,7 @@ impl<'a> Planner<'a> {
         let objects = self.existing_objects(h);
         if !objects.is_empty() {
             let prev = b.last.get(&p.idx).copied();
-            b.push(
+            let del = b.push(
                 p.idx,
                 &h.id,
                 StepKind::DeleteObjects {
@@ -1828,6 +1828,11 @@ impl<'a> Planner<'a> {
                 },
                 [prev, first_dep.take()],
             );
+            // The controller it acts through may be the next one to leave: the next
+            // membership change waits for this deletion.
+            if member.is_some() {
+                *gate = Some(del);
+            }
         }
         vias.removed.insert(h.id.clone());
         if let Some(mid) = reset {
