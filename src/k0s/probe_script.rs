@@ -34,20 +34,23 @@ units() {
   done
 }
 exec 3>&1
-# emit NAME CMD...: run CMD, print its exit code, stdout and stderr (base64) on one line.
+# emit NAME CMD...: run CMD, print its exit code, stdout and stderr (base64) on one line. Empty
+# output is not piped through base64 (three processes less per section: most stderrs are empty).
 # The sub-shell exits 10 when CMD succeeded and printed a running controller's status, 11 for
 # any other output naming a Version (a running worker's status).
 emit() {
   _n=$1; shift
   _e=$( { _o=$("$@" 2>&4); _r=$?
-          printf 'K0SFORM %s %s o:%s ' "$_n" "$_r" "$(printf '%s' "$_o" | b64)" >&3
+          _b=; [ -z "$_o" ] || _b=$(printf '%s' "$_o" | b64)
+          printf 'K0SFORM %s %s o:%s ' "$_n" "$_r" "$_b" >&3
           if [ "$_r" = 0 ]; then
             case $_o in *'"Role": "controller"'*|*'"Role":"controller"'*|*'"Role": "server'*|*'"Role":"server'*) exit 10;; esac
             case $_o in *'"Version"'*) exit 11;; esac
           fi
           exit 0; } 4>&1 )
   _c=$?
-  printf 'e:%s\n' "$(printf '%s' "$_e" | b64)"
+  [ -z "$_e" ] || _e=$(printf '%s' "$_e" | b64)
+  printf 'e:%s\n' "$_e"
   return $_c
 }
 emit machine_id cat /etc/machine-id
