@@ -159,7 +159,7 @@ pub async fn reality(
     spec: &Spec,
     state: &State,
     transport: &SshTransport,
-    t: &TargetArgs,
+    (plan_opts, parallelism): (&PlanOptions, usize),
     probe_in: Option<&Path>,
     probe_out: Option<&Path>,
 ) -> Result<Reality, Failure> {
@@ -167,9 +167,9 @@ pub async fn reality(
         Some(p) => probe::load(p).map_err(|e| Failure::error(e.to_string()))?,
         None => {
             let opts = ProbeOptions {
-                replace: t.replace.clone(),
-                exclude: t.exclude.clone(),
-                parallelism: t.parallelism.max(1),
+                replace: plan_opts.replace.clone(),
+                exclude: plan_opts.exclude.clone(),
+                parallelism: parallelism.max(1),
             };
             probe::probe_all(spec, state, transport, &opts).await
         }
@@ -198,28 +198,68 @@ pub async fn plan_now(
 ) -> Result<Planned, Failure> {
     let loaded = load_spec(global)?;
     let state = open_state(global)?;
+    let opts = plan_options(t);
+    plan_with(
+        loaded,
+        state,
+        transport,
+        (&opts, t.parallelism),
+        probe_in,
+        probe_out,
+    )
+    .await
+}
+
+/// Probe and diff for an already loaded spec and state.
+pub async fn plan_with(
+    loaded: Loaded,
+    state: StateCtx,
+    transport: &SshTransport,
+    (opts, parallelism): (&PlanOptions, usize),
+    probe_in: Option<&Path>,
+    probe_out: Option<&Path>,
+) -> Result<Planned, Failure> {
     let desired = desired(&loaded.spec)?;
     let reality = reality(
         &loaded.spec,
         &state.state,
         transport,
-        t,
+        (opts, parallelism),
         probe_in,
         probe_out,
     )
     .await?;
-    let plan = plan::diff(
-        &loaded.spec,
-        &state.state,
-        &reality,
-        &desired,
-        &plan_options(t),
-    )?;
+    let plan = plan::diff(&loaded.spec, &state.state, &reality, &desired, opts)?;
     Ok(Planned {
         loaded,
         state,
         reality,
         plan,
+    })
+}
+
+/// Run `work` with an SSH transport inside a tokio runtime, close every connection afterwards
+/// (whatever `work` returned), and turn the result into an exit code.
+pub fn with_ssh<F, Fut>(work: F) -> Exit
+where
+    F: FnOnce(SshTransport) -> Fut,
+    Fut: std::future::Future<Output = Result<Exit, Failure>>,
+{
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(f) => return f.report(),
+    };
+    rt.block_on(async {
+        let transport = match ssh_transport() {
+            Ok(t) => t,
+            Err(f) => return f.report(),
+        };
+        let result = work(transport.clone()).await;
+        transport.close_all().await;
+        match result {
+            Ok(exit) => exit,
+            Err(f) => f.report(),
+        }
     })
 }
 

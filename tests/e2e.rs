@@ -623,3 +623,65 @@ fn interrupted_apply_stops_cleanly_and_resumes() {
     c.apply();
     assert_one_cluster(&c, &["c1", "c2"], &["c1", "c2"]);
 }
+
+/// Saved plans: `apply FILE` runs exactly the reviewed plan, probing as it was made (its
+/// `-replace`), and refuses one that is stale (state, spec or a host identity moved) or altered.
+#[test]
+fn saved_plans_apply_exactly_or_refuse_when_stale() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
+    c.write_spec(&["c1", "w1"]);
+    let dir = c.lab.dir().to_path_buf();
+    let p = |n: &str| dir.join(n).display().to_string();
+
+    // Made before any state existed, applied as is.
+    c.run(&["plan", "-out", &p("p1.json")])
+        .expect(0)
+        .contains("Saved the plan");
+    c.run(&["apply", &p("p1.json")])
+        .expect(0)
+        .contains("Apply complete");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    // Stale: the spec changed after the plan was saved.
+    c.write_spec(&["c1", "w1", "w2"]);
+    c.run(&["plan", "-out", &p("p2.json")]).expect(0);
+    c.write_spec(&["c1", "w1"]);
+    c.run(&["apply", &p("p2.json")])
+        .expect(5)
+        .contains("spec changed");
+    c.write_spec(&["c1", "w1", "w2"]);
+
+    // Altered: any edit breaks the seal.
+    let text = std::fs::read_to_string(p("p2.json")).expect("saved plan");
+    std::fs::write(
+        p("p3.json"),
+        text.replacen("\"worker\"", "\"controller\"", 1),
+    )
+    .expect("write");
+    c.run(&["apply", &p("p3.json")])
+        .expect(5)
+        .contains("altered");
+
+    // Stale: a host was rebuilt after the plan was saved.
+    c.lab.wipe("w2");
+    c.run(&["apply", &p("p2.json")])
+        .expect(5)
+        .contains("machine-id");
+    // A fresh plan of the rebuilt host applies.
+    c.run(&["plan", "-out", &p("p4.json")]).expect(0);
+    c.run(&["apply", &p("p4.json")]).expect(0);
+
+    // A plan made with -replace is applied with the same probe options.
+    c.lab.wipe("w1");
+    let w1 = c.lab.address("w1");
+    c.run(&["plan", "-replace", &w1, "-out", &p("p5.json")])
+        .expect(0)
+        .contains("replaced");
+    c.run(&["apply", &p("p5.json")]).expect(0);
+    // Applying it a second time: the state moved on.
+    c.run(&["apply", &p("p5.json")])
+        .expect(5)
+        .contains("serial");
+    c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}

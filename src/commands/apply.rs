@@ -5,29 +5,14 @@ use crate::apply::{self, Cancel, ExecOptions, Remote};
 use crate::cli::{ApplyArgs, GlobalArgs};
 use crate::engine::{self, Failure, Planned};
 use crate::exit::Exit;
-use crate::plan::{self, render};
+use crate::plan::render;
 use crate::ssh::SshTransport;
 use crate::ui::{self, EventSink, HumanSink, JsonSink};
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
 pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
-    let rt = match engine::runtime() {
-        Ok(rt) => rt,
-        Err(f) => return f.report(),
-    };
-    rt.block_on(async {
-        let transport = match engine::ssh_transport() {
-            Ok(t) => t,
-            Err(f) => return f.report(),
-        };
-        let result = apply(global, args, &transport).await;
-        transport.close_all().await;
-        match result {
-            Ok(exit) => exit,
-            Err(f) => f.report(),
-        }
-    })
+    engine::with_ssh(|transport| async move { apply(global, args, &transport).await })
 }
 
 async fn apply(
@@ -48,22 +33,18 @@ async fn apply(
     let planned = match &args.plan_file {
         Some(file) => {
             let saved = super::show::read_saved(file)?;
+            // Probe as the plan was made (its -replace/-exclude), then check nothing moved.
             let reality = engine::reality(
                 &loaded.spec,
                 &ctx.state,
                 transport,
-                &args.target,
+                (&saved.options, args.target.parallelism),
                 None,
                 None,
             )
             .await?;
-            // A plan made before any state existed recorded no lineage.
-            let mut seen = ctx.state.clone();
-            if !ctx.had_state {
-                seen.lineage = String::new();
-            }
             saved
-                .verify(&seen, &loaded.sha256, &reality)
+                .verify(&super::plan::sealed_view(&ctx), &loaded.sha256, &reality)
                 .map_err(|stale| Failure {
                     exit: Exit::StalePlan,
                     message: format!("{}: {stale}; run `k0sform plan` again", file.display()),
@@ -79,35 +60,23 @@ async fn apply(
             }
         }
         None => {
-            let desired = engine::desired(&loaded.spec)?;
-            let reality = engine::reality(
-                &loaded.spec,
-                &ctx.state,
+            let opts = engine::plan_options(&args.target);
+            let planned = engine::plan_with(
+                loaded,
+                ctx,
                 transport,
-                &args.target,
+                (&opts, args.target.parallelism),
                 None,
                 None,
             )
             .await?;
-            let plan = plan::diff(
-                &loaded.spec,
-                &ctx.state,
-                &reality,
-                &desired,
-                &engine::plan_options(&args.target),
-            )?;
             if !args.json {
-                print!("{}", render::text(&plan, color));
+                print!("{}", render::text(&planned.plan, color));
             }
-            if plan.has_changes() && !args.auto_approve {
+            if planned.plan.has_changes() && !args.auto_approve {
                 confirm()?;
             }
-            Planned {
-                loaded,
-                state: ctx,
-                reality,
-                plan,
-            }
+            planned
         }
     };
     if !planned.plan.has_changes() {

@@ -1,7 +1,7 @@
 //! `k0sform graph [FILE]`: the plan's step DAG as Graphviz DOT.
 
 use crate::cli::{GlobalArgs, GraphArgs};
-use crate::engine::{self, Failure};
+use crate::engine;
 use crate::exit::Exit;
 use crate::plan::render;
 
@@ -15,24 +15,9 @@ pub fn run(global: &GlobalArgs, args: &GraphArgs) -> Exit {
             Err(f) => f.report(),
         };
     }
-    let rt = match engine::runtime() {
-        Ok(rt) => rt,
-        Err(f) => return f.report(),
-    };
-    rt.block_on(async {
-        let transport = match engine::ssh_transport() {
-            Ok(t) => t,
-            Err(f) => return f.report(),
-        };
-        let result: Result<_, Failure> =
-            engine::plan_now(global, &args.target, &transport, None, None).await;
-        transport.close_all().await;
-        match result {
-            Ok(planned) => {
-                print!("{}", render::dot(&planned.plan));
-                Exit::Success
-            }
-            Err(f) => f.report(),
-        }
+    engine::with_ssh(|transport| async move {
+        let planned = engine::plan_now(global, &args.target, &transport, None, None).await?;
+        print!("{}", render::dot(&planned.plan));
+        Ok(Exit::Success)
     })
 }

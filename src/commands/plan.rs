@@ -6,22 +6,7 @@ use crate::exit::Exit;
 use crate::plan::{SavedPlan, render};
 
 pub fn run(global: &GlobalArgs, args: &PlanArgs) -> Exit {
-    let rt = match engine::runtime() {
-        Ok(rt) => rt,
-        Err(f) => return f.report(),
-    };
-    rt.block_on(async {
-        let transport = match engine::ssh_transport() {
-            Ok(t) => t,
-            Err(f) => return f.report(),
-        };
-        let result = plan(global, args, &transport).await;
-        transport.close_all().await;
-        match result {
-            Ok(exit) => exit,
-            Err(f) => f.report(),
-        }
-    })
+    engine::with_ssh(|transport| async move { plan(global, args, &transport).await })
 }
 
 async fn plan(
@@ -44,11 +29,12 @@ async fn plan(
         print!("{}", render::text(&planned.plan, color));
     }
     if let Some(out) = &args.out {
-        let saved = SavedPlan::new(
+        let saved = SavedPlan::with_options(
             planned.plan.clone(),
-            &planned.state.state,
+            &sealed_view(&planned.state),
             &planned.loaded.sha256,
             &planned.reality,
+            engine::plan_options(&args.target),
         );
         write_private(out, saved.to_json().as_bytes()).map_err(|e| {
             Failure::error(format!("cannot write the plan to {}: {e}", out.display()))
@@ -83,4 +69,14 @@ pub(crate) fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Res
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// The state a saved plan is sealed against: with no state yet, an empty lineage (a fresh
+/// state's random lineage would never match the one `apply` creates).
+pub(crate) fn sealed_view(ctx: &engine::StateCtx) -> crate::state::State {
+    let mut seen = ctx.state.clone();
+    if !ctx.had_state {
+        seen.lineage = String::new();
+    }
+    seen
 }

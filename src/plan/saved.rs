@@ -2,7 +2,7 @@
 //! serial, spec sha256, each host's identity), sealed with a sha256 so `apply FILE` can refuse a
 //! plan that is stale or was altered (exit 5).
 
-use super::model::Plan;
+use super::model::{Plan, PlanOptions};
 use crate::hostid::HostId;
 use crate::reality::{Probe, Reality};
 use crate::state::State;
@@ -15,6 +15,9 @@ pub struct SavedPlan {
     pub state_serial: u64,
     pub spec_sha256: String,
     pub tool_version: String,
+    /// The options the plan was made with (`-replace` etc.): `apply FILE` probes with the same.
+    #[serde(default)]
+    pub options: PlanOptions,
     /// Every probed host's identity when the plan was made, sorted by host.
     pub identities: Vec<HostIdentity>,
     /// sha256 over the canonical JSON of all the fields above.
@@ -52,18 +55,31 @@ struct Sealed<'a> {
     state_serial: u64,
     spec_sha256: &'a str,
     tool_version: &'a str,
+    options: &'a PlanOptions,
     identities: &'a [HostIdentity],
 }
 
 impl SavedPlan {
     /// Record what `plan` was made against and seal it.
     pub fn new(plan: Plan, state: &State, spec_sha256: &str, reality: &Reality) -> Self {
+        Self::with_options(plan, state, spec_sha256, reality, PlanOptions::default())
+    }
+
+    /// Like `new`, recording the options the plan was made with.
+    pub fn with_options(
+        plan: Plan,
+        state: &State,
+        spec_sha256: &str,
+        reality: &Reality,
+        options: PlanOptions,
+    ) -> Self {
         let mut saved = SavedPlan {
             plan,
             state_lineage: state.lineage.clone(),
             state_serial: state.serial,
             spec_sha256: spec_sha256.to_string(),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            options,
             identities: identities(reality),
             sha256: String::new(),
         };
@@ -78,6 +94,7 @@ impl SavedPlan {
             state_serial: self.state_serial,
             spec_sha256: &self.spec_sha256,
             tool_version: &self.tool_version,
+            options: &self.options,
             identities: &self.identities,
         };
         // Serializing plain data cannot fail; an empty digest input would only ever mismatch.
