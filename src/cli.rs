@@ -17,29 +17,55 @@ pub struct Cli {
 #[derive(Debug, Args, Clone)]
 pub struct GlobalArgs {
     /// Spec file or folder (repeatable; default k0sctl.yaml, then k0sctl.yml)
-    #[arg(short = 'c', long = "config", global = true, value_name = "PATH")]
+    #[arg(
+        short = 'c',
+        long = "config",
+        global = true,
+        help_heading = "Global options",
+        value_name = "PATH"
+    )]
     pub config: Vec<PathBuf>,
     /// State file, or etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds:// for TLS); also
     /// K0SFORM_STATE (default k0sform.state.json beside the spec)
-    #[arg(long = "state", global = true, value_name = "PATH|URL")]
+    #[arg(
+        long = "state",
+        global = true,
+        help_heading = "Global options",
+        value_name = "PATH|URL"
+    )]
     pub state: Option<PathBuf>,
     /// CA certificate of the etcd holding the state (etcds://; also K0SFORM_ETCD_CACERT)
-    #[arg(long = "etcd-cacert", global = true, value_name = "FILE")]
+    #[arg(
+        long = "etcd-cacert",
+        global = true,
+        help_heading = "Global options",
+        value_name = "FILE"
+    )]
     pub etcd_cacert: Option<PathBuf>,
     /// Client certificate for the state etcd (also K0SFORM_ETCD_CERT)
-    #[arg(long = "etcd-cert", global = true, value_name = "FILE")]
+    #[arg(
+        long = "etcd-cert",
+        global = true,
+        help_heading = "Global options",
+        value_name = "FILE"
+    )]
     pub etcd_cert: Option<PathBuf>,
     /// Client key for the state etcd (also K0SFORM_ETCD_KEY)
-    #[arg(long = "etcd-key", global = true, value_name = "FILE")]
+    #[arg(
+        long = "etcd-key",
+        global = true,
+        help_heading = "Global options",
+        value_name = "FILE"
+    )]
     pub etcd_key: Option<PathBuf>,
     /// How long to wait for the state lock (e.g. 30s, 2m)
-    #[arg(long = "lock-timeout", global = true, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    #[arg(long = "lock-timeout", global = true, help_heading = "Global options", value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
     pub lock_timeout: std::time::Duration,
     /// No colour in output (also NO_COLOR)
-    #[arg(long = "no-color", global = true)]
+    #[arg(long = "no-color", global = true, help_heading = "Global options")]
     pub no_color: bool,
     /// More logging (repeat for more)
-    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    #[arg(short = 'v', long = "verbose", global = true, help_heading = "Global options", action = clap::ArgAction::Count)]
     pub verbose: u8,
 }
 
