@@ -137,6 +137,8 @@ pub fn desired(spec: &Spec) -> Result<Desired, Failure> {
             local_binary,
         });
     }
+    // Sorted: Desired::local_binary binary-searches.
+    hosts.sort_by(|a, b| a.host.cmp(&b.host));
     Ok(Desired { hosts })
 }
 

@@ -322,23 +322,27 @@ pub struct DesiredHost {
 
 impl Desired {
     pub fn local_binary(&self, id: &HostId) -> Option<&LocalBinary> {
-        self.hosts
-            .iter()
-            .find(|h| &h.host == id)
-            .and_then(|h| h.local_binary.as_ref())
+        // The planner asks once per host: a scan made 5,000-host plans quadratic. Built sorted
+        // (engine::desired, same_binary), the list is binary-searched; a miss still scans, so
+        // any order stays correct.
+        let found = match self.hosts.binary_search_by(|h| h.host.cmp(id)) {
+            Ok(i) => self.hosts.get(i),
+            Err(_) => self.hosts.iter().find(|h| &h.host == id),
+        };
+        found.and_then(|h| h.local_binary.as_ref())
     }
 
     /// The same binary for every listed host.
     pub fn same_binary<'a>(hosts: impl IntoIterator<Item = &'a HostId>, bin: LocalBinary) -> Self {
-        Desired {
-            hosts: hosts
-                .into_iter()
-                .map(|h| DesiredHost {
-                    host: h.clone(),
-                    local_binary: Some(bin.clone()),
-                })
-                .collect(),
-        }
+        let mut hosts: Vec<DesiredHost> = hosts
+            .into_iter()
+            .map(|h| DesiredHost {
+                host: h.clone(),
+                local_binary: Some(bin.clone()),
+            })
+            .collect();
+        hosts.sort_by(|a, b| a.host.cmp(&b.host));
+        Desired { hosts }
     }
 }
 
@@ -381,5 +385,57 @@ impl Refusal {
     }
     pub fn exit_code(&self) -> u8 {
         self.exit().code()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(addr: &str, sha: &str) -> DesiredHost {
+        DesiredHost {
+            host: HostId::new(addr, 22),
+            local_binary: Some(LocalBinary {
+                sha256: sha.into(),
+                version: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn local_binary_is_found_in_any_order() {
+        let sha = |d: &Desired, a: &str| {
+            d.local_binary(&HostId::new(a, 22))
+                .map(|b| b.sha256.clone())
+        };
+        let sorted = Desired {
+            hosts: vec![
+                entry("10.0.0.1", "a"),
+                entry("10.0.0.2", "b"),
+                entry("10.0.0.3", "c"),
+            ],
+        };
+        let unsorted = Desired {
+            hosts: vec![
+                entry("10.0.0.3", "c"),
+                entry("10.0.0.1", "a"),
+                entry("10.0.0.2", "b"),
+            ],
+        };
+        for d in [&sorted, &unsorted] {
+            assert_eq!(sha(d, "10.0.0.1").as_deref(), Some("a"));
+            assert_eq!(sha(d, "10.0.0.2").as_deref(), Some("b"));
+            assert_eq!(sha(d, "10.0.0.3").as_deref(), Some("c"));
+            assert_eq!(sha(d, "10.0.0.4"), None);
+        }
+        let same = Desired::same_binary(
+            [HostId::new("10.0.0.9", 22), HostId::new("10.0.0.1", 22)].iter(),
+            LocalBinary {
+                sha256: "s".into(),
+                version: None,
+            },
+        );
+        assert!(same.hosts.windows(2).all(|w| w[0].host < w[1].host));
+        assert!(same.local_binary(&HostId::new("10.0.0.9", 22)).is_some());
     }
 }
