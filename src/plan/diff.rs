@@ -146,13 +146,34 @@ fn collect_hosts<'a>(
 ) -> Vec<HostCtx<'a>> {
     let mut ids: BTreeSet<HostId> = spec.hosts.iter().map(|h| h.id()).collect();
     ids.extend(state.hosts.iter().map(|h| h.id()));
+    // Indexed once (first entry wins, as `find` does): a scan of each list per host made
+    // 5,000-host plans quadratic.
+    let mut by_spec: BTreeMap<(&str, u16), &HostSpec> = BTreeMap::new();
+    for h in &spec.hosts {
+        by_spec
+            .entry((h.ssh.address.as_str(), h.ssh.port))
+            .or_insert(h);
+    }
+    let mut by_state: BTreeMap<(&str, u16), &HostState> = BTreeMap::new();
+    for h in &state.hosts {
+        by_state.entry((h.address.as_str(), h.port)).or_insert(h);
+    }
+    let mut by_probe: BTreeMap<(&str, u16), &Probe> = BTreeMap::new();
+    for h in &reality.hosts {
+        by_probe
+            .entry((h.id.address.as_str(), h.id.port))
+            .or_insert(&h.probe);
+    }
     ids.into_iter()
-        .map(|id| HostCtx {
-            spec: spec.host(&id),
-            state: state.host(&id),
-            probe: reality.get(&id),
-            excluded: opts.is_excluded(&id),
-            id,
+        .map(|id| {
+            let k = (id.address.as_str(), id.port);
+            HostCtx {
+                spec: by_spec.get(&k).copied(),
+                state: by_state.get(&k).copied(),
+                probe: by_probe.get(&k).copied(),
+                excluded: opts.is_excluded(&id),
+                id,
+            }
         })
         .collect()
 }
