@@ -30,7 +30,7 @@ async fn apply(
     ctx.state = fresh.unwrap_or_default();
 
     let color = !global.no_color && ui::stdout_color();
-    let planned = match &args.plan_file {
+    let mut planned = match &args.plan_file {
         Some(file) => {
             let saved = super::show::read_saved(file)?;
             // Probe as the plan was made (its -replace/-exclude), then check nothing moved.
@@ -79,10 +79,28 @@ async fn apply(
             planned
         }
     };
+    resolve_intents(&mut planned)?;
     if !planned.plan.has_changes() {
         return Ok(Exit::Success);
     }
     execute(global, args, transport, planned).await
+}
+
+/// Steps an earlier run started and did not see finish (it was killed) are recorded as intents.
+/// The plan was just made from what the hosts show now, so it already accounts for whatever those
+/// steps did or did not do: once it is approved, the intents are settled and dropped.
+fn resolve_intents(planned: &mut Planned) -> Result<(), Failure> {
+    let n = planned.state.state.intents.len();
+    if n == 0 {
+        return Ok(());
+    }
+    planned.state.state.intents.clear();
+    planned.state.store.write(&planned.state.state)?;
+    eprintln!(
+        "Settled {n} unfinished step{} of an earlier run against what the hosts show now.",
+        if n == 1 { "" } else { "s" }
+    );
+    Ok(())
 }
 
 /// Ask for `yes` on a terminal; refuse without one.
