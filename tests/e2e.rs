@@ -685,3 +685,90 @@ fn saved_plans_apply_exactly_or_refuse_when_stale() {
     c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
+
+/// Upgrade and reconfigure: a new k0s version rolls through controllers one at a time, then the
+/// workers; a changed k0s config is rewritten and the controllers restarted one at a time; the
+/// cluster keeps its members and identity throughout.
+#[test]
+fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
+    let mut c = Cluster::with(
+        &[
+            ("c1", "controller"),
+            ("c2", "controller"),
+            ("c3", "controller"),
+            ("w1", "worker"),
+        ],
+        LabOptions::default(),
+        SpecOptions {
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            ..SpecOptions::default()
+        },
+    );
+    bootstrap(&c);
+    let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
+    let hosts = ["c1", "c2", "c3", "w1"];
+
+    // Upgrade.
+    let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(newer);
+    c.write_spec(&hosts);
+    let r = plan_changes_nothing(&c, &[]);
+    r.expect(0)
+        .contains("v1.33.4+k0s.0 → v1.33.5+k0s.0")
+        .contains("Plan: 0 to add, 4 to change");
+    let r = c.apply();
+    // Controllers strictly one after another: each upgrade finishes before the next starts.
+    let order: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.contains(": upgrade") && (l.contains("starting") || l.contains("done")))
+        .collect();
+    assert_eq!(
+        order.len(),
+        8,
+        "four upgrades, started and done: {order:#?}"
+    );
+    for pair in order.chunks(2) {
+        assert!(
+            pair.len() == 2 && pair[0].contains("starting") && pair[1].contains("done"),
+            "upgrades overlapped: {order:#?}"
+        );
+    }
+    for h in hosts {
+        assert_eq!(
+            c.lab.ssh_ok(h, "k0s version").trim(),
+            "v1.33.5+k0s.0",
+            "{h}"
+        );
+        assert_eq!(
+            c.state_host(h).expect("recorded")["k0s_version"],
+            "v1.33.5+k0s.0",
+            "{h}"
+        );
+    }
+    assert_eq!(
+        assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]),
+        uid
+    );
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    // Reconfigure: a cluster-wide k0s config change.
+    c.spec_opts.k0s_config = Some("spec:\n  telemetry:\n    enabled: false".into());
+    c.write_spec(&hosts);
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("reconfigured")
+        .contains("+    enabled: false");
+    c.apply();
+    for h in ["c1", "c2", "c3"] {
+        let cfg = c.lab.ssh_ok(h, "cat /etc/k0s/k0s.yaml");
+        assert!(cfg.contains("enabled: false"), "{h}: {cfg}");
+    }
+    assert_eq!(
+        assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]),
+        uid
+    );
+    c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
