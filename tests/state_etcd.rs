@@ -1142,6 +1142,49 @@ fn lab_plan_apply_saved_plans_and_failures_with_the_state_in_etcd() {
     assert_eq!(code, 0, "{out}");
 }
 
+/// Two live applies against one etcd state: exactly one runs, the other exits 4 naming the
+/// holder; with `-lock-timeout` the next one waits for the first to finish.
+#[test]
+fn two_live_applies_against_one_etcd_state() {
+    let etcd = EtcdServer::start();
+    let url = etcd.url("/k0sform/two");
+    let c = e2e::Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let mut first = lab_command(&c, &url, &["apply", "-auto-approve"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !etcd
+        .keys("/k0sform/two/")
+        .iter()
+        .any(|k| k.ends_with("/lock"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first apply never took the lock"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, out) = lab_run(&c, &url, &["apply", "-auto-approve"]);
+    assert_eq!(code, 4, "{out}");
+    assert!(
+        out.contains(&first.id().to_string()) && out.contains("apply"),
+        "{out}"
+    );
+    let (code, out) = lab_run(&c, &url, &["apply", "-auto-approve", "-lock-timeout=120s"]);
+    assert_eq!(code, 0, "{out}");
+    let first = first.wait_with_output().unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stdout)
+    );
+    // The waiting apply ran after the first finished: it found nothing left to do.
+    assert!(!out.contains("Apply complete"), "{out}");
+    assert_eq!(load(&url).hosts.len(), 2);
+}
+
 fn k0sform_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_k0sform"));
     c.args(args);
