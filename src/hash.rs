@@ -22,7 +22,8 @@ pub fn short_key(fingerprint: &str) -> String {
     }
 }
 
-fn short_n(id: &str, n: usize) -> String {
+/// The first `n` characters of `id`, with `…` when something was cut.
+pub fn short_n(id: &str, n: usize) -> String {
     if id.chars().count() <= n {
         id.to_string()
     } else {

@@ -308,7 +308,10 @@ fn writer_killed_at_random_moments_leaves_old_or_new_state() {
     // Kills that left a temp file behind: the writer died in the middle of a write.
     let mut mid_write_kills = 0;
     let mut temps_before = temp_files(dir.path());
-    while started.elapsed() < Duration::from_secs(5) {
+    // At least 5 s, and on a busy machine longer, until enough kills landed mid-write.
+    while started.elapsed() < Duration::from_secs(5)
+        || (mid_write_kills < 3 && started.elapsed() < Duration::from_secs(60))
+    {
         let mut child = ChildProc::spawn("write-loop", &path);
         child.wait_for("READY");
         std::thread::sleep(Duration::from_micros(rng.below(20_000)));

@@ -28,7 +28,7 @@ pub fn parse_version(out: &str) -> Result<String, K0sError> {
     if !looks_like_version {
         return Err(K0sError::parse(
             "k0s version",
-            format!("unexpected output {:?}", truncate(&v, 80)),
+            format!("unexpected output {:?}", crate::hash::short_n(&v, 80)),
         ));
     }
     Ok(v)
@@ -124,7 +124,10 @@ pub fn parse_member_list(out: &str) -> Result<BTreeMap<String, String>, K0sError
     }
     Err(K0sError::parse(
         WHAT,
-        format!("no {{\"members\":…}} object in {:?}", truncate(out, 120)),
+        format!(
+            "no {{\"members\":…}} object in {:?}",
+            crate::hash::short_n(out, 120)
+        ),
     ))
 }
 
@@ -231,7 +234,7 @@ pub fn parse_uid(out: &str) -> Result<String, K0sError> {
     if !valid {
         return Err(K0sError::parse(
             WHAT,
-            format!("no uid in {:?}", truncate(t, 80)),
+            format!("no uid in {:?}", crate::hash::short_n(t, 80)),
         ));
     }
     Ok(uid)
@@ -404,15 +407,6 @@ pub fn readyz_ok(out: &CommandOutput) -> bool {
 pub fn kubectl_not_found(out: &CommandOutput) -> bool {
     let e = out.stderr_str();
     !out.success() && (e.contains("(NotFound)") || e.contains(" not found"))
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        let cut: String = s.chars().take(n).collect();
-        format!("{cut}…")
-    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 
 use super::error::StateError;
 use super::lock::{ForceUnlockOutcome, LockGuard, LockHolder, LockRelease};
-use super::model::{FORMAT_VERSION, State};
+use super::model::State;
 use super::store::{
     PushDecision, StateStore, WriteOutcome, decide_push, describe_kept, find_secret, parse,
 };
@@ -706,18 +706,11 @@ impl StateStore for EtcdStore {
             _ => {}
         }
 
-        let mut next = state.clone();
-        next.format_version = FORMAT_VERSION;
-        next.tool_version = env!("CARGO_PKG_VERSION").to_string();
-        next.sort();
-        if let Some(cur) = &current {
-            next.serial = cur.serial;
-            if next == *cur {
-                self.base = Some((revision, Some(cur.serial)));
-                return Ok(WriteOutcome::Unchanged { serial: cur.serial });
-            }
-        }
-        next.serial = current.as_ref().map_or(state.serial, |c| c.serial) + 1;
+        let Some(next) = super::store::next_version(state, current.as_ref()) else {
+            let serial = current.as_ref().map_or(state.serial, |c| c.serial);
+            self.base = Some((revision, Some(serial)));
+            return Ok(WriteOutcome::Unchanged { serial });
+        };
         self.commit(&next, revision)
     }
 

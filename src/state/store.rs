@@ -186,6 +186,23 @@ impl WriteStage {
 
 type StageObserver = Box<dyn FnMut(WriteStage) + Send>;
 
+/// The version a write stores: normalized (format, tool version, sorted hosts) with the serial
+/// one past the current one; `None` when its content equals the current version (nothing to write).
+pub(super) fn next_version(state: &State, current: Option<&State>) -> Option<State> {
+    let mut next = state.clone();
+    next.format_version = FORMAT_VERSION;
+    next.tool_version = env!("CARGO_PKG_VERSION").to_string();
+    next.sort();
+    if let Some(cur) = current {
+        next.serial = cur.serial;
+        if next == *cur {
+            return None;
+        }
+    }
+    next.serial = current.map_or(state.serial, |c| c.serial) + 1;
+    Some(next)
+}
+
 /// The state as a local file, `<state>.backup` beside it and the lock on `<state>.lock`.
 pub struct LocalStore {
     path: PathBuf,
@@ -223,6 +240,19 @@ impl LocalStore {
     /// `<state>.lock`.
     pub fn lock_path(&self) -> PathBuf {
         sibling(&self.path, ".lock")
+    }
+
+    /// The stored bytes, `None` when there is no state file yet.
+    fn read_current(&self) -> Result<Option<Vec<u8>>, StateError> {
+        match std::fs::read(&self.path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StateError::Io {
+                path: self.path.clone(),
+                action: "read state file",
+                source,
+            }),
+        }
     }
 
     /// Call `observer` at each point of every write (crash tests stop the writer there).
@@ -544,17 +574,7 @@ impl StateStore for LocalStore {
                 lock_path: self.lock_path(),
             });
         }
-        let current_bytes = match std::fs::read(&self.path) {
-            Ok(b) => Some(b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(source) => {
-                return Err(StateError::Io {
-                    path: self.path.clone(),
-                    action: "read state file",
-                    source,
-                });
-            }
-        };
+        let current_bytes = self.read_current()?;
         let current = match &current_bytes {
             Some(b) => Some(parse(&self.path, b).inspect_err(|e| {
                 self.refused = Some(e.to_string());
@@ -563,18 +583,11 @@ impl StateStore for LocalStore {
         };
         self.check_before_write(state, current.as_ref())?;
 
-        let mut next = state.clone();
-        next.format_version = FORMAT_VERSION;
-        next.tool_version = env!("CARGO_PKG_VERSION").to_string();
-        next.sort();
-        if let Some(cur) = &current {
-            next.serial = cur.serial;
-            if next == *cur {
-                self.base_serial = Some(cur.serial);
-                return Ok(WriteOutcome::Unchanged { serial: cur.serial });
-            }
-        }
-        next.serial = current.as_ref().map_or(state.serial, |c| c.serial) + 1;
+        let Some(next) = next_version(state, current.as_ref()) else {
+            let serial = current.as_ref().map_or(state.serial, |c| c.serial);
+            self.base_serial = Some(serial);
+            return Ok(WriteOutcome::Unchanged { serial });
+        };
         if let Some((field, what)) = find_secret(&next) {
             return Err(StateError::SecretRefused {
                 path: self.path.clone(),
@@ -605,17 +618,7 @@ impl StateStore for LocalStore {
                 lock_path: self.lock_path(),
             });
         }
-        let current_bytes = match std::fs::read(&self.path) {
-            Ok(b) => Some(b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(source) => {
-                return Err(StateError::Io {
-                    path: self.path.clone(),
-                    action: "read state file",
-                    source,
-                });
-            }
-        };
+        let current_bytes = self.read_current()?;
         // A file that cannot be read is only replaced when forced (it is kept as the backup).
         let current = match &current_bytes {
             Some(b) => match parse(&self.path, b) {
