@@ -1149,7 +1149,7 @@ fn two_live_applies_against_one_etcd_state() {
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/two");
     let c = e2e::Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
-    let mut first = lab_command(&c, &url, &["apply", "-auto-approve"])
+    let first = lab_command(&c, &url, &["apply", "-auto-approve"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
