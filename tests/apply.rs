@@ -650,6 +650,9 @@ mod fake {
         /// `kubectl delete etcdmember X` hides X's object (as on a real cluster).
         pub hide_objects_after_delete: bool,
         pub deleted_objects: Vec<String>,
+        /// `etcd leave` is refused with `unhealthy cluster` this many more times (etcd's strict
+        /// reconfiguration check right after membership churn).
+        pub refuse_leave: usize,
     }
 
     fn ok(stdout: impl Into<Vec<u8>>) -> CommandOutput {
@@ -808,6 +811,12 @@ mod fake {
                         .map(|m| (m.name.clone(), m.peer_url.clone()))
                         .collect();
                     ok(format!("{}\n", serde_json::json!({ "members": m })))
+                }
+                ["etcd", "leave", _rest @ ..] if self.refuse_leave > 0 => {
+                    self.refuse_leave -= 1;
+                    err(
+                        "time=\"2026-12-02 10:00:00\" level=error msg=\"Failed to delete node from cluster\"\nError: etcdserver: unhealthy cluster",
+                    )
                 }
                 ["etcd", "leave", rest @ ..] => {
                     let pa = rest
@@ -1429,6 +1438,75 @@ fn remove_dead_member_by_recorded_id() {
     assert_eq!(
         r.checkpoints[0].intents[0].member_id.as_deref(),
         Some(ids[2].as_str())
+    );
+}
+
+#[test]
+fn remove_member_retries_while_etcd_says_unhealthy_cluster() {
+    let (fake, spec, state, ids) = three_controllers();
+    let (c1, c3) = (host(1), host(3));
+    {
+        let mut w = fake.world.lock().unwrap();
+        w.hosts.get_mut(&c3).unwrap().running = false;
+        w.refuse_leave = 2;
+    }
+    let plan = plan_of(vec![step_on(
+        0,
+        c3.clone(),
+        StepKind::RemoveMember {
+            member_id: ids[2].clone(),
+            peer_url: format!("https://{}:2380", c3.address),
+            via: c1.clone(),
+        },
+        &[],
+    )]);
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    r.result.expect("removed after etcd stopped refusing");
+    assert_eq!(
+        runs_on(&fake, &c1, "etcd leave"),
+        3,
+        "two refusals, then the removal"
+    );
+    let names: Vec<String> = fake
+        .world
+        .lock()
+        .unwrap()
+        .members
+        .iter()
+        .map(|m| m.name.clone())
+        .collect();
+    assert_eq!(names, vec!["c1", "c2"]);
+}
+
+#[test]
+fn remove_member_gives_up_when_etcd_keeps_refusing() {
+    let (fake, spec, state, ids) = three_controllers();
+    let (c1, c3) = (host(1), host(3));
+    {
+        let mut w = fake.world.lock().unwrap();
+        w.hosts.get_mut(&c3).unwrap().running = false;
+        w.refuse_leave = usize::MAX;
+    }
+    let plan = plan_of(vec![step_on(
+        0,
+        c3.clone(),
+        StepKind::RemoveMember {
+            member_id: ids[2].clone(),
+            peer_url: format!("https://{}:2380", c3.address),
+            via: c1.clone(),
+        },
+        &[],
+    )]);
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    let err = r
+        .result
+        .expect_err("etcd never accepted the removal")
+        .to_string();
+    assert!(err.contains("failed"), "{err}");
+    assert_eq!(
+        fake.world.lock().unwrap().members.len(),
+        3,
+        "nothing removed"
     );
 }
 

@@ -992,15 +992,29 @@ impl<T: Transport + 'static> K0sRunner<T> {
         self.require_health(ctx, via, Some(addr)).await?;
         gate().await?;
         let p = self.paths(via);
-        let out = self
-            .exec(via, k0s::etcd_leave(&p.bin, &p.data_dir, addr))
-            .await
-            .map_err(failed)?;
-        if !out.success() && !k0s::peer_not_found(&out) {
-            return Err(failed(format!(
-                "{via}: removing etcd member {member_id} ({peer_url}) failed: {}",
-                out.error_line()
-            )));
+        // etcd's strict reconfiguration check refuses a removal ("unhealthy cluster") until the
+        // serving member has seen every other voter for a few seconds; the health check above
+        // cannot see that window, so such refusals are retried (as k0s's own reconciler does).
+        let retry = Deadline::new(self.opts.health_grace, self.opts.poll_interval);
+        loop {
+            let out = self
+                .exec(via, k0s::etcd_leave(&p.bin, &p.data_dir, addr))
+                .await
+                .map_err(failed)?;
+            if out.success() || k0s::peer_not_found(&out) {
+                break;
+            }
+            let why = out.error_line();
+            if k0s::classify(&out) != Some(k0s::K0sFailure::EtcdUnhealthy) {
+                return Err(failed(format!(
+                    "{via}: removing etcd member {member_id} ({peer_url}) failed: {why}"
+                )));
+            }
+            ctx.progress(format!("etcd refused the removal for now: {why}"));
+            retry
+                .retry(&format!("etcd to accept removing member {member_id}"), &why)
+                .await
+                .map_err(|e| failed(format!("{via}: {e}")))?;
         }
         let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
         loop {
