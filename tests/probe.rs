@@ -6,145 +6,19 @@
 #[path = "support/lab.rs"]
 mod lab;
 
+#[path = "support/sshd.rs"]
+mod sshd;
+
+use sshd::{Sshd, free_address, keygen};
+
 use k0sform::hostid::HostId;
 use k0sform::probe::{self, ProbeOptions};
 use k0sform::reality::Probe;
 use k0sform::spec::{HostSpec, K0sSpec, Role, Spec, SshTarget};
 use k0sform::ssh::{SshOptions, SshTransport};
 use k0sform::state::{HostState, State};
-use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-struct Sshd {
-    dir: tempfile::TempDir,
-    address: String,
-    port: u16,
-    child: Child,
-}
-
-fn rand_u32() -> u32 {
-    let u = uuid::Uuid::new_v4();
-    let b = u.as_bytes();
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
-fn free_address() -> (String, u16) {
-    for _ in 0..200 {
-        let n = rand_u32();
-        let addr = format!(
-            "127.{}.{}.{}",
-            201 + n % 50,
-            (n >> 8) % 256,
-            2 + (n >> 16) % 250
-        );
-        let port = 20000 + ((n >> 4) % 30000) as u16;
-        if TcpListener::bind((addr.as_str(), port)).is_ok() {
-            return (addr, port);
-        }
-    }
-    panic!("no free loopback address");
-}
-
-fn keygen(path: &Path) {
-    let st = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
-
-impl Sshd {
-    fn start() -> Sshd {
-        let dir = tempfile::Builder::new()
-            .prefix("k0sform-sshd-")
-            .tempdir_in("/tmp")
-            .unwrap();
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        keygen(&dir.path().join("host_key"));
-        keygen(&dir.path().join("client_key"));
-        std::fs::copy(
-            dir.path().join("client_key.pub"),
-            dir.path().join("authorized_keys"),
-        )
-        .unwrap();
-        let (address, port) = free_address();
-        let d = dir.path().display();
-        let cfg = format!(
-            "ListenAddress {address}:{port}\nHostKey {d}/host_key\nPidFile none\n\
-             AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n\
-             StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-             UsePAM no\nLogLevel VERBOSE\n"
-        );
-        std::fs::write(dir.path().join("sshd_config"), cfg).unwrap();
-        std::fs::create_dir_all("/run/sshd").unwrap();
-        let child = Command::new("/usr/sbin/sshd")
-            .arg("-D")
-            .arg("-f")
-            .arg(dir.path().join("sshd_config"))
-            .arg("-E")
-            .arg(dir.path().join("sshd.log"))
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect((address.as_str(), port)).is_err() {
-            assert!(Instant::now() < deadline, "sshd did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Sshd {
-            dir,
-            address,
-            port,
-            child,
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn id(&self) -> HostId {
-        HostId::new(self.address.clone(), self.port)
-    }
-
-    fn host(&self, role: Role, index: usize) -> HostSpec {
-        let mut t = SshTarget::new(self.address.clone(), self.port);
-        t.key_path = Some(self.path("client_key"));
-        HostSpec::new(role, t, index)
-    }
-
-    fn logins(&self) -> usize {
-        std::fs::read_to_string(self.path("sshd.log"))
-            .unwrap_or_default()
-            .matches("Accepted publickey")
-            .count()
-    }
-
-    fn fingerprint(&self) -> String {
-        let out = Command::new("ssh-keygen")
-            .arg("-lf")
-            .arg(self.path("host_key.pub"))
-            .output()
-            .unwrap();
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .split_whitespace()
-            .nth(1)
-            .unwrap()
-            .to_string()
-    }
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use std::path::Path;
+use std::time::Duration;
 
 fn spec(hosts: Vec<HostSpec>) -> Spec {
     Spec {
@@ -204,7 +78,7 @@ async fn fresh_unreachable_and_state_only_hosts() {
     let fa = reality.facts(&a.id()).expect("a reached");
     let machine_id = std::fs::read_to_string("/etc/machine-id").unwrap();
     assert_eq!(fa.machine_id, machine_id.trim());
-    assert_eq!(fa.host_key, a.fingerprint());
+    assert_eq!(fa.host_key, a.host_fingerprint());
     assert!(
         fa.host_public_key
             .as_deref()
@@ -228,8 +102,8 @@ async fn fresh_unreachable_and_state_only_hosts() {
         }
         other => panic!("expected unreachable, got {other:?}"),
     }
-    assert_eq!(a.logins(), 1);
-    assert_eq!(b.logins(), 1);
+    assert_eq!(a.accepted_logins(), 1);
+    assert_eq!(b.accepted_logins(), 1);
 
     // The saved probe reads back identically.
     let dir = tempfile::tempdir().unwrap();
@@ -261,10 +135,14 @@ async fn changed_key_is_reported_and_replace_accepts_it() {
         r.get(&a.id()),
         Some(&Probe::HostKeyChanged {
             expected: old_fp.clone(),
-            offered: a.fingerprint()
+            offered: a.host_fingerprint()
         })
     );
-    assert_eq!(a.logins(), 0, "nothing ran on a host with a changed key");
+    assert_eq!(
+        a.accepted_logins(),
+        0,
+        "nothing ran on a host with a changed key"
+    );
     t.close_all().await;
 
     let t = SshTransport::new(SshOptions::default()).unwrap();
@@ -275,7 +153,7 @@ async fn changed_key_is_reported_and_replace_accepts_it() {
     let r = probe::probe_all(&s, &state, &t, &opts).await;
     assert_eq!(
         r.facts(&a.id()).map(|f| f.host_key.clone()),
-        Some(a.fingerprint())
+        Some(a.host_fingerprint())
     );
     t.close_all().await;
 
@@ -302,7 +180,7 @@ async fn excluded_hosts_are_not_contacted() {
     };
     let r = probe::probe_all(&s, &State::new(), &t, &opts).await;
     assert!(r.hosts.is_empty());
-    assert_eq!(a.logins(), 0);
+    assert_eq!(a.accepted_logins(), 0);
 }
 
 // ---------------------------------------------------------------------------------------------

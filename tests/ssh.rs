@@ -1,188 +1,20 @@
 //! `SshTransport` against real OpenSSH servers: each test starts its own `sshd` on a unique
 //! loopback address (127.201-250.x.y) with its own host key and an authorized test key.
 
+#[path = "support/sshd.rs"]
+mod sshd;
+
 use k0sform::hostid::HostId;
 use k0sform::spec::SshTarget;
 use k0sform::ssh::{SshOptions, SshTransport};
 use k0sform::transport::{RemoteCommand, Transport, TransportError};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Sshd {
-    dir: tempfile::TempDir,
-    address: String,
-    port: u16,
-    child: Option<Child>,
-}
-
-fn free_address() -> (String, u16) {
-    // Loopback only. Random address and port, checked bindable (sshd binds right after).
-    for _ in 0..200 {
-        let n = rand_u32();
-        let addr = format!(
-            "127.{}.{}.{}",
-            201 + n % 50,
-            (n >> 8) % 256,
-            2 + (n >> 16) % 250
-        );
-        let port = 20000 + ((n >> 4) % 30000) as u16;
-        if TcpListener::bind((addr.as_str(), port)).is_ok() {
-            return (addr, port);
-        }
-    }
-    panic!("no free loopback address");
-}
-
-fn rand_u32() -> u32 {
-    let u = uuid::Uuid::new_v4();
-    let b = u.as_bytes();
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
-fn keygen(path: &Path) {
-    let st = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", "k0sform-test", "-f"])
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
-
-fn fingerprint_by_ssh_keygen(pubkey: &Path) -> String {
-    let out = Command::new("ssh-keygen")
-        .arg("-lf")
-        .arg(pubkey)
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .to_string()
-}
-
-impl Sshd {
-    fn start() -> Sshd {
-        let dir = tempfile::Builder::new()
-            .prefix("k0sform-sshd-")
-            .tempdir_in("/tmp")
-            .unwrap();
-        // Readable by non-root test users (sshd reads authorized_keys as the user).
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        keygen(&dir.path().join("host_key"));
-        keygen(&dir.path().join("client_key"));
-        std::fs::copy(
-            dir.path().join("client_key.pub"),
-            dir.path().join("authorized_keys"),
-        )
-        .unwrap();
-        std::fs::set_permissions(
-            dir.path().join("authorized_keys"),
-            std::fs::Permissions::from_mode(0o644),
-        )
-        .unwrap();
-        let (address, port) = free_address();
-        let mut s = Sshd {
-            dir,
-            address,
-            port,
-            child: None,
-        };
-        s.spawn();
-        s
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn spawn(&mut self) {
-        let d = self.dir.path().display();
-        let cfg = format!(
-            "ListenAddress {}:{}\nHostKey {d}/host_key\nPidFile none\nAuthorizedKeysFile {d}/authorized_keys\n\
-             PermitRootLogin prohibit-password\nStrictModes no\nPasswordAuthentication no\n\
-             KbdInteractiveAuthentication no\nUsePAM no\nAllowTcpForwarding yes\nLogLevel DEBUG1\n\
-             MaxStartups 100\n",
-            self.address, self.port
-        );
-        std::fs::write(self.path("sshd_config"), cfg).unwrap();
-        std::fs::create_dir_all("/run/sshd").unwrap();
-        let child = Command::new("/usr/sbin/sshd")
-            .arg("-D")
-            .arg("-f")
-            .arg(self.path("sshd_config"))
-            .arg("-E")
-            .arg(self.path("sshd.log"))
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect((self.address.as_str(), self.port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "sshd did not start: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// Same address, new host key (a rebuilt host).
-    fn rebuild(&mut self) {
-        self.stop();
-        std::fs::remove_file(self.path("host_key")).unwrap();
-        std::fs::remove_file(self.path("host_key.pub")).unwrap();
-        keygen(&self.path("host_key"));
-        self.spawn();
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.path("sshd.log")).unwrap_or_default()
-    }
-
-    fn accepted_logins(&self) -> usize {
-        self.log().matches("Accepted publickey").count()
-    }
-
-    fn id(&self) -> HostId {
-        HostId::new(self.address.clone(), self.port)
-    }
-
-    fn target(&self, user: &str) -> SshTarget {
-        let mut t = SshTarget::new(self.address.clone(), self.port);
-        t.user = user.to_string();
-        t.key_path = Some(self.path("client_key"));
-        t
-    }
-
-    fn host_fingerprint(&self) -> String {
-        fingerprint_by_ssh_keygen(&self.path("host_key.pub"))
-    }
-
-    fn host_public_key(&self) -> String {
-        let text = std::fs::read_to_string(self.path("host_key.pub")).unwrap();
-        let mut it = text.split_whitespace();
-        format!("{} {}", it.next().unwrap(), it.next().unwrap())
-    }
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+use sshd::*;
 
 fn transport() -> SshTransport {
     SshTransport::new(SshOptions::default()).unwrap()
