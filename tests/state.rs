@@ -5,15 +5,19 @@
 //! Child processes are this test binary run again with K0SFORM_STATE_TEST_CHILD set: see
 //! `child_process_entry`.
 
+#[path = "support/child.rs"]
+mod child;
+use child::ChildProc;
+
 use k0sform::spec::Role;
 use k0sform::state::{
     self, ClusterState, EtcdMemberState, HostState, Intent, LocalStore, State, StateError,
     StateStore, WriteOutcome, WriteStage,
 };
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -211,65 +215,13 @@ fn child_process_entry() {
     }
 }
 
-struct ChildProc {
-    child: Child,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl ChildProc {
-    fn spawn(mode: &str, path: &Path) -> Self {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "child_process_entry",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, mode)
-            .env("K0SFORM_STATE_TEST_PATH", path)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        ChildProc { child, stdout }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Read lines until one starts with `prefix`; return the rest of it.
-    fn wait_for(&mut self, prefix: &str) -> String {
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if self.stdout.read_line(&mut line).unwrap() == 0 {
-                let mut err = String::new();
-                let _ =
-                    std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut err);
-                panic!("child ended before printing {prefix}: {err}");
-            }
-            // libtest prints "test child_process_entry ... " before the child's first line.
-            if let Some((_, rest)) = line.split_once(prefix) {
-                return rest.trim().to_string();
-            }
-        }
-    }
-
-    /// SIGKILL: no destructors, no cleanup, like a crash or `kill -9`.
-    fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    /// Close stdin (a `hold-lock` child releases the lock and exits) and wait for it.
-    fn finish(mut self) {
-        drop(self.child.stdin.take());
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "child failed: {status}");
-    }
+/// A writer or lock holder process (this binary's `child_process_entry`) on the state at `path`.
+fn spawn_child(mode: &str, path: &Path) -> ChildProc {
+    ChildProc::start(
+        CHILD_ENV,
+        mode,
+        &[("K0SFORM_STATE_TEST_PATH", path.display().to_string())],
+    )
 }
 
 /// A small xorshift generator: no rand crate needed, the seed is printed to reproduce a run.
@@ -312,7 +264,7 @@ fn writer_killed_at_random_moments_leaves_old_or_new_state() {
     while started.elapsed() < Duration::from_secs(5)
         || (mid_write_kills < 3 && started.elapsed() < Duration::from_secs(60))
     {
-        let mut child = ChildProc::spawn("write-loop", &path);
+        let mut child = spawn_child("write-loop", &path);
         child.wait_for("READY");
         std::thread::sleep(Duration::from_micros(rng.below(20_000)));
         child.kill();
@@ -391,7 +343,7 @@ fn writer_killed_at_each_stage_leaves_old_or_new_state() {
     for stage in WriteStage::ALL {
         let before = std::fs::read(&path).unwrap();
         let backup_before = std::fs::read(format!("{}.backup", path.display())).unwrap();
-        let mut child = ChildProc::spawn(&format!("stop-at {}", stage.name()), &path);
+        let mut child = spawn_child(&format!("stop-at {}", stage.name()), &path);
         assert_eq!(child.wait_for("STOPPED"), stage.name());
         child.kill();
 
@@ -467,7 +419,7 @@ fn second_process_gets_locked_error_naming_the_holder() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k0sform.state.json");
     create(&path, &sample_state());
-    let mut holder = ChildProc::spawn("hold-lock", &path);
+    let mut holder = spawn_child("hold-lock", &path);
     let id = holder.wait_for("READY");
 
     let err = LocalStore::new(&path)
@@ -526,7 +478,7 @@ fn lock_timeout_waits_for_the_holder_to_release() {
     create(&path, &sample_state());
 
     // Library: wait up to 10 s; the holder lets go after ~0.7 s.
-    let mut holder = ChildProc::spawn("hold-lock", &path);
+    let mut holder = spawn_child("hold-lock", &path);
     holder.wait_for("READY");
     let started = Instant::now();
     let releaser = std::thread::spawn(move || {
@@ -549,7 +501,7 @@ fn lock_timeout_waits_for_the_holder_to_release() {
     releaser.join().unwrap();
 
     // CLI: `-lock-timeout=10s state rm` waits too, then removes the host.
-    let mut holder = ChildProc::spawn("hold-lock", &path);
+    let mut holder = spawn_child("hold-lock", &path);
     holder.wait_for("READY");
     let releaser = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(700));
@@ -584,7 +536,7 @@ fn lock_of_a_killed_holder_does_not_block_the_next_run() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k0sform.state.json");
     create(&path, &sample_state());
-    let mut holder = ChildProc::spawn("hold-lock", &path);
+    let mut holder = spawn_child("hold-lock", &path);
     let dead_id = holder.wait_for("READY");
     let dead_pid = holder.pid();
     holder.kill();
@@ -610,7 +562,7 @@ fn lock_of_a_killed_holder_does_not_block_the_next_run() {
     assert!(stdout.contains("freed automatically"), "{stdout}");
 
     // Kill another holder; this time the next run just takes the lock.
-    let mut holder = ChildProc::spawn("hold-lock", &path);
+    let mut holder = spawn_child("hold-lock", &path);
     holder.wait_for("READY");
     holder.kill();
     let mut store = LocalStore::new(&path);

@@ -13,6 +13,10 @@ mod lab;
 #[path = "support/e2e.rs"]
 mod e2e;
 
+#[path = "support/child.rs"]
+mod child;
+use child::ChildProc;
+
 use etcd::{EtcdServer, k0sform};
 use k0sform::spec::Role;
 use k0sform::state::{
@@ -20,7 +24,7 @@ use k0sform::state::{
     StateError, StateStore, WriteOutcome,
 };
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CHILD_ENV: &str = "K0SFORM_ETCD_TEST_CHILD";
@@ -148,69 +152,16 @@ fn child_process_entry() {
     }
 }
 
-struct ChildProc {
-    child: Child,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl ChildProc {
-    fn spawn(mode: &str, url: &str, ttl_secs: u64) -> Self {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "child_process_entry",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, mode)
-            .env("K0SFORM_ETCD_TEST_URL", url)
-            .env("K0SFORM_ETCD_TEST_TTL", ttl_secs.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        ChildProc { child, stdout }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn wait_for(&mut self, prefix: &str) -> String {
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if self.stdout.read_line(&mut line).unwrap() == 0 {
-                let mut err = String::new();
-                let _ =
-                    std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut err);
-                panic!("child ended before printing {prefix}: {err}");
-            }
-            if let Some((_, rest)) = line.split_once(prefix) {
-                return rest.trim().to_string();
-            }
-        }
-    }
-
-    fn say(&mut self, line: &str) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// SIGKILL: no destructors, no lease revoke, like a crash or `kill -9`.
-    fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    fn finish(mut self) {
-        drop(self.child.stdin.take());
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "child failed: {status}");
-    }
+/// A lock holder/writer process (this binary's `child_process_entry`) on the etcd state at `url`.
+fn spawn_child(mode: &str, url: &str, ttl_secs: u64) -> ChildProc {
+    ChildProc::start(
+        CHILD_ENV,
+        mode,
+        &[
+            ("K0SFORM_ETCD_TEST_URL", url.to_string()),
+            ("K0SFORM_ETCD_TEST_TTL", ttl_secs.to_string()),
+        ],
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -408,7 +359,7 @@ fn second_process_gets_exit_4_naming_the_holder_then_waits_with_lock_timeout() {
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/lock");
     create(&url, &sample_state());
-    let mut holder = ChildProc::spawn("hold-lock", &url, 3);
+    let mut holder = spawn_child("hold-lock", &url, 3);
     let id = holder.wait_for("READY");
 
     let err = store(&url).lock("apply", Duration::ZERO).unwrap_err();
@@ -479,7 +430,7 @@ fn force_unlock_removes_only_the_lock_with_that_id_and_fences_the_old_holder() {
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/force");
     create(&url, &sample_state());
-    let mut holder = ChildProc::spawn("hold-then-write", &url, 30);
+    let mut holder = spawn_child("hold-then-write", &url, 30);
     let id = holder.wait_for("READY");
     assert_eq!(load(&url).serial, 2, "the holder's first checkpoint");
 
@@ -556,7 +507,7 @@ fn killed_holder_frees_the_lock_when_its_lease_expires() {
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/kill");
     create(&url, &sample_state());
-    let mut holder = ChildProc::spawn("hold-then-write", &url, 2);
+    let mut holder = spawn_child("hold-then-write", &url, 2);
     let id = holder.wait_for("READY");
     holder.say("write");
     assert_eq!(holder.wait_for("WROTE"), "3");
