@@ -69,7 +69,7 @@ fn opts(parallelism: usize) -> ExecOptions {
         poll_interval: Duration::from_millis(1),
         wait_timeout: Duration::from_secs(2),
         health_grace: Duration::from_millis(20),
-        binaries: vec![],
+        ..ExecOptions::default()
     }
 }
 
@@ -653,6 +653,8 @@ mod fake {
         /// `etcd leave` is refused with `unhealthy cluster` this many more times (etcd's strict
         /// reconfiguration check right after membership churn).
         pub refuse_leave: usize,
+        /// Hosts probed through `HostProber`, in order.
+        pub probed: Vec<HostId>,
     }
 
     fn ok(stdout: impl Into<Vec<u8>>) -> CommandOutput {
@@ -964,7 +966,8 @@ mod fake {
             host: &'a HostId,
         ) -> Pin<Box<dyn Future<Output = Result<HostFacts, String>> + Send + 'a>> {
             Box::pin(async move {
-                let w = self.world.lock().unwrap();
+                let mut w = self.world.lock().unwrap();
+                w.probed.push(host.clone());
                 let h = w.hosts.get(host).ok_or("unreachable")?;
                 let view = (h.running && h.installed.as_ref().is_some_and(|i| i.0 == "controller"))
                     .then(|| ClusterView {
@@ -1302,6 +1305,12 @@ fn bootstrap_join_controller_and_worker() {
 /// The token goes to the joining host's token file (0600) and nowhere else: not in any command
 /// line, environment or stdin, event, rendered line or checkpoint.
 fn assert_token_never_leaks(fake: &Fake, tokens: &[String], r: &Applied) {
+    assert_token_never_leaks_shared(fake, tokens, r, tokens.len());
+}
+
+/// As `assert_token_never_leaks`, for `writes` token files written from `tokens` (a worker token
+/// goes to every worker joining with it).
+fn assert_token_never_leaks_shared(fake: &Fake, tokens: &[String], r: &Applied, writes: usize) {
     let secret = fake::BEARER.split_once('.').unwrap().1;
     let mut needles: Vec<&str> = tokens.iter().map(String::as_str).collect();
     needles.push(fake::BEARER);
@@ -1337,11 +1346,7 @@ fn assert_token_never_leaks(fake: &Fake, tokens: &[String], r: &Applied) {
             }
         }
     }
-    assert_eq!(
-        token_writes,
-        tokens.len(),
-        "each token written exactly once"
-    );
+    assert_eq!(token_writes, writes, "each token file written exactly once");
     for (what, text) in &haystacks {
         for n in &needles {
             assert!(!text.contains(n), "the join token leaked into {what}");
@@ -1693,6 +1698,69 @@ fn failed_join_still_invalidates_and_blanks_the_token() {
     );
     let tokens = fake.world.lock().unwrap().tokens.clone();
     assert_token_never_leaks(&fake, &tokens, &r);
+}
+
+#[test]
+fn workers_joining_together_share_one_token_and_one_node_query() {
+    let (fake, spec, state, _) = three_controllers();
+    let c1 = host(1);
+    let workers: Vec<HostId> = (10..16).map(host).collect();
+    let mut spec = spec;
+    let mut o = opts(workers.len());
+    {
+        let mut w = fake.world.lock().unwrap();
+        w.delay = Duration::from_millis(20);
+        for (i, h) in workers.iter().enumerate() {
+            let name = format!("w{i}");
+            w.add_host(h, &name);
+            // No hostname in the spec: the Node name comes from the plan's probe.
+            spec.hosts.push(HostSpec::new(
+                Role::Worker,
+                SshTarget::new(h.address.clone(), 22),
+                10 + i,
+            ));
+            o.hostnames.insert(h.clone(), name.to_uppercase());
+        }
+    }
+    let plan = plan_of(
+        workers
+            .iter()
+            .enumerate()
+            .map(|(i, h)| step_on(i, h.clone(), StepKind::JoinWorker { via: c1.clone() }, &[]))
+            .collect(),
+    );
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    assert!(r.result.is_ok(), "{:?}", r.result);
+
+    assert_eq!(runs_on(&fake, &c1, "token create --role=worker"), 1);
+    assert_eq!(runs_on(&fake, &c1, "token invalidate"), 1);
+    let calls = fake.calls();
+    let invalidated = calls
+        .iter()
+        .position(|c| c.is(&c1, "token invalidate"))
+        .unwrap();
+    for h in &workers {
+        let started = calls.iter().position(|c| c.is(h, "start")).unwrap();
+        assert!(started < invalidated, "{h} started after the invalidation");
+    }
+    // Every worker got the one token, then a blank token file.
+    let w = fake.world.lock().unwrap();
+    assert_eq!(w.tokens.len(), 1);
+    for h in &workers {
+        assert_eq!(w.hosts[h].files["/etc/k0s/k0stoken"], (vec![], 0o600));
+    }
+    // The plan's hostnames named the Nodes (lower-cased): no probe before the joins.
+    assert!(w.probed.is_empty(), "probed {:?}", w.probed);
+    let tokens = w.tokens.clone();
+    drop(w);
+    // The waits asked c1 for its Nodes together, not once per worker.
+    let polls = runs_on(&fake, &c1, "kubectl --data-dir=/var/lib/k0s get nodes");
+    assert!(
+        (1..workers.len()).contains(&polls),
+        "{polls} node queries for {} workers",
+        workers.len()
+    );
+    assert_token_never_leaks_shared(&fake, &tokens, &r, workers.len());
 }
 
 #[test]

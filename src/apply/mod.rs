@@ -15,6 +15,7 @@ pub use runner::{HostProber, K0sRunner, LocalK0s, Remote};
 pub use summary::{change_counts, step_info, step_label};
 
 use crate::exit::Exit;
+use crate::hostid::HostId;
 use crate::plan::Plan;
 use crate::plan::Step;
 use crate::spec::Spec;
@@ -22,6 +23,7 @@ use crate::state::{Intent, State};
 use crate::transport::Transport;
 use crate::ui::EventSink;
 use crate::ui::{ApplyEvent, ApplySummary, StepInfo};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +46,9 @@ pub struct ExecOptions {
     /// Local k0s binaries steps may upload, found by sha256 (UploadBinary) or version (Upgrade);
     /// a host's `k0sBinaryPath` is used otherwise.
     pub binaries: Vec<LocalK0s>,
+    /// Hostnames the plan's probe saw, by host: a host's Node name when the spec sets none, so
+    /// a join need not probe the host again to learn it.
+    pub hostnames: HashMap<HostId, String>,
 }
 
 impl Default for ExecOptions {
@@ -55,6 +60,7 @@ impl Default for ExecOptions {
             wait_timeout: Duration::from_secs(600),
             health_grace: Duration::from_secs(60),
             binaries: Vec::new(),
+            hostnames: HashMap::new(),
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::hostid::HostId;
 use crate::k0s::probe_script::peer_url_host as peer_host;
 use crate::k0s::{self, K0sFailure, TokenRole, desired};
 use crate::plan::{ObjectKind, Step, StepKind};
-use crate::reality::{HostFacts, ServiceKind};
+use crate::reality::{HostFacts, NodeView, ServiceKind};
 use crate::spec::{HostSpec, Role, Spec};
 use crate::state::{ClusterState, EtcdMemberState, HostState, State};
 use crate::transport::{CommandOutput, RemoteCommand, Transport};
@@ -148,7 +148,22 @@ pub struct K0sRunner<T> {
     /// object before it removes the member; the member-ID check then uses what the object said
     /// moments before it was deleted.
     seen_objects: Mutex<HashMap<String, k0s::EtcdMemberObject>>,
+    /// The last `kubectl get nodes` per controller and when it was asked (see `nodes_via`).
+    node_polls: Mutex<HashMap<HostId, Arc<tokio::sync::Mutex<Option<NodePoll>>>>>,
+    /// Worker join tokens in use, per controller (see `worker_token`).
+    worker_tokens: tokio::sync::Mutex<HashMap<HostId, SharedToken>>,
     opts: ExecOptions,
+}
+
+type NodePoll = (Instant, Result<Arc<Vec<NodeView>>, String>);
+
+/// A worker join token shared by the worker joins running at the same time through one
+/// controller, as k0sctl shares one token among the workers it installs: the first join creates
+/// it, the last one to finish invalidates it. Controller tokens are never shared.
+struct SharedToken {
+    token: Arc<JoinToken>,
+    id: String,
+    users: usize,
 }
 
 impl<T: Transport + 'static> K0sRunner<T> {
@@ -163,6 +178,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
             spec: spec.clone(),
             known: state.clone(),
             seen_objects: Mutex::new(HashMap::new()),
+            node_polls: Mutex::new(HashMap::new()),
+            worker_tokens: tokio::sync::Mutex::new(HashMap::new()),
             opts: opts.clone(),
         }
     }
@@ -409,18 +426,13 @@ impl<T: Transport + 'static> K0sRunner<T> {
         node: &str,
     ) -> Result<(), StepError> {
         let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
-        let p = self.paths(via);
         loop {
-            let why = match self.exec(via, k0s::get_nodes(&p.bin, &p.data_dir)).await {
-                Ok(out) if out.success() => match k0s::parse_nodes(&out.stdout_str()) {
-                    Ok(nodes) => match nodes.iter().find(|n| n.name == node) {
-                        Some(n) if n.ready => return Ok(()),
-                        Some(_) => format!("Node \"{node}\" is not Ready yet"),
-                        None => format!("Node \"{node}\" does not exist yet"),
-                    },
-                    Err(e) => e.to_string(),
+            let why = match self.nodes_via(via, Instant::now()).await {
+                Ok(nodes) => match nodes.iter().find(|n| n.name == node) {
+                    Some(n) if n.ready => return Ok(()),
+                    Some(_) => format!("Node \"{node}\" is not Ready yet"),
+                    None => format!("Node \"{node}\" does not exist yet"),
                 },
-                Ok(out) => out.error_line(),
                 Err(e) => e,
             };
             ctx.progress(format!("waiting for Node \"{node}\": {why}"));
@@ -428,6 +440,40 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 .await
                 .map_err(failed)?;
         }
+    }
+
+    /// The Nodes as controller `via` lists them, asked no earlier than `not_before`. Steps
+    /// waiting for Nodes at the same time share one `kubectl get nodes` (single flight): many
+    /// workers joining cost the controller one query per poll, not one per worker.
+    async fn nodes_via(
+        &self,
+        via: &HostId,
+        not_before: Instant,
+    ) -> Result<Arc<Vec<NodeView>>, String> {
+        let slot = {
+            let mut polls = self
+                .node_polls
+                .lock()
+                .map_err(|_| "node poll table poisoned")?;
+            polls.entry(via.clone()).or_default().clone()
+        };
+        let mut last = slot.lock().await;
+        if let Some((asked, result)) = &*last
+            && *asked >= not_before
+        {
+            return result.clone();
+        }
+        let asked = Instant::now();
+        let p = self.paths(via);
+        let result = match self.exec(via, k0s::get_nodes(&p.bin, &p.data_dir)).await {
+            Ok(out) if out.success() => k0s::parse_nodes(&out.stdout_str())
+                .map(Arc::new)
+                .map_err(|e| e.to_string()),
+            Ok(out) => Err(out.error_line()),
+            Err(e) => Err(e),
+        };
+        *last = Some((asked, result.clone()));
+        result
     }
 
     async fn wait_stopped(&self, host: &HostId) -> Result<(), StepError> {
@@ -511,10 +557,13 @@ impl<T: Transport + 'static> K0sRunner<T> {
         Ok(())
     }
 
+    /// The host's Node name: the spec's `hostname`, else the hostname the plan's probe saw,
+    /// else (no probe this run) the hostname the host shows now.
     async fn node_name(&self, hs: &HostSpec) -> Result<String, StepError> {
-        match &hs.hostname {
-            Some(h) => Ok(h.to_lowercase()),
-            None => Ok(self.probe(&hs.id()).await?.hostname.trim().to_lowercase()),
+        let id = hs.id();
+        match hs.hostname.as_ref().or(self.opts.hostnames.get(&id)) {
+            Some(h) => Ok(h.trim().to_lowercase()),
+            None => Ok(self.probe(&id).await?.hostname.trim().to_lowercase()),
         }
     }
 
@@ -837,26 +886,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         } else {
             None
         };
-        let vp = self.paths(via);
-        let out = self
-            .exec(
-                via,
-                k0s::token_create(&vp.bin, &vp.data_dir, role, TOKEN_EXPIRY),
-            )
-            .await
-            .map_err(failed)?;
-        if !out.success() {
-            // stderr only: stdout would be the token.
-            return Err(failed(format!(
-                "{via}: creating a join token failed: {}",
-                out.error_line()
-            )));
-        }
-        let token = JoinToken(out.stdout_str().trim().to_string());
-        drop(out);
-        let info = k0s::parse_token(&token.0)
-            .map_err(|e| failed(format!("{via}: the join token is unusable: {e}")))?;
-
+        let (token, token_id) = self.take_token(via, role).await?;
         let joined = async {
             self.write(
                 &host,
@@ -877,23 +907,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
             }
         }
         .await;
+        drop(token);
 
         // Clean up whatever happened: the token must not stay usable or lying around.
-        let out = self
-            .exec(via, k0s::token_invalidate(&vp.bin, &vp.data_dir, &info.id))
-            .await;
-        match out {
-            Ok(o) if o.success() => {}
-            Ok(o) => ctx.progress(format!(
-                "could not invalidate join token {} on {via} ({}); it expires within 30 minutes",
-                info.id,
-                o.error_line()
-            )),
-            Err(e) => ctx.progress(format!(
-                "could not invalidate join token {} on {via} ({e}); it expires within 30 minutes",
-                info.id
-            )),
-        }
+        self.give_back_token(ctx, via, role, &token_id).await;
         if let Err(e) = self
             .write(&host, desired::TOKEN_FILE, Vec::new(), 0o600)
             .await
@@ -903,8 +920,95 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 desired::TOKEN_FILE
             ));
         }
-        drop(token);
         joined
+    }
+
+    /// A join token from controller `via` and its ID: a fresh one for a controller, the one the
+    /// worker joins running now share for a worker (`SharedToken`).
+    async fn take_token(
+        &self,
+        via: &HostId,
+        role: TokenRole,
+    ) -> Result<(Arc<JoinToken>, String), StepError> {
+        if role != TokenRole::Worker {
+            return self.create_token(via, role).await;
+        }
+        // Held while creating, so joins starting together wait for one token instead of each
+        // creating their own.
+        let mut shared = self.worker_tokens.lock().await;
+        if let Some(t) = shared.get_mut(via) {
+            t.users += 1;
+            return Ok((t.token.clone(), t.id.clone()));
+        }
+        let (token, id) = self.create_token(via, role).await?;
+        shared.insert(
+            via.clone(),
+            SharedToken {
+                token: token.clone(),
+                id: id.clone(),
+                users: 1,
+            },
+        );
+        Ok((token, id))
+    }
+
+    async fn create_token(
+        &self,
+        via: &HostId,
+        role: TokenRole,
+    ) -> Result<(Arc<JoinToken>, String), StepError> {
+        let vp = self.paths(via);
+        let out = self
+            .exec(
+                via,
+                k0s::token_create(&vp.bin, &vp.data_dir, role, TOKEN_EXPIRY),
+            )
+            .await
+            .map_err(failed)?;
+        if !out.success() {
+            // stderr only: stdout would be the token.
+            return Err(failed(format!(
+                "{via}: creating a join token failed: {}",
+                out.error_line()
+            )));
+        }
+        let token = JoinToken(out.stdout_str().trim().to_string());
+        drop(out);
+        let info = k0s::parse_token(&token.0)
+            .map_err(|e| failed(format!("{via}: the join token is unusable: {e}")))?;
+        Ok((Arc::new(token), info.id))
+    }
+
+    /// Done with a token: invalidated now, or, for a shared worker token, when the last join
+    /// using it is done.
+    async fn give_back_token(&self, ctx: &StepContext, via: &HostId, role: TokenRole, id: &str) {
+        if role == TokenRole::Worker {
+            let mut shared = self.worker_tokens.lock().await;
+            match shared.get_mut(via) {
+                Some(t) if t.id == id && t.users > 1 => {
+                    t.users -= 1;
+                    return;
+                }
+                Some(t) if t.id == id => {
+                    shared.remove(via);
+                }
+                _ => {}
+            }
+        }
+        let vp = self.paths(via);
+        let out = self
+            .exec(via, k0s::token_invalidate(&vp.bin, &vp.data_dir, id))
+            .await;
+        match out {
+            Ok(o) if o.success() => {}
+            Ok(o) => ctx.progress(format!(
+                "could not invalidate join token {id} on {via} ({}); it expires within 30 minutes",
+                o.error_line()
+            )),
+            Err(e) => ctx.progress(format!(
+                "could not invalidate join token {id} on {via} ({e}); it expires within 30 minutes"
+            )),
+        }
     }
 
     async fn wait_member(

@@ -135,7 +135,7 @@ async fn execute(
         loaded,
         state: mut ctx,
         plan,
-        ..
+        reality,
     } = planned;
     let remote = Remote {
         transport: Arc::new(transport.clone()),
@@ -145,8 +145,17 @@ async fn execute(
             &ctx.state,
         )),
     };
+    let hostnames = reality
+        .hosts
+        .iter()
+        .filter_map(|h| {
+            let name = reality.facts(&h.id)?.hostname.trim();
+            (!name.is_empty()).then(|| (h.id.clone(), name.to_string()))
+        })
+        .collect();
     let opts = ExecOptions {
         parallelism: args.target.parallelism.max(1),
+        hostnames,
         ..ExecOptions::default()
     };
     let mut human = HumanSink::new(

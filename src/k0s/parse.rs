@@ -159,9 +159,15 @@ fn condition(item: &Value, kind: &str) -> Option<bool> {
 /// `kubectl get etcdmembers.etcd.k0sproject.io -o json`, sorted by name.
 pub fn parse_etcd_members(out: &str) -> Result<Vec<EtcdMemberObject>, K0sError> {
     const WHAT: &str = "EtcdMember objects";
-    let v = json(out, WHAT)?;
-    let mut members = items(&v, WHAT)?
-        .iter()
+    etcd_members_of(items(&json(out, WHAT)?, WHAT)?, WHAT)
+}
+
+fn etcd_members_of<'a>(
+    items: impl IntoIterator<Item = &'a Value>,
+    what: &'static str,
+) -> Result<Vec<EtcdMemberObject>, K0sError> {
+    let mut members = items
+        .into_iter()
         .map(|item| {
             let status = |k: &str| {
                 item.pointer(&format!("/status/{k}"))
@@ -170,7 +176,7 @@ pub fn parse_etcd_members(out: &str) -> Result<Vec<EtcdMemberObject>, K0sError> 
                     .map(String::from)
             };
             Ok(EtcdMemberObject {
-                name: name_of(item).ok_or_else(|| K0sError::parse(WHAT, "an item has no name"))?,
+                name: name_of(item).ok_or_else(|| K0sError::parse(what, "an item has no name"))?,
                 member_id: status("memberID"),
                 peer_address: status("peerAddress"),
                 joined: condition(item, "Joined"),
@@ -188,18 +194,75 @@ pub fn parse_etcd_members(out: &str) -> Result<Vec<EtcdMemberObject>, K0sError> 
 /// `kubectl get nodes -o json`, sorted by name; ready = condition Ready is "True".
 pub fn parse_nodes(out: &str) -> Result<Vec<NodeView>, K0sError> {
     const WHAT: &str = "Node objects";
-    let v = json(out, WHAT)?;
-    let mut nodes = items(&v, WHAT)?
-        .iter()
+    nodes_of(items(&json(out, WHAT)?, WHAT)?, WHAT)
+}
+
+fn nodes_of<'a>(
+    items: impl IntoIterator<Item = &'a Value>,
+    what: &'static str,
+) -> Result<Vec<NodeView>, K0sError> {
+    let mut nodes = items
+        .into_iter()
         .map(|item| {
             Ok(NodeView {
-                name: name_of(item).ok_or_else(|| K0sError::parse(WHAT, "a node has no name"))?,
+                name: name_of(item).ok_or_else(|| K0sError::parse(what, "a node has no name"))?,
                 ready: condition(item, "Ready").unwrap_or(false),
             })
         })
         .collect::<Result<Vec<_>, K0sError>>()?;
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(nodes)
+}
+
+/// What the probe reads from a controller's API in one `kubectl get` of several types
+/// (`CLUSTER_OBJECTS`): kubectl prints one List whose items carry their own `kind`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterObjects {
+    pub etcd_members: Vec<EtcdMemberObject>,
+    /// The kube-system namespace's uid (the cluster's identity); an error when it is missing.
+    pub cluster_uid: Result<String, K0sError>,
+    pub nodes: Vec<NodeView>,
+    pub control_nodes: Vec<String>,
+}
+
+/// The resource types of the probe's one `kubectl get` (see `ClusterObjects`).
+pub const CLUSTER_OBJECTS: &str =
+    "etcdmembers.etcd.k0sproject.io,namespaces,nodes,controlnodes.autopilot.k0sproject.io";
+
+/// `kubectl get <CLUSTER_OBJECTS> -o json`: the items sorted out by `kind`.
+pub fn parse_cluster_objects(out: &str) -> Result<ClusterObjects, K0sError> {
+    const WHAT: &str = "cluster objects";
+    let v = json(out, WHAT)?;
+    let all = items(&v, WHAT)?;
+    let kind = |i: &Value| i.get("kind").and_then(Value::as_str).map(String::from);
+    let of_kind = |k: &'static str| {
+        all.iter()
+            .filter(move |i| i.get("kind").and_then(Value::as_str) == Some(k))
+    };
+    if let Some(i) = all.iter().find(|i| kind(i).is_none()) {
+        return Err(K0sError::parse(
+            WHAT,
+            format!(
+                "an item has no kind: {:?}",
+                crate::hash::short_n(&i.to_string(), 80)
+            ),
+        ));
+    }
+    let cluster_uid = all
+        .iter()
+        .find(|i| {
+            kind(i).as_deref() == Some("Namespace") && name_of(i).as_deref() == Some("kube-system")
+        })
+        .ok_or_else(|| K0sError::parse("kube-system namespace", "not in the namespace list"))
+        .and_then(|ns| parse_uid(&ns.to_string()));
+    let mut control_nodes: Vec<String> = of_kind("ControlNode").filter_map(name_of).collect();
+    control_nodes.sort();
+    Ok(ClusterObjects {
+        etcd_members: etcd_members_of(of_kind("EtcdMember"), "EtcdMember objects")?,
+        cluster_uid,
+        nodes: nodes_of(of_kind("Node"), "Node objects")?,
+        control_nodes,
+    })
 }
 
 /// Names of the objects of a `kubectl get … -o json` list, sorted; empty when unreadable.

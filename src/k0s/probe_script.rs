@@ -1,17 +1,20 @@
 //! The probe's one batched, read-only remote command per host, and its parser into `HostFacts`.
 //!
-//! The script prints one line per section: `K0SFORM <name> <exit code> o:<base64 stdout>
-//! e:<base64 stderr>`, so no output (a k0s.yaml, an error text) can be mistaken for a delimiter.
+//! Each section is framed by marker lines carrying a random per-run nonce: `<N> begin <name>`,
+//! the command's raw output, then `\n<N> end <name> <exit code>` on stdout, and the same frame
+//! (without the exit code) around its stderr. Nothing is encoded and no sub-shell runs per
+//! section (a worker's probe is a handful of processes), and no output can be mistaken for a
+//! delimiter: the nonce is 128 random bits that appear nowhere else.
 //! Cluster queries run only when `k0s status` reports a running controller, each under `timeout`.
 
 use super::parse::{
-    K0sFailure, classify, is_not_running, parse_etcd_members, parse_member_list,
-    parse_names_checked, parse_nodes, parse_status, parse_uid, parse_version,
+    CLUSTER_OBJECTS, K0sFailure, classify, is_not_running, parse_cluster_objects,
+    parse_etcd_members, parse_member_list, parse_names_checked, parse_nodes, parse_status,
+    parse_uid, parse_version,
 };
 use super::{EtcdMemberObject, K0sError};
 use crate::reality::{ClusterView, HostFacts, MemberView, ServiceKind};
 use crate::transport::{CommandOutput, RemoteCommand};
-use base64::Engine;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -23,9 +26,8 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// kubectl runs as k0sctl runs it (`env KUBECONFIG=<dd>/pki/admin.conf k0s kubectl …`).
 /// Arguments: $1 k0s binary, $2 data dir, $3 "1" to ask a running controller for its view,
-/// $4 the k0s.yaml path.
-const SCRIPT: &str = r#"bin=$1 dd=$2 view=$3 cfg=$4
-b64() { base64 | tr -d '\n'; }
+/// $4 the k0s.yaml path, $5 the marker nonce, $6 the resource types of the one `kubectl get`.
+const SCRIPT: &str = r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6
 t() { timeout -k 2 "$@"; }
 kc() { t 10 env KUBECONFIG="$dd/pki/admin.conf" "$bin" kubectl "$@"; }
 units() {
@@ -33,26 +35,10 @@ units() {
     if [ -e "/etc/systemd/system/$u.service" ] || [ -e "/etc/init.d/$u" ]; then echo "$u"; fi
   done
 }
-exec 3>&1
-# emit NAME CMD...: run CMD, print its exit code, stdout and stderr (base64) on one line. Empty
-# output is not piped through base64 (three processes less per section: most stderrs are empty).
-# The sub-shell exits 10 when CMD succeeded and printed a running controller's status, 11 for
-# any other output naming a Version (a running worker's status).
-emit() {
-  _n=$1; shift
-  _e=$( { _o=$("$@" 2>&4); _r=$?
-          _b=; [ -z "$_o" ] || _b=$(printf '%s' "$_o" | b64)
-          printf 'K0SFORM %s %s o:%s ' "$_n" "$_r" "$_b" >&3
-          if [ "$_r" = 0 ]; then
-            case $_o in *'"Role": "controller"'*|*'"Role":"controller"'*|*'"Role": "server'*|*'"Role":"server'*) exit 10;; esac
-            case $_o in *'"Version"'*) exit 11;; esac
-          fi
-          exit 0; } 4>&1 )
-  _c=$?
-  [ -z "$_e" ] || _e=$(printf '%s' "$_e" | b64)
-  printf 'e:%s\n' "$_e"
-  return $_c
-}
+begin() { printf '%s begin %s\n' "$N" "$1"; printf '%s begin %s\n' "$N" "$1" >&2; }
+end() { printf '\n%s end %s %s\n' "$N" "$1" "$2"; printf '\n%s end %s\n' "$N" "$1" >&2; }
+# emit NAME CMD...: CMD's exit code, stdout and stderr, framed; returns CMD's exit code.
+emit() { _n=$1; shift; begin "$_n"; "$@"; _r=$?; end "$_n" "$_r"; return "$_r"; }
 emit machine_id cat /etc/machine-id
 emit hostname uname -n
 emit arch uname -m
@@ -65,26 +51,47 @@ if [ -f "$cfg" ]; then
 fi
 if [ -e "$bin" ]; then
   emit binary_sha256 sha256sum "$bin"
-  emit status t 10 "$bin" status -o json
-  running=$?
+  # The status decides what else to ask, so it is captured (trailing newlines are dropped).
+  begin status; st=$(t 10 "$bin" status -o json); r=$?; printf '%s' "$st"; end status "$r"
+  role=none
+  if [ "$r" = 0 ]; then
+    case $st in
+      *'"Role": "controller"'*|*'"Role":"controller"'*|*'"Role": "server'*|*'"Role":"server'*) role=controller;;
+      *'"Version"'*) role=running;;
+    esac
+  fi
   # A running k0s names its version in the status: `k0s version` would cost one more start of
-  # the binary on every host (a third of a worker's probe).
-  [ "$running" = 0 ] && emit version t 10 "$bin" version
-  if [ "$running" = 10 ] && [ "$view" = 1 ]; then
+  # the binary on every host.
+  [ "$role" = none ] && emit version t 10 "$bin" version
+  if [ "$role" = controller ] && [ "$view" = 1 ]; then
     emit member_list t 10 "$bin" etcd member-list --data-dir="$dd"
-    emit etcd_members kc get etcdmembers.etcd.k0sproject.io -o json
-    emit cluster_uid kc get namespace kube-system -o json
-    emit nodes kc get nodes -o json
-    emit control_nodes kc get controlnodes.autopilot.k0sproject.io -o json
+    # One kubectl for the four lists; one list at a time where a type is missing (autopilot
+    # disabled, EtcdMember before k0s 1.30), not after a timeout.
+    emit objects kc get "$objects" -o json
+    r=$?
+    if [ "$r" != 0 ] && [ "$r" != 124 ] && [ "$r" != 137 ]; then
+      emit etcd_members kc get etcdmembers.etcd.k0sproject.io -o json
+      emit cluster_uid kc get namespace kube-system -o json
+      emit nodes kc get nodes -o json
+      emit control_nodes kc get controlnodes.autopilot.k0sproject.io -o json
+    fi
   fi
 fi
-echo "K0SFORM end 0 o: e:"
+printf '%s done\n' "$N"
 "#;
+
+/// The batched probe command of one host and what reads its output.
+#[derive(Debug, Clone)]
+pub struct ProbeCommand {
+    pub command: RemoteCommand,
+    nonce: String,
+}
 
 /// The batched probe command for one host. `want_view`: ask a running controller for its view
 /// of the cluster (member list with IDs, uid, nodes, control nodes).
-pub fn probe(bin: &str, data_dir: &str, want_view: bool) -> RemoteCommand {
-    RemoteCommand::new([
+pub fn probe(bin: &str, data_dir: &str, want_view: bool) -> ProbeCommand {
+    let nonce = format!("K0SFORM-{}", uuid::Uuid::new_v4().simple());
+    let command = RemoteCommand::new([
         "sh",
         "-c",
         SCRIPT,
@@ -93,11 +100,21 @@ pub fn probe(bin: &str, data_dir: &str, want_view: bool) -> RemoteCommand {
         data_dir,
         if want_view { "1" } else { "0" },
         CONFIG_PATH,
+        &nonce,
+        CLUSTER_OBJECTS,
     ])
-    .timeout(PROBE_TIMEOUT)
+    .timeout(PROBE_TIMEOUT);
+    ProbeCommand { command, nonce }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl ProbeCommand {
+    /// Turn the probe command's output into `HostFacts` (the SSH key fields are the caller's).
+    pub fn parse(&self, out: &CommandOutput) -> Result<HostFacts, ProbeError> {
+        parse_probe(out, &self.nonce)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct Section {
     rc: i32,
     out: String,
@@ -126,47 +143,71 @@ impl Section {
     }
 }
 
-fn sections(stdout: &str) -> Result<BTreeMap<String, Section>, K0sError> {
+/// One stream's framed sections: name → (exit code from the end marker, output), and whether
+/// the final `done` marker was seen.
+type Frames = (BTreeMap<String, (Option<i32>, String)>, bool);
+
+/// The framed sections of one stream. Text outside frames (a login banner, sudo's warnings) is
+/// ignored.
+fn frames(text: &str, nonce: &str) -> Result<Frames, K0sError> {
     const WHAT: &str = "probe output";
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let decode = |field: &str, prefix: &str| -> Result<String, K0sError> {
-        let data = field
-            .strip_prefix(prefix)
-            .ok_or_else(|| K0sError::parse(WHAT, format!("malformed field {field:?}")))?;
-        let bytes = b64
-            .decode(data)
-            .map_err(|e| K0sError::parse(WHAT, format!("bad base64: {e}")))?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    };
+    let bad = |m: String| K0sError::parse(WHAT, m);
     let mut map = BTreeMap::new();
-    for line in stdout.lines() {
-        let mut f = line.split(' ');
-        if f.next() != Some("K0SFORM") {
-            continue;
+    let mut done = false;
+    let mut open: Option<(String, String)> = None;
+    // Every piece after the first starts right after a marker's nonce: " begin NAME\n<output>\n",
+    // " end NAME RC\n", " done\n".
+    for piece in text.split(nonce).skip(1) {
+        let (header, body) = piece.split_once('\n').unwrap_or((piece, ""));
+        let words: Vec<&str> = header.split(' ').collect();
+        match (words.as_slice(), open.take()) {
+            (["", "begin", name], None) => open = Some((name.to_string(), body.to_string())),
+            (["", "end", name, rest @ ..], Some((opened, output))) if *name == opened => {
+                let rc = match rest {
+                    [] => None,
+                    [rc] => Some(
+                        rc.parse()
+                            .map_err(|_| bad(format!("bad exit code {rc:?} of {name}")))?,
+                    ),
+                    _ => return Err(bad(format!("malformed marker {header:?}"))),
+                };
+                // The end marker starts with a newline of its own.
+                let output = output
+                    .strip_suffix('\n')
+                    .ok_or_else(|| bad(format!("section {name} is not closed by a new line")))?;
+                map.insert(opened, (rc, output.to_string()));
+            }
+            (["", "done"], None) => done = true,
+            _ => return Err(bad(format!("unexpected marker {header:?}"))),
         }
-        let (Some(name), Some(rc), Some(o), Some(e)) = (f.next(), f.next(), f.next(), f.next())
-        else {
-            return Err(K0sError::parse(WHAT, format!("malformed line {line:?}")));
-        };
-        let rc: i32 = rc
-            .parse()
-            .map_err(|_| K0sError::parse(WHAT, format!("bad exit code in {line:?}")))?;
-        map.insert(
-            name.to_string(),
-            Section {
-                rc,
-                out: decode(o, "o:")?,
-                err: decode(e, "e:")?,
-            },
-        );
     }
-    if !map.contains_key("end") {
+    if let Some((name, _)) = open {
+        return Err(bad(format!("section {name} has no end")));
+    }
+    Ok((map, done))
+}
+
+fn sections(out: &CommandOutput, nonce: &str) -> Result<BTreeMap<String, Section>, K0sError> {
+    const WHAT: &str = "probe output";
+    let (stdout, done) = frames(&out.stdout_str(), nonce)?;
+    if !done {
         return Err(K0sError::parse(
             WHAT,
             "the probe script did not finish (no end marker)",
         ));
     }
-    Ok(map)
+    // stderr is framed too, but only read as far as it is well-formed: it carries the frames
+    // and whatever else the host's shell or sudo printed.
+    let (mut stderr, _) = frames(&out.stderr_str(), nonce).unwrap_or_default();
+    stdout
+        .into_iter()
+        .map(|(name, (rc, text))| {
+            let rc = rc
+                .ok_or_else(|| K0sError::parse(WHAT, format!("section {name} has no exit code")))?;
+            let err = stderr.remove(&name).map(|(_, e)| e).unwrap_or_default();
+            Ok((name, Section { rc, out: text, err }))
+        })
+        .collect()
 }
 
 /// `os-release` → `"<ID> <VERSION_ID>"` (e.g. `debian 12`), else PRETTY_NAME, else "linux".
@@ -245,6 +286,35 @@ fn view(s: &BTreeMap<String, Section>) -> Option<ClusterView> {
         v.errors.push(tagged("member-list", ml.error()));
         None
     };
+    // One `kubectl get` of all four lists, or one list at a time where that failed.
+    if let Some(sec) = s.get("objects").filter(|sec| sec.ok()) {
+        match parse_cluster_objects(&sec.out) {
+            Ok(o) => {
+                if let Some(list) = &list {
+                    v.members = merge_members(list, &o.etcd_members);
+                }
+                match o.cluster_uid {
+                    Ok(uid) => v.cluster_uid = Some(uid),
+                    Err(e) => v.errors.push(tagged("kube-system uid", e.to_string())),
+                }
+                v.nodes = o.nodes;
+                v.control_nodes = o.control_nodes;
+            }
+            Err(e) => {
+                v.errors.push(tagged("cluster objects", e.to_string()));
+                if let Some(list) = &list {
+                    v.members = merge_members(list, &[]);
+                }
+            }
+        }
+        return Some(v);
+    }
+    if let Some(sec) = s.get("objects")
+        && !s.contains_key("etcd_members")
+    {
+        // Not retried one list at a time (timed out): the view is unknown.
+        v.errors.push(tagged("cluster objects", sec.error()));
+    }
     let objects = match s.get("etcd_members") {
         Some(sec) if sec.ok() => parse_etcd_members(&sec.out).unwrap_or_else(|e| {
             v.errors.push(tagged("etcdmembers", e.to_string()));
@@ -304,9 +374,8 @@ pub enum ProbeError {
     Host(String),
 }
 
-/// Turn the probe command's output into `HostFacts` (the SSH key fields are the caller's).
-pub fn parse_probe(out: &CommandOutput) -> Result<HostFacts, ProbeError> {
-    let s = sections(&out.stdout_str()).map_err(|e| {
+fn parse_probe(out: &CommandOutput, nonce: &str) -> Result<HostFacts, ProbeError> {
+    let s = sections(out, nonce).map_err(|e| {
         if out.success() {
             ProbeError::Output(e)
         } else {
@@ -399,16 +468,24 @@ mod tests {
     use super::*;
     use std::process::Command;
 
-    fn run_script(bin: &str, dd: &str, view: bool, cfg: &str) -> CommandOutput {
-        let cmd = probe(bin, dd, view);
-        let mut argv = cmd.argv.clone();
-        *argv.last_mut().unwrap() = cfg.to_string();
+    /// Run the real probe script locally (with `cfg` for the k0s.yaml path) and parse it.
+    fn probe_locally(bin: &str, dd: &str, view: bool, cfg: &str) -> (CommandOutput, ProbeCommand) {
+        let p = probe(bin, dd, view);
+        let mut argv = p.command.argv.clone();
+        let at = argv.iter().position(|a| a == CONFIG_PATH).unwrap();
+        argv[at] = cfg.to_string();
         let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
-        CommandOutput {
+        let out = CommandOutput {
             status: out.status.code(),
             stdout: out.stdout,
             stderr: out.stderr,
-        }
+        };
+        (out, p)
+    }
+
+    fn run_script(bin: &str, dd: &str, view: bool, cfg: &str) -> Result<HostFacts, ProbeError> {
+        let (out, p) = probe_locally(bin, dd, view, cfg);
+        p.parse(&out)
     }
 
     /// A fake k0s (shell script) answering like a running controller, for running the real
@@ -427,7 +504,11 @@ EOF
   kubectl)
     shift
     [ "$KUBECONFIG" = "{dd}/pki/admin.conf" ] || {{ echo "Error: bad KUBECONFIG" >&2; exit 1; }}
+    echo "$2" >>"{dir}/kubectl-calls"
     case "$2" in
+      etcdmembers.etcd.k0sproject.io,namespaces,nodes,controlnodes.autopilot.k0sproject.io)
+        [ -e "{dir}/combined" ] || {{ echo 'error: the server doesn'\''t have a resource type "controlnodes"' >&2; exit 1; }}
+        cat "{dir}/combined" ;;
       etcdmembers.etcd.k0sproject.io) echo '{{"items":[{{"metadata":{{"name":"c0"}},"status":{{"peerAddress":"127.0.0.10","memberID":"8e9e05c52164694d","conditions":[{{"type":"Joined","status":"True"}}]}}}},{{"metadata":{{"name":"c1"}},"status":{{"peerAddress":"127.0.0.99","memberID":"1111111111111111"}}}}]}}' ;;
       namespace) echo '{{"metadata":{{"name":"kube-system","uid":"7c3f2b8e-1d2a-4c5b-9e8f-0a1b2c3d4e5f"}}}}' ;;
       nodes) echo '{{"items":[{{"metadata":{{"name":"c0"}},"status":{{"conditions":[{{"type":"Ready","status":"True"}}]}}}}]}}' ;;
@@ -436,6 +517,7 @@ EOF
 esac
 "#,
             dd = dir.join("data").display(),
+            dir = dir.display(),
             calls = dir.join("version-calls").display()
         );
         std::fs::write(&bin, script).unwrap();
@@ -467,13 +549,16 @@ esac
             "apiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\n'quoted': \"$(x)\"\n",
         )
         .unwrap();
-        let out = run_script(&bin, dd.to_str().unwrap(), true, cfg.to_str().unwrap());
+        let (out, p) = probe_locally(&bin, dd.to_str().unwrap(), true, cfg.to_str().unwrap());
         assert!(out.success(), "{}", out.stderr_str());
         assert!(
             !dir.path().join("version-calls").exists(),
             "`k0s version` ran although the status named the version"
         );
-        let f = parse_probe(&out).unwrap();
+        // The combined kubectl failed (no controlnodes type): one list at a time.
+        let calls = std::fs::read_to_string(dir.path().join("kubectl-calls")).unwrap();
+        assert_eq!(calls.lines().count(), 5, "{calls}");
+        let f = p.parse(&out).unwrap();
         assert!(!f.machine_id.is_empty());
         assert!(!f.hostname.is_empty());
         assert!(!f.arch.is_empty());
@@ -530,20 +615,19 @@ esac
     fn probe_script_without_view_or_without_binary() {
         let dir = tempfile::tempdir().unwrap();
         let bin = fake_k0s(dir.path(), RUNNING);
-        let out = run_script(&bin, "/nonexistent", false, "/nonexistent/k0s.yaml");
-        let f = parse_probe(&out).unwrap();
+        let f = run_script(&bin, "/nonexistent", false, "/nonexistent/k0s.yaml").unwrap();
         assert!(f.status.is_some());
         assert!(f.view.is_none(), "view not asked for");
         assert!(!f.has_etcd_data);
         assert_eq!(f.config_text, None);
 
-        let out = run_script(
+        let f = run_script(
             "/nonexistent/k0s",
             "/nonexistent",
             true,
             "/nonexistent/k0s.yaml",
-        );
-        let f = parse_probe(&out).unwrap();
+        )
+        .unwrap();
         assert_eq!(f.k0s_version, None);
         assert_eq!(f.k0s_binary_sha256, None);
         assert_eq!(f.status, None);
@@ -555,7 +639,7 @@ esac
         let dir = tempfile::tempdir().unwrap();
         let worker = RUNNING.replace(r#""Role": "controller""#, r#""Role": "worker""#);
         let bin = fake_k0s(dir.path(), &worker);
-        let f = parse_probe(&run_script(&bin, "/x", true, "/x/k0s.yaml")).unwrap();
+        let f = run_script(&bin, "/x", true, "/x/k0s.yaml").unwrap();
         assert_eq!(f.status.as_ref().map(|s| s.role.as_str()), Some("worker"));
         assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
         assert!(
@@ -574,44 +658,119 @@ esac
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let f = parse_probe(&run_script(
-            bin.to_str().unwrap(),
-            "/x",
-            true,
-            "/x/k0s.yaml",
-        ))
-        .unwrap();
+        let f = run_script(bin.to_str().unwrap(), "/x", true, "/x/k0s.yaml").unwrap();
         assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
         assert_eq!(f.status, None);
         assert!(f.view.is_none());
     }
 
     #[test]
+    fn one_kubectl_for_the_cluster_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = fake_k0s(dir.path(), RUNNING);
+        std::fs::write(
+            dir.path().join("combined"),
+            r#"{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":""},"items":[
+ {"apiVersion":"etcd.k0sproject.io/v1beta1","kind":"EtcdMember","metadata":{"name":"c1"},"status":{"peerAddress":"127.0.0.11","memberID":"1111111111111111"}},
+ {"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default","uid":"00000000-0000-0000-0000-000000000000"}},
+ {"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-system","uid":"7c3f2b8e-1d2a-4c5b-9e8f-0a1b2c3d4e5f"}},
+ {"apiVersion":"v1","kind":"Node","metadata":{"name":"w1"},"status":{"conditions":[{"type":"Ready","status":"False"}]}},
+ {"apiVersion":"autopilot.k0sproject.io/v1beta2","kind":"ControlNode","metadata":{"name":"c1"}}
+]}"#,
+        )
+        .unwrap();
+        let dd = dir.path().join("data");
+        let dd = dd.to_str().unwrap();
+        let f = run_script(&bin, dd, true, "/x/k0s.yaml").unwrap();
+        let calls = std::fs::read_to_string(dir.path().join("kubectl-calls")).unwrap();
+        assert_eq!(calls.trim(), CLUSTER_OBJECTS, "one kubectl only");
+        let v = f.view.unwrap();
+        assert_eq!(v.errors, Vec::<String>::new());
+        assert_eq!(
+            v.cluster_uid.as_deref(),
+            Some("7c3f2b8e-1d2a-4c5b-9e8f-0a1b2c3d4e5f")
+        );
+        assert_eq!(v.members.len(), 2);
+        assert_eq!(v.members[1].member_id.as_deref(), Some("1111111111111111"));
+        assert_eq!(v.members[0].member_id, None);
+        assert_eq!((v.nodes.len(), v.nodes[0].ready), (1, false));
+        assert_eq!(v.control_nodes, vec!["c1".to_string()]);
+
+        // A list without kube-system is an error of the uid, not of the whole view.
+        std::fs::write(
+            dir.path().join("combined"),
+            r#"{"kind":"List","items":[{"kind":"Node","metadata":{"name":"w1"}}]}"#,
+        )
+        .unwrap();
+        let v = run_script(&bin, dd, true, "/x/k0s.yaml")
+            .unwrap()
+            .view
+            .unwrap();
+        assert_eq!(v.cluster_uid, None);
+        assert_eq!(v.nodes.len(), 1);
+        assert!(
+            v.errors[0].starts_with("kube-system uid:"),
+            "{:?}",
+            v.errors
+        );
+    }
+
+    const NONCE: &str = "K0SFORM-0123456789abcdef0123456789abcdef";
+
+    /// Output framed as the script frames it, with nonce `NONCE`.
+    fn framed(sections: &[(&str, i32, &str, &str)], done: bool) -> CommandOutput {
+        let (mut o, mut e) = (String::from("motd noise\n"), String::from("sudo noise\n"));
+        for (name, rc, out, err) in sections {
+            o += &format!("{NONCE} begin {name}\n{out}\n{NONCE} end {name} {rc}\n");
+            e += &format!("{NONCE} begin {name}\n{err}\n{NONCE} end {name}\n");
+        }
+        if done {
+            o += &format!("{NONCE} done\n");
+        }
+        CommandOutput {
+            status: Some(0),
+            stdout: o.into_bytes(),
+            stderr: e.into_bytes(),
+        }
+    }
+
+    #[test]
+    fn frames_keep_output_exact_and_refuse_truncation() {
+        let out = framed(
+            &[
+                ("machine_id", 0, "abc\n", ""),
+                ("hostname", 0, "h1", "warning: x\n"),
+                ("config", 0, "a: 1\n\n\nK0SFORM-0123 begin x\n", ""),
+            ],
+            true,
+        );
+        let s = sections(&out, NONCE).unwrap();
+        assert_eq!(s["machine_id"].out, "abc\n");
+        assert_eq!(s["hostname"].out, "h1");
+        assert_eq!(s["hostname"].err, "warning: x\n");
+        assert_eq!(s["config"].out, "a: 1\n\n\nK0SFORM-0123 begin x\n");
+        // Truncated output (no done marker, or a section cut short) is refused.
+        assert!(sections(&framed(&[("machine_id", 0, "abc", "")], false), NONCE).is_err());
+        let mut cut = framed(&[("machine_id", 0, "abc", "")], true);
+        cut.stdout = format!("{NONCE} begin machine_id\nabc").into_bytes();
+        assert!(sections(&cut, NONCE).is_err());
+        // Garbage stderr frames do not lose stdout.
+        let mut odd = framed(&[("machine_id", 0, "abc", "")], true);
+        odd.stderr = format!("{NONCE} begin machine_id\nno end").into_bytes();
+        assert_eq!(sections(&odd, NONCE).unwrap()["machine_id"].err, "");
+    }
+
+    #[test]
     fn unexplained_status_failure_is_an_error_not_stopped() {
-        let line = |name: &str, rc: i32, o: &str, e: &str| {
-            let b = base64::engine::general_purpose::STANDARD;
-            format!("K0SFORM {name} {rc} o:{} e:{}\n", b.encode(o), b.encode(e))
-        };
-        let stdout = [
-            line("machine_id", 0, "abc\n", ""),
-            line("status", 1, "", "Error: permission denied\n"),
-            line("end", 0, "", ""),
-        ]
-        .concat();
-        let out = CommandOutput {
-            status: Some(0),
-            stdout: stdout.into_bytes(),
-            stderr: Vec::new(),
-        };
-        let err = parse_probe(&out).unwrap_err();
+        let out = framed(
+            &[
+                ("machine_id", 0, "abc\n", ""),
+                ("status", 1, "", "Error: permission denied\n"),
+            ],
+            true,
+        );
+        let err = parse_probe(&out, NONCE).unwrap_err();
         assert!(err.to_string().contains("permission denied"), "{err}");
-        // Truncated output (no end marker) is refused.
-        let cut = CommandOutput {
-            status: Some(0),
-            stdout: line("machine_id", 0, "abc", "").into_bytes(),
-            stderr: Vec::new(),
-        };
-        assert!(parse_probe(&cut).is_err());
     }
 
     #[test]

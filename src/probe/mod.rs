@@ -192,10 +192,8 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
             offered: connected.fingerprint,
         };
     }
-    let out = match transport
-        .run(&p.id, k0s::probe(&p.bin, &p.data_dir, true))
-        .await
-    {
+    let probe = k0s::probe(&p.bin, &p.data_dir, true);
+    let out = match transport.run(&p.id, probe.command.clone()).await {
         Ok(o) => o,
         Err(e) => {
             return Probe::Unreachable {
@@ -203,7 +201,7 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
             };
         }
     };
-    match k0s::parse_probe(&out) {
+    match probe.parse(&out) {
         Ok(mut facts) => {
             facts.host_key = connected.fingerprint;
             facts.host_public_key = Some(connected.public_key);

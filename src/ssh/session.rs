@@ -242,9 +242,13 @@ impl SshTransport {
             path_str(&log),
         ];
         let common = self.common_args(target, &known_hosts, TARGET_ALIAS, &base, 0)?;
-        // The login user decides sudo; with an ssh config in play only ssh knows it (`-G`
-        // resolves the configuration locally, without connecting).
-        let login_user = self.resolve_user(host, &common, &target.address).await?;
+        // The login user decides sudo. `-l` beats any ssh config; without it (an `openSSH:`
+        // host left to its config) only ssh knows (`-G` resolves the configuration locally,
+        // without connecting).
+        let login_user = match common.iter().position(|a| a == "-l") {
+            Some(i) => common[i + 1].clone(),
+            None => self.resolve_user(host, &common, &target.address).await?,
+        };
         args.extend(common);
         args.push("--".into());
         args.push(target.address.clone());
@@ -836,17 +840,11 @@ impl HostConn {
     }
 
     async fn shutdown(&self) {
-        let _ = tokio::process::Command::new(&self.ssh_program)
-            .arg("-S")
-            .arg(&self.ctl)
-            .args(["-F", "/dev/null", "-O", "exit", "none"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .await;
         let child = self.master.lock().ok().and_then(|mut m| m.take());
         if let Some(mut child) = child {
+            // SIGTERM makes the master leave as `ssh -O exit` would, without starting one more
+            // ssh per host; its group includes a bastion's ProxyCommand.
+            signal_group(&child, libc::SIGTERM);
             let exited = tokio::time::timeout(Duration::from_secs(3), child.wait()).await;
             if exited.is_err() {
                 kill_group(&mut child);
@@ -907,15 +905,20 @@ fn shield(cmd: &mut tokio::process::Command) {
     }
 }
 
-/// Kill an ssh master and its process group (a bastion ProxyCommand runs in it).
-fn kill_group(child: &mut tokio::process::Child) {
+/// Signal an ssh master's process group (a bastion ProxyCommand runs in it).
+fn signal_group(child: &tokio::process::Child, signal: libc::c_int) {
     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
         // SAFETY: kill(2) with a negative pid signals the group the master leads (it was started
         // with process_group(0)); no memory is involved.
         unsafe {
-            libc::kill(-pid, libc::SIGKILL);
+            libc::kill(-pid, signal);
         }
     }
+}
+
+/// Kill an ssh master and its process group.
+fn kill_group(child: &mut tokio::process::Child) {
+    signal_group(child, libc::SIGKILL);
     let _ = child.start_kill();
 }
 
