@@ -1,7 +1,9 @@
 //! The real steps: what each `StepKind` does on the hosts, through `k0s` command builders and the
 //! `Transport` only. Safety preconditions are re-checked against the live cluster right before a
 //! step acts (refusals change nothing); intents are recorded through the coordinator before any
-//! non-idempotent action. Join tokens live only in a `JoinToken` value inside one step.
+//! non-idempotent action. Join tokens live only in `JoinToken` values: inside one step for a
+//! controller, shared by the worker joins running at the same time for a worker (`SharedToken`),
+//! and are invalidated when the last step using one is done.
 
 use super::{
     ExecOptions, StateChange, StepContext, StepError, StepRunner, intent_for, needs_intent,
