@@ -590,6 +590,89 @@ fn double_cli_matches_reference() {
     );
 }
 
+/// `kubectl get` with several resource types (the probe reads the cluster in one call): one
+/// `List` with the items of every type in the order given, each with its own apiVersion and kind;
+/// an unknown type fails before anything is printed.
+#[test]
+fn double_kubectl_get_several_types_is_one_list() {
+    let lab = Lab::create(&[("c1", "controller")]);
+    lab.install_double("c1");
+    lab.ssh_ok("c1", "k0s install controller --enable-worker && k0s start");
+    wait_ready(&lab, "c1");
+    let registered = lab.wait_until(Duration::from_secs(20), || {
+        lab.ssh_ok("c1", "k0s kubectl get nodes -o name") == "node/c1\n"
+    });
+    assert!(registered, "{}", log(&lab, "c1"));
+    let run = |cmd: &str| {
+        let o = lab.ssh("c1", cmd);
+        (o.status.code(), stdout(&o), stderr(&o))
+    };
+
+    let types =
+        "etcdmembers.etcd.k0sproject.io,namespaces,nodes,controlnodes.autopilot.k0sproject.io";
+    let (code, out, err) = run(&format!("k0s kubectl get {types} -o json"));
+    assert_eq!((code, err.as_str()), (Some(0), ""), "{out}");
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(list["apiVersion"], "v1");
+    assert_eq!(list["kind"], "List");
+    assert_eq!(list["metadata"], serde_json::json!({"resourceVersion": ""}));
+    let items: Vec<(&str, &str, &str)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["apiVersion"].as_str().unwrap(),
+                i["kind"].as_str().unwrap(),
+                i["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        items,
+        [
+            ("etcd.k0sproject.io/v1beta1", "EtcdMember", "c1"),
+            ("v1", "Namespace", "default"),
+            ("v1", "Namespace", "kube-node-lease"),
+            ("v1", "Namespace", "kube-public"),
+            ("v1", "Namespace", "kube-system"),
+            ("v1", "Node", "c1"),
+            ("autopilot.k0sproject.io/v1beta2", "ControlNode", "c1"),
+        ]
+    );
+    let em = &list["items"][0];
+    assert_eq!(em["status"]["peerAddress"], lab.address("c1").as_str());
+    assert_eq!(list["items"][5]["status"]["conditions"][0]["type"], "Ready");
+
+    // Short names, any order; -o name and tables (one per type) work too.
+    assert_eq!(
+        run("k0s kubectl get no,etcdmember -o name").1,
+        "node/c1\netcdmember.etcd.k0sproject.io/c1\n"
+    );
+    let (code, table, _) = run("k0s kubectl get nodes,namespaces");
+    assert_eq!(code, Some(0));
+    assert!(table.starts_with("NAME      STATUS   ROLES"), "{table}");
+    assert!(
+        table.contains("\nnode/c1 ") && table.contains("\n\nNAME "),
+        "{table}"
+    );
+    assert!(table.contains("\nnamespace/kube-system "), "{table}");
+
+    // An unknown type anywhere in the list: kubectl's error, nothing on stdout, exit 1.
+    assert_eq!(
+        run("k0s kubectl get nodes,bogus,namespaces -o json"),
+        (
+            Some(1),
+            String::new(),
+            "error: the server doesn't have a resource type \"bogus\"\n".into()
+        )
+    );
+    assert_eq!(
+        run("k0s kubectl get nodes, -o json").2,
+        "error: the server doesn't have a resource type \"\"\n"
+    );
+}
+
 fn decode_token(token: &str) -> String {
     use base64::Engine as _;
     use std::io::Read as _;
