@@ -72,6 +72,21 @@ async fn runs_commands_with_exit_codes_output_and_stdin_over_one_connection() {
         .await
         .unwrap();
     assert_eq!(out.status, Some(127), "missing binary is the shell's 127");
+    // Exit 255 is the command's own; a command killed by a signal has no exit code, and the
+    // connection stays usable after both.
+    let out = t
+        .run(&sshd.id(), cmd(&["sh", "-c", "echo partial; exit 255"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.status, out.stdout.as_slice()),
+        (Some(255), &b"partial\n"[..])
+    );
+    let out = t
+        .run(&sshd.id(), cmd(&["sh", "-c", "kill -9 $$"]))
+        .await
+        .unwrap();
+    assert_eq!(out.status, None, "{out:?}");
 
     let out = t
         .run(
@@ -521,20 +536,22 @@ fn process_group_of(pid: u32) -> Option<u32> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn ssh_processes_are_shielded_from_terminal_ctrl_c() {
+async fn the_master_is_shielded_from_ctrl_c_and_commands_start_no_ssh() {
     let sshd = Sshd::start();
     let t = transport();
     t.connect(&sshd.id(), &sshd.target("root"), None, false)
         .await
         .unwrap();
     let ours = process_group_of(std::process::id()).unwrap();
-    // A long command keeps a mux client alive while we look.
+    // While a command runs, the master is the only ssh process: commands are sessions opened
+    // over its control socket, not one ssh client each.
     let t2 = t.clone();
     let id = sshd.id();
     let running = tokio::spawn(async move { t2.run(&id, cmd(&["sleep", "1"])).await });
     tokio::time::sleep(Duration::from_millis(400)).await;
     let procs = ssh_processes(&t);
-    assert!(procs.len() >= 2, "master and one mux client: {procs:?}");
+    assert_eq!(procs.len(), 1, "only the master: {procs:?}");
+    assert!(procs[0].contains(" -M "), "{procs:?}");
     for line in &procs {
         let pid: u32 = line.split_whitespace().next().unwrap().parse().unwrap();
         if let Some(pgrp) = process_group_of(pid) {

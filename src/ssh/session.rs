@@ -105,7 +105,6 @@ struct Inner {
 
 struct HostConn {
     host: HostId,
-    ssh_program: PathBuf,
     user: String,
     sudo: bool,
     session: openssh::Session,
@@ -268,7 +267,7 @@ impl SshTransport {
             .spawn()
             .map_err(|e| other(host, format!("cannot run ssh: {e}")))?;
 
-        let session = openssh::Session::resume(
+        let session = openssh::Session::resume_mux(
             ctl.clone().into_boxed_path(),
             Some(log.clone().into_boxed_path()),
         );
@@ -324,7 +323,6 @@ impl SshTransport {
 
         let conn = HostConn {
             host: host.clone(),
-            ssh_program: self.inner.opts.ssh_program.clone(),
             sudo: login_user != "root",
             user: login_user,
             session,
@@ -743,39 +741,41 @@ enum Input<'a> {
 }
 
 impl HostConn {
+    fn lost(&self, e: openssh::Error) -> TransportError {
+        TransportError::Unreachable {
+            host: self.host.clone(),
+            message: format!("connection lost: {e}"),
+        }
+    }
+
+    /// A mux error: the connection is lost if the master no longer answers, else `what` failed.
+    async fn lost_or(&self, e: openssh::Error, what: &str) -> TransportError {
+        match self.session.check().await {
+            Ok(()) => other(&self.host, format!("{what}: {e}")),
+            Err(_) => self.lost(e),
+        }
+    }
+
     async fn exec(&self, line: &str, input: Input<'_>) -> Result<CommandOutput, TransportError> {
         // Never closed, so acquiring cannot fail; a failure would only lift the limit.
         let _session = self.sessions.acquire().await.ok();
-        // A mux client of the master: `-p 9` and host `none` make sure it can never open a
-        // connection of its own if the master is gone; -F /dev/null keeps the user's config
-        // (which already shaped the master) out of it.
-        let mut c = tokio::process::Command::new(&self.ssh_program);
-        c.arg("-S")
-            .arg(&self.ctl)
-            .args([
-                "-F",
-                "/dev/null",
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "ControlMaster=no",
-            ])
-            .args(["-T", "-p", "9", "--", "none"])
-            .arg(line)
+        // A session of the master opened over its control socket (ssh's mux protocol): no ssh
+        // process per command, and no way to open a connection of its own if the master is gone.
+        let mut command = self.session.raw_command(line);
+        command
             .stdin(match input {
-                Input::None => Stdio::null(),
-                _ => Stdio::piped(),
+                Input::None => openssh::Stdio::null(),
+                _ => openssh::Stdio::piped(),
             })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        shield(&mut c);
-        let mut child = c
-            .spawn()
-            .map_err(|e| other(&self.host, format!("cannot run ssh: {e}")))?;
-        let stdin = child.stdin.take();
-        let mut stdout = child.stdout.take();
-        let mut stderr = child.stderr.take();
+            .stdout(openssh::Stdio::piped())
+            .stderr(openssh::Stdio::piped());
+        let mut child = match command.spawn().await {
+            Ok(c) => c,
+            Err(e) => return Err(self.lost_or(e, "cannot start the command").await),
+        };
+        let stdin = child.stdin().take();
+        let mut stdout = child.stdout().take();
+        let mut stderr = child.stderr().take();
         let feed = async {
             let Some(mut w) = stdin else {
                 return Ok::<(), std::io::Error>(());
@@ -814,23 +814,19 @@ impl HostConn {
         {
             return Err(other(&self.host, format!("sending input: {e}")));
         }
-        let status = child
-            .wait()
-            .await
-            .map_err(|e| other(&self.host, format!("waiting for ssh: {e}")))?;
-        let status = match status.code() {
-            // 255: ssh itself failed (connection lost), or the remote command exited 255 or died
-            // by a signal. The master tells which.
-            Some(255) => match self.session.check().await {
-                Ok(()) => None,
-                Err(e) => {
-                    return Err(TransportError::Unreachable {
-                        host: self.host.clone(),
-                        message: format!("connection lost: {e}"),
-                    });
+        let status = match child.wait().await {
+            Ok(st) => st.code(),
+            // The mux protocol reports exit 127 as an error of its own.
+            Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => Some(127),
+            // No exit code: the command died by a signal, or the connection is gone. The master
+            // tells which.
+            Err(e @ (openssh::Error::RemoteProcessTerminated | openssh::Error::Disconnected)) => {
+                match self.session.check().await {
+                    Ok(()) => None,
+                    Err(_) => return Err(self.lost(e)),
                 }
-            },
-            code => code,
+            }
+            Err(e) => return Err(self.lost_or(e, "waiting for the command").await),
         };
         Ok(CommandOutput {
             status,
