@@ -1,12 +1,13 @@
 //! `SshTransport`: one ControlMaster connection per host for the whole run, host keys checked
-//! against a private known_hosts file built from the state, every command a mux client of it.
+//! against a private known_hosts file built from the state, every command a session opened over
+//! the master's control socket (openssh's native mux client: no ssh process per command).
 //!
-//! The openssh crate's `SessionBuilder` and command spawning are not used for the master and the
-//! commands: the builder has no generic `-o` (we need GlobalKnownHostsFile, HostKeyAlias,
-//! HashKnownHosts, the user's options and a ProxyCommand carrying all of them to the bastion) and
-//! daemonizes the master, and neither lets us choose the process group. Our ssh processes run in
-//! their own process group (a Ctrl-C in the terminal must not cut steps the executor lets finish)
-//! and die with k0sform (PR_SET_PDEATHSIG); `openssh::Session` checks the master's health.
+//! The openssh crate's `SessionBuilder` is not used for the master: it has no generic `-o` (we
+//! need GlobalKnownHostsFile, HostKeyAlias, HashKnownHosts, the user's options and a ProxyCommand
+//! carrying all of them to the bastion) and daemonizes the master, and does not let us choose its
+//! process group. The master runs in its own process group (a Ctrl-C in the terminal must not cut
+//! steps the executor lets finish) and dies with k0sform (PR_SET_PDEATHSIG); `openssh::Session`
+//! resumed on its socket runs the commands and checks the master's health.
 
 use super::hostkey::{self, BASTION_ALIAS, PublicKey, TARGET_ALIAS};
 use super::quote::{self, quote};
