@@ -159,12 +159,22 @@ impl Cluster {
 
     /// The cluster identity as this controller sees it.
     pub fn uid(&self, name: &str) -> String {
+        self.try_uid(name)
+            .unwrap_or_else(|e| panic!("uid on {name}: {e}"))
+    }
+
+    /// The cluster identity as this controller sees it, or why it cannot tell (yet: a fresh
+    /// controller answers before its kube-system namespace exists).
+    pub fn try_uid(&self, name: &str) -> Result<String, String> {
         let out = self.lab.ssh(
             name,
             "KUBECONFIG=/var/lib/k0s/pki/admin.conf timeout 20 k0s kubectl --data-dir=/var/lib/k0s get namespace kube-system -o 'jsonpath={.metadata.uid}'",
         );
-        assert!(out.status.success(), "uid on {name}: {}", stderr(&out));
-        stdout(&out).trim().to_string()
+        if out.status.success() {
+            Ok(stdout(&out).trim().to_string())
+        } else {
+            Err(stderr(&out))
+        }
     }
 
     /// Node names and readiness as a controller sees them.
