@@ -467,12 +467,24 @@ fn double_cli_matches_reference() {
         run("k0s token create --role x").2,
         "Error: unsupported role \"x\"; supported roles are \"controller\" and \"worker\"\n"
     );
+    // The token carries the local <data-dir>/pki/ca.crt, as k0s reads it, even where the
+    // cluster's own copy is not written yet (a controller that just became ready): the double
+    // keeps that copy under this etcd key.
+    lab.exec_ok(
+        "c1",
+        &format!("ETCDCTL_API=3 etcdctl --endpoints=http://{addr}:2379 del /k0s/pki/ca.crt"),
+    );
+    let local_ca = lab.exec_ok("c1", "base64 -w0 /var/lib/k0s/pki/ca.crt");
     let token = lab.ssh_ok(
         "c1",
         "k0s token create --role controller --expiry 30m0s --data-dir=/var/lib/k0s",
     );
     assert_eq!(token.lines().count(), 1);
     let kubeconfig = decode_token(token.trim());
+    assert!(
+        kubeconfig.contains(&format!("certificate-authority-data: {local_ca}\n")),
+        "{kubeconfig}"
+    );
     let re_server = format!("    server: https://{addr}:9443\n");
     assert!(
         kubeconfig

@@ -241,9 +241,11 @@ impl Cluster {
     /// Wait until `cond` holds (polling), panicking with `what` after `secs`.
     #[track_caller]
     pub fn eventually(&self, secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
-        assert!(
-            self.lab.wait_until(Duration::from_secs(secs), &mut cond),
-            "timed out after {secs}s waiting for {what}"
-        );
+        if !self.lab.wait_until(Duration::from_secs(secs), &mut cond) {
+            panic!(
+                "timed out after {secs}s waiting for {what}; k0s logs:\n{}",
+                self.lab.service_logs()
+            );
+        }
     }
 }

@@ -414,6 +414,23 @@ impl Lab {
         path
     }
 
+    /// The last lines of every k0s service log (the double writes them under
+    /// /var/lib/k0s/logs; etcd's own log shorter) on every host, for a failing test's message.
+    pub fn service_logs(&self) -> String {
+        let mut all = String::new();
+        for h in self.hosts() {
+            let o = self.exec(
+                &h.name,
+                "cd /var/lib/k0s/logs 2>/dev/null && for f in *.log; do [ -f \"$f\" ] || continue; n=40; [ \"$f\" = etcd.log ] && n=12; echo \"== $f\"; tail -n $n \"$f\"; done; true",
+            );
+            let text = String::from_utf8_lossy(&o.stdout);
+            if !text.trim().is_empty() {
+                all.push_str(&format!("--- {} ---\n{text}", h.name));
+            }
+        }
+        all
+    }
+
     /// Polls `check` every 200 ms until it returns true or `timeout` passes; returns the outcome.
     pub fn wait_until(&self, timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
         let end = std::time::Instant::now() + timeout;
