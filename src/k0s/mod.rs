@@ -10,7 +10,9 @@ pub mod probe_script;
 
 pub use commands::*;
 pub use parse::*;
-pub use probe_script::{ProbeCommand, ProbeError, merge_members, peer_url_host, probe};
+pub use probe_script::{
+    ProbeCommand, ProbeError, ProbeReader, merge_members, peer_url_host, probe,
+};
 
 use serde::{Deserialize, Serialize};
 

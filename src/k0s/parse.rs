@@ -166,29 +166,47 @@ fn etcd_members_of<'a>(
     items: impl IntoIterator<Item = &'a Value>,
     what: &'static str,
 ) -> Result<Vec<EtcdMemberObject>, K0sError> {
-    let mut members = items
+    by_name(items, what, "an item has no name", |name, item| {
+        let status = |k: &str| {
+            item.pointer(&format!("/status/{k}"))
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+        };
+        EtcdMemberObject {
+            name,
+            member_id: status("memberID"),
+            peer_address: status("peerAddress"),
+            joined: condition(item, "Joined"),
+            leave: item
+                .pointer("/spec/leave")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        }
+    })
+}
+
+/// Every item turned into a `T` by `make(name, item)`, sorted by name; an item without a name
+/// is a parse error (`nameless`).
+fn by_name<'a, T>(
+    items: impl IntoIterator<Item = &'a Value>,
+    what: &'static str,
+    nameless: &'static str,
+    make: impl Fn(String, &'a Value) -> T,
+) -> Result<Vec<T>, K0sError> {
+    let mut named = items
         .into_iter()
         .map(|item| {
-            let status = |k: &str| {
-                item.pointer(&format!("/status/{k}"))
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .map(String::from)
-            };
-            Ok(EtcdMemberObject {
-                name: name_of(item).ok_or_else(|| K0sError::parse(what, "an item has no name"))?,
-                member_id: status("memberID"),
-                peer_address: status("peerAddress"),
-                joined: condition(item, "Joined"),
-                leave: item
-                    .pointer("/spec/leave")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-            })
+            name_of(item)
+                .map(|name| (name, item))
+                .ok_or_else(|| K0sError::parse(what, nameless))
         })
         .collect::<Result<Vec<_>, K0sError>>()?;
-    members.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(members)
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(named
+        .into_iter()
+        .map(|(name, item)| make(name, item))
+        .collect())
 }
 
 /// `kubectl get nodes -o json`, sorted by name; ready = condition Ready is "True".
@@ -201,17 +219,10 @@ fn nodes_of<'a>(
     items: impl IntoIterator<Item = &'a Value>,
     what: &'static str,
 ) -> Result<Vec<NodeView>, K0sError> {
-    let mut nodes = items
-        .into_iter()
-        .map(|item| {
-            Ok(NodeView {
-                name: name_of(item).ok_or_else(|| K0sError::parse(what, "a node has no name"))?,
-                ready: condition(item, "Ready").unwrap_or(false),
-            })
-        })
-        .collect::<Result<Vec<_>, K0sError>>()?;
-    nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(nodes)
+    by_name(items, what, "a node has no name", |name, item| NodeView {
+        name,
+        ready: condition(item, "Ready").unwrap_or(false),
+    })
 }
 
 /// What the probe reads from a controller's API in one `kubectl get` of several types

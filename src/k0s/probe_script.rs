@@ -84,6 +84,12 @@ printf '%s done\n' "$N"
 #[derive(Debug, Clone)]
 pub struct ProbeCommand {
     pub command: RemoteCommand,
+    pub reader: ProbeReader,
+}
+
+/// Reads one probe command's output: the sections framed with that command's nonce.
+#[derive(Debug, Clone)]
+pub struct ProbeReader {
     nonce: String,
 }
 
@@ -104,10 +110,13 @@ pub fn probe(bin: &str, data_dir: &str, want_view: bool) -> ProbeCommand {
         CLUSTER_OBJECTS,
     ])
     .timeout(PROBE_TIMEOUT);
-    ProbeCommand { command, nonce }
+    ProbeCommand {
+        command,
+        reader: ProbeReader { nonce },
+    }
 }
 
-impl ProbeCommand {
+impl ProbeReader {
     /// Turn the probe command's output into `HostFacts` (the SSH key fields are the caller's).
     pub fn parse(&self, out: &CommandOutput) -> Result<HostFacts, ProbeError> {
         parse_probe(out, &self.nonce)
@@ -485,7 +494,7 @@ mod tests {
 
     fn run_script(bin: &str, dd: &str, view: bool, cfg: &str) -> Result<HostFacts, ProbeError> {
         let (out, p) = probe_locally(bin, dd, view, cfg);
-        p.parse(&out)
+        p.reader.parse(&out)
     }
 
     /// A fake k0s (shell script) answering like a running controller, for running the real
@@ -558,7 +567,7 @@ esac
         // The combined kubectl failed (no controlnodes type): one list at a time.
         let calls = std::fs::read_to_string(dir.path().join("kubectl-calls")).unwrap();
         assert_eq!(calls.lines().count(), 5, "{calls}");
-        let f = p.parse(&out).unwrap();
+        let f = p.reader.parse(&out).unwrap();
         assert!(!f.machine_id.is_empty());
         assert!(!f.hostname.is_empty());
         assert!(!f.arch.is_empty());

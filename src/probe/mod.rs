@@ -192,8 +192,8 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
             offered: connected.fingerprint,
         };
     }
-    let probe = k0s::probe(&p.bin, &p.data_dir, true);
-    let out = match transport.run(&p.id, probe.command.clone()).await {
+    let k0s::ProbeCommand { command, reader } = k0s::probe(&p.bin, &p.data_dir, true);
+    let out = match transport.run(&p.id, command).await {
         Ok(o) => o,
         Err(e) => {
             return Probe::Unreachable {
@@ -201,7 +201,7 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
             };
         }
     };
-    match probe.parse(&out) {
+    match reader.parse(&out) {
         Ok(mut facts) => {
             facts.host_key = connected.fingerprint;
             facts.host_public_key = Some(connected.public_key);
