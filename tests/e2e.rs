@@ -718,6 +718,30 @@ fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
     let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
     let hosts = ["c1", "c2", "c3", "w1"];
 
+    // A newer version without a binary to upload (no k0sBinaryPath; k0sform does not download
+    // k0s): refused at plan time, so apply restarts nothing on the old binary.
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.write_spec(&hosts);
+    let text = std::fs::read_to_string(&c.spec).expect("spec");
+    let without: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("k0sBinaryPath:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(text, without, "the lab spec names k0sBinaryPath");
+    std::fs::write(&c.spec, without).expect("spec");
+    plan_changes_nothing(&c, &[])
+        .expect(1)
+        .contains("c1 (")
+        .contains("upgrading k0s to v1.33.5+k0s.0 needs that binary")
+        .contains("set k0sBinaryPath");
+    let before: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
+    c.run(&["apply", "-auto-approve"])
+        .expect(1)
+        .contains("needs that binary");
+    let after: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
+    assert_eq!(before, after, "a refused apply changed a host");
+
     // Upgrade.
     let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
     c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());

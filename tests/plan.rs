@@ -36,6 +36,9 @@ struct Case {
     /// The local binary every host gets (version), when set.
     #[serde(default)]
     binary: Option<String>,
+    /// No local binary at all (the spec names no `k0sBinaryPath`), whatever the version.
+    #[serde(default)]
+    no_local_binary: bool,
     expect: Expect,
 }
 
@@ -171,6 +174,9 @@ struct RealHostCase {
     /// Leftovers of an earlier install (service unit, etcd data) on a host that is not running.
     #[serde(default)]
     leftovers: bool,
+    /// A k0s binary of this version at the install path of a host that is not running.
+    #[serde(default)]
+    binary: Option<String>,
     /// This controller's own view, overriding the default (split brain).
     #[serde(default)]
     view: Option<ViewCase>,
@@ -462,6 +468,9 @@ fn build(case: &Case) -> Inputs {
                     ServiceKind::Worker
                 });
                 f.has_etcd_data = hs.role.is_controller();
+            } else if let Some(v) = &r.binary {
+                f.k0s_version = Some(v.clone());
+                f.k0s_binary_sha256 = Some(sha256_hex(format!("k0s {v}")));
             }
             Probe::Reached(Box::new(f))
         };
@@ -469,7 +478,8 @@ fn build(case: &Case) -> Inputs {
     }
     reality.sort();
     // The caller resolves the spec's version to a binary for every host.
-    let desired = match case.binary.as_ref().or(case.spec.version.as_ref()) {
+    let local = case.binary.as_ref().or(case.spec.version.as_ref());
+    let desired = match local.filter(|_| !case.no_local_binary) {
         Some(v) => Desired::same_binary(
             &spec.hosts.iter().map(|h| h.id()).collect::<Vec<_>>(),
             LocalBinary {

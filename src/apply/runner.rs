@@ -36,8 +36,8 @@ pub trait HostProber: Send + Sync + 'static {
     ) -> Pin<Box<dyn Future<Output = Result<HostFacts, String>> + Send + 'a>>;
 }
 
-/// A k0s binary on this machine that steps may upload (e.g. a cached download of
-/// `spec.k0s.version`). Hosts with `k0sBinaryPath` use that file otherwise.
+/// A k0s binary on this machine that steps may upload besides the hosts' `k0sBinaryPath`
+/// (none yet: k0sform downloads nothing, so `ExecOptions::binaries` is always empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalK0s {
     pub path: PathBuf,

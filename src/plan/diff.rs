@@ -621,7 +621,10 @@ impl<'a> Planner<'a> {
                 continue;
             }
             match self.decide(idx) {
-                Ok(Some(p)) => plans.push(p),
+                Ok(Some(p)) => match self.k0s_binary_for(&p) {
+                    Ok(()) => plans.push(p),
+                    Err(r) => refusals.push((idx, r)),
+                },
                 Ok(None) => {}
                 Err(r) => refusals.push((idx, r)),
             }
@@ -775,6 +778,42 @@ impl<'a> Planner<'a> {
 
     fn leftovers(f: &HostFacts) -> bool {
         f.service.is_some() || f.is_running() || f.has_etcd_data
+    }
+
+    /// A plan that installs or upgrades k0s needs a binary of the wanted version: a local one
+    /// to upload (`k0sBinaryPath`), or for an install the one already on the host. Refused up
+    /// front (exit 1), before any step could remove a member or reset a host; otherwise an
+    /// "upgrade" would restart k0s on its old binary and record the new version.
+    fn k0s_binary_for(&self, p: &HostPlan) -> Result<(), Refusal> {
+        let h = &self.hosts[p.idx];
+        if self.desired.local_binary(&h.id).is_some() {
+            return Ok(());
+        }
+        let path = h
+            .spec
+            .map(|s| s.k0s_install_path.as_str())
+            .unwrap_or("the k0s install path");
+        let on_host = h.facts().and_then(|f| f.k0s_version.clone());
+        let why = match &p.decision {
+            Decision::Upgrade { to, .. } => format!("upgrading k0s to {to} needs that binary"),
+            d if d.installs() => match (on_host, self.desired_version(&h.id)) {
+                (None, _) => format!("there is no k0s binary at {path} to install"),
+                (Some(have), Some(want)) if have != want => {
+                    format!("{path} is k0s {have}, the spec asks for {want}")
+                }
+                _ => return Ok(()),
+            },
+            _ => return Ok(()),
+        };
+        Err(Refusal {
+            kind: RefusalKind::NoK0sBinary,
+            message: format!("{} ({}): {why}", h.name(), h.id),
+            details: vec![if h.spec.is_some_and(|s| s.use_existing_k0s) {
+                "useExistingK0s: k0sform uses the k0s binary on the host as it is; make spec.k0s.version name that binary's version".into()
+            } else {
+                "set k0sBinaryPath to a k0s binary of the version spec.k0s.version names: k0sform uploads it (it does not download k0s)".into()
+            }],
+        })
     }
 
     fn desired_version(&self, id: &HostId) -> Option<String> {
@@ -2115,12 +2154,12 @@ fn merge_refusals(mut refusals: Vec<Refusal>) -> Refusal {
     if refusals.len() == 1 {
         return refusals.remove(0);
     }
-    // The most serious kind decides the exit code: anything unsafe (3) over unreachable (1).
+    // The most serious kind decides the exit code: anything unsafe (3) over an error (1).
     let kind = refusals
         .iter()
         .map(|r| r.kind)
-        .find(|k| *k != RefusalKind::Unreachable)
-        .unwrap_or(RefusalKind::Unreachable);
+        .find(|k| k.exit() == crate::exit::Exit::Refused)
+        .unwrap_or(refusals[0].kind);
     Refusal {
         kind,
         message: format!(
@@ -2131,7 +2170,16 @@ fn merge_refusals(mut refusals: Vec<Refusal>) -> Refusal {
                 .collect::<Vec<_>>()
                 .join("; ")
         ),
-        details: refusals.into_iter().flat_map(|r| r.details).collect(),
+        details: refusals
+            .into_iter()
+            .flat_map(|r| r.details)
+            .fold(Vec::new(), |mut all, d| {
+                // Hosts refused for the same reason share its explanation.
+                if !all.contains(&d) {
+                    all.push(d);
+                }
+                all
+            }),
     }
 }
 

@@ -296,8 +296,8 @@ impl PlanOptions {
     }
 }
 
-/// A k0s binary on the machine running k0sform (from `k0sBinaryPath`, or a cached download of
-/// `spec.k0s.version`), to be uploaded to a host.
+/// A k0s binary on the machine running k0sform (from `k0sBinaryPath`), to be uploaded to a
+/// host. k0sform does not download k0s.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LocalBinary {
     pub sha256: String,
@@ -374,14 +374,25 @@ pub enum RefusalKind {
     /// The cluster shows an identity k0sform did not record (e.g. another member ID at a
     /// recorded peer address): acting on it could remove the wrong member.
     UnknownIdentity,
+    /// A host must install or upgrade k0s, and k0sform has no binary of the wanted version for
+    /// it: no `k0sBinaryPath`, and the one on the host (if any) is another version. k0sform does
+    /// not download k0s.
+    NoK0sBinary,
+}
+
+impl RefusalKind {
+    /// Exit 1 for what the operator fixes in the spec or the network; exit 3 for the unsafe.
+    pub fn exit(self) -> crate::exit::Exit {
+        match self {
+            RefusalKind::Unreachable | RefusalKind::NoK0sBinary => crate::exit::Exit::Error,
+            _ => crate::exit::Exit::Refused,
+        }
+    }
 }
 
 impl Refusal {
     pub fn exit(&self) -> crate::exit::Exit {
-        match self.kind {
-            RefusalKind::Unreachable => crate::exit::Exit::Error,
-            _ => crate::exit::Exit::Refused,
-        }
+        self.kind.exit()
     }
     pub fn exit_code(&self) -> u8 {
         self.exit().code()

@@ -220,7 +220,7 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
     if host.k0s_download_url.is_some() {
         sink.warn_key(
             &format!("{p}.k0sDownloadURL"),
-            "not used yet: k0sform gets k0s from the official releases (or k0sBinaryPath) and uploads it itself",
+            "not used: k0sform does not download k0s; it uploads k0sBinaryPath, or uses the binary already on the host when it is the version spec.k0s.version names",
         );
     }
     host.use_existing_k0s = h.use_existing_k0s.unwrap_or(false);
