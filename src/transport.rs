@@ -34,6 +34,11 @@ impl RemoteCommand {
             env: Vec::new(),
         }
     }
+    /// Run as the login user, never through sudo.
+    pub fn as_login_user(mut self) -> Self {
+        self.root = false;
+        self
+    }
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = t;
         self

@@ -806,3 +806,73 @@ fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
     c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
+
+/// Hooks run as the SSH user around what they name (apply.* around everything the run does on
+/// the host, install.* around the join), only on hosts the run changes; a failing hook fails its
+/// step, and nothing after it runs on that host.
+#[test]
+fn hooks_run_around_their_steps_and_only_on_changes() {
+    const LOG: &str = "/root/k0sform-hooks.log";
+    // Each hook appends its name, whether the worker service is installed, and the user.
+    let rec = |what: &str| {
+        format!(
+            "echo \"{what} $(test -e /etc/systemd/system/k0sworker.service && echo installed || echo absent) $(id -un)\" >> {LOG}"
+        )
+    };
+    let mut host_yaml = std::collections::BTreeMap::new();
+    host_yaml.insert(
+        "w1".to_string(),
+        format!(
+            "hooks:\n  apply:\n    before: ['{}']\n    after: ['{}']\n  install:\n    before: ['{}']\n    after: ['{}']\n  reset:\n    before: ['{}']\n",
+            rec("apply.before"),
+            rec("apply.after"),
+            rec("install.before"),
+            rec("install.after"),
+            rec("reset.before"),
+        ),
+    );
+    host_yaml.insert(
+        "w2".to_string(),
+        format!(
+            "hooks:\n  install:\n    before: ['echo w2-before >> {LOG}; exit 3']\n    after: ['echo w2-after >> {LOG}']\n"
+        ),
+    );
+    let c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker"), ("w2", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            host_yaml,
+            ..SpecOptions::default()
+        },
+    );
+    c.write_spec(&["c1", "w1"]);
+    c.run(&["plan"])
+        .expect(0)
+        .contains("hooks apply.before run: echo")
+        .contains("hooks install.after run: echo");
+    c.lab.exec_ok("w1", &format!("test ! -e {LOG}"));
+    c.apply()
+        .contains("run_hooks install.before (1 line)")
+        .contains("Apply complete");
+    let log = |h: &str| c.lab.exec_ok(h, &format!("cat {LOG} 2>/dev/null || true"));
+    assert_eq!(
+        log("w1"),
+        "apply.before absent root\ninstall.before absent root\ninstall.after installed root\napply.after installed root\n"
+    );
+    assert_eq!(c.nodes("c1").get("w1"), Some(&true));
+
+    // Nothing to change: no hook runs.
+    c.apply();
+    assert_eq!(log("w1").lines().count(), 4, "hooks ran without changes");
+
+    // A failing install.before: the join never starts, install.after never runs.
+    c.write_spec(&["c1", "w1", "w2"]);
+    let r = c.run(&["apply", "-auto-approve"]);
+    r.expect(1).contains(
+        "hook install.before `echo w2-before >> /root/k0sform-hooks.log; exit 3` failed (exit 3)",
+    );
+    assert_eq!(log("w2"), "w2-before\n");
+    c.lab
+        .exec_ok("w2", "test ! -e /etc/systemd/system/k0sworker.service");
+    assert_eq!(log("w1").lines().count(), 4, "w1 had nothing to change");
+}

@@ -74,6 +74,9 @@ struct HostCase {
     pin: Option<String>,
     #[serde(default)]
     flags: Vec<String>,
+    /// `hooks:` as in k0sctl.yaml: action → stage → shell lines.
+    #[serde(default)]
+    hooks: k0sform::spec::Hooks,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -95,6 +98,7 @@ impl HostCase {
             reset: false,
             pin: None,
             flags: vec![],
+            hooks: Default::default(),
         }
     }
 }
@@ -247,6 +251,7 @@ fn host_spec(h: &HostCase, index: usize) -> HostSpec {
     hs.hostname = Some(h.name.clone());
     hs.reset = h.reset;
     hs.install_flags = h.flags.clone();
+    hs.hooks = h.hooks.clone();
     hs
 }
 
@@ -744,7 +749,7 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
             StepKind::ForgetHost => {
                 state.remove_host(&step.host);
             }
-            StepKind::Drain { .. } | StepKind::WaitHealthy { .. } => {}
+            StepKind::Drain { .. } | StepKind::WaitHealthy { .. } | StepKind::RunHooks { .. } => {}
         }
     }
     // Every managed running controller now reports the resulting cluster.

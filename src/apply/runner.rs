@@ -791,6 +791,31 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 self.wait_back(ctx, hs).await?;
                 Ok(vec![])
             }
+            StepKind::RunHooks {
+                action,
+                stage,
+                lines,
+            } => {
+                gate().await?;
+                for line in lines {
+                    ctx.progress(format!("hook {action}.{stage}: {line}"));
+                    let cmd = RemoteCommand::new(["sh", "-c", line.as_str()])
+                        .as_login_user()
+                        .timeout(self.opts.wait_timeout);
+                    let out = self.exec(host, cmd).await.map_err(failed)?;
+                    if !out.success() {
+                        let how = match out.status {
+                            Some(c) => format!("exit {c}"),
+                            None => "killed or timed out".to_string(),
+                        };
+                        return Err(failed(format!(
+                            "{host}: hook {action}.{stage} `{line}` failed ({how}): {}",
+                            out.error_line()
+                        )));
+                    }
+                }
+                Ok(vec![])
+            }
             StepKind::RecordHost => self.record_host(ctx, host).await,
             StepKind::ForgetHost => Ok(vec![StateChange::ForgetHost(host.clone())]),
         }

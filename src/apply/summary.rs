@@ -32,6 +32,15 @@ pub fn step_label(step: &Step) -> String {
             None => format!("upgrade -> {to}"),
         },
         StepKind::Reconfigure => "reconfigure".to_string(),
+        StepKind::RunHooks {
+            action,
+            stage,
+            lines,
+        } => format!(
+            "run_hooks {action}.{stage} ({} line{})",
+            lines.len(),
+            if lines.len() == 1 { "" } else { "s" }
+        ),
         StepKind::RecordHost => "record_host".to_string(),
         StepKind::ForgetHost => "forget_host".to_string(),
     }

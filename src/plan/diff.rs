@@ -677,6 +677,7 @@ impl<'a> Planner<'a> {
             ));
         }
         let (steps, step_owner, etcd) = self.build_steps(&plans)?;
+        let (steps, step_owner) = self.with_hooks(&plans, steps, step_owner);
         let mut changes: Vec<HostChange> = plans
             .iter()
             .filter_map(|p| {
@@ -1478,7 +1479,100 @@ impl<'a> Planner<'a> {
             .cloned()
     }
 
-    #[allow(clippy::type_complexity)]
+    /// The spec's hooks as `RunHooks` steps wrapped around the steps they name, host by host:
+    /// `install.*` around a bootstrap or join, `upgrade.*` around an upgrade, `reset.*` around
+    /// a reset, and `apply.before`/`apply.after` around everything this plan runs on the host
+    /// itself (not what runs through a controller on its behalf). Whatever waited for a
+    /// wrapped step waits for its after-hooks too. Hosts without changes run no hooks.
+    fn with_hooks(
+        &self,
+        plans: &[HostPlan],
+        steps: Vec<Step>,
+        owner: BTreeMap<usize, usize>,
+    ) -> (Vec<Step>, BTreeMap<usize, usize>) {
+        let mut before: BTreeMap<usize, Vec<StepKind>> = BTreeMap::new();
+        let mut after: BTreeMap<usize, Vec<StepKind>> = BTreeMap::new();
+        for p in plans {
+            let h = &self.hosts[p.idx];
+            let Some(hs) = h.spec.filter(|s| !s.hooks.is_empty()) else {
+                continue;
+            };
+            let hook = |action: &str, stage: &str| {
+                let lines = hs.hooks.get(action)?.get(stage)?;
+                (!lines.is_empty()).then(|| StepKind::RunHooks {
+                    action: action.into(),
+                    stage: stage.into(),
+                    lines: lines.clone(),
+                })
+            };
+            let on_host: Vec<&Step> = steps
+                .iter()
+                .filter(|s| {
+                    owner.get(&s.id) == Some(&p.idx) && s.host == h.id && runs_on_host(&s.kind)
+                })
+                .collect();
+            for s in &on_host {
+                let action = match s.kind {
+                    StepKind::Bootstrap
+                    | StepKind::JoinController { .. }
+                    | StepKind::JoinWorker { .. } => "install",
+                    StepKind::Upgrade { .. } => "upgrade",
+                    StepKind::ResetHost { .. } => "reset",
+                    _ => continue,
+                };
+                before
+                    .entry(s.id)
+                    .or_default()
+                    .extend(hook(action, "before"));
+                after.entry(s.id).or_default().extend(hook(action, "after"));
+            }
+            if let (Some(first), Some(last)) = (on_host.first(), on_host.last()) {
+                if let Some(k) = hook("apply", "before") {
+                    before.entry(first.id).or_default().insert(0, k);
+                }
+                after
+                    .entry(last.id)
+                    .or_default()
+                    .extend(hook("apply", "after"));
+            }
+        }
+        if before.values().chain(after.values()).all(Vec::is_empty) {
+            return (steps, owner);
+        }
+        // Rebuilt in id order, so every step still comes after what it waits for.
+        let mut out: Vec<Step> = Vec::with_capacity(steps.len());
+        let mut new_owner = BTreeMap::new();
+        // old id → the new step that stands for "done": the step or its last after-hook.
+        let mut done: Vec<usize> = Vec::with_capacity(steps.len());
+        for s in steps {
+            let own = owner[&s.id];
+            let old = s.id;
+            let mut prev: Vec<usize> = s.after.iter().map(|a| done[*a]).collect();
+            prev.sort_unstable();
+            let mut add = |out: &mut Vec<Step>, host: &HostId, kind: StepKind, deps: Vec<usize>| {
+                let id = out.len();
+                out.push(Step {
+                    id,
+                    host: host.clone(),
+                    kind,
+                    after: deps,
+                });
+                new_owner.insert(id, own);
+                id
+            };
+            for k in before.remove(&old).unwrap_or_default() {
+                prev = vec![add(&mut out, &s.host, k, prev)];
+            }
+            let host = s.host.clone();
+            let mut end = add(&mut out, &host, s.kind, prev);
+            for k in after.remove(&old).unwrap_or_default() {
+                end = add(&mut out, &host, k, vec![end]);
+            }
+            done.push(end);
+        }
+        (out, new_owner)
+    }
+
     #[allow(clippy::type_complexity)]
     fn build_steps(
         &self,
@@ -2002,6 +2096,21 @@ impl<'a> Planner<'a> {
                         ))
                     }
                 }
+                StepKind::RunHooks {
+                    action,
+                    stage,
+                    lines,
+                } => {
+                    // Only apply.before runs before the upload and the config.
+                    if !(action == "apply" && stage == "before") {
+                        flush(&mut out, &mut installed, &mut config);
+                        flushed = true;
+                    }
+                    out.push(d(
+                        '>',
+                        format!("hooks {action}.{stage} run: {}", lines.join(" ; ")),
+                    ))
+                }
                 StepKind::ResetHost { machine_id } => out.push(d(
                     '-',
                     format!(
@@ -2148,6 +2257,22 @@ fn host_key_refusal(h: &HostCtx, expected: &str, offered: &str) -> Refusal {
             h.id
         )],
     }
+}
+
+/// Steps that run commands on their own host (not through a controller on its behalf, and not
+/// just reading it).
+fn runs_on_host(kind: &StepKind) -> bool {
+    matches!(
+        kind,
+        StepKind::UploadBinary { .. }
+            | StepKind::WriteConfig { .. }
+            | StepKind::Bootstrap
+            | StepKind::JoinController { .. }
+            | StepKind::JoinWorker { .. }
+            | StepKind::ResetHost { .. }
+            | StepKind::Upgrade { .. }
+            | StepKind::Reconfigure
+    )
 }
 
 fn merge_refusals(mut refusals: Vec<Refusal>) -> Refusal {

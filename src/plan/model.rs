@@ -224,6 +224,14 @@ pub enum StepKind {
     Upgrade { from: Option<String>, to: String },
     /// Reinstall with new flags/config and restart.
     Reconfigure,
+    /// Run the spec's `hooks.<action>.<stage>` shell lines on the host, one after another, as
+    /// the SSH user (no sudo, as k0sctl): `install`/`upgrade`/`reset` around that step,
+    /// `apply.before`/`apply.after` around everything this run does on the host.
+    RunHooks {
+        action: String,
+        stage: String,
+        lines: Vec<String>,
+    },
     /// Write the host's probed identity into the state.
     RecordHost,
     /// Drop the host from the state.
@@ -254,6 +262,7 @@ impl StepKind {
             StepKind::ResetHost { .. } => "reset_host",
             StepKind::Upgrade { .. } => "upgrade",
             StepKind::Reconfigure => "reconfigure",
+            StepKind::RunHooks { .. } => "run_hooks",
             StepKind::RecordHost => "record_host",
             StepKind::ForgetHost => "forget_host",
         }

@@ -523,6 +523,27 @@ mod tests {
     }
 
     #[test]
+    fn connect_and_backup_hooks_are_warned_others_run() {
+        let l = load_str(
+            "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: controller\n    ssh: {address: 10.0.0.1}\n    hooks:\n      connect: {after: [uptime]}\n      backup: {before: [sync]}\n      apply: {before: [date], after: [date]}\n      install: {before: [date]}\n      upgrade: {after: [date]}\n      reset: {before: [date]}\n",
+        )
+        .unwrap();
+        let fields: Vec<&str> = l.warnings.iter().map(|w| w.field.as_str()).collect();
+        let hooks: Vec<&str> = fields
+            .iter()
+            .copied()
+            .filter(|f| f.contains("hooks"))
+            .collect();
+        assert_eq!(
+            hooks,
+            ["spec.hosts[0].hooks.connect", "spec.hosts[0].hooks.backup"],
+            "{:?}",
+            l.warnings
+        );
+        assert_eq!(l.spec.hosts[0].hooks["reset"]["before"], ["date"]);
+    }
+
+    #[test]
     fn merge_is_digs() {
         let mut t = json!({"spec": {"a": 1, "n": {"x": 1}}})
             .as_object()

@@ -110,8 +110,9 @@ pub struct HostSpec {
     /// Files to upload (`files:`), local sources resolved to absolute paths and checked to
     /// exist. Not uploaded by k0sform yet (loading warns); kept so the engine can.
     pub files: Vec<UploadFile>,
-    /// Shell lines to run around actions (`hooks:`), as written. k0sform does not run them yet
-    /// (loading warns); kept so the engine can.
+    /// Shell lines to run around actions (`hooks:`), as written: the planner turns `install`,
+    /// `upgrade`, `reset` and `apply` hooks into `RunHooks` steps (`connect` and `backup`
+    /// hooks are not run; loading warns).
     pub hooks: Hooks,
     /// `os:` override as written (k0sform ignores it; loading warns).
     pub os: Option<String>,

@@ -241,15 +241,21 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
         );
     }
     host.hooks = resolve_hooks(h.hooks.as_ref());
-    if host
-        .hooks
-        .values()
-        .any(|s| s.values().any(|l| !l.is_empty()))
-    {
-        sink.warn_key(
-            &format!("{p}.hooks"),
-            "not run: k0sform does not run hooks yet",
-        );
+    for action in ["connect", "backup"] {
+        if host
+            .hooks
+            .get(action)
+            .is_some_and(|s| s.values().any(|l| !l.is_empty()))
+        {
+            sink.warn_key(
+                &format!("{p}.hooks.{action}"),
+                if action == "connect" {
+                    "not run: k0sform runs nothing on hosts while it probes them (plan changes nothing)"
+                } else {
+                    "not run: k0sform has no backup command"
+                },
+            );
+        }
     }
     for (j, f) in h.files.iter().flatten().enumerate() {
         if let Some(u) = resolve_file(f, &format!("{p}.files[{j}]"), env, sink) {

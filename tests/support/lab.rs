@@ -64,6 +64,9 @@ pub struct SpecOptions {
     pub k0s_version: Option<String>,
     /// YAML placed under `spec.k0s.config` (unindented; it is indented here).
     pub k0s_config: Option<String>,
+    /// More fields of a host, by lab name: YAML lines as under `- role:` (unindented; they are
+    /// indented here), e.g. `hooks:`.
+    pub host_yaml: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for SpecOptions {
@@ -77,6 +80,7 @@ impl Default for SpecOptions {
             k0s_binary: None,
             k0s_version: None,
             k0s_config: None,
+            host_yaml: Default::default(),
         }
     }
 }
@@ -495,6 +499,14 @@ impl Lab {
                 let _ = writeln!(y, "    privateAddress: {}", h.address);
             }
             let _ = writeln!(y, "    k0sBinaryPath: {}", binary.display());
+            for l in opts
+                .host_yaml
+                .get(*name)
+                .into_iter()
+                .flat_map(|t| t.lines())
+            {
+                let _ = writeln!(y, "    {l}");
+            }
         }
         let _ = writeln!(y, "  k0s:");
         if let Some(v) = &opts.k0s_version {
