@@ -410,12 +410,22 @@ fn sudo_user_and_bastion() {
         SpecOptions {
             sudo_user: true,
             via_bastion: true,
+            // Hooks run as the login user, not through sudo (as k0sctl's do).
+            host_yaml: [(
+                "w1".to_string(),
+                "hooks:\n  install:\n    after: ['id -un > /tmp/k0sform-hook-user']\n".to_string(),
+            )]
+            .into(),
             ..SpecOptions::default()
         },
     );
     bootstrap(&c);
     assert_one_cluster(&c, &["c1"], &["c1"]);
     c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    assert_eq!(
+        c.lab.exec_ok("w1", "cat /tmp/k0sform-hook-user"),
+        format!("{}\n", lab::SUDO_USER)
+    );
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
     // The hosts are reached only through the bastion: without it no controller answers, and
     // k0sform refuses to plan rather than take the cluster for gone.

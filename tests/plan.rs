@@ -1046,11 +1046,34 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
                 .collect();
         }
     }
+    // Controller restarts (one member down until it is back) count too; they are chained with
+    // the membership changes.
+    let restarts_controller = |s: &k0sform::plan::Step| {
+        matches!(s.kind, StepKind::Upgrade { .. } | StepKind::Reconfigure)
+            && i.spec.host(&s.host).is_some_and(|h| h.role.is_controller())
+    };
+    let replayed: Vec<usize> = p
+        .steps
+        .iter()
+        .filter(|s| s.kind.is_membership_change() || restarts_controller(s))
+        .map(|s| s.id)
+        .collect();
+    for w in replayed.windows(2) {
+        if !graph::precedes(&p.steps, w[0], w[1]) {
+            return Err(format!(
+                "membership change or controller restart {} and {} are not ordered",
+                w[0], w[1]
+            ));
+        }
+    }
     let mut min_healthy = members.iter().filter(|m| m.1).count();
-    for id in &membership {
+    for id in &replayed {
         let s = &p.steps[*id];
         let healthy = members.iter().filter(|m| m.1).count();
         match &s.kind {
+            StepKind::Upgrade { .. } | StepKind::Reconfigure if !members.is_empty() => {
+                min_healthy = min_healthy.min(healthy.saturating_sub(1));
+            }
             StepKind::RemoveMember { member_id, via, .. } => {
                 if via == &s.host {
                     return Err(format!("member of {} removed through itself", s.host));
@@ -1087,7 +1110,7 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
             _ => {}
         }
     }
-    if !membership.is_empty() && p.etcd.min_healthy != min_healthy {
+    if !replayed.is_empty() && p.etcd.min_healthy != min_healthy {
         return Err(format!(
             "summary says min healthy {}, replay says {min_healthy}",
             p.etcd.min_healthy

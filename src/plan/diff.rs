@@ -678,6 +678,7 @@ impl<'a> Planner<'a> {
         }
         let (steps, step_owner, etcd) = self.build_steps(&plans)?;
         let (steps, step_owner) = self.with_hooks(&plans, steps, step_owner);
+        self.two_member_restarts(&plans);
         let mut changes: Vec<HostChange> = plans
             .iter()
             .filter_map(|p| {
@@ -1479,6 +1480,32 @@ impl<'a> Planner<'a> {
             .cloned()
     }
 
+    /// Two etcd members are no more available than one: while either restarts, the other
+    /// alone has no quorum, so etcd and the API stop. Not refused (there is no safer order, and
+    /// k0sctl does the same), but said.
+    fn two_member_restarts(&mut self, plans: &[HostPlan]) {
+        if self.cluster.members.len() != 2 {
+            return;
+        }
+        let names: Vec<String> = plans
+            .iter()
+            .filter(|p| {
+                self.hosts[p.idx].role().is_controller()
+                    && matches!(
+                        p.decision,
+                        Decision::Upgrade { .. } | Decision::Reconfigure { .. }
+                    )
+            })
+            .map(|p| self.hosts[p.idx].name())
+            .collect();
+        if !names.is_empty() {
+            self.warnings.push(format!(
+                "restarting {} in a cluster of 2 etcd members: while each restarts the other has no quorum, so etcd and the Kubernetes API are unavailable until it is back (3 controllers keep quorum)",
+                names.join(", ")
+            ));
+        }
+    }
+
     /// The spec's hooks as `RunHooks` steps wrapped around the steps they name, host by host:
     /// `install.*` around a bootstrap or join, `upgrade.*` around an upgrade, `reset.*` around
     /// a reset, and `apply.before`/`apply.after` around everything this plan runs on the host
@@ -1753,6 +1780,7 @@ impl<'a> Planner<'a> {
             self.build_prep(&mut b, p);
             let prev = b.last.get(&p.idx).copied();
             let kind = self.restart_kind(p);
+            quorum.restart();
             let s = b.push(p.idx, &h.id, kind, [prev, gate]);
             let w = b.push(p.idx, &h.id, StepKind::WaitHealthy { via }, [Some(s)]);
             gate = Some(w);
@@ -2510,6 +2538,16 @@ impl QuorumSim {
             .push((String::new(), format!("new:{name}"), true));
         self.changed = true;
         Ok(())
+    }
+
+    /// A member restarting (upgrade, reconfigure) is down until it is back.
+    fn restart(&mut self) {
+        let n = self.members.len();
+        if n == 0 {
+            return;
+        }
+        self.min_healthy = self.min_healthy.min(self.healthy().saturating_sub(1));
+        self.max_quorum = self.max_quorum.max(quorum(n));
     }
 
     fn summary(&self) -> QuorumSummary {

@@ -187,6 +187,16 @@ pub fn text(plan: &Plan, color: bool) -> String {
             "etcd: new cluster, {} members after; members join one at a time (quorum {}).",
             e.members_after, e.quorum
         );
+    } else if e.members_before > 0 && e.min_healthy < e.quorum {
+        // Only a controller restart goes below quorum: membership changes that would are refused.
+        let _ = writeln!(
+            out,
+            "etcd: {} before, {} after; down to {} healthy (quorum {}) while a controller restarts: etcd and the Kubernetes API are unavailable until it is back.",
+            members_n(e.members_before),
+            e.members_after,
+            e.min_healthy,
+            e.quorum
+        );
     } else if e.members_before > 0 {
         let _ = writeln!(
             out,
