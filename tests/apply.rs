@@ -1053,6 +1053,7 @@ fn recorded(h: &HostId, name: &str, member_id: Option<&str>) -> HostState {
         k0s_version: Some("v1.33.4+k0s.0".into()),
         install_flags_sha256: None,
         config_sha256: None,
+        access: None,
     }
 }
 

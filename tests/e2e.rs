@@ -886,3 +886,62 @@ fn hooks_run_around_their_steps_and_only_on_changes() {
         .exec_ok("w2", "test ! -e /etc/systemd/system/k0sworker.service");
     assert_eq!(log("w1").lines().count(), 4, "w1 had nothing to change");
 }
+
+/// A host that leaves the spec is reached and reset as its own spec entry said when it was
+/// recorded: its login user, and its k0s paths, not the first host's or the defaults.
+#[test]
+fn removed_host_is_reset_with_its_own_login_and_paths() {
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default().sudo_user("w1"),
+        SpecOptions::default(),
+    );
+    c.spec_opts.host_yaml.insert(
+        "w1".to_string(),
+        "k0sInstallPath: /opt/k0s/bin/k0s\ndataDir: /srv/k0s\n".to_string(),
+    );
+    c.write_spec(&["c1", "w1"]);
+    // w1 logs in as the sudo user; c1, the first host, as root.
+    let text = std::fs::read_to_string(&c.spec).expect("spec");
+    let w1 = format!(
+        "address: {}\n      port: 22\n      user: root",
+        c.lab.address("w1")
+    );
+    assert!(text.contains(&w1), "{text}");
+    let text = text.replace(
+        &w1,
+        &w1.replace("user: root", &format!("user: {}", lab::SUDO_USER)),
+    );
+    std::fs::write(&c.spec, text).expect("spec");
+    c.apply();
+    c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    c.lab.exec_ok(
+        "w1",
+        "test -x /opt/k0s/bin/k0s && test -n \"$(ls -A /srv/k0s)\"",
+    );
+    let access = &c.state_host("w1").expect("w1 recorded")["access"];
+    assert_eq!(access["ssh"]["user"], lab::SUDO_USER);
+    assert_eq!(access["data_dir"], "/srv/k0s");
+    // Only the sudo user may log in to w1 from now on.
+    c.lab.exec_ok("w1", "rm /etc/k0s-lab/authorized_keys/root");
+    assert!(
+        !c.lab.ssh("w1", "true").status.success(),
+        "root still logs in"
+    );
+
+    c.write_spec(&["c1"]);
+    c.run(&["plan"])
+        .expect(0)
+        .contains("k0s stopped and reset on w1");
+    c.apply();
+    assert!(!c.nodes("c1").contains_key("w1"));
+    assert_eq!(
+        c.lab.exec_ok(
+            "w1",
+            "ls -A /srv/k0s; test ! -e /etc/systemd/system/k0sworker.service && echo no-unit"
+        ),
+        "no-unit\n",
+        "w1 was not reset with its own data dir"
+    );
+    assert!(c.state_host("w1").is_none());
+}

@@ -45,6 +45,7 @@ fn host(address: &str, port: u16, role: Role, n: u32) -> HostState {
         k0s_version: Some("v1.33.4+k0s.0".into()),
         install_flags_sha256: Some("aa".repeat(32)),
         config_sha256: Some("bb".repeat(32)),
+        access: None,
     }
 }
 

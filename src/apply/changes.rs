@@ -10,7 +10,7 @@ use std::time::SystemTime;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateChange {
     /// Insert or replace the host's record (identity from a fresh probe).
-    UpsertHost(HostState),
+    UpsertHost(Box<HostState>),
     /// Drop the host from the state.
     ForgetHost(HostId),
     /// The host's etcd member was removed: forget its member ID and peer URL.
@@ -26,7 +26,7 @@ pub enum StateChange {
 impl StateChange {
     pub fn apply(&self, state: &mut State) {
         match self {
-            StateChange::UpsertHost(h) => state.upsert_host(h.clone()),
+            StateChange::UpsertHost(h) => state.upsert_host((**h).clone()),
             StateChange::ForgetHost(id) => {
                 state.remove_host(id);
             }

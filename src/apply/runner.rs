@@ -14,7 +14,7 @@ use crate::k0s::{self, K0sFailure, TokenRole, desired};
 use crate::plan::{ObjectKind, Step, StepKind};
 use crate::reality::{HostFacts, NodeView, ServiceKind};
 use crate::spec::{HostSpec, Role, Spec};
-use crate::state::{ClusterState, EtcdMemberState, HostState, State};
+use crate::state::{ClusterState, EtcdMemberState, HostAccess, HostState, State};
 use crate::transport::{CommandOutput, RemoteCommand, Transport};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -195,11 +195,19 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 data_dir: h.data_dir.clone(),
                 kubelet_root_dir: h.kubelet_root_dir.clone(),
             },
-            // A host no longer in the spec was installed with the defaults k0sform knows.
-            None => Paths {
-                bin: k0s::DEFAULT_BIN.into(),
-                data_dir: k0s::DEFAULT_DATA_DIR.into(),
-                kubelet_root_dir: None,
+            // A host no longer in the spec: the paths its spec entry had when it was recorded
+            // (older states have none: then k0s's defaults).
+            None => match self.known.host(id).and_then(|h| h.access.as_ref()) {
+                Some(a) => Paths {
+                    bin: a.k0s_install_path.clone(),
+                    data_dir: a.data_dir.clone(),
+                    kubelet_root_dir: a.kubelet_root_dir.clone(),
+                },
+                None => Paths {
+                    bin: k0s::DEFAULT_BIN.into(),
+                    data_dir: k0s::DEFAULT_DATA_DIR.into(),
+                    kubelet_root_dir: None,
+                },
             },
         }
     }
@@ -1228,7 +1236,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         let node_name = hs
             .and_then(|h| h.hostname.clone())
             .unwrap_or_else(|| facts.hostname.trim().to_string());
-        changes.push(StateChange::UpsertHost(HostState {
+        changes.push(StateChange::UpsertHost(Box::new(HostState {
             address: host.address.clone(),
             port: host.port,
             role,
@@ -1246,7 +1254,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 .as_ref()
                 .map(|s| desired::install_flags_sha256(s.args.get(2..).unwrap_or_default())),
             config_sha256: facts.config_sha256.clone(),
-        }));
+            access: hs
+                .map(HostAccess::of)
+                .or_else(|| before.and_then(|b| b.access.clone())),
+        })));
         Ok(changes)
     }
 }

@@ -91,23 +91,38 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
         if excluded(&id) || out.iter().any(|p| p.id == id) {
             continue;
         }
-        let mut target = match template {
-            Some(t) => SshTarget {
-                address: h.address.clone(),
-                port: h.port,
-                host_key: None,
-                ..t.clone()
-            },
-            None => SshTarget::new(h.address.clone(), h.port),
+        // A host that left the spec is reached as its spec entry said when it was recorded;
+        // states written before k0sform recorded that fall back to the first host's settings
+        // and k0s's default paths.
+        let (mut target, bin, data_dir) = match (&h.access, template) {
+            (Some(a), _) => (
+                a.ssh.clone(),
+                a.k0s_install_path.clone(),
+                a.data_dir.clone(),
+            ),
+            (None, Some(t)) => (
+                SshTarget {
+                    host_key: None,
+                    ..t.clone()
+                },
+                k0s::DEFAULT_BIN.to_string(),
+                k0s::DEFAULT_DATA_DIR.to_string(),
+            ),
+            (None, None) => (
+                SshTarget::new(h.address.clone(), h.port),
+                k0s::DEFAULT_BIN.to_string(),
+                k0s::DEFAULT_DATA_DIR.to_string(),
+            ),
         };
         target.address = h.address.clone();
+        target.port = h.port;
         out.push(HostProbe {
             accept_changed: replaced(&id),
             target,
             recorded_key: h.host_public_key.clone(),
             recorded_fingerprint: Some(h.host_key.clone()).filter(|k| !k.is_empty()),
-            bin: k0s::DEFAULT_BIN.to_string(),
-            data_dir: k0s::DEFAULT_DATA_DIR.to_string(),
+            bin,
+            data_dir,
             id,
         });
     }
@@ -306,9 +321,34 @@ mod tests {
             k0s_version: None,
             install_flags_sha256: None,
             config_sha256: None,
+            access: None,
         }
     }
 
+    #[test]
+    fn state_only_hosts_are_probed_as_recorded() {
+        let a = HostSpec::new(Role::Controller, SshTarget::new("127.0.0.1", 22), 1);
+        let spec = spec_with(vec![a]);
+        let mut gone = HostSpec::new(Role::Worker, SshTarget::new("127.0.0.9", 2209), 2);
+        gone.ssh.user = "ops".into();
+        gone.ssh.key_path = Some("/keys/ops".into());
+        gone.ssh.bastion = Some(Box::new(SshTarget::new("127.0.0.50", 22)));
+        gone.k0s_install_path = "/opt/bin/k0s".into();
+        gone.data_dir = "/srv/k0s".into();
+        let mut state = State::new();
+        let mut rec = state_host("127.0.0.9", 2209, "SHA256:old", None);
+        rec.access = Some(crate::state::HostAccess::of(&gone));
+        state.upsert_host(rec);
+        let plans = plan_probes(&spec, &state, &ProbeOptions::default());
+        let p = &plans[1];
+        assert_eq!(p.id, HostId::new("127.0.0.9", 2209));
+        assert_eq!(p.target, gone.ssh);
+        assert_eq!(p.bin, "/opt/bin/k0s");
+        assert_eq!(p.data_dir, "/srv/k0s");
+        assert_eq!(p.recorded_fingerprint.as_deref(), Some("SHA256:old"));
+    }
+
+    /// States written before k0sform recorded `access`.
     #[test]
     fn state_only_hosts_are_probed_with_the_first_hosts_settings() {
         let mut a = HostSpec::new(Role::Controller, SshTarget::new("127.0.0.1", 2201), 1);

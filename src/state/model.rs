@@ -62,11 +62,38 @@ pub struct HostState {
     pub install_flags_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_sha256: Option<String>,
+    /// How the spec said to reach the host and where k0s lives there, as last recorded. Used
+    /// once the host has left the spec (to leave the cluster and be reset): its own login, key,
+    /// bastion and paths, not another host's or the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<HostAccess>,
 }
 
 impl HostState {
     pub fn id(&self) -> HostId {
         HostId::new(self.address.clone(), self.port)
+    }
+}
+
+/// A host's connection settings and k0s paths, copied from its spec entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HostAccess {
+    pub ssh: crate::spec::SshTarget,
+    pub k0s_install_path: String,
+    pub data_dir: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet_root_dir: Option<String>,
+}
+
+impl HostAccess {
+    pub fn of(h: &crate::spec::HostSpec) -> Self {
+        HostAccess {
+            ssh: h.ssh.clone(),
+            k0s_install_path: h.k0s_install_path.clone(),
+            data_dir: h.data_dir.clone(),
+            kubelet_root_dir: h.kubelet_root_dir.clone(),
+        }
     }
 }
 
