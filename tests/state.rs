@@ -623,7 +623,7 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
     let good = sample_state().to_canonical_json().unwrap();
     let mut newer: serde_json::Value = serde_json::from_str(&good).unwrap();
-    newer["format_version"] = 2.into();
+    newer["format_version"] = (k0sform::state::FORMAT_VERSION + 1).into();
     newer["a_field_from_the_future"] = "x".into();
     let mut missing: serde_json::Value = serde_json::from_str(&good).unwrap();
     missing.as_object_mut().unwrap().remove("lineage");
@@ -639,7 +639,7 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
         (
             "newer",
             serde_json::to_string_pretty(&newer).unwrap(),
-            "format_version 2, newer than this k0sform understands (up to 1)",
+            "format_version 3, newer than this k0sform understands (up to 2)",
         ),
         (
             "missing-lineage",
@@ -871,6 +871,28 @@ fn tool_version_is_updated_on_write() {
     );
 }
 
+/// Format 1 (before `hosts[].access`) is read as it is and written back as the current format.
+#[test]
+fn format_1_state_is_read_and_written_as_format_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let mut v1: serde_json::Value =
+        serde_json::from_str(&sample_state().to_canonical_json().unwrap()).unwrap();
+    v1["format_version"] = 1.into();
+    for h in v1["hosts"].as_array_mut().unwrap() {
+        h.as_object_mut().unwrap().remove("access");
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&v1).unwrap()).unwrap();
+    let mut store = LocalStore::new(&path);
+    let _g = store.lock("test", Duration::ZERO).unwrap();
+    let mut loaded = store.load().unwrap().expect("a format 1 state loads");
+    assert!(loaded.hosts.iter().all(|h| h.access.is_none()));
+    loaded.serial += 1;
+    store.write(&loaded).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"format_version\": 2,"), "{text}");
+}
+
 #[test]
 fn state_file_is_sorted_stable_pretty_json() {
     let dir = tempfile::tempdir().unwrap();
@@ -879,7 +901,7 @@ fn state_file_is_sorted_stable_pretty_json() {
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.ends_with("}\n") && !text.ends_with("\n\n"));
     assert!(
-        text.starts_with("{\n  \"format_version\": 1,\n  \"lineage\": \""),
+        text.starts_with("{\n  \"format_version\": 2,\n  \"lineage\": \""),
         "{text}"
     );
     let loaded = LocalStore::new(&path).load().unwrap().unwrap();

@@ -4,8 +4,9 @@ use crate::hostid::HostId;
 use crate::spec::Role;
 use serde::{Deserialize, Serialize};
 
-/// The newest state format this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest state format this build reads and writes. 2 added `hosts[].access`; format 1
+/// files are read as they are and written as 2 (an older k0sform then refuses them cleanly).
+pub const FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
