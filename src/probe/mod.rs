@@ -48,10 +48,11 @@ pub struct HostProbe {
     pub data_dir: String,
 }
 
-/// Which hosts to probe and how, sorted by id. A host only in the state has no `ssh:` block of
-/// its own: it is reached at the state's address/port with the connection settings (user,
-/// keyPath, configPath, options, bastion) of the spec's first host, else k0sctl's defaults
-/// (root, no key), and k0s's default binary path and data dir.
+/// Which hosts to probe and how, sorted by id. A host only in the state is reached as its
+/// recorded `access` says (its spec entry when it was last recorded). States from before that
+/// was recorded give the connection settings (user, keyPath, configPath, options, bastion) of
+/// the spec's first host, else k0sctl's defaults (root, no key), and k0s's default binary path
+/// and data dir.
 pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostProbe> {
     let excluded = |id: &HostId| opts.exclude.iter().any(|s| id.matches(s));
     let replaced = |id: &HostId| opts.replace.iter().any(|s| id.matches(s));
