@@ -4,7 +4,6 @@
 
 use crate::cli::{GlobalArgs, TargetArgs};
 use crate::exit::Exit;
-use crate::hash::sha256_hex;
 use crate::plan::{self, Desired, DesiredHost, LocalBinary, Plan, PlanOptions, Refusal};
 use crate::probe::{self, ProbeOptions};
 use crate::reality::Reality;
@@ -110,7 +109,8 @@ pub fn plan_options(t: &TargetArgs) -> PlanOptions {
     }
 }
 
-/// sha256 of every local k0s binary the spec names (`k0sBinaryPath`), each file read once.
+/// sha256 of every local k0s binary the spec names (`k0sBinaryPath`), each file read once, and
+/// every host's `files:` expanded and hashed.
 pub fn desired(spec: &Spec) -> Result<Desired, Failure> {
     let mut by_path: BTreeMap<PathBuf, String> = BTreeMap::new();
     let mut hosts = Vec::new();
@@ -132,9 +132,11 @@ pub fn desired(spec: &Spec) -> Result<Desired, Failure> {
             }
             None => None,
         };
+        let files = crate::files::desired(h).map_err(Failure::error)?;
         hosts.push(DesiredHost {
             host: h.id(),
             local_binary,
+            files,
         });
     }
     // Sorted: Desired::local_binary binary-searches.
@@ -143,9 +145,8 @@ pub fn desired(spec: &Spec) -> Result<Desired, Failure> {
 }
 
 fn hash_file(p: &Path) -> Result<String, Failure> {
-    let data = std::fs::read(p)
-        .map_err(|e| Failure::error(format!("cannot read k0sBinaryPath {}: {e}", p.display())))?;
-    Ok(sha256_hex(&data))
+    crate::hash::sha256_file(p)
+        .map_err(|e| Failure::error(format!("cannot read k0sBinaryPath {}: {e}", p.display())))
 }
 
 pub fn ssh_transport() -> Result<SshTransport, Failure> {
@@ -160,6 +161,7 @@ pub fn ssh_transport() -> Result<SshTransport, Failure> {
 pub async fn reality(
     spec: &Spec,
     state: &State,
+    desired: &Desired,
     transport: &SshTransport,
     (plan_opts, parallelism): (&PlanOptions, usize),
     probe_in: Option<&Path>,
@@ -172,6 +174,15 @@ pub async fn reality(
                 replace: plan_opts.replace.clone(),
                 exclude: plan_opts.exclude.clone(),
                 parallelism: parallelism.max(1),
+                files: desired
+                    .hosts
+                    .iter()
+                    .filter(|h| !h.files.is_empty())
+                    .map(|h| {
+                        let paths = h.files.iter().map(|f| f.remote.clone()).collect();
+                        (h.host.clone(), paths)
+                    })
+                    .collect(),
             };
             probe::probe_all(spec, state, transport, &opts).await
         }
@@ -225,6 +236,7 @@ pub async fn plan_with(
     let reality = reality(
         &loaded.spec,
         &state.state,
+        &desired,
         transport,
         (opts, parallelism),
         probe_in,

@@ -8,6 +8,23 @@ pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
     hex::encode(Sha256::digest(bytes.as_ref()))
 }
 
+/// Lower-case hex sha256 of the file at `path`, read in 64 KiB pieces (k0s binaries and
+/// `files:` such as image bundles can be large).
+pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
 /// The first four characters of an identifier and an ellipsis (`3d12…`), as plan text shows
 /// machine-ids, cluster uids and digests. Short values are returned whole.
 pub fn short(id: &str) -> String {

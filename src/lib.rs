@@ -8,6 +8,7 @@ pub mod cli;
 pub mod commands;
 pub mod engine;
 pub mod exit;
+pub mod files;
 pub mod hash;
 pub mod hostid;
 pub mod k0s;

@@ -56,6 +56,23 @@ pub struct HostFacts {
     pub has_etcd_data: bool,
     /// The cluster as this controller sees it (running controllers only).
     pub view: Option<ClusterView>,
+    /// The remote files of the spec's `files:` as they are on the host (probe order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<RemoteFile>,
+}
+
+/// One remote file the spec names, as the probe found it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RemoteFile {
+    pub path: String,
+    /// None: no regular file there.
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -945,3 +945,102 @@ fn removed_host_is_reset_with_its_own_login_and_paths() {
     );
     assert!(c.state_host("w1").is_none());
 }
+
+/// `files:` are uploaded before k0s starts on a new host, with the spec's or the local mode and
+/// owner; a file changed on the host is put back without restarting k0s; content that changed
+/// locally after planning is refused.
+#[test]
+fn files_are_uploaded_and_kept_as_the_spec_says() {
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default().sudo_user("w1"),
+        SpecOptions::default(),
+    );
+    let src = c.lab.dir().join("files-src");
+    std::fs::create_dir_all(src.join("tree/sub")).unwrap();
+    std::fs::write(src.join("app.conf"), "key: value\n").unwrap();
+    std::fs::set_permissions(
+        src.join("app.conf"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::write(src.join("tree/a"), "a\n").unwrap();
+    std::fs::write(src.join("tree/sub/b"), "b\n").unwrap();
+    for f in ["tree/a", "tree/sub/b"] {
+        std::fs::set_permissions(
+            src.join(f),
+            std::os::unix::fs::PermissionsExt::from_mode(0o644),
+        )
+        .unwrap();
+    }
+    let user = lab::SUDO_USER;
+    c.spec_opts.host_yaml.insert(
+        "w1".to_string(),
+        format!(
+            "files:\n- {{name: app, src: {s}/app.conf, dstDir: /etc/app}}\n- {{name: tree, src: {s}/tree, dstDir: /opt/tree, dirPerm: '0750'}}\n- {{name: inline, data: \"hello\\n\", dst: /etc/app/inline.txt, perm: '0640', user: {user}, group: {user}}}\n",
+            s = src.display()
+        ),
+    );
+    c.write_spec(&["c1", "w1"]);
+    let r = c.apply();
+    // Before the join: the worker's files are there when k0s starts.
+    let out = r.stdout.clone();
+    let files_at = out
+        .find("upload_files (4 files)")
+        .expect("upload_files step");
+    let join_at = out.find("join_worker").expect("join step");
+    assert!(files_at < join_at, "{out}");
+    let facts = |cmd: &str| c.lab.exec_ok("w1", cmd);
+    assert_eq!(
+        facts(
+            "cd / && sha256sum etc/app/app.conf etc/app/inline.txt opt/tree/a opt/tree/sub/b | cut -c1-12"
+        ),
+        facts(
+            "printf 'key: value\\n' | sha256sum | cut -c1-12; printf 'hello\\n' | sha256sum | cut -c1-12; printf 'a\\n' | sha256sum | cut -c1-12; printf 'b\\n' | sha256sum | cut -c1-12"
+        )
+    );
+    assert_eq!(
+        facts(
+            "stat -c '%n %a %U:%G' /etc/app/app.conf /etc/app/inline.txt /opt/tree /opt/tree/a /opt/tree/sub /opt/tree/sub/b"
+        ),
+        format!(
+            "/etc/app/app.conf 600 root:root\n/etc/app/inline.txt 640 {user}:{user}\n/opt/tree 750 root:root\n/opt/tree/a 644 root:root\n/opt/tree/sub 750 root:root\n/opt/tree/sub/b 644 root:root\n"
+        )
+    );
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    // Changed on the host: put back, k0s keeps running (same pid).
+    let pid = || {
+        let st: serde_json::Value =
+            serde_json::from_str(&c.lab.ssh_ok("w1", "k0s status -o json")).expect("status");
+        st["Pid"].as_u64().expect("pid")
+    };
+    let before = pid();
+    facts(
+        "echo changed > /etc/app/app.conf && chmod 0666 /opt/tree/a && chown root:root /etc/app/inline.txt",
+    );
+    c.run(&["plan", "-detailed-exitcode"])
+        .expect(2)
+        .contains("will be given its files")
+        .contains("/etc/app/app.conf (content differs)")
+        .contains("/opt/tree/a (mode 0666 → 0644)")
+        .contains(&format!(
+            "/etc/app/inline.txt (owner root:root → {user}:{user})"
+        ))
+        .contains("Plan: 0 to add, 1 to change");
+    c.apply()
+        .contains("Apply complete: 0 added, 0 replaced, 1 changed");
+    assert_eq!(pid(), before, "k0s restarted for a file change");
+    assert_eq!(facts("cat /etc/app/app.conf"), "key: value\n");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    // Local content changed between plan and apply: the saved plan's upload is refused.
+    facts("rm /opt/tree/sub/b");
+    let saved = c.lab.dir().join("files.plan");
+    c.run(&["plan", "-out", saved.to_str().unwrap()]).expect(0);
+    std::fs::write(src.join("tree/sub/b"), "other\n").unwrap();
+    c.run(&["apply", saved.to_str().unwrap()])
+        .expect(1)
+        .contains("the content for /opt/tree/sub/b changed since planning");
+    c.lab.exec_ok("w1", "test ! -e /opt/tree/sub/b");
+}

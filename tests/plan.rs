@@ -11,7 +11,7 @@ use k0sform::plan::{
 };
 use k0sform::reality::{
     ClusterView, HostFacts, HostReality, K0sStatus, MemberView, NodeView, Probe, Reality,
-    ServiceKind,
+    RemoteFile, ServiceKind,
 };
 use k0sform::spec::{HostSpec, K0sSpec, Options, Role, Spec, SshTarget};
 use k0sform::state::{ClusterState, EtcdMemberState, HostState, State};
@@ -77,6 +77,40 @@ struct HostCase {
     /// `hooks:` as in k0sctl.yaml: action → stage → shell lines.
     #[serde(default)]
     hooks: k0sform::spec::Hooks,
+    /// The host's `files:`, already expanded (remote path, content, mode, owner).
+    #[serde(default)]
+    files: Vec<FileCase>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileCase {
+    remote: String,
+    data: String,
+    #[serde(default = "default_mode")]
+    mode: String,
+    #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
+    group: Option<String>,
+}
+
+fn default_mode() -> String {
+    "0644".into()
+}
+
+impl FileCase {
+    fn desired(&self) -> k0sform::files::DesiredFile {
+        k0sform::files::DesiredFile {
+            name: self.remote.clone(),
+            remote: self.remote.clone(),
+            sha256: sha256_hex(&self.data),
+            mode: k0sform::files::octal(&self.mode).expect("octal mode"),
+            user: self.user.clone(),
+            group: self.group.clone(),
+            dir_mode: 0o755,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -99,6 +133,7 @@ impl HostCase {
             pin: None,
             flags: vec![],
             hooks: Default::default(),
+            files: vec![],
         }
     }
 }
@@ -187,6 +222,9 @@ struct RealHostCase {
     /// Queries of this controller's view that failed: its uid and Nodes are then unknown.
     #[serde(default)]
     view_errors: Vec<String>,
+    /// Files on the host (of those the spec names; the others are missing).
+    #[serde(default)]
+    files: Vec<FileCase>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -478,6 +516,32 @@ fn build(case: &Case) -> Inputs {
                 f.k0s_version = Some(v.clone());
                 f.k0s_binary_sha256 = Some(sha256_hex(format!("k0s {v}")));
             }
+            // The probe reports every file the spec names for the host, present or not.
+            let spec_files = case
+                .spec
+                .hosts
+                .iter()
+                .find(|c| c.addr == r.addr && c.port == r.port)
+                .map(|c| c.files.clone())
+                .unwrap_or_default();
+            f.files = spec_files
+                .iter()
+                .map(
+                    |want| match r.files.iter().find(|h| h.remote == want.remote) {
+                        Some(have) => RemoteFile {
+                            path: want.remote.clone(),
+                            sha256: Some(sha256_hex(&have.data)),
+                            mode: k0sform::files::octal(&have.mode),
+                            user: Some(have.user.clone().unwrap_or("root".into())),
+                            group: Some(have.group.clone().unwrap_or("root".into())),
+                        },
+                        None => RemoteFile {
+                            path: want.remote.clone(),
+                            ..Default::default()
+                        },
+                    },
+                )
+                .collect();
             Probe::Reached(Box::new(f))
         };
         reality.hosts.push(HostReality { id, probe });
@@ -495,6 +559,21 @@ fn build(case: &Case) -> Inputs {
         ),
         None => Desired::default(),
     };
+    let mut desired = desired;
+    for c in case.spec.hosts.iter().filter(|c| !c.files.is_empty()) {
+        let id = HostId::new(c.addr.clone(), c.port.unwrap_or(22));
+        let mut files: Vec<_> = c.files.iter().map(FileCase::desired).collect();
+        files.sort_by(|a, b| a.remote.cmp(&b.remote));
+        match desired.hosts.iter_mut().find(|h| h.host == id) {
+            Some(h) => h.files = files,
+            None => desired.hosts.push(k0sform::plan::DesiredHost {
+                host: id,
+                local_binary: None,
+                files,
+            }),
+        }
+    }
+    desired.hosts.sort_by(|a, b| a.host.cmp(&b.host));
     Inputs {
         spec,
         state,
@@ -750,6 +829,24 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
             }
             StepKind::ForgetHost => {
                 state.remove_host(&step.host);
+            }
+            StepKind::UploadFiles { files } => {
+                let f = f.expect("files for an unreachable host");
+                for want in files {
+                    let have = f
+                        .files
+                        .iter_mut()
+                        .find(|r| r.path == want.remote)
+                        .expect("a planned file the probe did not report");
+                    have.sha256 = Some(want.sha256.clone());
+                    have.mode = Some(want.mode);
+                    if let Some(u) = &want.user {
+                        have.user = Some(u.clone());
+                    }
+                    if let Some(g) = &want.group {
+                        have.group = Some(g.clone());
+                    }
+                }
             }
             StepKind::Drain { .. } | StepKind::WaitHealthy { .. } | StepKind::RunHooks { .. } => {}
         }

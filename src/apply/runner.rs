@@ -824,6 +824,77 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 }
                 Ok(vec![])
             }
+            StepKind::UploadFiles { files } => {
+                let hs = self.host_spec(host)?;
+                // The bytes now, checked against what the plan saw.
+                let now = crate::files::expand(hs).map_err(failed)?;
+                gate().await?;
+                for want in files {
+                    let Some(have) = now.iter().find(|e| e.file.remote == want.remote) else {
+                        return Err(failed(format!(
+                            "{host}: {} is no longer in the spec's files",
+                            want.remote
+                        )));
+                    };
+                    if have.file.sha256 != want.sha256 {
+                        return Err(failed(format!(
+                            "{host}: the content for {} changed since planning (sha256 {} now, {} planned)",
+                            want.remote, have.file.sha256, want.sha256
+                        )));
+                    }
+                    ctx.progress(format!("uploading {}", want.remote));
+                    self.exec_ok(
+                        host,
+                        RemoteCommand::new([
+                            "sh",
+                            "-c",
+                            r#"d=$(dirname -- "$1"); [ -d "$d" ] || install -d -m "$2" -- "$d""#,
+                            "k0sform-files",
+                            &want.remote,
+                            &crate::files::mode_text(want.dir_mode),
+                        ]),
+                        &format!("creating the folder of {}", want.remote),
+                    )
+                    .await?;
+                    let got = match &have.content {
+                        crate::files::Content::Local(path) => {
+                            let _upload = self.uploads.clone().acquire_owned().await.ok();
+                            let _permit = self.limits.permit(host).await;
+                            self.remote
+                                .transport
+                                .upload_file(host, path, &want.remote, want.mode)
+                                .await
+                                .map_err(failed)?
+                        }
+                        crate::files::Content::Inline(data) => {
+                            self.write(host, &want.remote, data.clone(), want.mode)
+                                .await?;
+                            want.sha256.clone()
+                        }
+                    };
+                    if got != want.sha256 {
+                        return Err(failed(format!(
+                            "{host}: {} has sha256 {got} after the upload, not {}",
+                            want.remote, want.sha256
+                        )));
+                    }
+                    let owner = match (&want.user, &want.group) {
+                        (Some(u), Some(g)) => Some(format!("{u}:{g}")),
+                        (Some(u), None) => Some(u.clone()),
+                        (None, Some(g)) => Some(format!(":{g}")),
+                        (None, None) => None,
+                    };
+                    if let Some(o) = owner {
+                        self.exec_ok(
+                            host,
+                            RemoteCommand::new(["chown", "--", o.as_str(), want.remote.as_str()]),
+                            &format!("chown {o} {}", want.remote),
+                        )
+                        .await?;
+                    }
+                }
+                Ok(vec![])
+            }
             StepKind::RecordHost => self.record_host(ctx, host).await,
             StepKind::ForgetHost => Ok(vec![StateChange::ForgetHost(host.clone())]),
         }

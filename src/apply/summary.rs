@@ -41,6 +41,11 @@ pub fn step_label(step: &Step) -> String {
             lines.len(),
             if lines.len() == 1 { "" } else { "s" }
         ),
+        StepKind::UploadFiles { files } => format!(
+            "upload_files ({} file{})",
+            files.len(),
+            if files.len() == 1 { "" } else { "s" }
+        ),
         StepKind::RecordHost => "record_host".to_string(),
         StepKind::ForgetHost => "forget_host".to_string(),
     }
@@ -70,7 +75,9 @@ pub fn change_counts(plan: &Plan) -> ChangeCounts {
         match ch.action {
             Action::Add => c.added += 1,
             Action::Replace => c.replaced += 1,
-            Action::Upgrade | Action::Reconfigure | Action::Rejoin => c.changed += 1,
+            Action::Upgrade | Action::Reconfigure | Action::Rejoin | Action::UpdateFiles => {
+                c.changed += 1
+            }
             Action::Remove => c.removed += 1,
             Action::Adopt => c.adopted += 1,
         }

@@ -34,9 +34,11 @@ async fn apply(
         Some(file) => {
             let saved = super::show::read_saved(file)?;
             // Probe as the plan was made (its -replace/-exclude), then check nothing moved.
+            let desired = engine::desired(&loaded.spec)?;
             let reality = engine::reality(
                 &loaded.spec,
                 &ctx.state,
+                &desired,
                 transport,
                 (&saved.options, args.target.parallelism),
                 None,

@@ -77,6 +77,19 @@ if [ -e "$bin" ]; then
     fi
   fi
 fi
+# The spec's files (arguments 7…): one line each, `<sha256> <mode> <user> <group>` or `-`.
+shift 6
+if [ $# -gt 0 ]; then
+  begin files
+  for f in "$@"; do
+    if [ -f "$f" ]; then
+      printf '%s %s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" "$(stat -c '%a %U %G' -- "$f")"
+    else
+      echo -
+    fi
+  done
+  end files 0
+fi
 printf '%s done\n' "$N"
 "#;
 
@@ -91,13 +104,15 @@ pub struct ProbeCommand {
 #[derive(Debug, Clone)]
 pub struct ProbeReader {
     nonce: String,
+    files: Vec<String>,
 }
 
 /// The batched probe command for one host. `want_view`: ask a running controller for its view
-/// of the cluster (member list with IDs, uid, nodes, control nodes).
-pub fn probe(bin: &str, data_dir: &str, want_view: bool) -> ProbeCommand {
+/// of the cluster (member list with IDs, uid, nodes, control nodes). `files`: remote paths whose
+/// sha256, mode and owner to report (the spec's `files:`).
+pub fn probe(bin: &str, data_dir: &str, want_view: bool, files: &[String]) -> ProbeCommand {
     let nonce = format!("K0SFORM-{}", uuid::Uuid::new_v4().simple());
-    let command = RemoteCommand::new([
+    let mut argv: Vec<String> = [
         "sh",
         "-c",
         SCRIPT,
@@ -108,19 +123,69 @@ pub fn probe(bin: &str, data_dir: &str, want_view: bool) -> ProbeCommand {
         CONFIG_PATH,
         &nonce,
         CLUSTER_OBJECTS,
-    ])
-    .timeout(PROBE_TIMEOUT);
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    argv.extend(files.iter().cloned());
+    let command = RemoteCommand::new(argv).timeout(PROBE_TIMEOUT);
     ProbeCommand {
         command,
-        reader: ProbeReader { nonce },
+        reader: ProbeReader {
+            nonce,
+            files: files.to_vec(),
+        },
     }
 }
 
 impl ProbeReader {
     /// Turn the probe command's output into `HostFacts` (the SSH key fields are the caller's).
     pub fn parse(&self, out: &CommandOutput) -> Result<HostFacts, ProbeError> {
-        parse_probe(out, &self.nonce)
+        let mut f = parse_probe(out, &self.nonce)?;
+        if !self.files.is_empty() {
+            let s = sections(out, &self.nonce).map_err(ProbeError::Output)?;
+            let text = s.get("files").map(|x| x.out.clone()).unwrap_or_default();
+            f.files = parse_files(&self.files, &text).map_err(ProbeError::Host)?;
+        }
+        Ok(f)
     }
+}
+
+/// The `files` section: one line per asked path, in order.
+fn parse_files(paths: &[String], text: &str) -> Result<Vec<crate::reality::RemoteFile>, String> {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    if lines.len() != paths.len() {
+        return Err(format!(
+            "the files section has {} lines for {} files",
+            lines.len(),
+            paths.len()
+        ));
+    }
+    paths
+        .iter()
+        .zip(lines)
+        .map(|(p, l)| {
+            let mut w = l.split_whitespace();
+            let sha = w.next().unwrap_or("-");
+            if sha == "-" {
+                return Ok(crate::reality::RemoteFile {
+                    path: p.clone(),
+                    ..Default::default()
+                });
+            }
+            let mode = w
+                .next()
+                .and_then(|m| u32::from_str_radix(m, 8).ok())
+                .ok_or_else(|| format!("no file mode for {p} in {l:?}"))?;
+            Ok(crate::reality::RemoteFile {
+                path: p.clone(),
+                sha256: Some(sha.to_string()),
+                mode: Some(mode),
+                user: w.next().map(String::from),
+                group: w.next().map(String::from),
+            })
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -479,7 +544,7 @@ mod tests {
 
     /// Run the real probe script locally (with `cfg` for the k0s.yaml path) and parse it.
     fn probe_locally(bin: &str, dd: &str, view: bool, cfg: &str) -> (CommandOutput, ProbeCommand) {
-        let p = probe(bin, dd, view);
+        let p = probe(bin, dd, view, &[]);
         let mut argv = p.command.argv.clone();
         let at = argv.iter().position(|a| a == CONFIG_PATH).unwrap();
         argv[at] = cfg.to_string();
@@ -490,6 +555,44 @@ mod tests {
             stderr: out.stderr,
         };
         (out, p)
+    }
+
+    #[test]
+    fn files_section_reports_hash_mode_owner_or_missing() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let there = d.path().join("there.conf");
+        std::fs::write(&there, "x\n").unwrap();
+        std::fs::set_permissions(&there, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let files = vec![
+            there.display().to_string(),
+            d.path().join("gone").display().to_string(),
+            d.path().display().to_string(), // a folder is not a file
+        ];
+        let p = probe("/nonexistent/k0s", "/nonexistent", false, &files);
+        let out = Command::new(&p.command.argv[0])
+            .args(&p.command.argv[1..])
+            .output()
+            .unwrap();
+        let out = CommandOutput {
+            status: out.status.code(),
+            stdout: out.stdout,
+            stderr: out.stderr,
+        };
+        let f = p.reader.parse(&out).unwrap();
+        let me = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+        assert_eq!(f.files.len(), 3);
+        assert_eq!(f.files[0].path, files[0]);
+        assert_eq!(
+            f.files[0].sha256.as_deref(),
+            Some(crate::hash::sha256_hex("x\n").as_str())
+        );
+        assert_eq!(f.files[0].mode, Some(0o640));
+        assert_eq!(f.files[0].user.as_deref(), Some(me.trim()));
+        assert_eq!(f.files[1].sha256, None);
+        assert_eq!(f.files[2].sha256, None);
+        // A short answer is an error, not files taken for missing.
+        assert!(parse_files(&files, "- \n-\n").is_err());
     }
 
     fn run_script(bin: &str, dd: &str, view: bool, cfg: &str) -> Result<HostFacts, ProbeError> {

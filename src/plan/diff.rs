@@ -533,6 +533,8 @@ enum Decision {
         member: Option<MemberRef>,
         reset: Option<String>,
     },
+    /// Only `files:` differ.
+    Files,
 }
 
 impl Decision {
@@ -546,6 +548,7 @@ impl Decision {
             Decision::Rejoin { .. } => Action::Rejoin,
             Decision::Replace { .. } => Action::Replace,
             Decision::Remove { .. } => Action::Remove,
+            Decision::Files => Action::UpdateFiles,
         })
     }
     fn installs(&self) -> bool {
@@ -570,6 +573,8 @@ struct HostPlan {
     decision: Decision,
     reasons: Vec<Reason>,
     config_diff: Option<String>,
+    /// The spec's `files:` to upload (missing or different on the host).
+    files: Vec<crate::files::DesiredFile>,
 }
 
 fn reason(code: ReasonCode, message: impl Into<String>) -> Reason {
@@ -621,8 +626,11 @@ impl<'a> Planner<'a> {
                 continue;
             }
             match self.decide(idx) {
-                Ok(Some(p)) => match self.k0s_binary_for(&p) {
-                    Ok(()) => plans.push(p),
+                Ok(Some(mut p)) => match self.k0s_binary_for(&p) {
+                    Ok(()) => {
+                        self.plan_files(&mut p);
+                        plans.push(p)
+                    }
                     Err(r) => refusals.push((idx, r)),
                 },
                 Ok(None) => {}
@@ -782,6 +790,65 @@ impl<'a> Planner<'a> {
         f.service.is_some() || f.is_running() || f.has_etcd_data
     }
 
+    /// The spec's `files:` that are missing or differ on the host (content, mode, owner where
+    /// the spec names one) join the host's plan; a host with nothing else to do gets
+    /// `Decision::Files`. Not for hosts leaving, unreachable ones or `-refresh-only`.
+    fn plan_files(&self, p: &mut HostPlan) {
+        let h = &self.hosts[p.idx];
+        if self.opts.refresh_only || matches!(p.decision, Decision::Remove { .. }) {
+            return;
+        }
+        let (Some(_), Some(f)) = (h.spec, h.facts()) else {
+            return;
+        };
+        let mut why = Vec::new();
+        for want in self.desired.files(&h.id) {
+            let have = f.files.iter().find(|r| r.path == want.remote);
+            let diff = match have.and_then(|r| r.sha256.as_ref().map(|s| (r, s))) {
+                None => Some("missing".to_string()),
+                Some((_, sha)) if sha != &want.sha256 => Some("content differs".to_string()),
+                Some((r, _)) if r.mode != Some(want.mode) => Some(format!(
+                    "mode {} → {}",
+                    r.mode.map(crate::files::mode_text).unwrap_or_default(),
+                    crate::files::mode_text(want.mode)
+                )),
+                Some((r, _))
+                    if want
+                        .user
+                        .as_ref()
+                        .is_some_and(|u| r.user.as_ref() != Some(u))
+                        || want
+                            .group
+                            .as_ref()
+                            .is_some_and(|g| r.group.as_ref() != Some(g)) =>
+                {
+                    Some(format!(
+                        "owner {}:{} → {}:{}",
+                        r.user.as_deref().unwrap_or("?"),
+                        r.group.as_deref().unwrap_or("?"),
+                        want.user.as_deref().or(r.user.as_deref()).unwrap_or("?"),
+                        want.group.as_deref().or(r.group.as_deref()).unwrap_or("?")
+                    ))
+                }
+                Some(_) => None,
+            };
+            if let Some(d) = diff {
+                why.push(format!("{} ({d})", want.remote));
+                p.files.push(want.clone());
+            }
+        }
+        if why.is_empty() {
+            return;
+        }
+        if matches!(p.decision, Decision::Noop) {
+            p.decision = Decision::Files;
+        }
+        p.reasons.push(reason(
+            ReasonCode::FilesChange,
+            format!("files to upload: {}", why.join(", ")),
+        ));
+    }
+
     /// A plan that installs or upgrades k0s needs a binary of the wanted version: a local one
     /// to upload (`k0sBinaryPath`), or for an install the one already on the host. Refused up
     /// front (exit 1), before any step could remove a member or reset a host; otherwise an
@@ -883,6 +950,7 @@ impl<'a> Planner<'a> {
                 decision,
                 reasons,
                 config_diff: None,
+                files: Vec::new(),
             }))
         };
         let replaced = self.opts.is_replaced(&h.id);
@@ -1254,6 +1322,7 @@ impl<'a> Planner<'a> {
                 },
                 reasons,
                 config_diff,
+                files: Vec::new(),
             }));
         }
         if !reasons.is_empty() {
@@ -1262,6 +1331,7 @@ impl<'a> Planner<'a> {
                 decision: Decision::Reconfigure { write_config },
                 reasons,
                 config_diff,
+                files: Vec::new(),
             }));
         }
         Ok(Some(HostPlan {
@@ -1269,6 +1339,7 @@ impl<'a> Planner<'a> {
             decision: Decision::Noop,
             reasons: vec![],
             config_diff: None,
+            files: Vec::new(),
         }))
     }
 
@@ -1611,8 +1682,10 @@ impl<'a> Planner<'a> {
         let busy: BTreeSet<HostId> = plans
             .iter()
             .filter(|p| {
-                !matches!(p.decision, Decision::Noop | Decision::Adopt)
-                    && self.hosts[p.idx].role().is_controller()
+                !matches!(
+                    p.decision,
+                    Decision::Noop | Decision::Adopt | Decision::Files
+                ) && self.hosts[p.idx].role().is_controller()
             })
             .map(|p| self.hosts[p.idx].id.clone())
             .collect();
@@ -1853,6 +1926,12 @@ impl<'a> Planner<'a> {
             let h = &self.hosts[p.idx];
             b.push(p.idx, &h.id, StepKind::RecordHost, [None]);
         }
+        // Files of hosts with nothing else to do (or only adopted): on their own.
+        for p in sorted(&|p| {
+            !p.files.is_empty() && matches!(p.decision, Decision::Files | Decision::Adopt)
+        }) {
+            self.push_files(&mut b, p);
+        }
         let summary = quorum.summary();
         Ok((b.steps, b.owner, summary))
     }
@@ -1938,6 +2017,24 @@ impl<'a> Planner<'a> {
                 [prev],
             );
         }
+        // Files go before k0s (re)starts, as in k0sctl (they may be images or configs it reads).
+        self.push_files(b, p);
+    }
+
+    /// The host plan's files as one step after its latest one (none when there are none).
+    fn push_files(&self, b: &mut Builder, p: &HostPlan) {
+        if p.files.is_empty() {
+            return;
+        }
+        let prev = b.last.get(&p.idx).copied();
+        b.push(
+            p.idx,
+            &self.hosts[p.idx].id,
+            StepKind::UploadFiles {
+                files: p.files.clone(),
+            },
+            [prev],
+        );
     }
 
     /// Drain, remove the member (quorum-checked, gated, and checked against its EtcdMember object,
@@ -2124,6 +2221,24 @@ impl<'a> Planner<'a> {
                         ))
                     }
                 }
+                StepKind::UploadFiles { files } => {
+                    // After the binary and the config, before k0s starts.
+                    flush(&mut out, &mut installed, &mut config);
+                    flushed = true;
+                    let list: Vec<String> = files
+                        .iter()
+                        .map(|f| {
+                            let owner = match (&f.user, &f.group) {
+                                (None, None) => String::new(),
+                                (Some(u), None) => format!(", owner {u}"),
+                                (None, Some(g)) => format!(", group {g}"),
+                                (Some(u), Some(g)) => format!(", {u}:{g}"),
+                            };
+                            format!("{} ({}{owner})", f.remote, crate::files::mode_text(f.mode))
+                        })
+                        .collect();
+                    out.push(d('~', format!("files uploaded: {}", list.join(", "))))
+                }
                 StepKind::RunHooks {
                     action,
                     stage,
@@ -2293,6 +2408,7 @@ fn runs_on_host(kind: &StepKind) -> bool {
     matches!(
         kind,
         StepKind::UploadBinary { .. }
+            | StepKind::UploadFiles { .. }
             | StepKind::WriteConfig { .. }
             | StepKind::Bootstrap
             | StepKind::JoinController { .. }

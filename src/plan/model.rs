@@ -74,6 +74,8 @@ pub enum Action {
     Rejoin,
     Replace,
     Remove,
+    /// Only the spec's `files:` differ: they are uploaded, k0s is not restarted.
+    UpdateFiles,
 }
 
 impl Action {
@@ -82,7 +84,7 @@ impl Action {
         match self {
             Action::Add => "+",
             Action::Adopt => "<=",
-            Action::Upgrade | Action::Reconfigure | Action::Rejoin => "~",
+            Action::Upgrade | Action::Reconfigure | Action::Rejoin | Action::UpdateFiles => "~",
             Action::Replace => "-/+",
             Action::Remove => "-",
         }
@@ -119,6 +121,8 @@ pub enum ReasonCode {
     ResetRequested,
     UnknownMember,
     UnknownNode,
+    /// A file of the spec's `files:` is missing or differs on the host.
+    FilesChange,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -224,6 +228,11 @@ pub enum StepKind {
     Upgrade { from: Option<String>, to: String },
     /// Reinstall with new flags/config and restart.
     Reconfigure,
+    /// Upload the spec's `files:` that are missing or differ on the host (content sha256, mode,
+    /// owner), each checked against the local content the plan saw.
+    UploadFiles {
+        files: Vec<crate::files::DesiredFile>,
+    },
     /// Run the spec's `hooks.<action>.<stage>` shell lines on the host, one after another, as
     /// the SSH user (no sudo, as k0sctl): `install`/`upgrade`/`reset` around that step,
     /// `apply.before`/`apply.after` around everything this run does on the host.
@@ -263,6 +272,7 @@ impl StepKind {
             StepKind::Upgrade { .. } => "upgrade",
             StepKind::Reconfigure => "reconfigure",
             StepKind::RunHooks { .. } => "run_hooks",
+            StepKind::UploadFiles { .. } => "upload_files",
             StepKind::RecordHost => "record_host",
             StepKind::ForgetHost => "forget_host",
         }
@@ -327,18 +337,29 @@ pub struct Desired {
 pub struct DesiredHost {
     pub host: HostId,
     pub local_binary: Option<LocalBinary>,
+    /// The host's `files:`, expanded (sorted by remote path).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<crate::files::DesiredFile>,
 }
 
 impl Desired {
-    pub fn local_binary(&self, id: &HostId) -> Option<&LocalBinary> {
+    fn host(&self, id: &HostId) -> Option<&DesiredHost> {
         // The planner asks once per host: a scan made 5,000-host plans quadratic. Built sorted
         // (engine::desired, same_binary), the list is binary-searched; a miss still scans, so
         // any order stays correct.
-        let found = match self.hosts.binary_search_by(|h| h.host.cmp(id)) {
+        match self.hosts.binary_search_by(|h| h.host.cmp(id)) {
             Ok(i) => self.hosts.get(i),
             Err(_) => self.hosts.iter().find(|h| &h.host == id),
-        };
-        found.and_then(|h| h.local_binary.as_ref())
+        }
+    }
+
+    pub fn local_binary(&self, id: &HostId) -> Option<&LocalBinary> {
+        self.host(id).and_then(|h| h.local_binary.as_ref())
+    }
+
+    /// The files the host should have (none when the spec names none).
+    pub fn files(&self, id: &HostId) -> &[crate::files::DesiredFile] {
+        self.host(id).map(|h| h.files.as_slice()).unwrap_or(&[])
     }
 
     /// The same binary for every listed host.
@@ -348,6 +369,7 @@ impl Desired {
             .map(|h| DesiredHost {
                 host: h.clone(),
                 local_binary: Some(bin.clone()),
+                files: Vec::new(),
             })
             .collect();
         hosts.sort_by(|a, b| a.host.cmp(&b.host));
@@ -419,6 +441,7 @@ mod tests {
                 sha256: sha.into(),
                 version: None,
             }),
+            files: Vec::new(),
         }
     }
 

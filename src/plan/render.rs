@@ -48,6 +48,7 @@ fn verb(a: Action) -> &'static str {
         Action::Rejoin => "rejoined",
         Action::Replace => "replaced",
         Action::Remove => "removed",
+        Action::UpdateFiles => "given its files",
     }
 }
 
@@ -168,7 +169,12 @@ pub fn text(plan: &Plan, color: bool) -> String {
     let count = |f: &dyn Fn(Action) -> bool| plan.changes.iter().filter(|c| f(c.action)).count();
     let add = count(&|a| a == Action::Add);
     let adopt = count(&|a| a == Action::Adopt);
-    let change = count(&|a| matches!(a, Action::Upgrade | Action::Reconfigure | Action::Rejoin));
+    let change = count(&|a| {
+        matches!(
+            a,
+            Action::Upgrade | Action::Reconfigure | Action::Rejoin | Action::UpdateFiles
+        )
+    });
     let replace = count(&|a| a == Action::Replace);
     let remove = count(&|a| a == Action::Remove);
     let adopt_txt = if adopt > 0 {

@@ -21,11 +21,14 @@ pub struct ProbeOptions {
     pub parallelism: usize,
     /// `-exclude ADDR`: not contacted at all and absent from the result.
     pub exclude: Vec<String>,
+    /// Remote paths of each spec host's `files:` to report on.
+    pub files: std::collections::BTreeMap<HostId, Vec<String>>,
 }
 
 impl Default for ProbeOptions {
     fn default() -> Self {
         ProbeOptions {
+            files: Default::default(),
             replace: Vec::new(),
             parallelism: 32,
             exclude: Vec::new(),
@@ -46,6 +49,8 @@ pub struct HostProbe {
     pub accept_changed: bool,
     pub bin: String,
     pub data_dir: String,
+    /// Remote paths of the spec's `files:` to report on.
+    pub files: Vec<String>,
 }
 
 /// Which hosts to probe and how, sorted by id. A host only in the state is reached as its
@@ -83,6 +88,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             recorded_fingerprint,
             bin: h.k0s_install_path.clone(),
             data_dir: h.data_dir.clone(),
+            files: opts.files.get(&id).cloned().unwrap_or_default(),
             id,
         });
     }
@@ -124,6 +130,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             recorded_fingerprint: Some(h.host_key.clone()).filter(|k| !k.is_empty()),
             bin,
             data_dir,
+            files: Vec::new(),
             id,
         });
     }
@@ -208,7 +215,7 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
             offered: connected.fingerprint,
         };
     }
-    let k0s::ProbeCommand { command, reader } = k0s::probe(&p.bin, &p.data_dir, true);
+    let k0s::ProbeCommand { command, reader } = k0s::probe(&p.bin, &p.data_dir, true, &p.files);
     let out = match transport.run(&p.id, command).await {
         Ok(o) => o,
         Err(e) => {
@@ -409,6 +416,7 @@ mod tests {
             replace: vec!["127.0.0.2".into()],
             exclude: vec!["127.0.0.3:22".into()],
             parallelism: 4,
+            files: Default::default(),
         };
         let plans = plan_probes(&spec, &state, &opts);
         let ids: Vec<String> = plans.iter().map(|p| p.id.to_string()).collect();

@@ -108,7 +108,7 @@ pub struct HostSpec {
     /// 1-based index in spec.hosts (for messages).
     pub index: usize,
     /// Files to upload (`files:`), local sources resolved to absolute paths and checked to
-    /// exist. Not uploaded by k0sform yet (loading warns); kept so the engine can.
+    /// exist; `files::expand` turns them into remote files.
     pub files: Vec<UploadFile>,
     /// Shell lines to run around actions (`hooks:`), as written: the planner turns `install`,
     /// `upgrade`, `reset` and `apply` hooks into `RunHooks` steps (`connect` and `backup`

@@ -262,12 +262,6 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
             host.files.push(u);
         }
     }
-    if !host.files.is_empty() {
-        sink.warn_key(
-            &format!("{p}.files"),
-            "not uploaded yet: k0sform checks these files but does not upload them (copy them to the host yourself)",
-        );
-    }
     lift_install_flags(
         &mut host,
         h.install_flags.as_deref().unwrap_or_default(),
