@@ -1044,3 +1044,60 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
         .contains("the content for /opt/tree/sub/b changed since planning");
     c.lab.exec_ok("w1", "test ! -e /opt/tree/sub/b");
 }
+
+/// `useExistingK0s`: the k0s binary already on the host is installed and never replaced; a
+/// version bump that would need another binary there is refused before anything runs.
+#[test]
+fn use_existing_k0s_installs_the_binary_on_the_host() {
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            ..SpecOptions::default()
+        },
+    );
+    c.lab.install_double("w1");
+    let sha = || c.lab.exec_ok("w1", "sha256sum /usr/local/bin/k0s");
+    let placed = sha();
+    // w1's entry: useExistingK0s instead of k0sBinaryPath.
+    let write = |c: &Cluster| {
+        c.write_spec(&["c1", "w1"]);
+        let text = std::fs::read_to_string(&c.spec).expect("spec");
+        let addr = format!("address: {}\n", c.lab.address("w1"));
+        let (head, tail) = text.split_at(text.find(&addr).expect("w1 in the spec"));
+        let mut out = head.to_string();
+        let mut done = false;
+        for l in tail.lines() {
+            if !done && l.trim_start().starts_with("k0sBinaryPath:") {
+                out.push_str("    useExistingK0s: true\n");
+                done = true;
+            } else {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        assert!(done, "{text}");
+        std::fs::write(&c.spec, out).expect("spec");
+    };
+    write(&c);
+    let r = c.apply();
+    assert!(
+        !r.stdout
+            .contains(&format!("{}: upload_binary", c.lab.address("w1"))),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(c.nodes("c1").get("w1"), Some(&true));
+    assert_eq!(sha(), placed, "the placed binary was replaced");
+
+    // A newer version for everyone: c1 gets it uploaded, w1 has no way to get it.
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.33.5+k0s.0"));
+    write(&c);
+    c.run(&["plan"])
+        .expect(1)
+        .contains("upgrading k0s to v1.33.5+k0s.0 needs that binary")
+        .contains("useExistingK0s: k0sform uses the k0s binary on the host as it is");
+    assert_eq!(sha(), placed);
+}

@@ -7,11 +7,9 @@
 //! where carrying on would make apply do something different from what the file asks and the
 //! user could not tell (winRM and localhost hosts, `privateInterface`, URL or glob `files` sources);
 //! a **warning** where the field is ignored and the outcome is still the cluster the file
-//! describes (`os`, `hooks`, `k0sDownloadURL`, `options.evictTaint`, `versionChannel`,
-//! `openSSH.disableMultiplexing`, a missing `k0s.version`). Two judgement calls: `files` is a
-//! warning (air-gapped specs must stay valid; the files are checked, and the warning says to copy
-//! them), and `useExistingK0s` an error (k0sform would overwrite the binary on the host). k0sctl's own smoke-test files use
-//! several of the latter and must keep loading.
+//! describes (`os`, `connect` and `backup` hooks, `k0sDownloadURL`, `options.evictTaint`,
+//! `versionChannel`, `openSSH.disableMultiplexing`, a missing `k0s.version`). k0sctl's own
+//! smoke-test files use several of the latter and must keep loading.
 
 use crate::spec::Diagnostic;
 use crate::spec::model::*;

@@ -227,27 +227,20 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
         }
     }
     // Binary source: exactly one way to get k0s onto the host.
+    // useExistingK0s: with no binary to upload, k0sform installs the one on the host and refuses
+    // a plan that would need another version (plan::diff, NoK0sBinary).
     if h.use_existing_k0s {
-        let mut conflict = false;
         for (set, field) in [
             (h.upload_binary, "uploadBinary"),
             (h.k0s_binary_path.is_some(), "k0sBinaryPath"),
             (h.k0s_download_url.is_some(), "k0sDownloadURL"),
         ] {
             if set {
-                conflict = true;
                 sink.error(
                     &format!("{p}.{field}"),
                     "conflicts with useExistingK0s: the binary already on the host is used, nothing is downloaded or uploaded",
                 );
             }
-        }
-        // Ignoring it would overwrite the binary the user placed on the host.
-        if !conflict {
-            sink.error_key(
-                &format!("{p}.useExistingK0s"),
-                "not supported yet: k0sform always uploads the k0s binary it installs (it verifies its sha256)",
-            );
         }
     }
     if h.k0s_binary_path.is_some() && h.k0s_download_url.is_some() {
