@@ -977,7 +977,7 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     c.spec_opts.host_yaml.insert(
         "w1".to_string(),
         format!(
-            "files:\n- {{name: app, src: {s}/app.conf, dstDir: /etc/app}}\n- {{name: tree, src: {s}/tree, dstDir: /opt/tree, dirPerm: '0750'}}\n- {{name: inline, data: \"hello\\n\", dst: /etc/app/inline.txt, perm: '0640', user: {user}, group: {user}}}\n",
+            "files:\n- {{name: app, src: {s}/app.conf, dstDir: /srv/app}}\n- {{name: tree, src: {s}/tree, dstDir: /opt/tree, dirPerm: '0750'}}\n- {{name: inline, data: \"hello\\n\", dst: /srv/app/inline.txt, perm: '0640', user: {user}, group: {user}}}\n",
             s = src.display()
         ),
     );
@@ -993,7 +993,7 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     let facts = |cmd: &str| c.lab.exec_ok("w1", cmd);
     assert_eq!(
         facts(
-            "cd / && sha256sum etc/app/app.conf etc/app/inline.txt opt/tree/a opt/tree/sub/b | cut -c1-12"
+            "cd / && sha256sum srv/app/app.conf srv/app/inline.txt opt/tree/a opt/tree/sub/b | cut -c1-12"
         ),
         facts(
             "printf 'key: value\\n' | sha256sum | cut -c1-12; printf 'hello\\n' | sha256sum | cut -c1-12; printf 'a\\n' | sha256sum | cut -c1-12; printf 'b\\n' | sha256sum | cut -c1-12"
@@ -1001,10 +1001,10 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     );
     assert_eq!(
         facts(
-            "stat -c '%n %a %U:%G' /etc/app/app.conf /etc/app/inline.txt /opt/tree /opt/tree/a /opt/tree/sub /opt/tree/sub/b"
+            "stat -c '%n %a %U:%G' /srv/app/app.conf /srv/app/inline.txt /opt/tree /opt/tree/a /opt/tree/sub /opt/tree/sub/b"
         ),
         format!(
-            "/etc/app/app.conf 600 root:root\n/etc/app/inline.txt 640 {user}:{user}\n/opt/tree 750 root:root\n/opt/tree/a 644 root:root\n/opt/tree/sub 750 root:root\n/opt/tree/sub/b 644 root:root\n"
+            "/srv/app/app.conf 600 root:root\n/srv/app/inline.txt 640 {user}:{user}\n/opt/tree 750 root:root\n/opt/tree/a 644 root:root\n/opt/tree/sub 750 root:root\n/opt/tree/sub/b 644 root:root\n"
         )
     );
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
@@ -1017,21 +1017,21 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     };
     let before = pid();
     facts(
-        "echo changed > /etc/app/app.conf && chmod 0666 /opt/tree/a && chown root:root /etc/app/inline.txt",
+        "echo changed > /srv/app/app.conf && chmod 0666 /opt/tree/a && chown root:root /srv/app/inline.txt",
     );
     c.run(&["plan", "-detailed-exitcode"])
         .expect(2)
         .contains("will be given its files")
-        .contains("/etc/app/app.conf (content differs)")
+        .contains("/srv/app/app.conf (content differs)")
         .contains("/opt/tree/a (mode 0666 → 0644)")
         .contains(&format!(
-            "/etc/app/inline.txt (owner root:root → {user}:{user})"
+            "/srv/app/inline.txt (owner root:root → {user}:{user})"
         ))
         .contains("Plan: 0 to add, 1 to change");
     c.apply()
         .contains("Apply complete: 0 added, 0 replaced, 1 changed");
     assert_eq!(pid(), before, "k0s restarted for a file change");
-    assert_eq!(facts("cat /etc/app/app.conf"), "key: value\n");
+    assert_eq!(facts("cat /srv/app/app.conf"), "key: value\n");
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 
     // Local content changed between plan and apply: the saved plan's upload is refused.

@@ -124,16 +124,24 @@ fn lab_hosts_look_like_separate_machines() {
     assert_eq!(ids.len(), 3, "distinct machine-ids");
     assert_eq!(keys.len(), 3, "distinct host keys");
 
-    // Private disks: /etc/k0s, /var/lib/k0s, /usr/local/bin and /tmp are per host.
+    // Private disks: /etc/k0s, /var/lib/k0s, /usr/local/bin, /opt, /srv and /tmp are per host
+    // (neither another host nor the real machine sees them).
+    let mark = format!("lab-mark-{}", std::process::id());
     lab.ssh_ok(
         "c1",
-        "echo x > /etc/k0s/mark && echo x > /var/lib/k0s/mark && echo x > /usr/local/bin/mark && echo x > /tmp/mark",
+        &format!("for d in /etc/k0s /var/lib/k0s /usr/local/bin /opt /srv /tmp; do echo x > $d/{mark}; done"),
     );
     let o = lab.ssh(
         "c2",
-        "ls /etc/k0s/mark /var/lib/k0s/mark /usr/local/bin/mark /tmp/mark",
+        &format!("ls /etc/k0s/{mark} /var/lib/k0s/{mark} /usr/local/bin/{mark} /opt/{mark} /srv/{mark} /tmp/{mark}"),
     );
     assert!(!o.status.success());
+    for d in ["/opt", "/srv"] {
+        assert!(
+            !std::path::Path::new(d).join(&mark).exists(),
+            "{d} of a lab host is the real machine's"
+        );
+    }
     // Each host has its own PID namespace: nothing of c1 is visible on c2.
     let ps = lab.ssh_ok("c2", "ps -eo args");
     assert!(!ps.contains("/hosts/c1"), "{ps}");

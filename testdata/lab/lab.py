@@ -39,6 +39,10 @@ DISK_MOUNTS = [
     ("/var/lib/k0s", "var-lib-k0s", "dir"),
     ("/usr/local/bin", "usr-local-bin", "dir"),
     ("/etc/systemd/system", "etc-systemd-system", "dir"),
+    # Where operators put their own k0s paths and `files:`: private, so a test never writes to
+    # the real machine's /opt or /srv.
+    ("/opt", "opt", "dir"),
+    ("/srv", "srv", "dir"),
     ("/etc/machine-id", "machine-id", "file"),
     ("/etc/hostname", "hostname", "file"),
     ("/etc/hosts", "hosts", "file"),
