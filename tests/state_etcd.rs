@@ -298,14 +298,15 @@ fn another_lineage_and_concurrent_writes_are_refused() {
 fn bad_states_are_refused_and_left_byte_for_byte() {
     let etcd = EtcdServer::start();
     let good = sample_state().to_canonical_json().unwrap();
+    let newer = good.replace(
+        &format!("\"format_version\": {}", k0sform::state::FORMAT_VERSION),
+        &format!("\"format_version\": {}", k0sform::state::FORMAT_VERSION + 1),
+    );
+    assert_ne!(newer, good, "the sample is written in the current format");
     let cases = [
         ("truncated", good[..good.len() / 2].to_string(), "truncated"),
         ("not-json", "hosts: [oops]\n".to_string(), "not JSON"),
-        (
-            "newer",
-            good.replace("\"format_version\": 1", "\"format_version\": 2"),
-            "newer than this k0sform understands",
-        ),
+        ("newer", newer, "newer than this k0sform understands"),
     ];
     for (name, text, problem) in cases {
         let prefix = format!("/k0sform/bad-{name}");
