@@ -102,11 +102,20 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
         // states written before k0sform recorded that fall back to the first host's settings
         // and k0s's default paths.
         let (mut target, bin, data_dir) = match (&h.access, template) {
-            (Some(a), _) => (
-                a.ssh.clone(),
-                a.k0s_install_path.clone(),
-                a.data_dir.clone(),
-            ),
+            (Some(a), t) => {
+                let mut ssh = a.ssh.clone();
+                // Recorded on another machine (a laptop, then CI): a key or ssh_config file that
+                // is not here gives way to the first host's.
+                if let Some(t) = t {
+                    if ssh.key_path.as_ref().is_some_and(|k| !k.exists()) {
+                        ssh.key_path = t.key_path.clone();
+                    }
+                    if ssh.config_path.as_ref().is_some_and(|c| !c.exists()) {
+                        ssh.config_path = t.config_path.clone();
+                    }
+                }
+                (ssh, a.k0s_install_path.clone(), a.data_dir.clone())
+            }
             (None, Some(t)) => (
                 SshTarget {
                     host_key: None,
@@ -340,6 +349,7 @@ mod tests {
         let mut gone = HostSpec::new(Role::Worker, SshTarget::new("127.0.0.9", 2209), 2);
         gone.ssh.user = "ops".into();
         gone.ssh.key_path = Some("/keys/ops".into());
+        let key = tempfile::NamedTempFile::new().unwrap();
         gone.ssh.bastion = Some(Box::new(SshTarget::new("127.0.0.50", 22)));
         gone.k0s_install_path = "/opt/bin/k0s".into();
         gone.data_dir = "/srv/k0s".into();
@@ -350,10 +360,26 @@ mod tests {
         let plans = plan_probes(&spec, &state, &ProbeOptions::default());
         let p = &plans[1];
         assert_eq!(p.id, HostId::new("127.0.0.9", 2209));
-        assert_eq!(p.target, gone.ssh);
+        // /keys/ops is not on this machine: the first host's key (none) stands in.
+        assert_eq!(p.target.key_path, None);
+        assert_eq!(
+            SshTarget {
+                key_path: gone.ssh.key_path.clone(),
+                ..p.target.clone()
+            },
+            gone.ssh
+        );
         assert_eq!(p.bin, "/opt/bin/k0s");
         assert_eq!(p.data_dir, "/srv/k0s");
         assert_eq!(p.recorded_fingerprint.as_deref(), Some("SHA256:old"));
+
+        // A recorded key that exists here is used as recorded.
+        gone.ssh.key_path = Some(key.path().to_path_buf());
+        let mut rec = state_host("127.0.0.9", 2209, "SHA256:old", None);
+        rec.access = Some(crate::state::HostAccess::of(&gone));
+        state.upsert_host(rec);
+        let plans = plan_probes(&spec, &state, &ProbeOptions::default());
+        assert_eq!(plans[1].target, gone.ssh);
     }
 
     /// States written before k0sform recorded `access`.
