@@ -73,6 +73,21 @@ pub struct RemoteFile {
     pub user: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid: Option<u32>,
+}
+
+impl RemoteFile {
+    /// Owned as the spec asks: each named part (a user or group name, or a numeric id) matches.
+    pub fn owned_by(&self, user: Option<&str>, group: Option<&str>) -> bool {
+        let is = |want: &str, name: &Option<String>, id: Option<u32>| {
+            name.as_deref() == Some(want) || (id.is_some() && want.parse::<u32>().ok() == id)
+        };
+        user.is_none_or(|u| is(u, &self.user, self.uid))
+            && group.is_none_or(|g| is(g, &self.group, self.gid))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -534,6 +534,8 @@ fn build(case: &Case) -> Inputs {
                             mode: k0sform::files::octal(&have.mode),
                             user: Some(have.user.clone().unwrap_or("root".into())),
                             group: Some(have.group.clone().unwrap_or("root".into())),
+                            uid: have.user.is_none().then_some(0),
+                            gid: have.group.is_none().then_some(0),
                         },
                         None => RemoteFile {
                             path: want.remote.clone(),

@@ -77,13 +77,14 @@ if [ -e "$bin" ]; then
     fi
   fi
 fi
-# The spec's files (arguments 7…): one line each, `<sha256> <mode> <user> <group>` or `-`.
+# The spec's files (arguments 7…): one line each, `<sha256> <mode> <user> <group> <uid> <gid>`
+# or `-`.
 shift 6
 if [ $# -gt 0 ]; then
   begin files
   for f in "$@"; do
     if [ -f "$f" ]; then
-      printf '%s %s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" "$(stat -c '%a %U %G' -- "$f")"
+      printf '%s %s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" "$(stat -c '%a %U %G %u %g' -- "$f")"
     else
       echo -
     fi
@@ -183,6 +184,8 @@ fn parse_files(paths: &[String], text: &str) -> Result<Vec<crate::reality::Remot
                 mode: Some(mode),
                 user: w.next().map(String::from),
                 group: w.next().map(String::from),
+                uid: w.next().and_then(|x| x.parse().ok()),
+                gid: w.next().and_then(|x| x.parse().ok()),
             })
         })
         .collect()
@@ -589,6 +592,11 @@ mod tests {
         );
         assert_eq!(f.files[0].mode, Some(0o640));
         assert_eq!(f.files[0].user.as_deref(), Some(me.trim()));
+        let uid = String::from_utf8(Command::new("id").arg("-u").output().unwrap().stdout).unwrap();
+        assert_eq!(f.files[0].uid, uid.trim().parse().ok());
+        assert!(f.files[0].owned_by(Some(uid.trim()), None));
+        assert!(f.files[0].owned_by(Some(me.trim()), None));
+        assert!(!f.files[0].owned_by(Some("nobody-else"), None));
         assert_eq!(f.files[1].sha256, None);
         assert_eq!(f.files[2].sha256, None);
         // A short answer is an error, not files taken for missing.

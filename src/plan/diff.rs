@@ -812,16 +812,7 @@ impl<'a> Planner<'a> {
                     r.mode.map(crate::files::mode_text).unwrap_or_default(),
                     crate::files::mode_text(want.mode)
                 )),
-                Some((r, _))
-                    if want
-                        .user
-                        .as_ref()
-                        .is_some_and(|u| r.user.as_ref() != Some(u))
-                        || want
-                            .group
-                            .as_ref()
-                            .is_some_and(|g| r.group.as_ref() != Some(g)) =>
-                {
+                Some((r, _)) if !r.owned_by(want.user.as_deref(), want.group.as_deref()) => {
                     Some(format!(
                         "owner {}:{} → {}:{}",
                         r.user.as_deref().unwrap_or("?"),
