@@ -195,20 +195,15 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 data_dir: h.data_dir.clone(),
                 kubelet_root_dir: h.kubelet_root_dir.clone(),
             },
-            // A host no longer in the spec: the paths its spec entry had when it was recorded
-            // (older states have none: then k0s's defaults).
-            None => match self.known.host(id).and_then(|h| h.access.as_ref()) {
-                Some(a) => Paths {
-                    bin: a.k0s_install_path.clone(),
-                    data_dir: a.data_dir.clone(),
-                    kubelet_root_dir: a.kubelet_root_dir.clone(),
-                },
-                None => Paths {
-                    bin: k0s::DEFAULT_BIN.into(),
-                    data_dir: k0s::DEFAULT_DATA_DIR.into(),
-                    kubelet_root_dir: None,
-                },
-            },
+            // A host no longer in the spec: the paths recorded for it.
+            None => {
+                let (bin, data_dir, kubelet_root_dir) = HostState::k0s_paths(self.known.host(id));
+                Paths {
+                    bin,
+                    data_dir,
+                    kubelet_root_dir,
+                }
+            }
         }
     }
 
@@ -592,6 +587,24 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .or_else(|| hs.k0s_binary_path.clone())
     }
 
+    /// Upload a local file (at most `uploads` at once, within the host's command limit) and
+    /// return the sha256 of what is now at `remote`.
+    async fn upload_local(
+        &self,
+        host: &HostId,
+        local: &std::path::Path,
+        remote: &str,
+        mode: u32,
+    ) -> Result<String, StepError> {
+        let _upload = self.uploads.clone().acquire_owned().await.ok();
+        let _permit = self.limits.permit(host).await;
+        self.remote
+            .transport
+            .upload_file(host, local, remote, mode)
+            .await
+            .map_err(failed)
+    }
+
     async fn upload_binary(
         &self,
         hs: &HostSpec,
@@ -607,15 +620,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
                     .unwrap_or_default()
             ))
         })?;
-        let got = {
-            let _upload = self.uploads.clone().acquire_owned().await.ok();
-            let _permit = self.limits.permit(&id).await;
-            self.remote
-                .transport
-                .upload_file(&id, &local, &hs.k0s_install_path, 0o755)
-                .await
-                .map_err(failed)?
-        };
+        let got = self
+            .upload_local(&id, &local, &hs.k0s_install_path, 0o755)
+            .await?;
         if let Some(want) = sha256
             && !want.is_empty()
             && got != want
@@ -828,9 +835,11 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 let hs = self.host_spec(host)?;
                 // The bytes now, checked against what the plan saw.
                 let now = crate::files::expand(hs).map_err(failed)?;
-                gate().await?;
+                let mut sources = Vec::with_capacity(files.len());
                 for want in files {
-                    let Some(have) = now.iter().find(|e| e.file.remote == want.remote) else {
+                    // `expand` sorts by remote path.
+                    let found = now.binary_search_by(|e| e.file.remote.cmp(&want.remote));
+                    let Some(have) = found.ok().map(|i| &now[i]) else {
                         return Err(failed(format!(
                             "{host}: {} is no longer in the spec's files",
                             want.remote
@@ -842,29 +851,29 @@ impl<T: Transport + 'static> K0sRunner<T> {
                             want.remote, have.file.sha256, want.sha256
                         )));
                     }
-                    ctx.progress(format!("uploading {}", want.remote));
-                    self.exec_ok(
-                        host,
-                        RemoteCommand::new([
-                            "sh",
-                            "-c",
-                            r#"d=$(dirname -- "$1"); [ -d "$d" ] || install -d -m "$2" -- "$d""#,
-                            "k0sform-files",
-                            &want.remote,
-                            &crate::files::mode_text(want.dir_mode),
-                        ]),
-                        &format!("creating the folder of {}", want.remote),
-                    )
+                    sources.push(&have.content);
+                }
+                gate().await?;
+                // Missing folders in one command, in path order (a parent before its child), each
+                // with its file's dirPerm.
+                let mut mk = vec![
+                    "sh".to_string(),
+                    "-c".into(),
+                    r#"while [ $# -gt 1 ]; do d=$(dirname -- "$1"); [ -d "$d" ] || install -d -m "$2" -- "$d" || exit; shift 2; done"#.into(),
+                    "k0sform-folders".into(),
+                ];
+                for want in files {
+                    mk.push(want.remote.clone());
+                    mk.push(crate::files::mode_text(want.dir_mode));
+                }
+                self.exec_ok(host, RemoteCommand::new(mk), "creating the files' folders")
                     .await?;
-                    let got = match &have.content {
+                for (want, content) in files.iter().zip(sources) {
+                    ctx.progress(format!("uploading {}", want.remote));
+                    let got = match content {
                         crate::files::Content::Local(path) => {
-                            let _upload = self.uploads.clone().acquire_owned().await.ok();
-                            let _permit = self.limits.permit(host).await;
-                            self.remote
-                                .transport
-                                .upload_file(host, path, &want.remote, want.mode)
-                                .await
-                                .map_err(failed)?
+                            self.upload_local(host, path, &want.remote, want.mode)
+                                .await?
                         }
                         crate::files::Content::Inline(data) => {
                             self.write(host, &want.remote, data.clone(), want.mode)

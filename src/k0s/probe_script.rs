@@ -142,13 +142,7 @@ pub fn probe(bin: &str, data_dir: &str, want_view: bool, files: &[String]) -> Pr
 impl ProbeReader {
     /// Turn the probe command's output into `HostFacts` (the SSH key fields are the caller's).
     pub fn parse(&self, out: &CommandOutput) -> Result<HostFacts, ProbeError> {
-        let mut f = parse_probe(out, &self.nonce)?;
-        if !self.files.is_empty() {
-            let s = sections(out, &self.nonce).map_err(ProbeError::Output)?;
-            let text = s.get("files").map(|x| x.out.clone()).unwrap_or_default();
-            f.files = parse_files(&self.files, &text).map_err(ProbeError::Host)?;
-        }
-        Ok(f)
+        parse_probe(out, &self.nonce, &self.files)
     }
 }
 
@@ -451,7 +445,11 @@ pub enum ProbeError {
     Host(String),
 }
 
-fn parse_probe(out: &CommandOutput, nonce: &str) -> Result<HostFacts, ProbeError> {
+fn parse_probe(
+    out: &CommandOutput,
+    nonce: &str,
+    files: &[String],
+) -> Result<HostFacts, ProbeError> {
     let s = sections(out, nonce).map_err(|e| {
         if out.success() {
             ProbeError::Output(e)
@@ -537,6 +535,10 @@ fn parse_probe(out: &CommandOutput, nonce: &str) -> Result<HostFacts, ProbeError
         f.k0s_version = f.status.as_ref().map(|st| st.version.clone());
     }
     f.view = view(&s);
+    if !files.is_empty() {
+        let text = s.get("files").map(|x| x.out.as_str()).unwrap_or_default();
+        f.files = parse_files(files, text).map_err(ProbeError::Host)?;
+    }
     Ok(f)
 }
 
@@ -889,7 +891,7 @@ esac
             ],
             true,
         );
-        let err = parse_probe(&out, NONCE).unwrap_err();
+        let err = parse_probe(&out, NONCE, &[]).unwrap_err();
         assert!(err.to_string().contains("permission denied"), "{err}");
     }
 

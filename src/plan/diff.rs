@@ -551,6 +551,13 @@ impl Decision {
             Decision::Files => Action::UpdateFiles,
         })
     }
+    /// Restarts k0s in place (upgrade or reconfigure).
+    fn restarts(&self) -> bool {
+        matches!(
+            self,
+            Decision::Upgrade { .. } | Decision::Reconfigure { .. }
+        )
+    }
     fn installs(&self) -> bool {
         matches!(
             self,
@@ -1551,13 +1558,7 @@ impl<'a> Planner<'a> {
         }
         let names: Vec<String> = plans
             .iter()
-            .filter(|p| {
-                self.hosts[p.idx].role().is_controller()
-                    && matches!(
-                        p.decision,
-                        Decision::Upgrade { .. } | Decision::Reconfigure { .. }
-                    )
-            })
+            .filter(|p| self.hosts[p.idx].role().is_controller() && p.decision.restarts())
             .map(|p| self.hosts[p.idx].name())
             .collect();
         if !names.is_empty() {
@@ -1579,8 +1580,22 @@ impl<'a> Planner<'a> {
         steps: Vec<Step>,
         owner: BTreeMap<usize, usize>,
     ) -> (Vec<Step>, BTreeMap<usize, usize>) {
+        let has_hooks = |p: &HostPlan| self.hosts[p.idx].spec.is_some_and(|s| !s.hooks.is_empty());
+        if !plans.iter().any(has_hooks) {
+            return (steps, owner);
+        }
         let mut before: BTreeMap<usize, Vec<StepKind>> = BTreeMap::new();
         let mut after: BTreeMap<usize, Vec<StepKind>> = BTreeMap::new();
+        // Each host plan's steps that run on the host itself, in id order (one pass).
+        let mut on_hosts: BTreeMap<usize, Vec<&Step>> = BTreeMap::new();
+        for s in &steps {
+            if let Some(&idx) = owner.get(&s.id)
+                && s.host == self.hosts[idx].id
+                && runs_on_host(&s.kind)
+            {
+                on_hosts.entry(idx).or_default().push(s);
+            }
+        }
         for p in plans {
             let h = &self.hosts[p.idx];
             let Some(hs) = h.spec.filter(|s| !s.hooks.is_empty()) else {
@@ -1594,13 +1609,8 @@ impl<'a> Planner<'a> {
                     lines: lines.clone(),
                 })
             };
-            let on_host: Vec<&Step> = steps
-                .iter()
-                .filter(|s| {
-                    owner.get(&s.id) == Some(&p.idx) && s.host == h.id && runs_on_host(&s.kind)
-                })
-                .collect();
-            for s in &on_host {
+            let on_host = on_hosts.get(&p.idx).map(Vec::as_slice).unwrap_or_default();
+            for s in on_host {
                 let action = match s.kind {
                     StepKind::Bootstrap
                     | StepKind::JoinController { .. }
@@ -1609,23 +1619,23 @@ impl<'a> Planner<'a> {
                     StepKind::ResetHost { .. } => "reset",
                     _ => continue,
                 };
-                before
-                    .entry(s.id)
-                    .or_default()
-                    .extend(hook(action, "before"));
-                after.entry(s.id).or_default().extend(hook(action, "after"));
+                if let Some(k) = hook(action, "before") {
+                    before.entry(s.id).or_default().push(k);
+                }
+                if let Some(k) = hook(action, "after") {
+                    after.entry(s.id).or_default().push(k);
+                }
             }
             if let (Some(first), Some(last)) = (on_host.first(), on_host.last()) {
                 if let Some(k) = hook("apply", "before") {
                     before.entry(first.id).or_default().insert(0, k);
                 }
-                after
-                    .entry(last.id)
-                    .or_default()
-                    .extend(hook("apply", "after"));
+                if let Some(k) = hook("apply", "after") {
+                    after.entry(last.id).or_default().push(k);
+                }
             }
         }
-        if before.values().chain(after.values()).all(Vec::is_empty) {
+        if before.is_empty() && after.is_empty() {
             return (steps, owner);
         }
         // Rebuilt in id order, so every step still comes after what it waits for.
@@ -1829,13 +1839,7 @@ impl<'a> Planner<'a> {
         }
 
         // Controller restarts (upgrade, reconfigure): one at a time, each behind a health gate.
-        for p in sorted(&|p| {
-            ctrl(p)
-                && matches!(
-                    p.decision,
-                    Decision::Upgrade { .. } | Decision::Reconfigure { .. }
-                )
-        }) {
+        for p in sorted(&|p| ctrl(p) && p.decision.restarts()) {
             let h = &self.hosts[p.idx];
             // A lone controller checks its own health after the restart.
             let via = vias
@@ -1861,13 +1865,9 @@ impl<'a> Planner<'a> {
             // A controller that joined in this plan is usable once the membership chain is done.
             // A controller that joined, or restarts, in this plan is usable once the
             // controller chain is done.
-            let restarts_via = plans.iter().any(|q| {
-                self.hosts[q.idx].id == via
-                    && matches!(
-                        q.decision,
-                        Decision::Upgrade { .. } | Decision::Reconfigure { .. }
-                    )
-            });
+            let restarts_via = plans
+                .iter()
+                .any(|q| self.hosts[q.idx].id == via && q.decision.restarts());
             let ready = if vias.joined.contains(&via) || restarts_via {
                 gate
             } else {
@@ -1881,13 +1881,7 @@ impl<'a> Planner<'a> {
             self.build_removal(&mut b, &mut quorum, &mut gate, p, &mut vias)?;
         }
         // Worker restarts in batches of worker_disruption_percent, after every controller.
-        let restarts = sorted(&|p| {
-            !ctrl(p)
-                && matches!(
-                    p.decision,
-                    Decision::Upgrade { .. } | Decision::Reconfigure { .. }
-                )
-        });
+        let restarts = sorted(&|p| !ctrl(p) && p.decision.restarts());
         let batch = worker_batch_size(
             restarts.len(),
             self.spec.options.worker_disruption_percent,
@@ -2430,16 +2424,15 @@ fn merge_refusals(mut refusals: Vec<Refusal>) -> Refusal {
                 .collect::<Vec<_>>()
                 .join("; ")
         ),
-        details: refusals
-            .into_iter()
-            .flat_map(|r| r.details)
-            .fold(Vec::new(), |mut all, d| {
-                // Hosts refused for the same reason share its explanation.
-                if !all.contains(&d) {
-                    all.push(d);
-                }
-                all
-            }),
+        details: {
+            // Hosts refused for the same reason share its explanation (first seen, kept once).
+            let mut seen = std::collections::HashSet::new();
+            refusals
+                .into_iter()
+                .flat_map(|r| r.details)
+                .filter(|d| seen.insert(d.clone()))
+                .collect()
+        },
     }
 }
 

@@ -8,7 +8,7 @@ use crate::k0s;
 use crate::reality::{HostReality, Probe, Reality};
 use crate::spec::{Spec, SshTarget};
 use crate::ssh::SshTransport;
-use crate::state::State;
+use crate::state::{HostState, State};
 use crate::transport::{Transport, TransportError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -101,7 +101,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
         // A host that left the spec is reached as its spec entry said when it was recorded;
         // states written before k0sform recorded that fall back to the first host's settings
         // and k0s's default paths.
-        let (mut target, bin, data_dir) = match (&h.access, template) {
+        let mut target = match (&h.access, template) {
             (Some(a), t) => {
                 let mut ssh = a.ssh.clone();
                 // Recorded on another machine (a laptop, then CI): a key or ssh_config file that
@@ -114,22 +114,15 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
                         ssh.config_path = t.config_path.clone();
                     }
                 }
-                (ssh, a.k0s_install_path.clone(), a.data_dir.clone())
+                ssh
             }
-            (None, Some(t)) => (
-                SshTarget {
-                    host_key: None,
-                    ..t.clone()
-                },
-                k0s::DEFAULT_BIN.to_string(),
-                k0s::DEFAULT_DATA_DIR.to_string(),
-            ),
-            (None, None) => (
-                SshTarget::new(h.address.clone(), h.port),
-                k0s::DEFAULT_BIN.to_string(),
-                k0s::DEFAULT_DATA_DIR.to_string(),
-            ),
+            (None, Some(t)) => SshTarget {
+                host_key: None,
+                ..t.clone()
+            },
+            (None, None) => SshTarget::new(h.address.clone(), h.port),
         };
+        let (bin, data_dir, _) = HostState::k0s_paths(Some(h));
         target.address = h.address.clone();
         target.port = h.port;
         out.push(HostProbe {

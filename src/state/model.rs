@@ -74,6 +74,23 @@ impl HostState {
     pub fn id(&self) -> HostId {
         HostId::new(self.address.clone(), self.port)
     }
+
+    /// Where k0s lives on a host that is no longer in the spec: (binary, data dir, kubelet root
+    /// dir) as recorded in `access`; k0s's defaults when nothing was recorded (older states).
+    pub fn k0s_paths(host: Option<&HostState>) -> (String, String, Option<String>) {
+        match host.and_then(|h| h.access.as_ref()) {
+            Some(a) => (
+                a.k0s_install_path.clone(),
+                a.data_dir.clone(),
+                a.kubelet_root_dir.clone(),
+            ),
+            None => (
+                crate::k0s::DEFAULT_BIN.to_string(),
+                crate::k0s::DEFAULT_DATA_DIR.to_string(),
+                None,
+            ),
+        }
+    }
 }
 
 /// A host's connection settings and k0s paths, copied from its spec entry.
