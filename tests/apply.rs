@@ -1199,7 +1199,13 @@ fn bootstrap_join_controller_and_worker() {
             &[5],
         ),
     ]);
-    let r = apply_with(&fake, &plan, &spec, State::new(), opts(4));
+    // Progress names hosts as the command passes them (the spec's or the probe's hostnames).
+    let mut o = opts(4);
+    o.names = [(&c1, "c1"), (&c2, "c2"), (&w1, "w1")]
+        .into_iter()
+        .map(|(h, n)| (h.clone(), n.to_string()))
+        .collect();
+    let r = apply_with(&fake, &plan, &spec, State::new(), o);
     let report = r.result.as_ref().expect("apply succeeds");
     assert_eq!(report.succeeded(), (0..10).collect::<Vec<_>>());
 
@@ -1290,14 +1296,15 @@ fn bootstrap_join_controller_and_worker() {
         "{}",
         r.human
     );
+    // Hosts by name (c2 here is the spec's hostname), steps in words.
     assert!(
         r.human
-            .contains("127.0.0.2: join_controller via 127.0.0.1: starting...")
-    );
-    assert!(
+            .contains("c2: Joining the cluster as controller (token from c1)...\n"),
+        "{}",
         r.human
-            .contains("127.0.0.2: join_controller via 127.0.0.1: done after ")
     );
+    assert!(r.human.contains("c2: Joined after "), "{}", r.human);
+    assert!(!r.human.contains("join_controller"), "{}", r.human);
     assert_eq!(r.json.lines().count(), r.events.len());
 
     assert_token_never_leaks(&fake, &tokens, &r);
@@ -2117,4 +2124,109 @@ fn reconfigure_writes_config_reinstalls_and_restarts() {
         desired::config_yaml(&spec, &spec.hosts[1])
     );
     assert!(w.hosts[&c2].running);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Progress for people and the versioned JSON events
+
+/// A long step gets a "still running" event every `still_running_every` (on tokio's paused
+/// clock: deterministic), a short one none, and none after a step ends.
+#[test]
+fn long_steps_report_that_they_are_still_running() {
+    let plan = plan_of(vec![step(0, plain(), &[]), step(1, plain(), &[0])]);
+    let script = Script {
+        delay: HashMap::from([(0, Duration::from_secs(25)), (1, Duration::from_secs(5))]),
+        ..Script::default()
+    };
+    let cancel = Cancel::new();
+    let runner = ScriptedRunner::new(script, cancel.clone());
+    let mut state = State::new();
+    let mut sink = VecSink::default();
+    let mut cp = |_: &State| -> Result<(), String> { Ok(()) };
+    let mut o = opts(2);
+    o.names = HashMap::from([(host(1), "c1".to_string())]);
+    let paused = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime");
+    paused
+        .block_on(run_plan(
+            &plan, &mut state, runner, &o, &mut sink, &mut cp, &cancel,
+        ))
+        .expect("runs");
+    let still: Vec<(usize, String, u64)> = sink
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            ApplyEvent::StepStillRunning { step, elapsed } => {
+                Some((step.id, step.name.clone(), elapsed.as_secs()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(still, vec![(0, "c1".into(), 10), (0, "c1".into(), 20)]);
+    // Each comes between its step's start and finish.
+    let kinds: Vec<&str> = sink
+        .events
+        .iter()
+        .map(|e| match e {
+            ApplyEvent::StepStarted { .. } => "started",
+            ApplyEvent::StepStillRunning { .. } => "still",
+            ApplyEvent::StepFinished { .. } => "finished",
+            _ => "other",
+        })
+        .filter(|k| *k != "other")
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "started", "still", "still", "finished", "started", "finished"
+        ]
+    );
+    // The unnamed host falls back to its address.
+    let finished_1 = sink.events.iter().find_map(|e| match e {
+        ApplyEvent::StepFinished { step, .. } if step.id == 1 => Some(step.name.clone()),
+        _ => None,
+    });
+    assert_eq!(finished_1.as_deref(), Some("127.0.0.2"));
+}
+
+/// Regenerate with `K0SFORM_UPDATE_SCHEMA=1 cargo test --test apply events_schema_is_fresh`.
+#[test]
+fn events_schema_is_fresh() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/events.schema.json");
+    let now = k0sform::ui::events_json_schema();
+    if std::env::var_os("K0SFORM_UPDATE_SCHEMA").is_some() {
+        std::fs::write(&path, &now).unwrap();
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == now,
+        "schema/events.schema.json is stale; regenerate with \
+         `K0SFORM_UPDATE_SCHEMA=1 cargo test --test apply events_schema_is_fresh`"
+    );
+    // Every line's type is one the schema names, and format_version is required.
+    let text = now.clone();
+    for t in [
+        "planned",
+        "begin",
+        "step_started",
+        "step_progress",
+        "step_still_running",
+        "step_finished",
+        "step_failed",
+        "step_skipped",
+        "checkpoint",
+        "summary",
+    ] {
+        assert!(text.contains(&format!("\"const\": \"{t}\"")), "{t} missing");
+    }
+    let schema: serde_json::Value = serde_json::from_str(&now).unwrap();
+    assert!(
+        schema["required"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|x| x == "format_version")),
+        "{now}"
+    );
 }

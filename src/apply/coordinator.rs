@@ -4,7 +4,7 @@
 //! intents on request, applies each finished step's changes and checkpoints after every step.
 
 use super::{
-    ApplyError, ApplyReport, Cancel, CancelLevel, Checkpoint, ExecOptions, StateChange,
+    ApplyError, ApplyReport, Cancel, CancelLevel, Checkpoint, ExecOptions, HostNames, StateChange,
     StepContext, StepError, StepRunner, WorkerMsg, change_counts, emit, step_info,
 };
 use crate::plan::Plan;
@@ -12,9 +12,10 @@ use crate::state::{Intent, State};
 use crate::ui::{ApplyEvent, ApplyOutcome, ApplySummary, EventSink};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::sync::mpsc;
+// tokio's clock: still-running notes and elapsed times follow a paused clock in tests.
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 #[derive(Debug, Clone)]
 enum Status {
@@ -148,6 +149,13 @@ pub async fn run_plan<R: StepRunner>(
     let mut cancel_rx = cancel.subscribe();
     let mut cancel_alive = true;
     let mut last_progress: HashMap<usize, String> = HashMap::new();
+    let names = HostNames::new(plan, &opts.names);
+    let info = |i: usize| step_info(&plan.steps[i], &names);
+    // Long steps get a "still running" note every `every`: when each running step's next is due.
+    let every = opts
+        .still_running_every
+        .max(std::time::Duration::from_millis(1));
+    let mut next_note: HashMap<usize, (Instant, u32)> = HashMap::new();
 
     emit(
         sink,
@@ -183,16 +191,13 @@ pub async fn run_plan<R: StepRunner>(
                 if membership {
                     membership_running = Some(i);
                 }
+                let started = Instant::now();
                 status[i] = Status::Running {
-                    started: Instant::now(),
+                    started,
                     intent: None,
                 };
-                emit(
-                    sink,
-                    ApplyEvent::StepStarted {
-                        step: step_info(step),
-                    },
-                );
+                next_note.insert(i, (started + every, 1));
+                emit(sink, ApplyEvent::StepStarted { step: info(i) });
                 let ctx = StepContext {
                     id: i,
                     tx: tx.clone(),
@@ -204,6 +209,7 @@ pub async fn run_plan<R: StepRunner>(
         if set.is_empty() {
             break;
         }
+        let due = next_note.values().map(|(at, _)| *at).min();
 
         tokio::select! {
             biased;
@@ -227,7 +233,7 @@ pub async fn run_plan<R: StepRunner>(
                     // Polls repeat themselves every few seconds; show each new situation once.
                     if last_progress.get(&id) != Some(&message) {
                         last_progress.insert(id, message.clone());
-                        emit(sink, ApplyEvent::StepProgress { step: step_info(&plan.steps[id]), message });
+                        emit(sink, ApplyEvent::StepProgress { step: info(id), message });
                     }
                 }
                 WorkerMsg::Intent { id, intent, ack } => {
@@ -260,6 +266,7 @@ pub async fn run_plan<R: StepRunner>(
                     }
                 };
                 let Some(i) = tasks.remove(&task_id) else { continue };
+                next_note.remove(&i);
                 if membership_running == Some(i) {
                     membership_running = None;
                 }
@@ -268,7 +275,7 @@ pub async fn run_plan<R: StepRunner>(
                     other => { status[i] = other; continue; }
                 };
                 let elapsed = started.elapsed();
-                let info = step_info(&plan.steps[i]);
+                let step = info(i);
                 match outcome {
                     Ok(changes) => {
                         for c in &changes {
@@ -281,11 +288,11 @@ pub async fn run_plan<R: StepRunner>(
                         if let Err(e) = save(state, checkpoint, sink, format!("after step {i}")) {
                             set_stop(&mut stop, Stop::Checkpoint(e));
                         }
-                        emit(sink, ApplyEvent::StepFinished { step: info, elapsed });
+                        emit(sink, ApplyEvent::StepFinished { step, elapsed });
                     }
                     Err(StepError::NotStarted(why)) => {
                         status[i] = Status::Skipped(why.clone());
-                        emit(sink, ApplyEvent::StepSkipped { step: info, reason: why });
+                        emit(sink, ApplyEvent::StepSkipped { step, reason: why });
                     }
                     Err(err) => {
                         let msg = err.to_string();
@@ -299,7 +306,23 @@ pub async fn run_plan<R: StepRunner>(
                         if let Err(e) = save(state, checkpoint, sink, format!("after step {i}")) {
                             set_stop(&mut stop, Stop::Checkpoint(e));
                         }
-                        emit(sink, ApplyEvent::StepFailed { step: info, error: msg, elapsed });
+                        emit(sink, ApplyEvent::StepFailed { step, error: msg, elapsed });
+                    }
+                }
+            }
+            () = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
+                let now = Instant::now();
+                let mut ready: Vec<usize> = next_note
+                    .iter()
+                    .filter(|(_, (at, _))| *at <= now)
+                    .map(|(i, _)| *i)
+                    .collect();
+                ready.sort_unstable();
+                for i in ready {
+                    if let Some((at, k)) = next_note.get_mut(&i) {
+                        emit(sink, ApplyEvent::StepStillRunning { step: info(i), elapsed: every * *k });
+                        *at += every;
+                        *k += 1;
                     }
                 }
             }
@@ -343,7 +366,7 @@ pub async fn run_plan<R: StepRunner>(
         emit(
             sink,
             ApplyEvent::StepSkipped {
-                step: step_info(step),
+                step: info(i),
                 reason,
             },
         );
@@ -359,11 +382,11 @@ pub async fn run_plan<R: StepRunner>(
         elapsed: begun.elapsed(),
     };
     for (i, s) in status.iter().enumerate() {
-        let info = step_info(&plan.steps[i]);
+        let step = info(i);
         match s {
-            Status::Succeeded => summary.succeeded.push(info),
-            Status::Failed(e) => summary.failed.push((info, e.clone())),
-            Status::Skipped(why) => summary.skipped.push((info, why.clone())),
+            Status::Succeeded => summary.succeeded.push(step),
+            Status::Failed(e) => summary.failed.push((step, e.clone())),
+            Status::Skipped(why) => summary.skipped.push((step, why.clone())),
             Status::Pending | Status::Running { .. } => {}
         }
     }
@@ -402,7 +425,7 @@ pub async fn run_plan<R: StepRunner>(
         Some(Stop::Failed) => Err(ApplyError::Failed { report }),
         Some(Stop::Checkpoint(message)) => Err(ApplyError::Checkpoint { message, report }),
         Some(Stop::Unsafe { step, reason }) => Err(ApplyError::Unsafe {
-            step: step_info(&plan.steps[step]),
+            step: Box::new(info(step)),
             reason,
             report,
         }),

@@ -12,7 +12,7 @@ pub use cancel::{Cancel, CancelLevel};
 pub use changes::{StateChange, intent_for, needs_intent};
 pub use coordinator::run_plan;
 pub use runner::{HostProber, K0sRunner, LocalK0s, Remote};
-pub use summary::{change_counts, step_info, step_label};
+pub use summary::{HostNames, change_counts, step_info, step_label, step_words};
 
 use crate::exit::Exit;
 use crate::hostid::HostId;
@@ -49,6 +49,11 @@ pub struct ExecOptions {
     /// Hostnames the plan's probe saw, by host: a host's Node name when the spec sets none, so
     /// a join need not probe the host again to learn it.
     pub hostnames: HashMap<HostId, String>,
+    /// Names to show for hosts the plan does not change (e.g. the controller a join goes
+    /// through); the plan's own names win (`HostNames`).
+    pub names: HashMap<HostId, String>,
+    /// How often a long step gets a "Still …" line.
+    pub still_running_every: Duration,
 }
 
 impl Default for ExecOptions {
@@ -61,6 +66,8 @@ impl Default for ExecOptions {
             health_grace: Duration::from_secs(60),
             binaries: Vec::new(),
             hostnames: HashMap::new(),
+            names: HashMap::new(),
+            still_running_every: Duration::from_secs(10),
         }
     }
 }
@@ -116,9 +123,9 @@ impl ApplyReport {
 pub enum ApplyError {
     #[error("the plan cannot be executed: {0}")]
     InvalidPlan(String),
-    #[error("refused as unsafe: {}: {}: {reason}", step.host, step.label)]
+    #[error("refused as unsafe: {}: {}: {reason}", step.name, step.description)]
     Unsafe {
-        step: StepInfo,
+        step: Box<StepInfo>,
         reason: String,
         report: Box<ApplyReport>,
     },

@@ -1,8 +1,145 @@
-//! How steps and plans are named for people: step labels, intents' names, and the change counts
-//! of the final "Apply complete: …" line.
+//! How steps and plans are named for people: step labels, the progress lines' wording (with
+//! host names, not addresses), intents' names, and the change counts of the final
+//! "Apply complete: …" line.
 
+use crate::hostid::HostId;
 use crate::plan::{Action, ObjectKind, Plan, Step, StepKind};
 use crate::ui::{ChangeCounts, StepInfo};
+use std::collections::HashMap;
+
+/// Display names of hosts, by id: what the plan calls the hosts it changes, else `known` (the
+/// spec's or the probe's hostname, e.g. of a controller a join goes through). A host in neither
+/// is shown by its address.
+#[derive(Debug, Clone, Default)]
+pub struct HostNames(HashMap<HostId, String>);
+
+impl HostNames {
+    pub fn new(plan: &Plan, known: &HashMap<HostId, String>) -> Self {
+        let mut names = known.clone();
+        for c in &plan.changes {
+            names.insert(c.host.clone(), c.name.clone());
+        }
+        HostNames(names)
+    }
+
+    pub fn get(&self, id: &HostId) -> String {
+        match self.0.get(id) {
+            Some(n) if !n.is_empty() => n.clone(),
+            _ => id.to_string(),
+        }
+    }
+}
+
+/// What a running step is doing, how it ends and how it keeps going, for the progress lines:
+/// (`Joining the cluster as controller (token from c2)`, `Joined`, `joining`).
+pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'static str) {
+    let n = |id: &HostId| names.get(id);
+    match &step.kind {
+        StepKind::UploadBinary { sha256, version } => (
+            match version {
+                Some(v) => format!("Uploading k0s {v}"),
+                None => format!("Uploading k0s (sha256 {})", short(sha256)),
+            },
+            "Uploaded",
+            "uploading",
+        ),
+        StepKind::WriteConfig { .. } => ("Writing the k0s config".into(), "Written", "writing"),
+        StepKind::Bootstrap => (
+            "Bootstrapping the cluster (first controller)".into(),
+            "Bootstrapped",
+            "bootstrapping",
+        ),
+        StepKind::JoinController { via } => (
+            format!("Joining the cluster as controller (token from {})", n(via)),
+            "Joined",
+            "joining",
+        ),
+        StepKind::JoinWorker { via } => (
+            format!("Joining the cluster as worker (token from {})", n(via)),
+            "Joined",
+            "joining",
+        ),
+        StepKind::WaitHealthy { via } => (
+            format!(
+                "Waiting until etcd and the API are healthy (asking {})",
+                n(via)
+            ),
+            "Healthy",
+            "waiting",
+        ),
+        StepKind::RemoveMember {
+            member_id,
+            peer_url,
+            via,
+        } => (
+            format!(
+                "Removing etcd member {member_id} ({peer_url}) via {}",
+                n(via)
+            ),
+            "Removed",
+            "removing",
+        ),
+        StepKind::Drain { node, via } => (
+            format!("Draining node \"{node}\" via {}", n(via)),
+            "Drained",
+            "draining",
+        ),
+        StepKind::DeleteObjects { node, objects, via } => {
+            let kinds: Vec<&str> = objects.iter().map(|o| object_kind_name(*o)).collect();
+            (
+                format!("Deleting {} \"{node}\" via {}", kinds.join("/"), n(via)),
+                "Deleted",
+                "deleting",
+            )
+        }
+        StepKind::ResetHost { .. } => ("Stopping and resetting k0s".into(), "Reset", "resetting"),
+        StepKind::Upgrade { from, to } => (
+            match from {
+                Some(f) => format!("Upgrading k0s {f} → {to}"),
+                None => format!("Upgrading k0s to {to}"),
+            },
+            "Upgraded",
+            "upgrading",
+        ),
+        StepKind::Reconfigure => (
+            "Reinstalling k0s with the new config and restarting it".into(),
+            "Reconfigured",
+            "reconfiguring",
+        ),
+        StepKind::RunHooks {
+            action,
+            stage,
+            lines,
+        } => (
+            format!(
+                "Running the {action}.{stage} hooks ({} line{})",
+                lines.len(),
+                plural(lines.len())
+            ),
+            "Hooks ran",
+            "running hooks",
+        ),
+        StepKind::UploadFiles { files } => (
+            format!("Uploading {} file{}", files.len(), plural(files.len())),
+            "Uploaded",
+            "uploading",
+        ),
+        StepKind::RecordHost => (
+            "Recording the host in the state".into(),
+            "Recorded",
+            "recording",
+        ),
+        StepKind::ForgetHost => (
+            "Removing the host from the state".into(),
+            "Removed from the state",
+            "removing",
+        ),
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
 
 /// A short human description of a step (no secrets: steps carry none).
 pub fn step_label(step: &Step) -> String {
@@ -51,12 +188,17 @@ pub fn step_label(step: &Step) -> String {
     }
 }
 
-pub fn step_info(step: &Step) -> StepInfo {
+pub fn step_info(step: &Step, names: &HostNames) -> StepInfo {
+    let (description, done, still) = step_words(step, names);
     StepInfo {
         id: step.id,
         host: step.host.clone(),
+        name: names.get(&step.host),
         kind: step.kind.name().to_string(),
         label: step_label(step),
+        description,
+        done: done.to_string(),
+        still: still.to_string(),
     }
 }
 

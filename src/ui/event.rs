@@ -1,24 +1,40 @@
 //! The executor's typed events: what a renderer may show about a run. They never carry secrets
-//! (join tokens stay inside the step that uses them).
+//! (join tokens stay inside the step that uses them). `-json` writes each as one `EventLine`
+//! (schema/events.schema.json, versioned by `EVENTS_FORMAT_VERSION`).
 
 use crate::hostid::HostId;
+use crate::plan::Plan;
 use serde::{Serialize, Serializer};
 use std::time::Duration;
 
+/// Version of the `-json` event lines; bumped when a field is removed or changes meaning (new
+/// fields and new event types do not bump it: readers ignore what they do not know).
+pub const EVENTS_FORMAT_VERSION: u32 = 1;
+
 /// A step as renderers show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct StepInfo {
     /// Index in `Plan::steps`.
     pub id: usize,
     pub host: HostId,
+    /// The host's name as the plan shows it (node name, else its address).
+    pub name: String,
     /// Machine-readable kind, e.g. `join_controller`.
     pub kind: String,
-    /// Human description, e.g. `join_controller via 10.0.0.2`.
+    /// Short technical label, e.g. `join_controller via 10.0.0.2`.
     pub label: String,
+    /// What the step does, for people, e.g. `Joining the cluster as controller (token from c2)`.
+    pub description: String,
+    /// Past tense for the finish line, e.g. `Joined` (human output only).
+    #[serde(skip)]
+    pub done: String,
+    /// Gerund for the still-running line, e.g. `joining` (human output only).
+    #[serde(skip)]
+    pub still: String,
 }
 
 /// How the run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApplyOutcome {
     Complete,
@@ -33,7 +49,7 @@ pub enum ApplyOutcome {
 }
 
 /// Host changes of the plan, by kind (the "Apply complete: …" line).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ChangeCounts {
     pub added: usize,
     pub replaced: usize,
@@ -42,7 +58,7 @@ pub struct ChangeCounts {
     pub adopted: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ApplySummary {
     pub outcome: ApplyOutcome,
     pub changes: ChangeCounts,
@@ -54,13 +70,19 @@ pub struct ApplySummary {
     /// Why the run stopped early (refusal reason, cancellation), if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Seconds.
     #[serde(serialize_with = "secs")]
+    #[schemars(with = "f64")]
     pub elapsed: Duration,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ApplyEvent {
+    /// The plan about to be applied (before any confirmation), as `plan -json` prints it.
+    Planned {
+        plan: Box<Plan>,
+    },
     /// The run begins.
     Begin {
         cluster: String,
@@ -75,15 +97,27 @@ pub enum ApplyEvent {
         step: StepInfo,
         message: String,
     },
+    /// The step is still running (every `ExecOptions::still_running_every`, 10 s by default).
+    StepStillRunning {
+        step: StepInfo,
+        /// Seconds.
+        #[serde(serialize_with = "secs")]
+        #[schemars(with = "f64")]
+        elapsed: Duration,
+    },
     StepFinished {
         step: StepInfo,
+        /// Seconds.
         #[serde(serialize_with = "secs")]
+        #[schemars(with = "f64")]
         elapsed: Duration,
     },
     StepFailed {
         step: StepInfo,
         error: String,
+        /// Seconds.
         #[serde(serialize_with = "secs")]
+        #[schemars(with = "f64")]
         elapsed: Duration,
     },
     /// Not run: a predecessor failed or was skipped, or the run stopped first.
@@ -101,6 +135,31 @@ pub enum ApplyEvent {
     Summary {
         summary: ApplySummary,
     },
+}
+
+/// One line of `apply -json`: the event with the format version on every line, so a reader can
+/// check any line it sees (schema/events.schema.json).
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct EventLine<'a> {
+    /// `EVENTS_FORMAT_VERSION`.
+    pub format_version: u32,
+    #[serde(flatten)]
+    pub event: &'a ApplyEvent,
+}
+
+impl<'a> EventLine<'a> {
+    pub fn new(event: &'a ApplyEvent) -> Self {
+        EventLine {
+            format_version: EVENTS_FORMAT_VERSION,
+            event,
+        }
+    }
+}
+
+/// schema/events.schema.json: the JSON Schema of one `apply -json` line.
+pub fn events_json_schema() -> String {
+    let schema = schemars::schema_for!(EventLine<'static>);
+    serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
 }
 
 fn secs<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -134,9 +193,25 @@ impl ChangeCounts {
     }
 }
 
+/// `10s`, `1m10s`: whole seconds for the still-running line, as Terraform shows them.
+pub fn format_whole_secs(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 60 {
+        format!("{s}s")
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_secs_formats() {
+        assert_eq!(format_whole_secs(Duration::from_millis(10_400)), "10s");
+        assert_eq!(format_whole_secs(Duration::from_secs(70)), "1m10s");
+    }
 
     #[test]
     fn elapsed_formats() {

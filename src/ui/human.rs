@@ -1,7 +1,10 @@
-//! Human progress: one line per step start and finish (host, step, elapsed time), a final
-//! summary, and an indicatif progress bar on stderr only when stderr is a terminal.
+//! Human progress in Terraform's rhythm: `c1: Joining the cluster as controller (token from
+//! c2)...`, `c1: Still joining... [10s elapsed]`, `c1: Joined after 2.9s`, then a summary; an
+//! indicatif progress bar on stderr only when stderr is a terminal. Hosts go by their names.
 
-use super::{ApplyEvent, ApplyOutcome, ApplySummary, EventSink, StepInfo, format_elapsed};
+use super::{
+    ApplyEvent, ApplyOutcome, ApplySummary, EventSink, StepInfo, format_elapsed, format_whole_secs,
+};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::Write;
 
@@ -57,7 +60,7 @@ impl<W: Write + Send> HumanSink<W> {
     }
 
     fn step_prefix(step: &StepInfo) -> String {
-        format!("{}: {}", step.host, step.label)
+        format!("{}: {}", step.name, step.description)
     }
 
     fn summary_lines(&self, s: &ApplySummary) -> Vec<String> {
@@ -71,7 +74,13 @@ impl<W: Write + Send> HumanSink<W> {
         match s.outcome {
             ApplyOutcome::Complete => {
                 let text = format!("Apply complete: {}.", s.changes.sentence());
-                lines.push(self.paint(&format!("{BOLD}{GREEN}"), &text));
+                lines.push(format!(
+                    "{} {} step{} in {}.",
+                    self.paint(&format!("{BOLD}{GREEN}"), &text),
+                    s.succeeded.len(),
+                    if s.succeeded.len() == 1 { "" } else { "s" },
+                    format_elapsed(s.elapsed)
+                ));
                 return lines;
             }
             ApplyOutcome::Failed => {
@@ -135,27 +144,33 @@ impl<W: Write + Send> EventSink for HumanSink<W> {
                     self.bar = Some(bar);
                 }
             }
+            // The plan text was printed before the confirmation; the JSON stream carries it.
+            ApplyEvent::Planned { .. } => {}
             ApplyEvent::StepStarted { step } => {
                 if let Some(bar) = &self.bar {
-                    bar.set_message(format!("{}: {}", step.host, step.label));
+                    bar.set_message(Self::step_prefix(step));
                 }
-                let text = format!("{}: {}...", Self::step_prefix(step), "starting");
-                self.line(text);
+                self.line(format!("{}...", Self::step_prefix(step)));
             }
             ApplyEvent::StepProgress { step, message } => {
-                let text = format!("{}: {}", Self::step_prefix(step), self.paint(DIM, message));
+                let text = format!("{}: {}", step.name, self.paint(DIM, message));
+                self.line(text);
+            }
+            ApplyEvent::StepStillRunning { step, elapsed } => {
+                let text = format!(
+                    "{}: Still {}... [{} elapsed]",
+                    step.name,
+                    step.still,
+                    format_whole_secs(*elapsed)
+                );
                 self.line(text);
             }
             ApplyEvent::StepFinished { step, elapsed } => {
                 if let Some(bar) = &self.bar {
                     bar.inc(1);
                 }
-                let done = self.paint(GREEN, "done");
-                let text = format!(
-                    "{}: {done} after {}",
-                    Self::step_prefix(step),
-                    format_elapsed(*elapsed)
-                );
+                let done = self.paint(GREEN, &step.done);
+                let text = format!("{}: {done} after {}", step.name, format_elapsed(*elapsed));
                 self.line(text);
             }
             ApplyEvent::StepFailed {
@@ -203,22 +218,45 @@ mod tests {
     use crate::ui::{ApplyOutcome, ChangeCounts, JsonSink};
     use std::time::Duration;
 
-    fn info(id: usize, addr: &str, label: &str) -> StepInfo {
+    fn info(id: usize, addr: &str, name: &str, words: (&str, &str, &str)) -> StepInfo {
         StepInfo {
             id,
             host: HostId::new(addr, 22),
-            kind: label.split(' ').next().unwrap_or(label).to_string(),
-            label: label.to_string(),
+            name: name.to_string(),
+            kind: "kind".to_string(),
+            label: "label".to_string(),
+            description: words.0.to_string(),
+            done: words.1.to_string(),
+            still: words.2.to_string(),
         }
     }
 
     fn events(outcome: ApplyOutcome) -> Vec<ApplyEvent> {
-        let join = info(1, "10.0.0.3", "join_controller via 10.0.0.1");
-        let rec = info(2, "10.0.0.3", "record_host");
+        let join = info(
+            1,
+            "10.0.0.3",
+            "c3",
+            (
+                "Joining the cluster as controller (token from c1)",
+                "Joined",
+                "joining",
+            ),
+        );
+        let rec = info(
+            2,
+            "10.0.0.3",
+            "c3",
+            ("Recording the host in the state", "Recorded", "recording"),
+        );
         let rm = info(
             0,
             "10.0.0.1",
-            "remove_member 8e9e05c52164694d (https://10.0.0.1:2380) via 10.0.0.2",
+            "c1",
+            (
+                "Removing etcd member 8e9e05c52164694d (https://10.0.0.1:2380) via c2",
+                "Removed",
+                "removing",
+            ),
         );
         let mut ev = vec![
             ApplyEvent::Begin {
@@ -239,6 +277,14 @@ mod tests {
             ApplyEvent::StepProgress {
                 step: join.clone(),
                 message: "waiting for the new etcd member".into(),
+            },
+            ApplyEvent::StepStillRunning {
+                step: join.clone(),
+                elapsed: Duration::from_secs(10),
+            },
+            ApplyEvent::StepStillRunning {
+                step: join.clone(),
+                elapsed: Duration::from_secs(70),
             },
         ];
         let mut summary = ApplySummary {
@@ -301,15 +347,17 @@ mod tests {
         assert_eq!(
             out,
             "\
-10.0.0.1: remove_member 8e9e05c52164694d (https://10.0.0.1:2380) via 10.0.0.2: starting...
-10.0.0.1: remove_member 8e9e05c52164694d (https://10.0.0.1:2380) via 10.0.0.2: done after 1.5s
-10.0.0.3: join_controller via 10.0.0.1: starting...
-10.0.0.3: join_controller via 10.0.0.1: waiting for the new etcd member
-10.0.0.3: join_controller via 10.0.0.1: done after 1m12s
-10.0.0.3: record_host: starting...
-10.0.0.3: record_host: done after 300ms
+c1: Removing etcd member 8e9e05c52164694d (https://10.0.0.1:2380) via c2...
+c1: Removed after 1.5s
+c3: Joining the cluster as controller (token from c1)...
+c3: waiting for the new etcd member
+c3: Still joining... [10s elapsed]
+c3: Still joining... [1m10s elapsed]
+c3: Joined after 1m12s
+c3: Recording the host in the state...
+c3: Recorded after 300ms
 
-Apply complete: 0 added, 1 replaced, 0 changed, 0 removed.
+Apply complete: 0 added, 1 replaced, 0 changed, 0 removed. 3 steps in 1m15s.
 "
         );
     }
@@ -317,17 +365,17 @@ Apply complete: 0 added, 1 replaced, 0 changed, 0 removed.
     #[test]
     fn failed_run_lists_every_step() {
         let out = render(&events(ApplyOutcome::Failed), false);
-        let tail: Vec<&str> = out.lines().skip(4).collect();
+        let tail: Vec<&str> = out.lines().skip(6).collect();
         assert_eq!(
             tail,
             vec![
-                "10.0.0.3: join_controller via 10.0.0.1: FAILED after 3.0s: 10.0.0.3: k0s install failed: Error: boom",
-                "10.0.0.3: record_host: skipped (step 1 failed)",
+                "c3: Joining the cluster as controller (token from c1): FAILED after 3.0s: 10.0.0.3: k0s install failed: Error: boom",
+                "c3: Recording the host in the state: skipped (step 1 failed)",
                 "",
                 "Apply failed: 1 succeeded, 1 failed, 1 skipped.",
-                "  succeeded 10.0.0.1: remove_member 8e9e05c52164694d (https://10.0.0.1:2380) via 10.0.0.2",
-                "  failed    10.0.0.3: join_controller via 10.0.0.1: 10.0.0.3: k0s install failed: Error: boom",
-                "  skipped   10.0.0.3: record_host (step 1 failed)",
+                "  succeeded c1: Removing etcd member 8e9e05c52164694d (https://10.0.0.1:2380) via c2",
+                "  failed    c3: Joining the cluster as controller (token from c1): 10.0.0.3: k0s install failed: Error: boom",
+                "  skipped   c3: Recording the host in the state (step 1 failed)",
             ]
         );
     }
@@ -353,10 +401,19 @@ Apply complete: 0 added, 1 replaced, 0 changed, 0 removed.
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(lines.len(), evs.len());
+        assert!(
+            lines
+                .iter()
+                .all(|l| l["format_version"] == crate::ui::EVENTS_FORMAT_VERSION)
+        );
         assert_eq!(lines[0]["type"], "begin");
         assert_eq!(lines[3]["type"], "step_finished");
         assert_eq!(lines[3]["elapsed"], 1.5);
         assert_eq!(lines[3]["step"]["host"]["address"], "10.0.0.1");
+        assert_eq!(lines[3]["step"]["name"], "c1");
+        assert!(lines[3]["step"].get("done").is_none());
+        assert_eq!(lines[7]["type"], "step_still_running");
+        assert_eq!(lines[7]["elapsed"], 70.0);
         let last = lines.last().unwrap();
         assert_eq!(last["type"], "summary");
         assert_eq!(last["summary"]["outcome"], "complete");

@@ -6,7 +6,10 @@ mod event;
 mod human;
 mod json;
 
-pub use event::{ApplyEvent, ApplyOutcome, ApplySummary, ChangeCounts, StepInfo, format_elapsed};
+pub use event::{
+    ApplyEvent, ApplyOutcome, ApplySummary, ChangeCounts, EVENTS_FORMAT_VERSION, EventLine,
+    StepInfo, events_json_schema, format_elapsed, format_whole_secs,
+};
 pub use human::HumanSink;
 pub use json::JsonSink;
 
