@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(name = "k0sform", version, about = "Plan and apply changes to k0s clusters, with a state file", after_help = crate::exit::EXIT_CODES_HELP)]
+#[command(name = "k0sform", version, about = "Plan and apply changes to k0s clusters, with a state file", after_help = crate::exit::MAIN_HELP_FOOTER)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -16,6 +16,15 @@ pub struct Cli {
 
 #[derive(Debug, Args, Clone)]
 pub struct GlobalArgs {
+    /// Switch to DIR before doing anything else (as Terraform's -chdir): relative paths, the
+    /// default spec and state are then found there
+    #[arg(
+        long = "chdir",
+        global = true,
+        help_heading = "Global options",
+        value_name = "DIR"
+    )]
+    pub chdir: Option<PathBuf>,
     /// Spec file or folder (repeatable; default k0sctl.yaml, then k0sctl.yml)
     #[arg(
         short = 'c',
@@ -64,7 +73,10 @@ pub struct GlobalArgs {
     /// No colour in output (also NO_COLOR)
     #[arg(long = "no-color", global = true, help_heading = "Global options")]
     pub no_color: bool,
-    /// More logging (repeat for more)
+    /// -input=false: never ask a question (apply without -auto-approve then fails)
+    #[arg(long = "input", global = true, help_heading = "Global options", value_name = "BOOL", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+    pub input: bool,
+    /// More logging (repeat for more; also K0SFORM_LOG)
     #[arg(short = 'v', long = "verbose", global = true, help_heading = "Global options", action = clap::ArgAction::Count)]
     pub verbose: u8,
 }
@@ -76,7 +88,12 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check the spec offline: fields, types, hosts, paths, versions
-    Validate,
+    Validate(ValidateArgs),
+    /// Print a starting k0sctl.yaml (as `k0sctl init`): hosts from arguments or stdin
+    Init(InitArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    #[command(after_help = COMPLETION_HELP)]
+    Completion(CompletionArgs),
     /// Probe the hosts and show what apply would change
     Plan(PlanArgs),
     /// Plan (or take a saved plan) and carry it out
@@ -93,6 +110,60 @@ pub enum Command {
     /// Print the version
     Version,
 }
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct ValidateArgs {
+    /// Print the result and every diagnostic as one JSON object (schema/validate.schema.json)
+    #[arg(long = "json")]
+    pub json: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct InitArgs {
+    /// Hosts as [user@]address[:port]; more are read from stdin when it is not a terminal
+    /// (one per line, `#` comments ignored). None: two example hosts
+    #[arg(value_name = "[USER@]ADDRESS[:PORT]")]
+    pub addresses: Vec<String>,
+    /// The first N hosts are controllers, the rest workers
+    #[arg(
+        short = 'C',
+        long = "controller-count",
+        value_name = "N",
+        default_value_t = 1
+    )]
+    pub controller_count: usize,
+    /// SSH user of the hosts (default root)
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    pub user: Option<String>,
+    /// SSH private key of the hosts
+    #[arg(short = 'i', long = "key-path", value_name = "FILE")]
+    pub key_path: Option<String>,
+    /// metadata.name of the cluster
+    #[arg(
+        short = 'n',
+        long = "cluster-name",
+        value_name = "NAME",
+        default_value = "k0s-cluster"
+    )]
+    pub cluster_name: String,
+    /// Include k0s's default configuration under spec.k0s.config
+    #[arg(long = "k0s")]
+    pub k0s: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct CompletionArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+const COMPLETION_HELP: &str = "\
+Install, for example:
+  bash: k0sform completion bash > ~/.local/share/bash-completion/completions/k0sform
+  zsh:  k0sform completion zsh > \"${fpath[1]}/_k0sform\"
+  fish: k0sform completion fish > ~/.config/fish/completions/k0sform.fish
+The scripts complete the --long form of each flag; the -single-dash form works as well.";
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct TargetArgs {
@@ -288,6 +359,71 @@ mod tests {
         assert!(p.detailed_exitcode);
         assert_eq!(p.out, Some(PathBuf::from("p.bin")));
         assert_eq!(cli.global.lock_timeout, std::time::Duration::from_secs(30));
+    }
+
+    #[test]
+    fn new_flags_work_with_one_or_two_dashes() {
+        for args in [
+            &[
+                "k0sform",
+                "-chdir=/tmp",
+                "-input=false",
+                "validate",
+                "-json",
+            ][..],
+            &[
+                "k0sform", "--chdir", "/tmp", "--input", "false", "validate", "--json",
+            ][..],
+        ] {
+            let cli = parse_strs(args);
+            assert_eq!(cli.global.chdir, Some(PathBuf::from("/tmp")));
+            assert!(!cli.global.input);
+            let Command::Validate(v) = cli.command else {
+                panic!("not validate")
+            };
+            assert!(v.json);
+        }
+        assert!(parse_strs(&["k0sform", "validate"]).global.input);
+        for args in [
+            &[
+                "k0sform",
+                "init",
+                "-controller-count=3",
+                "-user",
+                "admin",
+                "-key-path=~/.ssh/k",
+                "-cluster-name",
+                "prod",
+                "-k0s",
+                "10.0.0.1",
+            ][..],
+            &[
+                "k0sform",
+                "init",
+                "--controller-count",
+                "3",
+                "--user=admin",
+                "--key-path",
+                "~/.ssh/k",
+                "--cluster-name=prod",
+                "--k0s",
+                "10.0.0.1",
+            ][..],
+            &[
+                "k0sform", "init", "-C", "3", "-u", "admin", "-i", "~/.ssh/k", "-n", "prod",
+                "--k0s", "10.0.0.1",
+            ][..],
+        ] {
+            let Command::Init(i) = parse_strs(args).command else {
+                panic!("not init")
+            };
+            assert_eq!(i.controller_count, 3);
+            assert_eq!(i.user.as_deref(), Some("admin"));
+            assert_eq!(i.key_path.as_deref(), Some("~/.ssh/k"));
+            assert_eq!(i.cluster_name, "prod");
+            assert!(i.k0s);
+            assert_eq!(i.addresses, vec!["10.0.0.1"]);
+        }
     }
 
     #[test]

@@ -29,14 +29,47 @@ impl From<Exit> for std::process::ExitCode {
     }
 }
 
-/// The exit status table as shown in `--help`.
-pub const EXIT_CODES_HELP: &str = "\
-Long flags may also be written Terraform-style with one dash: -auto-approve, -state=PATH.
+/// Every environment variable k0sform reads, as `--help` lists them (a macro so that
+/// `MAIN_HELP_FOOTER` can `concat!` it). A test checks that each variable the source reads is here.
+macro_rules! environment_help {
+    () => {
+        "\
+Environment:
+  K0SFORM_STATE          default for -state (a file, or etcd://… / etcds://…)
+  K0SFORM_ETCD_CACERT    CA certificate of the state etcd (-etcd-cacert wins)
+  K0SFORM_ETCD_CERT      client certificate for the state etcd (-etcd-cert wins)
+  K0SFORM_ETCD_KEY       client key for the state etcd (-etcd-key wins)
+  K0SFORM_ETCD_LOCK_TTL  lease of the etcd state lock (default 30s)
+  K0SFORM_ETCD_TIMEOUT   timeout of each etcd request (default 10s)
+  K0SFORM_LOG            log filter (tracing syntax, e.g. debug or k0sform=trace); wins over -v
+  NO_COLOR               set and not empty: no colour (as -no-color)
+  USER, LOGNAME          the user named in the state lock
+  HOME                   what ~ means in the spec's paths (keyPath, k0sBinaryPath, files)
+  (any)                  ${VAR} and $VAR in the spec are expanded from the environment, as in k0sctl"
+    };
+}
 
+/// The exit status table as shown in `--help`.
+macro_rules! exit_codes_help {
+    () => {
+        "\
 Exit codes:
   0  success (plan: no changes)
   1  error
   2  plan has changes (with -detailed-exitcode)
   3  refused as unsafe (split brain, quorum, unknown identity)
   4  state locked by another process
-  5  saved plan is stale or altered";
+  5  saved plan is stale or altered"
+    };
+}
+
+pub const ENVIRONMENT_HELP: &str = environment_help!();
+pub const EXIT_CODES_HELP: &str = exit_codes_help!();
+
+/// `--help`'s closing text: flag style, environment, exit codes.
+pub const MAIN_HELP_FOOTER: &str = concat!(
+    "Long flags may also be written Terraform-style with one dash: -auto-approve, -state=PATH.\n\n",
+    environment_help!(),
+    "\n\n",
+    exit_codes_help!()
+);

@@ -7,7 +7,7 @@ use crate::engine::{self, Failure, Planned};
 use crate::exit::Exit;
 use crate::plan::render;
 use crate::ssh::SshTransport;
-use crate::ui::{self, EventSink, HumanSink, JsonSink};
+use crate::ui::{self, ApplyEvent, EventSink, HumanSink, JsonSink};
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
@@ -20,6 +20,11 @@ async fn apply(
     args: &ApplyArgs,
     transport: &SshTransport,
 ) -> Result<Exit, Failure> {
+    if args.plan_file.is_none() && !args.auto_approve && !global.input {
+        return Err(Failure::error(
+            "apply needs confirmation but -input=false forbids asking: review the plan and use -auto-approve, or apply a saved plan file",
+        ));
+    }
     // The lock comes first: planning against a state another apply is about to change is useless.
     let loaded = engine::load_spec(global)?;
     let mut ctx = engine::open_state(global)?;
@@ -51,9 +56,7 @@ async fn apply(
                     exit: Exit::StalePlan,
                     message: format!("{}: {stale}; run `k0sform plan` again", file.display()),
                 })?;
-            if !args.json {
-                print!("{}", render::text(&saved.plan, color));
-            }
+            show_plan(args, &saved.plan, color);
             Planned {
                 loaded,
                 state: ctx,
@@ -72,11 +75,9 @@ async fn apply(
                 None,
             )
             .await?;
-            if !args.json {
-                print!("{}", render::text(&planned.plan, color));
-            }
+            show_plan(args, &planned.plan, color);
             if planned.plan.has_changes() && !args.auto_approve {
-                confirm()?;
+                confirm(global.input, args.json)?;
             }
             planned
         }
@@ -105,17 +106,45 @@ fn resolve_intents(planned: &mut Planned) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Ask for `yes` on a terminal; refuse without one.
-fn confirm() -> Result<(), Failure> {
+/// The plan before anything runs: as text on stdout, or with `-json` as a `planned` event line
+/// on stdout, and then as text on stderr when that is a terminal and a `yes` will be asked for,
+/// so the person answering sees what they approve.
+fn show_plan(args: &ApplyArgs, plan: &crate::plan::Plan, color: bool) {
+    if !args.json {
+        print!("{}", render::text(plan, color));
+        return;
+    }
+    JsonSink::new(std::io::stdout()).event(&ApplyEvent::Planned {
+        plan: Box::new(plan.clone()),
+    });
+    let asks = args.plan_file.is_none() && plan.has_changes() && !args.auto_approve;
+    if asks && std::io::stderr().is_terminal() {
+        let color = color && ui::stderr_is_tty();
+        eprint!("{}", render::text(plan, color));
+    }
+}
+
+/// Ask for `yes` on a terminal; refuse without one or with `-input=false`. With `-json` the
+/// question goes to stderr, so stdout stays JSON lines.
+fn confirm(input: bool, json: bool) -> Result<(), Failure> {
+    if !input {
+        return Err(Failure::error(
+            "apply needs confirmation but -input=false forbids asking: review the plan and use -auto-approve, or apply a saved plan file",
+        ));
+    }
     if !std::io::stdin().is_terminal() {
         return Err(Failure::error(
             "apply needs confirmation but there is no terminal: review the plan and use -auto-approve, or apply a saved plan file",
         ));
     }
-    print!(
-        "\nDo you want to perform these actions?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: "
-    );
-    let _ = std::io::stdout().flush();
+    let question = "\nDo you want to perform these actions?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ";
+    if json {
+        eprint!("{question}");
+        let _ = std::io::stderr().flush();
+    } else {
+        print!("{question}");
+        let _ = std::io::stdout().flush();
+    }
     let mut answer = String::new();
     std::io::stdin()
         .lock()
@@ -125,6 +154,30 @@ fn confirm() -> Result<(), Failure> {
         return Err(Failure::error("apply cancelled"));
     }
     Ok(())
+}
+
+/// What to call each host in progress lines, as the planner names nodes: the spec's hostname,
+/// else what the host said, else the state's node name (the plan's names win over these).
+fn display_names(
+    spec: &crate::spec::Spec,
+    state: &crate::state::State,
+    probed: &std::collections::HashMap<crate::hostid::HostId, String>,
+) -> std::collections::HashMap<crate::hostid::HostId, String> {
+    let mut names = std::collections::HashMap::new();
+    for h in &state.hosts {
+        if let Some(n) = &h.node_name {
+            names.insert(h.id(), n.clone());
+        }
+    }
+    for (id, n) in probed {
+        names.insert(id.clone(), n.to_lowercase());
+    }
+    for h in &spec.hosts {
+        if let Some(n) = &h.hostname {
+            names.insert(h.id(), n.to_lowercase());
+        }
+    }
+    names
 }
 
 async fn execute(
@@ -155,9 +208,11 @@ async fn execute(
             (!name.is_empty()).then(|| (h.id.clone(), name.to_string()))
         })
         .collect();
+    let names = display_names(&loaded.spec, &ctx.state, &hostnames);
     let opts = ExecOptions {
         parallelism: args.target.parallelism.max(1),
         hostnames,
+        names,
         ..ExecOptions::default()
     };
     let mut human = HumanSink::new(

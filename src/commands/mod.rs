@@ -1,7 +1,9 @@
 //! One file per command: translate flags, call the library, choose the exit code.
 
 mod apply;
+mod completion;
 mod graph;
+mod init;
 mod plan;
 mod show;
 mod state;
@@ -12,12 +14,21 @@ use crate::exit::Exit;
 
 pub fn run(cli: Cli) -> Exit {
     init_logging(cli.global.verbose);
+    // -chdir comes before anything reads a path (Terraform's rule): the spec, the state, plan files.
+    if let Some(dir) = &cli.global.chdir
+        && let Err(e) = std::env::set_current_dir(dir)
+    {
+        eprintln!("Error: -chdir={}: {e}", dir.display());
+        return Exit::Error;
+    }
     match cli.command {
         Command::Version => {
             println!("k0sform {}", env!("CARGO_PKG_VERSION"));
             Exit::Success
         }
-        Command::Validate => validate::run(&cli.global),
+        Command::Validate(args) => validate::run(&cli.global, &args),
+        Command::Init(args) => init::run(&args),
+        Command::Completion(args) => completion::run(&args),
         Command::State(cmd) => state::run(&cli.global, &cmd),
         Command::ForceUnlock(args) => state::force_unlock(&cli.global, &args),
         Command::Plan(args) => plan::run(&cli.global, &args),

@@ -1,12 +1,32 @@
 //! `k0sform validate`: check the spec offline. Diagnostics (errors and warnings) go to stderr,
-//! the one-line summary to stdout; exit 0 when there is no error, 1 otherwise.
+//! the one-line summary to stdout; with `-json` one object with both goes to stdout. Exit 0 when
+//! there is no error, 1 otherwise.
 
-use crate::cli::GlobalArgs;
+use crate::cli::{GlobalArgs, ValidateArgs};
 use crate::exit::Exit;
-use crate::spec::{self, Role, Spec};
+use crate::spec::{self, Role, Spec, ValidationReport};
 
-pub fn run(global: &GlobalArgs) -> Exit {
-    match spec::load(&global.config) {
+pub fn run(global: &GlobalArgs, args: &ValidateArgs) -> Exit {
+    let loaded = spec::load(&global.config);
+    if args.json {
+        let report = match &loaded {
+            Ok(l) => ValidationReport::new(&l.warnings, summary(&l.spec)),
+            Err(diags) => ValidationReport::new(&diags.0, invalid_summary(diags.error_count())),
+        };
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("Error: {e}");
+                return Exit::Error;
+            }
+        }
+        return if report.valid {
+            Exit::Success
+        } else {
+            Exit::Error
+        };
+    }
+    match loaded {
         Ok(loaded) => {
             for w in &loaded.warnings {
                 eprintln!("{w}");
@@ -18,14 +38,17 @@ pub fn run(global: &GlobalArgs) -> Exit {
             for d in &diags.0 {
                 eprintln!("{d}");
             }
-            let n = diags.error_count();
-            eprintln!(
-                "The spec is not valid: {n} error{}.",
-                if n == 1 { "" } else { "s" }
-            );
+            eprintln!("{}", invalid_summary(diags.error_count()));
             Exit::Error
         }
     }
+}
+
+fn invalid_summary(n: usize) -> String {
+    format!(
+        "The spec is not valid: {n} error{}.",
+        if n == 1 { "" } else { "s" }
+    )
 }
 
 /// `The spec is valid: 5 hosts (3 controllers, 2 workers) in cluster "prod".` A

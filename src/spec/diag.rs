@@ -4,7 +4,10 @@
 use std::fmt;
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Severity {
     Error,
     Warning,
@@ -67,6 +70,69 @@ impl Diagnostic {
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }
+}
+
+/// Version of `validate -json`'s object (schema/validate.schema.json).
+pub const VALIDATE_FORMAT_VERSION: u32 = 1;
+
+/// `validate -json`: the outcome and the same diagnostics the text form prints.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct ValidationReport {
+    pub format_version: u32,
+    /// No error (warnings allowed).
+    pub valid: bool,
+    pub error_count: usize,
+    pub warning_count: usize,
+    /// Errors and warnings in the order the text form prints them.
+    pub diagnostics: Vec<DiagnosticJson>,
+    /// The text form's last line, e.g. `The spec is valid: 3 hosts (…) in cluster "prod".`
+    pub summary: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct DiagnosticJson {
+    pub severity: Severity,
+    pub file: String,
+    /// 1-based; absent when the problem has no position (e.g. a file that cannot be read).
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+    /// Dotted path like `spec.hosts[1].ssh.port`; empty when the problem is the whole file.
+    pub field: String,
+    pub message: String,
+}
+
+impl From<&Diagnostic> for DiagnosticJson {
+    fn from(d: &Diagnostic) -> Self {
+        let pos = |n: u32| (d.line > 0).then_some(n);
+        DiagnosticJson {
+            severity: d.severity,
+            file: d.file.display().to_string(),
+            line: pos(d.line),
+            column: pos(d.column),
+            field: d.field.clone(),
+            message: d.message.clone(),
+        }
+    }
+}
+
+impl ValidationReport {
+    pub fn new(diagnostics: &[Diagnostic], summary: String) -> Self {
+        let error_count = diagnostics.iter().filter(|d| d.is_error()).count();
+        ValidationReport {
+            format_version: VALIDATE_FORMAT_VERSION,
+            valid: error_count == 0,
+            error_count,
+            warning_count: diagnostics.len() - error_count,
+            diagnostics: diagnostics.iter().map(DiagnosticJson::from).collect(),
+            summary,
+        }
+    }
+}
+
+/// schema/validate.schema.json.
+pub fn validate_json_schema() -> String {
+    let schema = schemars::schema_for!(ValidationReport);
+    serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
 }
 
 impl fmt::Display for Diagnostic {

@@ -25,7 +25,10 @@ pub mod raw;
 mod resolve;
 mod validate;
 
-pub use diag::{Diagnostic, Diagnostics, Severity};
+pub use diag::{
+    Diagnostic, DiagnosticJson, Diagnostics, Severity, VALIDATE_FORMAT_VERSION, ValidationReport,
+    validate_json_schema,
+};
 pub use load::{
     CLUSTER_API_VERSION, K0S_API_VERSION, LoadOptions, Loaded, default_paths, load, load_with,
 };

@@ -1,0 +1,266 @@
+//! The command line without hosts: `init`, `completion`, `validate -json`, `-chdir`,
+//! `-input=false` and what `--help` promises (every environment variable k0sform reads).
+
+use assert_cmd::Command;
+use std::path::Path;
+
+fn k0sform() -> Command {
+    let mut c = Command::cargo_bin("k0sform").expect("binary");
+    c.env("NO_COLOR", "1").env_remove("K0SFORM_STATE");
+    c
+}
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Environment variables the source reads: literals on lines that read the environment, and
+/// every `K0SFORM_*` literal (the etcd options pass their names through a helper).
+fn env_vars_read_in(dir: &Path, out: &mut std::collections::BTreeSet<String>) {
+    for entry in std::fs::read_dir(dir).expect("src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            env_vars_read_in(&path, out);
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        // Unit tests set variables of their own; only the code above them counts.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for line in code.lines() {
+            let reads = ["env::var", "var_os(", "from_env(", ".env)(", "for var in"]
+                .iter()
+                .any(|p| line.contains(p));
+            for lit in line.split('"').skip(1).step_by(2) {
+                let name_like = lit.len() > 2
+                    && lit
+                        .chars()
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+                if name_like && (reads || lit.starts_with("K0SFORM_")) {
+                    out.insert(lit.to_string());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn help_names_every_environment_variable_read() {
+    let mut vars = std::collections::BTreeSet::new();
+    env_vars_read_in(Path::new("src"), &mut vars);
+    for expected in [
+        "K0SFORM_STATE",
+        "K0SFORM_ETCD_TIMEOUT",
+        "NO_COLOR",
+        "HOME",
+        "USER",
+    ] {
+        assert!(
+            vars.contains(expected),
+            "the scan misses {expected}: {vars:?}"
+        );
+    }
+    let help = stdout(&k0sform().arg("--help").output().expect("runs"));
+    let env_section = help
+        .split("Environment:")
+        .nth(1)
+        .expect("--help has an Environment section");
+    for v in &vars {
+        assert!(
+            env_section.contains(v.as_str()),
+            "--help does not name {v}:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn init_output_validates_and_follows_the_flags() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let o = k0sform()
+        .args([
+            "init",
+            "-controller-count=3",
+            "--user",
+            "ubuntu",
+            "-key-path",
+            "~/.ssh/id_ed25519",
+            "-n",
+            "prod",
+            "--k0s",
+            "10.0.0.4",
+            "root@10.0.0.5:2222",
+        ])
+        .write_stdin("# from inventory\n10.0.0.1\n10.0.0.2  # rack 2\n\n10.0.0.3\n")
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let yaml = stdout(&o);
+    assert!(yaml.contains("  name: prod\n"), "{yaml}");
+    assert!(yaml.contains("keyPath: ~/.ssh/id_ed25519"), "{yaml}");
+    assert!(yaml.contains("kubeAPIserverUser: kube-apiserver"), "{yaml}");
+    std::fs::write(dir.path().join("k0sctl.yaml"), &yaml).expect("write");
+    // -chdir: the default k0sctl.yaml is found in DIR.
+    let v = k0sform()
+        .args(["-chdir", dir.path().to_str().expect("utf-8"), "validate"])
+        .output()
+        .expect("runs");
+    assert_eq!(v.status.code(), Some(0), "{}", stderr(&v));
+    assert_eq!(
+        stdout(&v),
+        "The spec is valid: 5 hosts (3 controllers, 2 workers) in cluster \"prod\".\n"
+    );
+    let json = k0sform()
+        .args([
+            &format!("--chdir={}", dir.path().display()),
+            "validate",
+            "-json",
+        ])
+        .output()
+        .expect("runs");
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(report["valid"], true);
+    assert_eq!(report["summary"], stdout(&v).trim_end());
+    // Stdin's hosts come first; the last one, from the arguments, keeps its own user and port.
+    let last = yaml.rsplit("- ssh:").next().expect("a host");
+    assert!(last.contains("address: 10.0.0.5"), "{yaml}");
+    assert!(last.contains("user: root\n      port: 2222"), "{yaml}");
+    assert!(last.contains("role: worker"), "{yaml}");
+    assert!(
+        yaml.contains("address: 10.0.0.3\n      user: ubuntu"),
+        "{yaml}"
+    );
+}
+
+#[test]
+fn init_without_addresses_writes_the_example_hosts() {
+    let o = k0sform()
+        .arg("init")
+        .write_stdin("")
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(0));
+    let yaml = stdout(&o);
+    assert!(yaml.contains("address: 10.0.0.1"), "{yaml}");
+    assert!(yaml.contains("address: 10.0.0.2"), "{yaml}");
+    assert!(!yaml.contains("kubeAPIserverUser"), "{yaml}");
+}
+
+#[test]
+fn validate_json_carries_the_text_diagnostics() {
+    let spec = "testdata/specs/invalid/many-errors.yaml";
+    let text = k0sform()
+        .args(["-c", spec, "validate"])
+        .output()
+        .expect("runs");
+    let json = k0sform()
+        .args(["-c", spec, "validate", "-json"])
+        .output()
+        .expect("runs");
+    assert_eq!(text.status.code(), Some(1));
+    assert_eq!(json.status.code(), Some(1));
+    assert!(json.stderr.is_empty(), "{}", stderr(&json));
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(report["format_version"], 1);
+    assert_eq!(report["valid"], false);
+    // Rebuild each text line from the JSON: the same diagnostics, in the same order.
+    let mut rebuilt = Vec::new();
+    for d in report["diagnostics"].as_array().expect("array") {
+        let mut l = d["file"].as_str().expect("file").to_string();
+        if let Some(line) = d["line"].as_u64() {
+            l.push_str(&format!(":{line}:{}", d["column"]));
+        }
+        l.push_str(&format!(
+            ": {}: ",
+            d["severity"].as_str().expect("severity")
+        ));
+        let field = d["field"].as_str().expect("field");
+        if !field.is_empty() {
+            l.push_str(&format!("{field}: "));
+        }
+        l.push_str(d["message"].as_str().expect("message"));
+        rebuilt.push(l);
+    }
+    let mut text_lines: Vec<String> = stderr(&text).lines().map(str::to_string).collect();
+    let last = text_lines.pop().expect("summary");
+    assert_eq!(rebuilt, text_lines);
+    assert_eq!(report["summary"], last);
+    assert_eq!(
+        report["error_count"].as_u64(),
+        Some(rebuilt.iter().filter(|l| l.contains(": error: ")).count() as u64)
+    );
+}
+
+#[test]
+fn validate_schema_is_fresh() {
+    let path = Path::new("schema/validate.schema.json");
+    let now = k0sform::spec::validate_json_schema();
+    if std::env::var_os("K0SFORM_UPDATE_SCHEMA").is_some() {
+        std::fs::write(path, &now).expect("write schema");
+    }
+    let checked_in = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        checked_in == now,
+        "schema/validate.schema.json is stale: run `K0SFORM_UPDATE_SCHEMA=1 cargo test --test cli validate_schema_is_fresh`"
+    );
+}
+
+#[test]
+fn chdir_to_a_missing_folder_fails_first() {
+    let o = k0sform()
+        .args(["-chdir=/nonexistent/k0sform", "version"])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("-chdir=/nonexistent/k0sform"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn apply_with_input_false_fails_instead_of_asking() {
+    let dir = tempfile::tempdir().expect("tmp");
+    for flag in ["-input=false", "--input=false"] {
+        let o = k0sform()
+            .args(["-c", "testdata/specs/valid/ha.yaml", "-state"])
+            .arg(dir.path().join("s.json"))
+            .args(["apply", flag])
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(1));
+        assert!(stderr(&o).contains("-input=false"), "{}", stderr(&o));
+        assert!(stderr(&o).contains("-auto-approve"), "{}", stderr(&o));
+        assert!(!dir.path().join("s.json").exists());
+    }
+}
+
+#[test]
+fn completion_scripts_for_each_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F _k0sform"),
+        ("zsh", "#compdef k0sform"),
+        ("fish", "complete -c k0sform"),
+    ] {
+        let o = k0sform()
+            .args(["completion", shell])
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(0));
+        let s = stdout(&o);
+        assert!(s.contains(marker), "{shell}");
+        assert!(s.contains("controller-count"), "{shell}");
+    }
+    let bad = k0sform()
+        .args(["completion", "tcsh"])
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+}
