@@ -27,10 +27,11 @@ impl Failure {
             message: message.into(),
         }
     }
-    /// Print the failure (`Error: …` on stderr) and return its exit code.
+    /// Print the failure (`Error: …` on stderr) and return its exit code. Messages quote what
+    /// hosts answered (stderr lines, names): escaped, line breaks kept.
     pub fn report(self) -> Exit {
         if !self.message.is_empty() {
-            eprintln!("Error: {}", self.message);
+            eprintln!("Error: {}", crate::ui::escape_lines(&self.message));
         }
         self.exit
     }
@@ -106,6 +107,7 @@ pub fn plan_options(t: &TargetArgs) -> PlanOptions {
         target: t.target.clone(),
         exclude: t.exclude.clone(),
         refresh_only: t.refresh_only,
+        show_secrets: t.show_secrets,
     }
 }
 

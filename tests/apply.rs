@@ -864,14 +864,18 @@ mod fake {
                             "apiVersion": "v1", "kind": "Namespace",
                             "metadata": {"name": "kube-system", "uid": self.uid.clone().unwrap_or_default()}
                         }).to_string()),
-                        ["delete", res, name, ..] => {
+                        ["delete", object, ..] if object.contains('/') => {
+                            let (res, name) = object.split_once('/').unwrap_or_default();
                             if res.starts_with("etcdmember") && self.hide_objects_after_delete {
                                 self.deleted_objects.push(name.to_string());
                             }
                             ok("")
                         }
                         ["drain", args @ ..] => {
-                            let node = args.last().copied().unwrap_or("");
+                            let last = args.last().copied().unwrap_or("");
+                            let Some(node) = last.strip_prefix("node/") else {
+                                return err(&format!("Error: the fake wants node/NAME, not {last:?}"));
+                            };
                             if self.nodes.contains_key(node) {
                                 self.nodes.insert(node.to_string(), false);
                                 ok(format!("node/{node} drained\n"))

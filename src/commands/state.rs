@@ -94,15 +94,19 @@ pub(crate) fn render_list(state: &State) -> String {
     let header = ["ADDRESS", "ROLE", "NODE", "MACHINE-ID", "MEMBER-ID"].map(String::from);
     let mut rows = vec![header];
     for h in &state.hosts {
-        rows.push([
-            h.id().to_string(),
-            h.role.to_string(),
-            h.node_name.clone().unwrap_or_else(|| "-".into()),
-            short(&h.machine_id).to_string(),
-            h.etcd
-                .as_ref()
-                .map_or_else(|| "-".into(), |e| e.member_id.clone()),
-        ]);
+        // A state file is anyone's to edit: what it says is shown escaped.
+        rows.push(
+            [
+                h.id().to_string(),
+                h.role.to_string(),
+                h.node_name.clone().unwrap_or_else(|| "-".into()),
+                short(&h.machine_id).to_string(),
+                h.etcd
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |e| e.member_id.clone()),
+            ]
+            .map(|c| crate::ui::escape(&c).into_owned()),
+        );
     }
     let mut widths = [0usize; 5];
     for row in &rows {
@@ -202,7 +206,7 @@ pub(crate) fn render_host(state: &State, h: &HostState) -> String {
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     let mut out = String::new();
     for (k, v) in fields {
-        let _ = writeln!(out, "{:<width$} {v}", format!("{k}:"));
+        let _ = writeln!(out, "{:<width$} {}", format!("{k}:"), crate::ui::escape(&v));
     }
     let intents: Vec<_> = state
         .intents
@@ -212,7 +216,8 @@ pub(crate) fn render_host(state: &State, h: &HostState) -> String {
     if !intents.is_empty() {
         out.push_str("unfinished steps:\n");
         for i in intents {
-            let _ = writeln!(out, "  {} ({}), started {}", i.step, i.kind, i.started_at);
+            let line = format!("{} ({}), started {}", i.step, i.kind, i.started_at);
+            let _ = writeln!(out, "  {}", crate::ui::escape(&line));
         }
     }
     out

@@ -164,11 +164,17 @@ pub fn get_nodes(bin: &str, data_dir: &str) -> RemoteCommand {
     kubectl(bin, data_dir, &["get", "nodes", "-o", "json"])
 }
 
+/// `TYPE/NAME`: kubectl reads it as one object however the name starts, where a bare name
+/// taken from a host (`--all`, `-l x`) would be read as a flag.
+fn object(resource: &str, name: &str) -> String {
+    format!("{resource}/{name}")
+}
+
 pub fn delete_node(bin: &str, data_dir: &str, name: &str) -> RemoteCommand {
     kubectl(
         bin,
         data_dir,
-        &["delete", "node", name, "--ignore-not-found"],
+        &["delete", &object("node", name), "--ignore-not-found"],
     )
 }
 
@@ -192,7 +198,7 @@ pub fn drain(bin: &str, data_dir: &str, name: &str, opts: &DrainOptions) -> Remo
     if let Some(sel) = &opts.pod_selector {
         args.push(format!("--pod-selector={sel}"));
     }
-    args.push(name.to_string());
+    args.push(object("node", name));
     kubectl(bin, data_dir, &args).timeout(Duration::from_secs(opts.timeout + 60))
 }
 
@@ -208,8 +214,7 @@ pub fn patch_etcd_member_leave(bin: &str, data_dir: &str, name: &str) -> RemoteC
         data_dir,
         &[
             "patch",
-            ETCD_MEMBER_RESOURCE,
-            name,
+            &object(ETCD_MEMBER_RESOURCE, name),
             "--type=merge",
             "-p",
             r#"{"spec":{"leave":true}}"#,
@@ -221,7 +226,11 @@ pub fn delete_etcd_member(bin: &str, data_dir: &str, name: &str) -> RemoteComman
     kubectl(
         bin,
         data_dir,
-        &["delete", ETCD_MEMBER_RESOURCE, name, "--ignore-not-found"],
+        &[
+            "delete",
+            &object(ETCD_MEMBER_RESOURCE, name),
+            "--ignore-not-found",
+        ],
     )
 }
 
@@ -234,7 +243,11 @@ pub fn delete_control_node(bin: &str, data_dir: &str, name: &str) -> RemoteComma
     kubectl(
         bin,
         data_dir,
-        &["delete", CONTROL_NODE_RESOURCE, name, "--ignore-not-found"],
+        &[
+            "delete",
+            &object(CONTROL_NODE_RESOURCE, name),
+            "--ignore-not-found",
+        ],
     )
 }
 
@@ -376,14 +389,17 @@ mod tests {
         assert!(c.timeout > Duration::ZERO);
         assert_eq!(
             delete_etcd_member(BIN, DD, "c1").argv[3..],
-            ["delete", ETCD_MEMBER_RESOURCE, "c1", "--ignore-not-found"]
+            [
+                "delete",
+                "etcdmembers.etcd.k0sproject.io/c1",
+                "--ignore-not-found"
+            ]
         );
         assert_eq!(
             patch_etcd_member_leave(BIN, DD, "c1").argv[3..],
             [
                 "patch",
-                ETCD_MEMBER_RESOURCE,
-                "c1",
+                "etcdmembers.etcd.k0sproject.io/c1",
                 "--type=merge",
                 "-p",
                 r#"{"spec":{"leave":true}}"#
@@ -391,9 +407,31 @@ mod tests {
         );
         assert_eq!(
             delete_control_node(BIN, DD, "c1").argv[3..],
-            ["delete", CONTROL_NODE_RESOURCE, "c1", "--ignore-not-found"]
+            [
+                "delete",
+                "controlnodes.autopilot.k0sproject.io/c1",
+                "--ignore-not-found"
+            ]
         );
         assert_eq!(readyz(BIN, DD).argv[3..], ["get", "--raw=/readyz"]);
+    }
+
+    #[test]
+    fn names_from_hosts_never_become_flags() {
+        // A removed controller whose hostname is `--all` must not delete every EtcdMember.
+        let opts = crate::spec::Options::default().drain;
+        for c in [
+            delete_etcd_member(BIN, DD, "--all"),
+            patch_etcd_member_leave(BIN, DD, "--all"),
+            delete_control_node(BIN, DD, "--all"),
+            delete_node(BIN, DD, "--all"),
+            drain(BIN, DD, "--all", &opts),
+        ] {
+            let objects: Vec<&String> =
+                c.argv[4..].iter().filter(|a| a.contains("--all")).collect();
+            assert_eq!(objects.len(), 1, "{:?}", c.argv);
+            assert!(objects[0].ends_with("/--all"), "{:?}", c.argv);
+        }
     }
 
     #[test]
@@ -409,7 +447,7 @@ mod tests {
                 "--force",
                 "--ignore-daemonsets",
                 "--delete-emptydir-data",
-                "w1"
+                "node/w1"
             ]
         );
         assert_eq!(c.timeout, Duration::from_secs(360));

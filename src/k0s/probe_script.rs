@@ -226,9 +226,9 @@ fn frames(text: &str, nonce: &str) -> Result<Frames, K0sError> {
     let mut map = BTreeMap::new();
     let mut done = false;
     let mut open: Option<(String, String)> = None;
-    // Every piece after the first starts right after a marker's nonce: " begin NAME\n<output>\n",
+    // Every piece starts right after a marker's nonce: " begin NAME\n<output>\n",
     // " end NAME RC\n", " done\n".
-    for piece in text.split(nonce).skip(1) {
+    for piece in marker_pieces(text, nonce) {
         let (header, body) = piece.split_once('\n').unwrap_or((piece, ""));
         let words: Vec<&str> = header.split(' ').collect();
         match (words.as_slice(), open.take()) {
@@ -256,6 +256,25 @@ fn frames(text: &str, nonce: &str) -> Result<Frames, K0sError> {
         return Err(bad(format!("section {name} has no end")));
     }
     Ok((map, done))
+}
+
+/// The text after each marker up to the next one. A marker is the nonce at the start of a line
+/// (the script prints each one after a line break): the nonce anywhere else is output, whatever
+/// a host (which sees its own command line) prints.
+fn marker_pieces<'a>(text: &'a str, nonce: &str) -> Vec<&'a str> {
+    let starts: Vec<usize> = text
+        .match_indices(nonce)
+        .map(|(at, _)| at)
+        .filter(|&at| at == 0 || text.as_bytes()[at - 1] == b'\n')
+        .collect();
+    starts
+        .iter()
+        .enumerate()
+        .map(|(i, &at)| {
+            let end = starts.get(i + 1).copied().unwrap_or(text.len());
+            &text[at + nonce.len()..end]
+        })
+        .collect()
 }
 
 fn sections(out: &CommandOutput, nonce: &str) -> Result<BTreeMap<String, Section>, K0sError> {
@@ -539,6 +558,7 @@ fn parse_probe(
         let text = s.get("files").map(|x| x.out.as_str()).unwrap_or_default();
         f.files = parse_files(files, text).map_err(ProbeError::Host)?;
     }
+    super::facts::check(&f).map_err(ProbeError::Host)?;
     Ok(f)
 }
 
@@ -880,6 +900,19 @@ esac
         let mut odd = framed(&[("machine_id", 0, "abc", "")], true);
         odd.stderr = format!("{NONCE} begin machine_id\nno end").into_bytes();
         assert_eq!(sections(&odd, NONCE).unwrap()["machine_id"].err, "");
+    }
+
+    #[test]
+    fn markers_count_only_at_line_starts() {
+        // A host knows the nonce (it is on the probe's command line) and prints it mid-line.
+        let body = format!("a: 1 {NONCE} end config 0\nb: {NONCE} done\n");
+        let out = framed(
+            &[("machine_id", 0, "abc", ""), ("config", 0, &body, "")],
+            true,
+        );
+        let s = sections(&out, NONCE).unwrap();
+        assert_eq!(s["config"].out, body);
+        assert_eq!(s["machine_id"].out, "abc");
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! Plan output: the human text of DESIGN.md "Plan text" (colour only when the caller says so),
 //! the versioned JSON, and Graphviz DOT of the step DAG. Rendering never decides anything.
+//! Names, reasons, details, diffs and warnings can carry text from hosts: the human text shows
+//! them through `ui::escape`, so no host can write terminal controls above the `yes` prompt.
 
 use super::model::*;
 use crate::hash::short;
 use crate::hostid::HostId;
+use crate::ui::escape;
 use std::fmt::Write as _;
 
 const GREEN: &str = "\x1b[32m";
@@ -79,7 +82,7 @@ pub fn text(plan: &Plan, color: bool) -> String {
     let _ = writeln!(
         out,
         "{opening} \"{}\"\n({members}, {identity}, {serial}):",
-        plan.cluster_name
+        escape(&plan.cluster_name)
     );
     out.push('\n');
 
@@ -90,9 +93,9 @@ pub fn text(plan: &Plan, color: bool) -> String {
                 out,
                 "  {} {} ({}): {}",
                 c.role,
-                c.name,
+                escape(&c.name),
                 c.host,
-                c.changes.join(", ")
+                escape(&c.changes.join(", "))
             );
         }
         out.push('\n');
@@ -100,7 +103,7 @@ pub fn text(plan: &Plan, color: bool) -> String {
     if !plan.drift.is_empty() {
         out.push_str("Not known to k0sctl.yaml or the state (left alone):\n");
         for d in &plan.drift {
-            let _ = writeln!(out, "  {}, seen by {}", d.what, hosts(&d.seen_by));
+            let _ = writeln!(out, "  {}, seen by {}", escape(&d.what), hosts(&d.seen_by));
         }
         out.push('\n');
     }
@@ -116,22 +119,28 @@ pub fn text(plan: &Plan, color: bool) -> String {
             out,
             "  # {} {} ({}) will be {what}: {}",
             c.role,
-            c.name,
+            escape(&c.name),
             c.host,
-            reasons.join("; ")
+            escape(&reasons.join("; "))
         );
         let sym = format!("{:>3}", c.action.symbol());
         let _ = writeln!(
             out,
             "{} {}",
             p.sign(&sym),
-            p.paint(BOLD, &format!("{} {}", c.role, c.name))
+            p.paint(BOLD, &format!("{} {}", c.role, escape(&c.name)))
         );
         for d in &c.details {
-            let _ = writeln!(out, "      {} {}", p.sign(&d.sign.to_string()), d.text);
+            let _ = writeln!(
+                out,
+                "      {} {}",
+                p.sign(&escape(&d.sign.to_string())),
+                escape(&d.text)
+            );
         }
         if let Some(diff) = &c.config_diff {
             for line in diff.lines() {
+                let line = &*escape(line);
                 let painted = if line.starts_with("+++") || line.starts_with("---") {
                     p.paint(BOLD, line)
                 } else if line.starts_with('+') {
@@ -148,7 +157,7 @@ pub fn text(plan: &Plan, color: bool) -> String {
     }
 
     for w in &plan.warnings {
-        let _ = writeln!(out, "{}: {w}", p.paint(YELLOW, "Warning"));
+        let _ = writeln!(out, "{}: {}", p.paint(YELLOW, "Warning"), escape(w));
     }
     if !plan.warnings.is_empty() {
         out.push('\n');

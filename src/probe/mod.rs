@@ -250,6 +250,13 @@ pub enum RealityFileError {
         path: PathBuf,
         source: serde_json::Error,
     },
+    /// A host's facts fail the checks a live probe applies (`k0s::facts::check`).
+    #[error("{path}: host {host}: {message}")]
+    Invalid {
+        path: PathBuf,
+        host: crate::hostid::HostId,
+        message: String,
+    },
 }
 
 /// Write `reality` as pretty JSON (hosts sorted), atomically (temp file + rename).
@@ -286,6 +293,16 @@ pub fn load(path: &Path) -> Result<Reality, RealityFileError> {
         path: path.to_path_buf(),
         source,
     })?;
+    // A probe file is as untrusted as the hosts it claims to describe.
+    for h in &r.hosts {
+        if let Probe::Reached(f) = &h.probe {
+            crate::k0s::facts::check(f).map_err(|message| RealityFileError::Invalid {
+                path: path.to_path_buf(),
+                host: h.id.clone(),
+                message,
+            })?;
+        }
+    }
     r.sort();
     Ok(r)
 }
@@ -454,7 +471,7 @@ mod tests {
     #[test]
     fn reality_round_trips_through_a_file() {
         let facts = HostFacts {
-            machine_id: "3d12".into(),
+            machine_id: "3d12a0b1c2d3e4f5a6b7c8d9e0f1a2b3".into(),
             hostname: "c0".into(),
             host_key: "SHA256:x".into(),
             view: Some(ClusterView {
@@ -496,6 +513,14 @@ mod tests {
         let mut sorted = reality.clone();
         sorted.sort();
         assert_eq!(back, sorted);
+        // A probe file naming a host `--all` is refused like a live probe would be.
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(
+            &path,
+            text.replace("\"name\": \"c0\"", "\"name\": \"--all\""),
+        )
+        .unwrap();
+        assert!(matches!(load(&path), Err(RealityFileError::Invalid { .. })));
         assert_eq!(back.hosts[0].id, HostId::new("127.0.0.1", 22));
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("\"result\": \"unreachable\""), "{text}");

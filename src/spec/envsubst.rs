@@ -38,9 +38,14 @@ impl Expanded {
     }
 }
 
+/// How deep `${A:-${B:-…}}` may nest: far beyond any real spec, far below a stack overflow.
+const MAX_NESTING: usize = 64;
+
 struct Cursor<'a> {
     chars: Vec<(char, (u32, u32))>,
     pos: usize,
+    /// `${…}` expressions open around the current position.
+    depth: usize,
     env: &'a dyn Fn(&str) -> Option<String>,
     assigned: BTreeMap<String, String>,
 }
@@ -64,6 +69,7 @@ pub fn expand(
     let mut cur = Cursor {
         chars,
         pos: 0,
+        depth: 0,
         env,
         assigned: BTreeMap::new(),
     };
@@ -137,8 +143,16 @@ impl Cursor<'_> {
                 Ok(self.lookup(&name).unwrap_or_default())
             }
             Some('{') => {
+                if self.depth >= MAX_NESTING {
+                    return Err(
+                        self.err(at, format!("`${{…}}` nested more than {MAX_NESTING} deep"))
+                    );
+                }
                 self.pos += 2;
-                self.braced(at)
+                self.depth += 1;
+                let value = self.braced(at);
+                self.depth -= 1;
+                value
             }
             _ => {
                 self.pos += 1;
@@ -269,6 +283,15 @@ mod tests {
             "LONG" => Some("a-much-longer-value".into()),
             _ => None,
         }
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let deep = format!("{}x{}", "${A:-".repeat(100_000), "}".repeat(100_000));
+        let e = expand(&deep, &env).unwrap_err();
+        assert!(e.message.contains("nested"), "{e:?}");
+        let ok = format!("{}x{}", "${A:-".repeat(10), "}".repeat(10));
+        assert_eq!(expand(&ok, &env).unwrap().text, "x");
     }
 
     fn x(s: &str) -> String {

@@ -3,7 +3,8 @@
 //! indicatif progress bar on stderr only when stderr is a terminal. Hosts go by their names.
 
 use super::{
-    ApplyEvent, ApplyOutcome, ApplySummary, EventSink, StepInfo, format_elapsed, format_whole_secs,
+    ApplyEvent, ApplyOutcome, ApplySummary, EventSink, StepInfo, escape, format_elapsed,
+    format_whole_secs,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::Write;
@@ -59,8 +60,10 @@ impl<W: Write + Send> HumanSink<W> {
         }
     }
 
+    /// Names, descriptions, progress messages and errors carry text from hosts: escaped here,
+    /// before colour codes are added.
     fn step_prefix(step: &StepInfo) -> String {
-        format!("{}: {}", step.name, step.description)
+        format!("{}: {}", escape(&step.name), escape(&step.description))
     }
 
     fn summary_lines(&self, s: &ApplySummary) -> Vec<String> {
@@ -100,7 +103,7 @@ impl<W: Write + Send> HumanSink<W> {
             )),
         }
         if let Some(reason) = &s.reason {
-            lines.push(format!("  reason: {reason}"));
+            lines.push(format!("  reason: {}", escape(reason)));
         }
         for st in &s.succeeded {
             lines.push(format!(
@@ -111,16 +114,18 @@ impl<W: Write + Send> HumanSink<W> {
         }
         for (st, err) in &s.failed {
             lines.push(format!(
-                "  {}    {}: {err}",
+                "  {}    {}: {}",
                 self.paint(RED, "failed"),
-                Self::step_prefix(st)
+                Self::step_prefix(st),
+                escape(err)
             ));
         }
         for (st, why) in &s.skipped {
             lines.push(format!(
-                "  {}   {} ({why})",
+                "  {}   {} ({})",
                 self.paint(YELLOW, "skipped"),
-                Self::step_prefix(st)
+                Self::step_prefix(st),
+                escape(why)
             ));
         }
         lines
@@ -153,13 +158,17 @@ impl<W: Write + Send> EventSink for HumanSink<W> {
                 self.line(format!("{}...", Self::step_prefix(step)));
             }
             ApplyEvent::StepProgress { step, message } => {
-                let text = format!("{}: {}", step.name, self.paint(DIM, message));
+                let text = format!(
+                    "{}: {}",
+                    escape(&step.name),
+                    self.paint(DIM, &escape(message))
+                );
                 self.line(text);
             }
             ApplyEvent::StepStillRunning { step, elapsed } => {
                 let text = format!(
                     "{}: Still {}... [{} elapsed]",
-                    step.name,
+                    escape(&step.name),
                     step.still,
                     format_whole_secs(*elapsed)
                 );
@@ -170,7 +179,11 @@ impl<W: Write + Send> EventSink for HumanSink<W> {
                     bar.inc(1);
                 }
                 let done = self.paint(GREEN, &step.done);
-                let text = format!("{}: {done} after {}", step.name, format_elapsed(*elapsed));
+                let text = format!(
+                    "{}: {done} after {}",
+                    escape(&step.name),
+                    format_elapsed(*elapsed)
+                );
                 self.line(text);
             }
             ApplyEvent::StepFailed {
@@ -183,9 +196,10 @@ impl<W: Write + Send> EventSink for HumanSink<W> {
                 }
                 let failed = self.paint(RED, "FAILED");
                 let text = format!(
-                    "{}: {failed} after {}: {error}",
+                    "{}: {failed} after {}: {}",
                     Self::step_prefix(step),
-                    format_elapsed(*elapsed)
+                    format_elapsed(*elapsed),
+                    escape(error)
                 );
                 self.line(text);
             }
@@ -194,7 +208,11 @@ impl<W: Write + Send> EventSink for HumanSink<W> {
                     bar.inc(1);
                 }
                 let skipped = self.paint(YELLOW, "skipped");
-                let text = format!("{}: {skipped} ({reason})", Self::step_prefix(step));
+                let text = format!(
+                    "{}: {skipped} ({})",
+                    Self::step_prefix(step),
+                    escape(reason)
+                );
                 self.line(text);
             }
             // State writes are routine; the JSON stream reports them, humans see the summary.
@@ -386,6 +404,52 @@ Apply complete: 0 added, 1 replaced, 0 changed, 0 removed. 3 steps in 1m15s.
         assert!(!plain.contains('\x1b'));
         let coloured = render(&events(ApplyOutcome::Failed), true);
         assert!(coloured.contains("\x1b[31mFAILED\x1b[0m"));
+    }
+
+    #[test]
+    fn host_text_cannot_drive_the_terminal() {
+        // A hostile host names itself and fails with escape sequences that would erase the line
+        // and move the cursor up over earlier output.
+        let mut step = info(
+            1,
+            "10.0.0.3",
+            "c3\x1b[1A\x1b[2K",
+            ("Joining", "Joined", "joining"),
+        );
+        step.description = "Joining\r\x1b]0;owned\x07".into();
+        let evs = vec![
+            ApplyEvent::StepStarted { step: step.clone() },
+            ApplyEvent::StepProgress {
+                step: step.clone(),
+                message: "hook: echo \u{9b}2J".into(),
+            },
+            ApplyEvent::StepFailed {
+                step: step.clone(),
+                error: "Error: boom\n\x1b[32mApply complete!".into(),
+                elapsed: Duration::from_secs(1),
+            },
+        ];
+        for color in [false, true] {
+            let out = render(&evs, color);
+            let stripped = out
+                .replace("\x1b[31m", "")
+                .replace("\x1b[2m", "")
+                .replace("\x1b[0m", "");
+            assert!(
+                !stripped.chars().any(|c| c.is_control() && c != '\n'),
+                "{out:?}"
+            );
+            assert_eq!(out.lines().count(), 3, "{out:?}");
+        }
+        let plain = render(&evs, false);
+        assert!(
+            plain.starts_with("c3\\x1b[1A\\x1b[2K: Joining\\r\\x1b]0;owned\\x07..."),
+            "{plain}"
+        );
+        assert!(
+            plain.contains("Error: boom\\n\\x1b[32mApply complete!"),
+            "{plain}"
+        );
     }
 
     #[test]

@@ -1,0 +1,216 @@
+//! What a host reports is checked when it is probed, not when it is used: names that become
+//! kubectl arguments must be Kubernetes object names (RFC 1123), identities must look like
+//! identities. A host that answers otherwise fails its probe with the reason, so a hostile or
+//! broken host can neither steer a destructive call nor plant text that the state writer would
+//! later refuse as a secret (which made every checkpoint fail).
+
+use crate::reality::HostFacts;
+
+/// A Kubernetes object name as Node, EtcdMember and ControlNode names are: a lowercase RFC 1123
+/// subdomain (labels of `a-z0-9-`, starting and ending alphanumeric, joined by dots; at most
+/// 253 characters, 63 per label).
+pub fn is_object_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b.len() <= 63
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        })
+}
+
+fn is_hex(s: &str, min: usize, max: usize) -> bool {
+    (min..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A k0s version as k0s prints it: `v1.33.4+k0s.0`, `v1.31.0-rc.1+k0s.0`.
+pub fn is_version(v: &str) -> bool {
+    v.len() <= 64
+        && v.starts_with('v')
+        && v[1..].starts_with(|c: char| c.is_ascii_digit())
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
+}
+
+/// A peer URL or address: a scheme, a host name or IP and a port, nothing else.
+fn is_peer(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 300
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-:/[]%_".contains(&b))
+}
+
+/// Every fact of `f` a later step uses as a name, an identity or a state field, checked; the
+/// first one that is not what it claims to be, described.
+pub fn check(f: &HostFacts) -> Result<(), String> {
+    let bad = |what: &str, v: &str| {
+        Err(format!(
+            "the host reports {what} {:?}, which is not valid",
+            crate::hash::short_n(v, 80)
+        ))
+    };
+    if !is_hex(&f.machine_id, 16, 64) {
+        return bad("machine-id", &f.machine_id);
+    }
+    if !f.hostname.is_empty() && !is_object_name(&f.hostname.to_lowercase()) {
+        return Err(format!(
+            "the host's name {:?} is not a valid Kubernetes node name (RFC 1123): set `hostname` in the spec or fix the host",
+            crate::hash::short_n(&f.hostname, 80)
+        ));
+    }
+    if !f
+        .arch
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return bad("architecture", &f.arch);
+    }
+    for (what, v) in [
+        ("a k0s version", f.k0s_version.as_deref()),
+        (
+            "a running k0s version",
+            f.status.as_ref().map(|s| s.version.as_str()),
+        ),
+    ] {
+        if let Some(v) = v
+            && !is_version(v)
+        {
+            return bad(what, v);
+        }
+    }
+    for (what, v) in [
+        ("a k0s.yaml sha256", f.config_sha256.as_deref()),
+        ("a k0s binary sha256", f.k0s_binary_sha256.as_deref()),
+    ] {
+        if let Some(v) = v
+            && !is_hex(v, 64, 64)
+        {
+            return bad(what, v);
+        }
+    }
+    if let Some(p) = f.status.as_ref().and_then(|s| s.peer_address.as_deref())
+        && !is_peer(p)
+    {
+        return bad("an etcd peer address", p);
+    }
+    if let Some(v) = &f.view {
+        for m in &v.members {
+            // An unstarted member has no name yet.
+            if !m.name.is_empty() && !is_object_name(&m.name) {
+                return bad("an etcd member named", &m.name);
+            }
+            if !is_peer(&m.peer_url) {
+                return bad("an etcd peer URL", &m.peer_url);
+            }
+            if let Some(id) = &m.member_id
+                && !is_hex(id, 1, 16)
+            {
+                return bad("an etcd member ID", id);
+            }
+        }
+        for n in &v.nodes {
+            if !is_object_name(&n.name) {
+                return bad("a Node named", &n.name);
+            }
+        }
+        for n in &v.control_nodes {
+            if !is_object_name(n) {
+                return bad("a ControlNode named", n);
+            }
+        }
+    }
+    for file in &f.files {
+        for (what, v) in [("a file owner", &file.user), ("a file group", &file.group)] {
+            if let Some(v) = v
+                && !v
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-$".contains(&b))
+            {
+                return bad(what, v);
+            }
+        }
+        if let Some(s) = &file.sha256
+            && !is_hex(s, 64, 64)
+        {
+            return bad("a file sha256", s);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reality::{ClusterView, MemberView, NodeView};
+
+    #[test]
+    fn object_names() {
+        for ok in ["c1", "node-1.example.com", "a", "10.0.0.1", &"a".repeat(63)] {
+            assert!(is_object_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "--all",
+            "-l",
+            "C1",
+            "a_b",
+            "a..b",
+            ".a",
+            "a-",
+            "x y",
+            "a/b",
+            &"a".repeat(64),
+            "c1\u{1b}[2K",
+        ] {
+            assert!(!is_object_name(bad), "{bad:?}");
+        }
+    }
+
+    fn facts() -> HostFacts {
+        HostFacts {
+            machine_id: "3d12a0b1c2d3e4f5a6b7c8d9e0f1a2b3".into(),
+            hostname: "C01".into(),
+            arch: "x86_64".into(),
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            view: Some(ClusterView {
+                members: vec![MemberView {
+                    name: "c01".into(),
+                    peer_url: "https://10.0.0.1:2380".into(),
+                    member_id: Some("8e9e05c52164694d".into()),
+                }],
+                nodes: vec![NodeView {
+                    name: "c01".into(),
+                    ready: true,
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn hostile_facts_fail_the_probe() {
+        assert_eq!(check(&facts()), Ok(()));
+        type Spoil = Box<dyn Fn(&mut HostFacts)>;
+        let cases: Vec<Spoil> = vec![
+            Box::new(|f| f.hostname = "--all".into()),
+            Box::new(|f| f.hostname = "token: abc".into()),
+            Box::new(|f| f.machine_id = "H4sIAAAAAAAA".into()),
+            Box::new(|f| f.machine_id = "token: 1234".into()),
+            Box::new(|f| f.k0s_version = Some("v1token:x".into())),
+            Box::new(|f| f.view.as_mut().unwrap().members[0].name = "--all".into()),
+            Box::new(|f| f.view.as_mut().unwrap().members[0].member_id = Some("H4sI".into())),
+            Box::new(|f| f.view.as_mut().unwrap().members[0].peer_url = "token: x".into()),
+            Box::new(|f| f.view.as_mut().unwrap().nodes[0].name = "-l".into()),
+        ];
+        for (i, spoil) in cases.iter().enumerate() {
+            let mut f = facts();
+            spoil(&mut f);
+            assert!(check(&f).is_err(), "case {i}: {f:?}");
+        }
+    }
+}
