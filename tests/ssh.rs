@@ -769,3 +769,44 @@ async fn silent_host_times_out_as_unreachable() {
     assert_eq!(ssh_processes(&t), Vec::<String>::new());
     holder.join().unwrap();
 }
+
+/// The login shell is not POSIX: like fish, it reads `\'` inside single quotes as a quote, so
+/// the POSIX `'\''` idiom breaks. sshd runs every command through it (ForceCommand stands in
+/// for the user's shell here); commands must still run exactly as given.
+#[tokio::test(flavor = "multi_thread")]
+async fn commands_run_under_a_non_posix_login_shell() {
+    let sshd = Sshd::start_with("ForceCommand {dir}/fishy\n");
+    let fishy = sshd.path("fishy");
+    std::fs::write(
+        &fishy,
+        "#!/bin/sh\ncase \"$SSH_ORIGINAL_COMMAND\" in\n  *\"'\\\\''\"*) echo \"fishy: unsupported quoting\" >&2; exit 99;;\nesac\nexec /bin/sh -c \"$SSH_ORIGINAL_COMMAND\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fishy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = transport();
+    t.connect(&sshd.id(), &sshd.target("root"), None, false)
+        .await
+        .unwrap();
+    let out = t
+        .run(
+            &sshd.id(),
+            cmd(&[
+                "sh",
+                "-c",
+                "printf '%s|' \"$@\"",
+                "x",
+                "it's",
+                "a\\b",
+                "$HOME",
+            ]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.status, out.stdout_str().as_str()),
+        (Some(0), "it's|a\\b|$HOME|"),
+        "{}",
+        out.stderr_str()
+    );
+    t.close_all().await;
+}

@@ -1,5 +1,7 @@
 //! The one place that turns an argv into a remote shell line. sshd hands the command string to the
-//! login shell, so every argument is POSIX-single-quoted here and nowhere else.
+//! user's login shell, which may not be POSIX (fish reads `\'` inside single quotes as a quote):
+//! every argument is POSIX-single-quoted here and nowhere else, and the resulting line is given
+//! to a fixed `/bin/sh` in a form every shell passes through unchanged (`for_any_login_shell`).
 
 use crate::transport::RemoteCommand;
 
@@ -43,10 +45,32 @@ pub enum CommandLineError {
     EnvName(String),
 }
 
-/// The remote shell line for `cmd`: `[sudo -n --] timeout -k 5 <secs> [env K=V…] argv…`.
+/// The command string to send for `cmd`: its POSIX line (`posix_line`) for `/bin/sh`, whatever
+/// the login shell is.
+pub fn command_line(cmd: &RemoteCommand, sudo: bool) -> Result<String, CommandLineError> {
+    posix_line(cmd, sudo).map(|l| for_any_login_shell(&l))
+}
+
+/// `/bin/sh -c 'eval "$(printf "<line, octal-escaped>")"'`: the login shell sees one single-quoted
+/// word of letters, digits, `-_./=,:+@ `, double quotes and backslash-digit escapes only (no `'`,
+/// no `\\`, no `$` outside it), which POSIX shells, fish, csh and tcsh all pass on unchanged;
+/// `/bin/sh` then decodes and runs the POSIX line. `printf` is a shell builtin: no extra process.
+pub fn for_any_login_shell(posix: &str) -> String {
+    let mut escaped = String::with_capacity(posix.len() * 2);
+    for b in posix.bytes() {
+        if b.is_ascii_alphanumeric() || b" -_./=,:+@".contains(&b) {
+            escaped.push(b as char);
+        } else {
+            escaped.push_str(&format!("\\{b:03o}"));
+        }
+    }
+    format!("/bin/sh -c 'eval \"$(printf \"{escaped}\")\"'")
+}
+
+/// The POSIX shell line for `cmd`: `[sudo -n --] timeout -k 5 <secs> [env K=V…] argv…`.
 /// `timeout` runs after sudo so it can kill root processes; `env` after sudo because sudo resets
 /// the environment.
-pub fn command_line(cmd: &RemoteCommand, sudo: bool) -> Result<String, CommandLineError> {
+pub fn posix_line(cmd: &RemoteCommand, sudo: bool) -> Result<String, CommandLineError> {
     if cmd.argv.is_empty() {
         return Err(CommandLineError::Empty);
     }
@@ -142,18 +166,48 @@ mod tests {
             .timeout(Duration::from_millis(1500))
             .env("KUBECONFIG", "/var/lib/k0s/pki/admin.conf");
         assert_eq!(
-            command_line(&cmd, true).unwrap(),
+            posix_line(&cmd, true).unwrap(),
             "sudo -n -- timeout -k 5 2 env 'KUBECONFIG=/var/lib/k0s/pki/admin.conf' k0s status -o json"
         );
         assert_eq!(
-            command_line(&cmd, false).unwrap(),
+            posix_line(&cmd, false).unwrap(),
             "timeout -k 5 2 env 'KUBECONFIG=/var/lib/k0s/pki/admin.conf' k0s status -o json"
         );
+        assert_eq!(
+            command_line(&cmd, false).unwrap(),
+            for_any_login_shell(&posix_line(&cmd, false).unwrap())
+        );
+    }
+
+    #[test]
+    fn the_sent_line_survives_any_login_shell() {
+        // What a non-POSIX login shell could trip over: no `'` inside the outer quotes, no
+        // doubled backslash, nothing outside them but a fixed prefix.
+        let cmd = RemoteCommand::new([
+            "sh",
+            "-c",
+            "printf '%s|' \"$1\" 'it'\\''s' \\\\ `x`",
+            "x",
+            "a'b\\c $HOME",
+        ]);
+        let line = command_line(&cmd, false).unwrap();
+        let inner = line
+            .strip_prefix("/bin/sh -c '")
+            .and_then(|l| l.strip_suffix('\''))
+            .unwrap();
+        assert!(!inner.contains('\'') && !inner.contains("\\\\"), "{line}");
+        assert!(!inner.replace("$(printf", "").contains('$'), "{line}");
+        // And /bin/sh runs exactly the POSIX line.
+        let via_sh = |l: &str| Command::new("sh").arg("-c").arg(l).output().unwrap().stdout;
+        let direct = via_sh(&posix_line(&cmd, false).unwrap());
+        assert!(!direct.is_empty());
+        assert_eq!(via_sh(&line), direct);
     }
 
     #[test]
     fn command_line_rejects_what_cannot_be_sent() {
         let empty = RemoteCommand::new(Vec::<String>::new());
+        assert_eq!(posix_line(&empty, false), Err(CommandLineError::Empty));
         assert_eq!(command_line(&empty, false), Err(CommandLineError::Empty));
         let nul = RemoteCommand::new(["echo", "a\0b"]);
         assert!(matches!(

@@ -16,6 +16,8 @@ pub struct Sshd {
     pub address: String,
     pub port: u16,
     child: Option<Child>,
+    /// Extra sshd_config lines (`start_with`).
+    extra: String,
 }
 
 pub fn free_address() -> (String, u16) {
@@ -67,6 +69,11 @@ pub fn fingerprint_by_ssh_keygen(pubkey: &Path) -> String {
 
 impl Sshd {
     pub fn start() -> Sshd {
+        Self::start_with("")
+    }
+
+    /// `start` with extra sshd_config lines; `{dir}` in them stands for the server's folder.
+    pub fn start_with(extra: &str) -> Sshd {
         let dir = tempfile::Builder::new()
             .prefix("k0sform-sshd-")
             .tempdir_in("/tmp")
@@ -91,7 +98,9 @@ impl Sshd {
             address,
             port,
             child: None,
+            extra: String::new(),
         };
+        s.extra = extra.replace("{dir}", &s.dir.path().display().to_string());
         s.spawn();
         s
     }
@@ -106,8 +115,8 @@ impl Sshd {
             "ListenAddress {}:{}\nHostKey {d}/host_key\nPidFile none\nAuthorizedKeysFile {d}/authorized_keys\n\
              PermitRootLogin prohibit-password\nStrictModes no\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nUsePAM no\nAllowTcpForwarding yes\nLogLevel DEBUG1\n\
-             MaxStartups 100\n",
-            self.address, self.port
+             MaxStartups 100\n{}",
+            self.address, self.port, self.extra
         );
         std::fs::write(self.path("sshd_config"), cfg).unwrap();
         std::fs::create_dir_all("/run/sshd").unwrap();
