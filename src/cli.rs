@@ -179,10 +179,6 @@ pub struct TargetArgs {
     /// Only record reality into the state; change no host
     #[arg(long = "refresh-only")]
     pub refresh_only: bool,
-    /// Show secret values of k0s.yaml (passwords, DSNs, tokens) in config diffs instead of
-    /// "(secret, sha256 …)"; they then also reach -json output and saved plans
-    #[arg(long = "show-secrets")]
-    pub show_secrets: bool,
     /// Hosts probed (and steps run) at once
     #[arg(long = "parallelism", value_name = "N", default_value_t = 32)]
     pub parallelism: usize,

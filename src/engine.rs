@@ -107,7 +107,6 @@ pub fn plan_options(t: &TargetArgs) -> PlanOptions {
         target: t.target.clone(),
         exclude: t.exclude.clone(),
         refresh_only: t.refresh_only,
-        show_secrets: t.show_secrets,
     }
 }
 

@@ -916,6 +916,24 @@ esac
     }
 
     #[test]
+    fn a_host_named_like_a_flag_fails_its_probe() {
+        for name in ["--all", "c1\x1b[2K", "token: x"] {
+            let out = framed(
+                &[
+                    ("machine_id", 0, "3d12a0b1c2d3e4f5a6b7c8d9e0f1a2b3\n", ""),
+                    ("hostname", 0, name, ""),
+                ],
+                true,
+            );
+            let err = parse_probe(&out, NONCE, &[]).unwrap_err();
+            assert!(
+                err.to_string().contains("not a valid Kubernetes node name"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
     fn unexplained_status_failure_is_an_error_not_stopped() {
         let out = framed(
             &[

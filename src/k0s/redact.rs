@@ -1,7 +1,7 @@
 //! Secrets in k0s.yaml (a kine DSN with its password, helm repository passwords, tokens) must
 //! not reach the plan text, `-json` or saved plans. The config diff is made of redacted texts:
 //! a secret value shows as `(secret, sha256 1a2b3c4d)`, so a change is still visible as a
-//! changed line and a changed short hash. `-show-secrets` skips the redaction.
+//! changed line and a changed short hash; `show_secrets` (for a `-show-secrets` flag) skips it.
 
 use crate::hash::sha256_hex;
 

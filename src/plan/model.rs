@@ -300,9 +300,6 @@ pub struct PlanOptions {
     /// `-refresh-only`: record reality into state, change no host.
     #[serde(default)]
     pub refresh_only: bool,
-    /// `-show-secrets`: config diffs show secret values instead of a short hash.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub show_secrets: bool,
 }
 
 impl PlanOptions {
