@@ -51,7 +51,7 @@ pub fn command_line(cmd: &RemoteCommand, sudo: bool) -> Result<String, CommandLi
     posix_line(cmd, sudo).map(|l| for_any_login_shell(&l))
 }
 
-/// `/bin/sh -c 'eval "$(printf "<line, octal-escaped>")"'`: the login shell sees one single-quoted
+/// `exec /bin/sh -c 'eval "exec $(printf "<line, octal-escaped>")"'`: the login shell sees one single-quoted
 /// word of letters, digits, `-_./=,:+@ `, double quotes and backslash-digit escapes only (no `'`,
 /// no `\\`, no `$` outside it), which POSIX shells, fish, csh and tcsh all pass on unchanged;
 /// `/bin/sh` then decodes and runs the POSIX line. `printf` is a shell builtin: no extra process.
@@ -64,7 +64,9 @@ pub fn for_any_login_shell(posix: &str) -> String {
             escaped.push_str(&format!("\\{b:03o}"));
         }
     }
-    format!("/bin/sh -c 'eval \"$(printf \"{escaped}\")\"'")
+    // `exec` twice: the command replaces both shells, so a death by signal reaches sshd as a
+    // signal (status None), not as a shell's exit code 128+n.
+    format!("exec /bin/sh -c 'eval \"exec $(printf \"{escaped}\")\"'")
 }
 
 /// The POSIX shell line for `cmd`: `[sudo -n --] timeout -k 5 <secs> [env K=V…] argv…`.
@@ -192,11 +194,12 @@ mod tests {
         ]);
         let line = command_line(&cmd, false).unwrap();
         let inner = line
-            .strip_prefix("/bin/sh -c '")
+            .strip_prefix("exec /bin/sh -c '")
             .and_then(|l| l.strip_suffix('\''))
             .unwrap();
         assert!(!inner.contains('\'') && !inner.contains("\\\\"), "{line}");
         assert!(!inner.replace("$(printf", "").contains('$'), "{line}");
+        assert!(line.starts_with("exec /bin/sh -c 'eval \"exec $(printf \""), "{line}");
         // And /bin/sh runs exactly the POSIX line.
         let via_sh = |l: &str| Command::new("sh").arg("-c").arg(l).output().unwrap().stdout;
         let direct = via_sh(&posix_line(&cmd, false).unwrap());
