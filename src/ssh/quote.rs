@@ -199,7 +199,10 @@ mod tests {
             .unwrap();
         assert!(!inner.contains('\'') && !inner.contains("\\\\"), "{line}");
         assert!(!inner.replace("$(printf", "").contains('$'), "{line}");
-        assert!(line.starts_with("exec /bin/sh -c 'eval \"exec $(printf \""), "{line}");
+        assert!(
+            line.starts_with("exec /bin/sh -c 'eval \"exec $(printf \""),
+            "{line}"
+        );
         // And /bin/sh runs exactly the POSIX line.
         let via_sh = |l: &str| Command::new("sh").arg("-c").arg(l).output().unwrap().stdout;
         let direct = via_sh(&posix_line(&cmd, false).unwrap());
