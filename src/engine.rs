@@ -2,14 +2,13 @@
 //! hosts (or read a saved probe), compute the desired facts, and diff. Commands only choose what
 //! to print and which exit code to return.
 
-use crate::cli::{GlobalArgs, TargetArgs};
 use crate::exit::Exit;
 use crate::plan::{self, Desired, DesiredHost, LocalBinary, Plan, PlanOptions, Refusal};
 use crate::probe::{self, ProbeOptions};
 use crate::reality::Reality;
 use crate::spec::{self, Loaded, Spec};
 use crate::ssh::{SshOptions, SshTransport};
-use crate::state::{self, State, StateError, StateStore};
+use crate::state::{State, StateError, StateStore};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -60,9 +59,10 @@ impl From<Refusal> for Failure {
     }
 }
 
-/// Load the spec, printing its warnings; errors are printed with their locations.
-pub fn load_spec(global: &GlobalArgs) -> Result<Loaded, Failure> {
-    match spec::load(&global.config) {
+/// Load the spec from `paths` (the defaults when empty), printing its warnings; errors are
+/// printed with their locations.
+pub fn load_spec(paths: &[PathBuf]) -> Result<Loaded, Failure> {
+    match spec::load(paths) {
         Ok(loaded) => {
             for w in &loaded.warnings {
                 eprintln!("{w}");
@@ -90,8 +90,8 @@ pub struct StateCtx {
     pub had_state: bool,
 }
 
-pub fn open_state(global: &GlobalArgs) -> Result<StateCtx, Failure> {
-    let mut store = state::open_for(global)?;
+/// Read the state from `store`.
+pub fn load_state(mut store: Box<dyn StateStore>) -> Result<StateCtx, Failure> {
     let loaded = store.load()?;
     let had_state = loaded.is_some();
     Ok(StateCtx {
@@ -99,15 +99,6 @@ pub fn open_state(global: &GlobalArgs) -> Result<StateCtx, Failure> {
         state: loaded.unwrap_or_default(),
         had_state,
     })
-}
-
-pub fn plan_options(t: &TargetArgs) -> PlanOptions {
-    PlanOptions {
-        replace: t.replace.clone(),
-        target: t.target.clone(),
-        exclude: t.exclude.clone(),
-        refresh_only: t.refresh_only,
-    }
 }
 
 /// sha256 of every local k0s binary the spec names (`k0sBinaryPath`), each file read once, and
@@ -200,28 +191,6 @@ pub struct Planned {
     pub state: StateCtx,
     pub reality: Reality,
     pub plan: Plan,
-}
-
-/// Load, probe and diff.
-pub async fn plan_now(
-    global: &GlobalArgs,
-    t: &TargetArgs,
-    transport: &SshTransport,
-    probe_in: Option<&Path>,
-    probe_out: Option<&Path>,
-) -> Result<Planned, Failure> {
-    let loaded = load_spec(global)?;
-    let state = open_state(global)?;
-    let opts = plan_options(t);
-    plan_with(
-        loaded,
-        state,
-        transport,
-        (&opts, t.parallelism),
-        probe_in,
-        probe_out,
-    )
-    .await
 }
 
 /// Probe and diff for an already loaded spec and state.

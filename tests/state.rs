@@ -1113,7 +1113,7 @@ fn default_path_follows_the_spec() {
             argv.into_iter().map(Into::into).collect(),
         ))
         .unwrap();
-        state::default_path(&cli.global)
+        state::default_path(cli.global.state.as_deref(), &cli.global.config)
     };
     assert_eq!(path_for(&[]), PathBuf::from("k0sform.state.json"));
     assert_eq!(

@@ -26,8 +26,7 @@ async fn apply(
         ));
     }
     // The lock comes first: planning against a state another apply is about to change is useless.
-    let loaded = engine::load_spec(global)?;
-    let mut ctx = engine::open_state(global)?;
+    let (loaded, mut ctx) = super::load_inputs(global)?;
     let _lock = ctx.store.lock("apply", global.lock_timeout)?;
     // Re-read under the lock: another run may have written since.
     let fresh = ctx.store.load()?;
@@ -65,7 +64,7 @@ async fn apply(
             }
         }
         None => {
-            let opts = engine::plan_options(&args.target);
+            let opts = super::plan_options(&args.target);
             let planned = engine::plan_with(
                 loaded,
                 ctx,

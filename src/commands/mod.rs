@@ -9,8 +9,14 @@ mod show;
 mod state;
 mod validate;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, GlobalArgs, TargetArgs};
+use crate::engine::{self, Failure, Planned};
 use crate::exit::Exit;
+use crate::plan::PlanOptions;
+use crate::spec;
+use crate::ssh::SshTransport;
+use crate::state::{EtcdOptions, StateError, StateStore};
+use std::path::{Path, PathBuf};
 
 pub fn run(cli: Cli) -> Exit {
     init_logging(cli.global.verbose);
@@ -36,6 +42,58 @@ pub fn run(cli: Cli) -> Exit {
         Command::Show(args) => show::run(&cli.global, &args),
         Command::Graph(args) => graph::run(&cli.global, &args),
     }
+}
+
+/// Where the state is: `-state`, else `K0SFORM_STATE`, else beside the spec (`-c`).
+fn state_location(global: &GlobalArgs) -> PathBuf {
+    crate::state::default_path(global.state.as_deref(), &global.config)
+}
+
+/// The store the command line names: the state's location and the `--etcd-*` TLS flags.
+fn open_store(global: &GlobalArgs) -> Result<Box<dyn StateStore>, StateError> {
+    let opts = EtcdOptions::from_flags(
+        global.etcd_cacert.as_deref(),
+        global.etcd_cert.as_deref(),
+        global.etcd_key.as_deref(),
+    );
+    crate::state::open(&state_location(global), &opts)
+}
+
+/// The spec `-c` names, then the state in the store the command line names.
+fn load_inputs(global: &GlobalArgs) -> Result<(spec::Loaded, engine::StateCtx), Failure> {
+    let loaded = engine::load_spec(&global.config)?;
+    let state = engine::load_state(open_store(global)?)?;
+    Ok((loaded, state))
+}
+
+fn plan_options(t: &TargetArgs) -> PlanOptions {
+    PlanOptions {
+        replace: t.replace.clone(),
+        target: t.target.clone(),
+        exclude: t.exclude.clone(),
+        refresh_only: t.refresh_only,
+    }
+}
+
+/// Load, probe and diff, as `plan` and `graph` do.
+async fn plan_now(
+    global: &GlobalArgs,
+    t: &TargetArgs,
+    transport: &SshTransport,
+    probe_in: Option<&Path>,
+    probe_out: Option<&Path>,
+) -> Result<Planned, Failure> {
+    let (loaded, state) = load_inputs(global)?;
+    let opts = plan_options(t);
+    engine::plan_with(
+        loaded,
+        state,
+        transport,
+        (&opts, t.parallelism),
+        probe_in,
+        probe_out,
+    )
+    .await
 }
 
 /// Logs go to stderr: warnings by default, `-v` info, `-vv` debug, `-vvv` trace

@@ -14,7 +14,7 @@ async fn plan(
     args: &PlanArgs,
     transport: &crate::ssh::SshTransport,
 ) -> Result<Exit, Failure> {
-    let planned = engine::plan_now(
+    let planned = super::plan_now(
         global,
         &args.target,
         transport,
@@ -34,7 +34,7 @@ async fn plan(
             &sealed_view(&planned.state),
             &planned.loaded.sha256,
             &planned.reality,
-            engine::plan_options(&args.target),
+            super::plan_options(&args.target),
         );
         write_private(out, saved.to_json().as_bytes()).map_err(|e| {
             Failure::error(format!("cannot write the plan to {}: {e}", out.display()))

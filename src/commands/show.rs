@@ -25,7 +25,7 @@ fn show(global: &GlobalArgs, args: &ShowArgs) -> Result<(), Failure> {
             Ok(())
         }
         None => {
-            let ctx = engine::open_state(global)?;
+            let ctx = engine::load_state(super::open_store(global)?)?;
             if !ctx.had_state {
                 println!("No state at {}.", ctx.store.location());
                 return Ok(());

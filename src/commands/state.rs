@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 pub fn run(global: &GlobalArgs, cmd: &StateCommand) -> Exit {
-    let mut store = match state::open_for(global) {
+    let mut store = match super::open_store(global) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("Error: {e}");
@@ -306,9 +306,9 @@ fn push(
 }
 
 pub fn force_unlock(global: &GlobalArgs, args: &ForceUnlockArgs) -> Exit {
-    let location = state::default_path(global);
+    let location = super::state_location(global);
     let is_remote = location.to_str().is_some_and(state::is_etcd_location);
-    let store = match state::open_for(global) {
+    let store = match super::open_store(global) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("Error: {e}");

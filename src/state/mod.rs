@@ -1,6 +1,6 @@
 //! The state: model, format versioning, atomic store with backup, and the lock.
 //! Every write of the state goes through a `StateStore`: the local file (`store`) or etcd (`etcd`);
-//! commands get the one `-state` names with `open_for`.
+//! `open` picks the one a location names.
 
 mod error;
 mod etcd;
@@ -14,23 +14,22 @@ pub use lock::{ForceUnlockOutcome, LockGuard, LockHolder, LockRelease};
 pub use model::*;
 pub use store::{LocalStore, StateStore, WriteOutcome, WriteStage, parse};
 
-use crate::cli::GlobalArgs;
 use std::path::{Path, PathBuf};
 
 /// File name of the state when `-state` is not given.
 pub const DEFAULT_FILE_NAME: &str = "k0sform.state.json";
 
-/// The state's location: `-state PATH|URL`, else `K0SFORM_STATE`, else `k0sform.state.json` in
-/// the folder of the spec (the first `-c` path, itself when it is a folder), else in the current
-/// directory.
-pub fn default_path(global: &GlobalArgs) -> PathBuf {
-    if let Some(p) = &global.state {
-        return p.clone();
+/// The state's location: `explicit` (a path or URL, `-state`), else `K0SFORM_STATE`, else
+/// `k0sform.state.json` in the folder of the spec (the first of `spec_paths`, itself when it is a
+/// folder), else in the current directory.
+pub fn default_path(explicit: Option<&Path>, spec_paths: &[PathBuf]) -> PathBuf {
+    if let Some(p) = explicit {
+        return p.to_path_buf();
     }
     if let Some(v) = std::env::var_os("K0SFORM_STATE").filter(|v| !v.is_empty()) {
         return PathBuf::from(v);
     }
-    let dir = match global.config.first() {
+    let dir = match spec_paths.first() {
         Some(c) if c.is_dir() => c.as_path(),
         Some(c) => c.parent().unwrap_or(Path::new("")),
         None => Path::new(""),
@@ -44,16 +43,6 @@ pub fn open(location: &Path, opts: &EtcdOptions) -> Result<Box<dyn StateStore>, 
         Some(url) if is_etcd_location(url) => Ok(Box::new(EtcdStore::open(url, opts)?)),
         _ => Ok(Box::new(LocalStore::new(location))),
     }
-}
-
-/// The store this command line names (`-state`, `K0SFORM_STATE`, the `--etcd-*` TLS flags).
-pub fn open_for(global: &GlobalArgs) -> Result<Box<dyn StateStore>, StateError> {
-    let opts = EtcdOptions::from_flags(
-        global.etcd_cacert.as_deref(),
-        global.etcd_cert.as_deref(),
-        global.etcd_key.as_deref(),
-    );
-    open(&default_path(global), &opts)
 }
 
 /// JSON Schema of the state file (checked in as schema/state.schema.json).
