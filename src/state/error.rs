@@ -1,7 +1,7 @@
 //! Everything that can go wrong reading, writing or locking the state. Every message names the
 //! file (or lock) involved, because the user has to go and look at it.
 
-use super::lock::LockHolder;
+use super::holder::LockHolder;
 use crate::exit::Exit;
 use std::path::PathBuf;
 

@@ -12,7 +12,8 @@
 //! from any thread, async or not.
 
 use super::error::StateError;
-use super::lock::{ForceUnlockOutcome, LockGuard, LockHolder, LockRelease};
+use super::holder::LockHolder;
+use super::lock::{ForceUnlockOutcome, LockGuard, LockRelease};
 use super::model::State;
 use super::store::{
     PushDecision, StateStore, WriteOutcome, decide_push, describe_kept, find_secret, parse,

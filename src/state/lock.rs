@@ -1,4 +1,4 @@
-//! The state lock: who holds it (`LockHolder`), the backend-neutral `LockGuard`, and the local
+//! The state lock: the backend-neutral `LockGuard` over a `LockHolder`, and the local
 //! implementation, an OS file lock (flock) on `<state>.lock` with the holder's details inside.
 //!
 //! The OS releases a file lock when its holder exits, however it exits, so a lock left by a killed
@@ -6,7 +6,7 @@
 //! is never deleted, because deleting a lock file lets two processes lock two different inodes.
 
 use super::error::StateError;
-use serde::{Deserialize, Serialize};
+use super::holder::{LockHolder, hostname};
 use std::fmt;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -14,45 +14,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime};
-
-/// Who holds a lock. Written as JSON into the lock file (local) or the lock record (remote).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LockHolder {
-    /// Lock ID (uuid), the argument `force-unlock` takes.
-    pub id: String,
-    pub pid: u32,
-    pub host: String,
-    pub user: String,
-    /// The command holding the lock, e.g. `apply`, `state rm`.
-    pub operation: String,
-    /// RFC 3339 UTC.
-    pub started_at: String,
-}
-
-impl LockHolder {
-    /// Holder details of this process for `operation`, with a fresh lock ID.
-    pub fn this_process(operation: &str) -> Self {
-        LockHolder {
-            id: uuid::Uuid::new_v4().to_string(),
-            pid: std::process::id(),
-            host: hostname(),
-            user: username(),
-            operation: operation.to_string(),
-            started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-        }
-    }
-}
-
-impl fmt::Display for LockHolder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "pid {} on host {} (user {}), operation \"{}\" since {}, lock ID {}",
-            self.pid, self.host, self.user, self.operation, self.started_at, self.id
-        )
-    }
-}
+use std::time::{Duration, Instant};
 
 /// Releases a held lock. Each backend implements it; `LockGuard` calls it once.
 pub trait LockRelease: Send {
@@ -327,34 +289,6 @@ pub(crate) fn force_unlock(path: &Path, id: &str) -> Result<ForceUnlockOutcome, 
 
 fn pid_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
-}
-
-fn hostname() -> String {
-    ["/proc/sys/kernel/hostname", "/etc/hostname"]
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .map(|s| s.trim().to_string())
-        .find(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
-fn username() -> String {
-    for var in ["USER", "LOGNAME"] {
-        if let Ok(u) = std::env::var(var)
-            && !u.is_empty()
-        {
-            return u;
-        }
-    }
-    // No login variables (cron, containers): fall back to the numeric uid.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|rest| rest.split_whitespace().next().map(|u| format!("uid {u}")))
-        })
-        .unwrap_or_else(|| "unknown".to_string())
 }
 
 #[cfg(test)]

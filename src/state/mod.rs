@@ -4,13 +4,15 @@
 
 mod error;
 mod etcd;
+mod holder;
 mod lock;
 mod model;
 mod store;
 
 pub use error::StateError;
 pub use etcd::{EtcdOptions, EtcdStore, EtcdUrl, HISTORY_KEEP, is_etcd_location};
-pub use lock::{ForceUnlockOutcome, LockGuard, LockHolder, LockRelease};
+pub use holder::LockHolder;
+pub use lock::{ForceUnlockOutcome, LockGuard, LockRelease};
 pub use model::*;
 pub use store::{LocalStore, StateStore, WriteOutcome, WriteStage, parse};
 
