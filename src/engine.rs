@@ -270,28 +270,22 @@ impl SshProber {
     }
 }
 
-impl crate::apply::HostProber for SshProber {
-    fn probe<'a>(
-        &'a self,
-        host: &'a crate::hostid::HostId,
-    ) -> std::pin::Pin<
-        Box<
-            dyn std::future::Future<Output = Result<crate::reality::HostFacts, String>> + Send + 'a,
-        >,
-    > {
-        Box::pin(async move {
-            let p = self
-                .probes
-                .iter()
-                .find(|p| &p.id == host)
-                .ok_or_else(|| format!("{host} is neither in the spec nor in the state"))?;
-            match probe::probe_host(&self.transport, p).await {
-                crate::reality::Probe::Reached(facts) => Ok(*facts),
-                crate::reality::Probe::Unreachable { error } => Err(error),
-                crate::reality::Probe::HostKeyChanged { expected, offered } => Err(format!(
-                    "host key changed: recorded {expected}, offered {offered}"
-                )),
-            }
-        })
+impl crate::apply::Prober for SshProber {
+    async fn probe(
+        &self,
+        host: &crate::hostid::HostId,
+    ) -> Result<crate::reality::HostFacts, String> {
+        let p = self
+            .probes
+            .iter()
+            .find(|p| &p.id == host)
+            .ok_or_else(|| format!("{host} is neither in the spec nor in the state"))?;
+        match probe::probe_host(&self.transport, p).await {
+            crate::reality::Probe::Reached(facts) => Ok(*facts),
+            crate::reality::Probe::Unreachable { error } => Err(error),
+            crate::reality::Probe::HostKeyChanged { expected, offered } => Err(format!(
+                "host key changed: recorded {expected}, offered {offered}"
+            )),
+        }
     }
 }

@@ -561,14 +561,12 @@ mod props {
 
 mod fake {
     use base64::Engine;
-    use k0sform::apply::HostProber;
+    use k0sform::apply::Prober;
     use k0sform::hostid::HostId;
     use k0sform::reality::{ClusterView, HostFacts, MemberView};
     use k0sform::transport::{CommandOutput, RemoteCommand, Transport, TransportError};
     use std::collections::{BTreeMap, HashMap};
-    use std::future::Future;
     use std::io::Write;
-    use std::pin::Pin;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
@@ -653,7 +651,7 @@ mod fake {
         /// `etcd leave` is refused with `unhealthy cluster` this many more times (etcd's strict
         /// reconfiguration check right after membership churn).
         pub refuse_leave: usize,
-        /// Hosts probed through `HostProber`, in order.
+        /// Hosts probed through `Prober`, in order.
         pub probed: Vec<HostId>,
     }
 
@@ -964,39 +962,34 @@ mod fake {
         }
     }
 
-    impl HostProber for Fake {
-        fn probe<'a>(
-            &'a self,
-            host: &'a HostId,
-        ) -> Pin<Box<dyn Future<Output = Result<HostFacts, String>> + Send + 'a>> {
-            Box::pin(async move {
-                let mut w = self.world.lock().unwrap();
-                w.probed.push(host.clone());
-                let h = w.hosts.get(host).ok_or("unreachable")?;
-                let view = (h.running && h.installed.as_ref().is_some_and(|i| i.0 == "controller"))
-                    .then(|| ClusterView {
-                        cluster_uid: w.uid.clone(),
-                        members: w
-                            .members
-                            .iter()
-                            .map(|m| MemberView {
-                                name: m.name.clone(),
-                                peer_url: m.peer_url.clone(),
-                                member_id: Some(m.id.clone()),
-                            })
-                            .collect(),
-                        nodes: vec![],
-                        control_nodes: vec![],
-                        errors: vec![],
-                    });
-                Ok(HostFacts {
-                    machine_id: h.machine_id.clone(),
-                    hostname: h.hostname.clone(),
-                    host_key: format!("SHA256:key-{}", host.address),
-                    k0s_version: Some("v1.33.4+k0s.0".into()),
-                    view,
-                    ..Default::default()
-                })
+    impl Prober for Fake {
+        async fn probe(&self, host: &HostId) -> Result<HostFacts, String> {
+            let mut w = self.world.lock().unwrap();
+            w.probed.push(host.clone());
+            let h = w.hosts.get(host).ok_or("unreachable")?;
+            let view = (h.running && h.installed.as_ref().is_some_and(|i| i.0 == "controller"))
+                .then(|| ClusterView {
+                    cluster_uid: w.uid.clone(),
+                    members: w
+                        .members
+                        .iter()
+                        .map(|m| MemberView {
+                            name: m.name.clone(),
+                            peer_url: m.peer_url.clone(),
+                            member_id: Some(m.id.clone()),
+                        })
+                        .collect(),
+                    nodes: vec![],
+                    control_nodes: vec![],
+                    errors: vec![],
+                });
+            Ok(HostFacts {
+                machine_id: h.machine_id.clone(),
+                hostname: h.hostname.clone(),
+                host_key: format!("SHA256:key-{}", host.address),
+                k0s_version: Some("v1.33.4+k0s.0".into()),
+                view,
+                ..Default::default()
             })
         }
     }
