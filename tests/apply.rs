@@ -99,6 +99,16 @@ struct Script {
     interrupt: HashMap<usize, usize>,
 }
 
+impl Script {
+    /// Steps `0..n` each work for `d`.
+    fn each_taking(n: usize, d: Duration) -> Self {
+        Script {
+            delay: (0..n).map(|i| (i, d)).collect(),
+            ..Script::default()
+        }
+    }
+}
+
 struct ScriptedRunner {
     script: Script,
     cancel: Cancel,
@@ -228,20 +238,12 @@ fn order_respects_after_edges() {
 #[test]
 fn independent_steps_overlap_up_to_parallelism() {
     let steps: Vec<Step> = (0..6).map(|i| step(i, plain(), &[])).collect();
-    let mut script = Script::default();
-    for i in 0..6 {
-        script.delay.insert(i, Duration::from_millis(30));
-    }
     let plan = plan_of(steps);
-    let r = run_scripted(&plan, script, 4);
+    let r = run_scripted(&plan, Script::each_taking(6, Duration::from_millis(30)), 4);
     assert!(r.result.is_ok());
     assert_eq!(r.max_in_flight, 4, "marks {:?}", r.marks);
 
-    let mut script = Script::default();
-    for i in 0..6 {
-        script.delay.insert(i, Duration::from_millis(10));
-    }
-    let r = run_scripted(&plan, script, 1);
+    let r = run_scripted(&plan, Script::each_taking(6, Duration::from_millis(10)), 1);
     assert!(r.result.is_ok());
     assert_eq!(r.max_in_flight, 1);
 }
@@ -255,11 +257,7 @@ fn membership_steps_never_overlap_even_without_edges() {
         step(3, plain(), &[]),
         step(4, plain(), &[]),
     ]);
-    let mut script = Script::default();
-    for i in 0..5 {
-        script.delay.insert(i, Duration::from_millis(15));
-    }
-    let r = run_scripted(&plan, script, 10);
+    let r = run_scripted(&plan, Script::each_taking(5, Duration::from_millis(15)), 10);
     assert!(r.result.is_ok());
     assert_no_membership_overlap(&plan, &r.marks);
     // The plain steps did run beside the membership steps.
@@ -567,7 +565,7 @@ mod fake {
     use k0sform::transport::{CommandOutput, RemoteCommand, Transport, TransportError};
     use std::collections::{BTreeMap, HashMap};
     use std::io::Write;
-    use std::sync::{Arc, Mutex};
+    use std::sync::{Arc, Mutex, MutexGuard};
     use std::time::Duration;
 
     pub const BEARER: &str = "abcdef.0123456789abcdef";
@@ -914,7 +912,11 @@ mod fake {
             *self.world.lock().unwrap().in_flight.get_mut(host).unwrap() -= 1;
         }
         pub fn calls(&self) -> Vec<Call> {
-            self.world.lock().unwrap().calls.clone()
+            self.world().calls.clone()
+        }
+        /// The fake cluster, locked.
+        pub fn world(&self) -> MutexGuard<'_, World> {
+            self.world.lock().unwrap()
         }
     }
 
@@ -1008,11 +1010,7 @@ fn spec_of(hosts: &[(u8, Role, &str)]) -> Spec {
         hosts: hosts
             .iter()
             .enumerate()
-            .map(|(i, (n, role, name))| {
-                let mut h = HostSpec::new(*role, SshTarget::new(host(*n).address, 22), i + 1);
-                h.hostname = Some(name.to_string());
-                h
-            })
+            .map(|(i, (n, role, name))| spec_host(*role, &host(*n), name, i + 1))
             .collect(),
         k0s: K0sSpec {
             version: Some("v1.33.4+k0s.0".into()),
@@ -1025,12 +1023,33 @@ fn spec_of(hosts: &[(u8, Role, &str)]) -> Spec {
     }
 }
 
+/// Host `h` of the spec, with hostname `name`, written at `index` in k0sctl.yaml.
+fn spec_host(role: Role, h: &HostId, name: &str, index: usize) -> HostSpec {
+    let mut spec = HostSpec::new(role, SshTarget::new(h.address.clone(), 22), index);
+    spec.hostname = Some(name.to_string());
+    spec
+}
+
 fn step_on(id: usize, on: HostId, kind: StepKind, after: &[usize]) -> Step {
     Step {
         id,
         host: on,
         kind,
         after: after.to_vec(),
+    }
+}
+
+/// A plan of the one step `kind` on `on`.
+fn one_step(on: &HostId, kind: StepKind) -> Plan {
+    plan_of(vec![step_on(0, on.clone(), kind, &[])])
+}
+
+/// Remove member `member_id`, recorded for `on`'s peer URL, through `via`.
+fn remove_member(member_id: &str, on: &HostId, via: &HostId) -> StepKind {
+    StepKind::RemoveMember {
+        member_id: member_id.to_string(),
+        peer_url: format!("https://{}:2380", on.address),
+        via: via.clone(),
     }
 }
 
@@ -1061,6 +1080,35 @@ struct Applied {
     events: Vec<ApplyEvent>,
     json: String,
     human: String,
+}
+
+impl Applied {
+    /// Why the apply was refused as unsafe; panics when it was not refused.
+    fn refusal(&self) -> &str {
+        match &self.result {
+            Err(ApplyError::Unsafe { reason, .. }) => reason,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+    /// The report of an apply that failed; panics when it did not fail.
+    fn failure(&self) -> &k0sform::apply::ApplyReport {
+        match &self.result {
+            Err(ApplyError::Failed { report }) => report,
+            other => panic!("expected a failure, got {other:?}"),
+        }
+    }
+    /// The exit code of an apply that did not succeed.
+    fn exit_code(&self) -> u8 {
+        self.result
+            .as_ref()
+            .expect_err("the apply failed")
+            .exit()
+            .code()
+    }
+    /// Pending intents in each checkpoint, in order.
+    fn intent_counts(&self) -> Vec<usize> {
+        self.checkpoints.iter().map(|s| s.intents.len()).collect()
+    }
 }
 
 fn apply_with(fake: &Fake, plan: &Plan, spec: &Spec, state: State, o: ExecOptions) -> Applied {
@@ -1109,7 +1157,7 @@ fn three_controllers() -> (Fake, Spec, State, Vec<String>) {
     let fake = Fake::default();
     let mut ids = vec![];
     {
-        let mut w = fake.world.lock().unwrap();
+        let mut w = fake.world();
         for (n, name) in [(1, "c1"), (2, "c2"), (3, "c3")] {
             ids.push(w.add_member(&host(n), name));
         }
@@ -1130,11 +1178,37 @@ fn runs_on(fake: &Fake, h: &HostId, prefix: &str) -> usize {
     fake.calls().iter().filter(|c| c.is(h, prefix)).count()
 }
 
+/// The k0s words of every call on `h` (`write PATH` for a file), in order.
+fn words_on(fake: &Fake, h: &HostId) -> Vec<String> {
+    fake.calls()
+        .iter()
+        .filter(|c| &c.host == h)
+        .map(|c| c.words())
+        .collect()
+}
+
+/// Where the first of `words` starting with `prefix` is; panics when none does.
+fn first(words: &[String], prefix: &str) -> usize {
+    words
+        .iter()
+        .position(|w| w.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} in {words:?}"))
+}
+
+/// The etcd members of the fake cluster, by name.
+fn member_names(fake: &Fake) -> Vec<String> {
+    fake.world()
+        .members
+        .iter()
+        .map(|m| m.name.clone())
+        .collect()
+}
+
 #[test]
 fn bootstrap_join_controller_and_worker() {
     let fake = Fake::default();
     {
-        let mut w = fake.world.lock().unwrap();
+        let mut w = fake.world();
         w.add_host(&host(1), "c1");
         w.add_host(&host(2), "c2");
         w.add_host(&host(3), "w1");
@@ -1209,7 +1283,7 @@ fn bootstrap_join_controller_and_worker() {
     // The state: cluster identity from the bootstrap, each host's identity and member ID.
     let cluster = r.state.cluster.as_ref().expect("cluster recorded");
     assert_eq!(cluster.uid, fake::BOOT_UID);
-    let world = fake.world.lock().unwrap().members.clone();
+    let world = fake.world().members.clone();
     assert_eq!(world.len(), 2);
     for (h, name) in [(&c1, "c1"), (&c2, "c2")] {
         let hs = r.state.host(h).expect("recorded");
@@ -1270,7 +1344,7 @@ fn bootstrap_join_controller_and_worker() {
     assert!(pos_of(&c1, "token create --role=worker") < pos_of(&w1, "install worker"));
 
     // The binary went to k0sInstallPath, the config to /etc/k0s/k0s.yaml, both with their modes.
-    let w = fake.world.lock().unwrap();
+    let w = fake.world();
     assert_eq!(
         w.hosts[&w1]
             .files
@@ -1364,34 +1438,19 @@ fn remove_member_refused_when_peer_url_carries_another_member_id() {
     let (fake, spec, state, ids) = three_controllers();
     let (c1, c3) = (host(1), host(3));
     // c3 was rebuilt and re-added out of band: its peer URL now carries a new member.
-    fake.world
-        .lock()
-        .unwrap()
+    fake.world()
         .object_id_override
         .insert(c3.address.clone(), "1111222233334444".into());
-    let plan = plan_of(vec![step_on(
-        0,
-        c3.clone(),
-        StepKind::RemoveMember {
-            member_id: ids[2].clone(),
-            peer_url: format!("https://{}:2380", c3.address),
-            via: c1.clone(),
-        },
-        &[],
-    )]);
+    let plan = one_step(&c3, remove_member(&ids[2], &c3, &c1));
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
-    match &r.result {
-        Err(e @ ApplyError::Unsafe { reason, .. }) => {
-            assert_eq!(e.exit().code(), 3);
-            assert!(
-                reason.contains("1111222233334444") && reason.contains(&ids[2]),
-                "{reason}"
-            );
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
+    let reason = r.refusal();
+    assert_eq!(r.exit_code(), 3);
+    assert!(
+        reason.contains("1111222233334444") && reason.contains(&ids[2]),
+        "{reason}"
+    );
     assert_eq!(runs_on(&fake, &c1, "etcd leave"), 0, "no remote change");
-    assert_eq!(fake.world.lock().unwrap().members.len(), 3);
+    assert_eq!(fake.world().members.len(), 3);
     assert!(
         r.checkpoints.iter().all(|s| s.intents.is_empty()),
         "refused before any intent"
@@ -1405,22 +1464,13 @@ fn remove_dead_member_by_recorded_id() {
     let (c1, c3) = (host(1), host(3));
     {
         // c3 died: its member is still registered, its API does not answer.
-        let mut w = fake.world.lock().unwrap();
+        let mut w = fake.world();
         let h = w.hosts.get_mut(&c3).unwrap();
         h.running = false;
     }
-    let plan = plan_of(vec![step_on(
-        0,
-        c3.clone(),
-        StepKind::RemoveMember {
-            member_id: ids[2].clone(),
-            peer_url: format!("https://{}:2380", c3.address),
-            via: c1.clone(),
-        },
-        &[],
-    )]);
+    let plan = one_step(&c3, remove_member(&ids[2], &c3, &c1));
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
-    r.result.expect("removed");
+    r.result.as_ref().expect("removed");
     let leave: Vec<String> = fake
         .calls()
         .iter()
@@ -1433,18 +1483,9 @@ fn remove_dead_member_by_recorded_id() {
         "{}",
         leave[0]
     );
-    let names: Vec<String> = fake
-        .world
-        .lock()
-        .unwrap()
-        .members
-        .iter()
-        .map(|m| m.name.clone())
-        .collect();
-    assert_eq!(names, vec!["c1", "c2"]);
+    assert_eq!(member_names(&fake), vec!["c1", "c2"]);
     assert_eq!(r.state.host(&c3).unwrap().etcd, None, "member info cleared");
-    let intents: Vec<usize> = r.checkpoints.iter().map(|s| s.intents.len()).collect();
-    assert_eq!(intents, vec![1, 0]);
+    assert_eq!(r.intent_counts(), vec![1, 0]);
     assert_eq!(
         r.checkpoints[0].intents[0].member_id.as_deref(),
         Some(ids[2].as_str())
@@ -1456,20 +1497,11 @@ fn remove_member_retries_while_etcd_says_unhealthy_cluster() {
     let (fake, spec, state, ids) = three_controllers();
     let (c1, c3) = (host(1), host(3));
     {
-        let mut w = fake.world.lock().unwrap();
+        let mut w = fake.world();
         w.hosts.get_mut(&c3).unwrap().running = false;
         w.refuse_leave = 2;
     }
-    let plan = plan_of(vec![step_on(
-        0,
-        c3.clone(),
-        StepKind::RemoveMember {
-            member_id: ids[2].clone(),
-            peer_url: format!("https://{}:2380", c3.address),
-            via: c1.clone(),
-        },
-        &[],
-    )]);
+    let plan = one_step(&c3, remove_member(&ids[2], &c3, &c1));
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
     r.result.expect("removed after etcd stopped refusing");
     assert_eq!(
@@ -1477,15 +1509,7 @@ fn remove_member_retries_while_etcd_says_unhealthy_cluster() {
         3,
         "two refusals, then the removal"
     );
-    let names: Vec<String> = fake
-        .world
-        .lock()
-        .unwrap()
-        .members
-        .iter()
-        .map(|m| m.name.clone())
-        .collect();
-    assert_eq!(names, vec!["c1", "c2"]);
+    assert_eq!(member_names(&fake), vec!["c1", "c2"]);
 }
 
 #[test]
@@ -1493,94 +1517,59 @@ fn remove_member_gives_up_when_etcd_keeps_refusing() {
     let (fake, spec, state, ids) = three_controllers();
     let (c1, c3) = (host(1), host(3));
     {
-        let mut w = fake.world.lock().unwrap();
+        let mut w = fake.world();
         w.hosts.get_mut(&c3).unwrap().running = false;
         w.refuse_leave = usize::MAX;
     }
-    let plan = plan_of(vec![step_on(
-        0,
-        c3.clone(),
-        StepKind::RemoveMember {
-            member_id: ids[2].clone(),
-            peer_url: format!("https://{}:2380", c3.address),
-            via: c1.clone(),
-        },
-        &[],
-    )]);
+    let plan = one_step(&c3, remove_member(&ids[2], &c3, &c1));
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
     let err = r
         .result
         .expect_err("etcd never accepted the removal")
         .to_string();
     assert!(err.contains("failed"), "{err}");
-    assert_eq!(
-        fake.world.lock().unwrap().members.len(),
-        3,
-        "nothing removed"
-    );
+    assert_eq!(fake.world().members.len(), 3, "nothing removed");
 }
 
 #[test]
 fn reset_refused_when_machine_id_differs() {
     let (fake, spec, state, _) = three_controllers();
     let c3 = host(3);
-    fake.world
-        .lock()
-        .unwrap()
-        .hosts
-        .get_mut(&c3)
-        .unwrap()
-        .machine_id = "mid-rebuilt".into();
-    let plan = plan_of(vec![step_on(
-        0,
-        c3.clone(),
+    fake.world().hosts.get_mut(&c3).unwrap().machine_id = "mid-rebuilt".into();
+    let plan = one_step(
+        &c3,
         StepKind::ResetHost {
             machine_id: "mid-c3".into(),
         },
-        &[],
-    )]);
+    );
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
-    match &r.result {
-        Err(e @ ApplyError::Unsafe { reason, .. }) => {
-            assert_eq!(e.exit().code(), 3);
-            assert!(reason.contains("mid-rebuilt"), "{reason}");
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
+    let reason = r.refusal();
+    assert_eq!(r.exit_code(), 3);
+    assert!(reason.contains("mid-rebuilt"), "{reason}");
     assert!(
         fake.calls().iter().all(|c| c.host != c3),
         "no command ran on the host"
     );
-    assert!(fake.world.lock().unwrap().hosts[&c3].running);
+    assert!(fake.world().hosts[&c3].running);
 }
 
 #[test]
 fn reset_stops_then_resets_the_recorded_machine() {
     let (fake, spec, state, _) = three_controllers();
     let c3 = host(3);
-    let plan = plan_of(vec![step_on(
-        0,
-        c3.clone(),
+    let plan = one_step(
+        &c3,
         StepKind::ResetHost {
             machine_id: "mid-c3".into(),
         },
-        &[],
-    )]);
+    );
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
     r.result.expect("reset");
-    let words: Vec<String> = fake
-        .calls()
-        .iter()
-        .filter(|c| c.host == c3)
-        .map(|c| c.words())
-        .collect();
+    let words = words_on(&fake, &c3);
     let stop = words.iter().position(|w| w == "stop").expect("stopped");
-    let reset = words
-        .iter()
-        .position(|w| w.starts_with("reset --data-dir=/var/lib/k0s"))
-        .expect("reset");
+    let reset = first(&words, "reset --data-dir=/var/lib/k0s");
     assert!(stop < reset, "{words:?}");
-    let w = fake.world.lock().unwrap();
+    let w = fake.world();
     assert!(!w.hosts[&c3].running && w.hosts[&c3].installed.is_none());
 }
 
@@ -1590,26 +1579,17 @@ fn join_refused_while_the_stale_member_is_still_registered() {
     let (c1, c3) = (host(1), host(3));
     {
         // c3 was wiped: same address, fresh disk; its old member is still in etcd.
-        let mut w = fake.world.lock().unwrap();
+        let mut w = fake.world();
         w.add_host(&c3, "c3");
         w.hosts.get_mut(&c3).unwrap().machine_id = "mid-new".into();
     }
     spec.hosts[2].hostname = Some("c3".into());
-    let plan = plan_of(vec![step_on(
-        0,
-        c3.clone(),
-        StepKind::JoinController { via: c1.clone() },
-        &[],
-    )]);
+    let plan = one_step(&c3, StepKind::JoinController { via: c1.clone() });
     let mut o = opts(2);
     o.health_grace = Duration::from_millis(5);
     let r = apply_with(&fake, &plan, &spec, state, o);
-    match &r.result {
-        Err(ApplyError::Unsafe { reason, .. }) => {
-            assert!(reason.contains("must be removed before"), "{reason}")
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
+    let reason = r.refusal();
+    assert!(reason.contains("must be removed before"), "{reason}");
     assert_eq!(
         runs_on(&fake, &c1, "token create"),
         0,
@@ -1624,32 +1604,21 @@ fn join_refused_while_a_member_is_unhealthy() {
     let (c1, c2) = (host(1), host(2));
     let c4 = host(4);
     let mut spec = spec;
-    let mut h4 = HostSpec::new(Role::Controller, SshTarget::new(c4.address.clone(), 22), 4);
-    h4.hostname = Some("c4".into());
-    spec.hosts.push(h4);
+    spec.hosts.push(spec_host(Role::Controller, &c4, "c4", 4));
     {
-        let mut w = fake.world.lock().unwrap();
+        let mut w = fake.world();
         w.add_host(&c4, "c4");
         w.hosts.get_mut(&c2).unwrap().unhealthy = true;
     }
-    let plan = plan_of(vec![step_on(
-        0,
-        c4.clone(),
-        StepKind::JoinController { via: c1.clone() },
-        &[],
-    )]);
+    let plan = one_step(&c4, StepKind::JoinController { via: c1.clone() });
     let mut o = opts(2);
     o.health_grace = Duration::from_millis(20);
     let r = apply_with(&fake, &plan, &spec, state, o);
-    match &r.result {
-        Err(ApplyError::Unsafe { reason, .. }) => {
-            assert!(
-                reason.contains("\"c2\"") && reason.contains("not healthy"),
-                "{reason}"
-            )
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
+    let reason = r.refusal();
+    assert!(
+        reason.contains("\"c2\"") && reason.contains("not healthy"),
+        "{reason}"
+    );
     assert_eq!(runs_on(&fake, &c1, "token create"), 0);
     assert!(r.checkpoints.iter().all(|s| s.intents.is_empty()));
 }
@@ -1659,11 +1628,9 @@ fn failed_join_still_invalidates_and_blanks_the_token() {
     let (fake, spec, state, _) = three_controllers();
     let (c1, c4) = (host(1), host(4));
     let mut spec = spec;
-    let mut h4 = HostSpec::new(Role::Controller, SshTarget::new(c4.address.clone(), 22), 4);
-    h4.hostname = Some("c4".into());
-    spec.hosts.push(h4);
+    spec.hosts.push(spec_host(Role::Controller, &c4, "c4", 4));
     {
-        let mut w = fake.world.lock().unwrap();
+        let mut w = fake.world();
         w.add_host(&c4, "c4");
         w.fail.push((c4.clone(), "install".into()));
     }
@@ -1677,22 +1644,18 @@ fn failed_join_still_invalidates_and_blanks_the_token() {
         step_on(1, c4.clone(), StepKind::RecordHost, &[0]),
     ]);
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
-    match &r.result {
-        Err(e @ ApplyError::Failed { report }) => {
-            assert_eq!(e.exit().code(), 1);
-            assert_eq!(report.failed(), vec![0]);
-            assert_eq!(report.skipped(), vec![1]);
-            assert!(
-                report.summary.failed[0]
-                    .1
-                    .contains("k0s install failed: Error: injected failure")
-            );
-        }
-        other => panic!("expected a failure, got {other:?}"),
-    }
+    let report = r.failure();
+    assert_eq!(r.exit_code(), 1);
+    assert_eq!(report.failed(), vec![0]);
+    assert_eq!(report.skipped(), vec![1]);
+    assert!(
+        report.summary.failed[0]
+            .1
+            .contains("k0s install failed: Error: injected failure")
+    );
     assert_eq!(runs_on(&fake, &c1, "token invalidate"), 1);
     assert_eq!(
-        fake.world.lock().unwrap().hosts[&c4].files["/etc/k0s/k0stoken"],
+        fake.world().hosts[&c4].files["/etc/k0s/k0stoken"],
         (vec![], 0o600)
     );
     // The half-done join stays recorded for the next plan.
@@ -1701,7 +1664,7 @@ fn failed_join_still_invalidates_and_blanks_the_token() {
         r.checkpoints.last().unwrap().intents[0].kind,
         "join_controller"
     );
-    let tokens = fake.world.lock().unwrap().tokens.clone();
+    let tokens = fake.world().tokens.clone();
     assert_token_never_leaks(&fake, &tokens, &r);
 }
 
@@ -1713,7 +1676,7 @@ fn workers_joining_together_share_one_token_and_one_node_query() {
     let mut spec = spec;
     let mut o = opts(workers.len());
     {
-        let mut w = fake.world.lock().unwrap();
+        let mut w = fake.world();
         w.delay = Duration::from_millis(20);
         for (i, h) in workers.iter().enumerate() {
             let name = format!("w{i}");
@@ -1749,7 +1712,7 @@ fn workers_joining_together_share_one_token_and_one_node_query() {
         assert!(started < invalidated, "{h} started after the invalidation");
     }
     // Every worker got the one token, then a blank token file.
-    let w = fake.world.lock().unwrap();
+    let w = fake.world();
     assert_eq!(w.tokens.len(), 1);
     for h in &workers {
         assert_eq!(w.hosts[h].files["/etc/k0s/k0stoken"], (vec![], 0o600));
@@ -1772,7 +1735,7 @@ fn workers_joining_together_share_one_token_and_one_node_query() {
 fn per_host_command_limit_is_honoured() {
     let (fake, spec, state, _) = three_controllers();
     let c1 = host(1);
-    fake.world.lock().unwrap().delay = Duration::from_millis(25);
+    fake.world().delay = Duration::from_millis(25);
     // Eight independent steps that all talk to c1.
     let steps: Vec<Step> = (0..8)
         .map(|i| {
@@ -1793,31 +1756,25 @@ fn per_host_command_limit_is_honoured() {
     o.per_host_limit = 3;
     let r = apply_with(&fake, &plan, &spec, state.clone(), o);
     r.result.expect("ok");
-    assert_eq!(fake.world.lock().unwrap().max_in_flight[&c1], 3);
+    assert_eq!(fake.world().max_in_flight[&c1], 3);
 
     let (fake, _, _, _) = three_controllers();
-    fake.world.lock().unwrap().delay = Duration::from_millis(25);
+    fake.world().delay = Duration::from_millis(25);
     let mut o = opts(8);
     o.per_host_limit = 10;
     apply_with(&fake, &plan, &spec, state, o)
         .result
         .expect("ok");
-    assert_eq!(
-        fake.world.lock().unwrap().max_in_flight[&c1],
-        8,
-        "steps do overlap"
-    );
+    assert_eq!(fake.world().max_in_flight[&c1], 8, "steps do overlap");
 }
 
 #[test]
 fn upgrade_replaces_the_binary_and_restarts() {
     let (fake, mut spec, mut state, _) = three_controllers();
     let w1 = host(5);
-    let mut hw = HostSpec::new(Role::Worker, SshTarget::new(w1.address.clone(), 22), 4);
-    hw.hostname = Some("w1".into());
-    spec.hosts.push(hw);
+    spec.hosts.push(spec_host(Role::Worker, &w1, "w1", 4));
     {
-        let mut w = fake.world.lock().unwrap();
+        let mut w = fake.world();
         w.add_host(&w1, "w1");
         let h = w.hosts.get_mut(&w1).unwrap();
         h.running = true;
@@ -1835,34 +1792,22 @@ fn upgrade_replaces_the_binary_and_restarts() {
         sha256: k0sform::hash::sha256_hex(b"k0s v1.34.1"),
         version: Some("v1.34.1+k0s.0".into()),
     });
-    let plan = plan_of(vec![step_on(
-        0,
-        w1.clone(),
+    let plan = one_step(
+        &w1,
         StepKind::Upgrade {
             from: Some("v1.33.4+k0s.0".into()),
             to: "v1.34.1+k0s.0".into(),
         },
-        &[],
-    )]);
+    );
     let r = apply_with(&fake, &plan, &spec, state, o);
-    r.result.expect("upgraded");
-    let words: Vec<String> = fake
-        .calls()
-        .iter()
-        .filter(|c| c.host == w1)
-        .map(|c| c.words())
-        .collect();
-    let at = |p: &str| {
-        words
-            .iter()
-            .position(|w| w.starts_with(p))
-            .unwrap_or_else(|| panic!("no {p} in {words:?}"))
-    };
+    r.result.as_ref().expect("upgraded");
+    let words = words_on(&fake, &w1);
+    let at = |p: &str| first(&words, p);
     assert!(at("stop") < at("write /usr/local/bin/k0s"));
     assert!(at("write /usr/local/bin/k0s") < at("install worker"));
     assert!(words[at("install worker")].ends_with("--force"));
     assert!(at("install worker") < at("start"));
-    let w = fake.world.lock().unwrap();
+    let w = fake.world();
     assert_eq!(
         w.hosts[&w1].files["/usr/local/bin/k0s"],
         (b"k0s v1.34.1".to_vec(), 0o755)
@@ -1879,14 +1824,13 @@ fn upgrade_replaces_the_binary_and_restarts() {
         r.state.host(&w1).unwrap().k0s_version.as_deref(),
         Some("v1.34.1+k0s.0")
     );
-    let intents: Vec<usize> = r.checkpoints.iter().map(|s| s.intents.len()).collect();
-    assert_eq!(intents, vec![1, 0]);
+    assert_eq!(r.intent_counts(), vec![1, 0]);
 }
 
 #[test]
 fn bootstrap_refused_when_the_state_names_a_cluster() {
     let fake = Fake::default();
-    fake.world.lock().unwrap().add_host(&host(1), "c1");
+    fake.world().add_host(&host(1), "c1");
     let spec = spec_of(&[(1, Role::Controller, "c1")]);
     let mut state = State::new();
     state.cluster = Some(k0sform::state::ClusterState {
@@ -1896,24 +1840,22 @@ fn bootstrap_refused_when_the_state_names_a_cluster() {
         k0s_version: None,
         config_sha256: None,
     });
-    let plan = plan_of(vec![step_on(0, host(1), StepKind::Bootstrap, &[])]);
+    let plan = one_step(&host(1), StepKind::Bootstrap);
     let r = apply_with(&fake, &plan, &spec, state, opts(1));
-    match &r.result {
-        Err(ApplyError::Unsafe { reason, .. }) => assert!(
-            reason.contains("never bootstrap over a known cluster"),
-            "{reason}"
-        ),
-        other => panic!("expected a refusal, got {other:?}"),
-    }
+    let reason = r.refusal();
+    assert!(
+        reason.contains("never bootstrap over a known cluster"),
+        "{reason}"
+    );
     assert!(fake.calls().is_empty(), "nothing ran: {:?}", fake.calls());
 }
 
 #[test]
 fn bootstrap_refused_when_k0s_already_runs_there() {
     let fake = Fake::default();
-    fake.world.lock().unwrap().add_member(&host(1), "c1");
+    fake.world().add_member(&host(1), "c1");
     let spec = spec_of(&[(1, Role::Controller, "c1")]);
-    let plan = plan_of(vec![step_on(0, host(1), StepKind::Bootstrap, &[])]);
+    let plan = one_step(&host(1), StepKind::Bootstrap);
     let r = apply_with(&fake, &plan, &spec, State::new(), opts(1));
     assert!(
         matches!(r.result, Err(ApplyError::Unsafe { .. })),
@@ -1927,7 +1869,7 @@ fn bootstrap_refused_when_k0s_already_runs_there() {
 fn drain_and_delete_of_missing_objects_succeed() {
     let (fake, spec, state, _) = three_controllers();
     let c1 = host(1);
-    fake.world.lock().unwrap().nodes.insert("w1".into(), true);
+    fake.world().nodes.insert("w1".into(), true);
     let plan = plan_of(vec![
         step_on(
             0,
@@ -1967,7 +1909,7 @@ fn drain_and_delete_of_missing_objects_succeed() {
     state.upsert_host(recorded(&host(6), "gone", None));
     let r = apply_with(&fake, &plan, &spec, state, opts(4));
     r.result.expect("ok");
-    assert!(!fake.world.lock().unwrap().nodes["w1"], "w1 drained");
+    assert!(!fake.world().nodes["w1"], "w1 drained");
     let deletes: Vec<String> = fake
         .calls()
         .iter()
@@ -1981,33 +1923,18 @@ fn drain_and_delete_of_missing_objects_succeed() {
 #[test]
 fn wait_healthy_times_out_as_a_failure() {
     let (fake, spec, state, _) = three_controllers();
-    fake.world
-        .lock()
-        .unwrap()
-        .hosts
-        .get_mut(&host(2))
-        .unwrap()
-        .unhealthy = true;
-    let plan = plan_of(vec![step_on(
-        0,
-        host(1),
-        StepKind::WaitHealthy { via: host(1) },
-        &[],
-    )]);
+    fake.world().hosts.get_mut(&host(2)).unwrap().unhealthy = true;
+    let plan = one_step(&host(1), StepKind::WaitHealthy { via: host(1) });
     let mut o = opts(1);
     o.wait_timeout = Duration::from_millis(30);
     let r = apply_with(&fake, &plan, &spec, state, o);
-    match &r.result {
-        Err(e @ ApplyError::Failed { report }) => {
-            assert_eq!(e.exit().code(), 1);
-            assert!(
-                report.summary.failed[0].1.contains("timed out"),
-                "{:?}",
-                report.summary.failed
-            );
-        }
-        other => panic!("expected a failure, got {other:?}"),
-    }
+    let report = r.failure();
+    assert_eq!(r.exit_code(), 1);
+    assert!(
+        report.summary.failed[0].1.contains("timed out"),
+        "{:?}",
+        report.summary.failed
+    );
     // The repeated poll is reported once, not once per poll.
     let progress = r
         .events
@@ -2022,13 +1949,7 @@ fn removal_plan_deleting_the_etcd_member_object_first_still_checks_the_id() {
     // The planner's removal order: delete Node/EtcdMember/ControlNode, then remove the member.
     let (fake, spec, state, ids) = three_controllers();
     let (c1, c3) = (host(1), host(3));
-    fake.world
-        .lock()
-        .unwrap()
-        .hosts
-        .get_mut(&c3)
-        .unwrap()
-        .running = false;
+    fake.world().hosts.get_mut(&c3).unwrap().running = false;
     let remove = |id: &str| {
         plan_of(vec![
             step_on(
@@ -2041,20 +1962,11 @@ fn removal_plan_deleting_the_etcd_member_object_first_still_checks_the_id() {
                 },
                 &[],
             ),
-            step_on(
-                1,
-                c3.clone(),
-                StepKind::RemoveMember {
-                    member_id: id.to_string(),
-                    peer_url: format!("https://{}:2380", c3.address),
-                    via: c1.clone(),
-                },
-                &[0],
-            ),
+            step_on(1, c3.clone(), remove_member(id, &c3, &c1), &[0]),
         ])
     };
     {
-        let mut w = fake.world.lock().unwrap();
+        let mut w = fake.world();
         w.hide_objects_after_delete = true;
     }
     let r = apply_with(
@@ -2064,14 +1976,12 @@ fn removal_plan_deleting_the_etcd_member_object_first_still_checks_the_id() {
         state.clone(),
         opts(1),
     );
-    match &r.result {
-        Err(ApplyError::Unsafe { reason, .. }) => assert!(reason.contains(&ids[2]), "{reason}"),
-        other => panic!("expected a refusal, got {other:?}"),
-    }
+    let reason = r.refusal();
+    assert!(reason.contains(&ids[2]), "{reason}");
     assert_eq!(runs_on(&fake, &c1, "etcd leave"), 0);
 
     // A new run sees the object again before deleting it (as a fresh cluster would).
-    fake.world.lock().unwrap().deleted_objects.clear();
+    fake.world().deleted_objects.clear();
     let r = apply_with(&fake, &remove(&ids[2]), &spec, state, opts(1));
     r.result
         .expect("removed with the ID the object showed before its deletion");
@@ -2083,21 +1993,11 @@ fn reconfigure_writes_config_reinstalls_and_restarts() {
     let (fake, mut spec, state, _) = three_controllers();
     let c2 = host(2);
     spec.hosts[1].install_flags = vec!["--debug".into()];
-    let plan = plan_of(vec![step_on(0, c2.clone(), StepKind::Reconfigure, &[])]);
+    let plan = one_step(&c2, StepKind::Reconfigure);
     let r = apply_with(&fake, &plan, &spec, state, opts(1));
     r.result.expect("reconfigured");
-    let words: Vec<String> = fake
-        .calls()
-        .iter()
-        .filter(|c| c.host == c2)
-        .map(|c| c.words())
-        .collect();
-    let at = |p: &str| {
-        words
-            .iter()
-            .position(|w| w.starts_with(p))
-            .unwrap_or_else(|| panic!("no {p} in {words:?}"))
-    };
+    let words = words_on(&fake, &c2);
+    let at = |p: &str| first(&words, p);
     assert!(at("write /etc/k0s/k0s.yaml") < at("install controller"));
     assert!(at("install controller") < at("stop"));
     assert!(at("stop") < at("start"));
@@ -2113,7 +2013,7 @@ fn reconfigure_writes_config_reinstalls_and_restarts() {
         install.contains("--debug=true") && install.ends_with("--force"),
         "{install}"
     );
-    let w = fake.world.lock().unwrap();
+    let w = fake.world();
     let (yaml, mode) = &w.hosts[&c2].files["/etc/k0s/k0s.yaml"];
     assert_eq!(*mode, 0o600);
     assert_eq!(
