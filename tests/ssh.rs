@@ -38,13 +38,58 @@ fn cmd(argv: &[&str]) -> RemoteCommand {
     RemoteCommand::new(argv.iter().copied()).timeout(Duration::from_secs(20))
 }
 
+/// A transport already connected to `sshd` as `user` (first contact: no recorded key).
+async fn connected(sshd: &Sshd, user: &str) -> SshTransport {
+    let t = transport();
+    t.connect(&sshd.id(), &sshd.target(user), None, false)
+        .await
+        .unwrap();
+    t
+}
+
+/// `sshd`'s root target with its host key pinned to `fingerprint` (`ssh.hostKey`).
+fn pinned(sshd: &Sshd, fingerprint: &str) -> SshTarget {
+    let mut target = sshd.target("root");
+    target.host_key = Some(fingerprint.to_string());
+    target
+}
+
+/// The permission bits of a local file.
+fn mode_of(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Whether this machine has the lab's sudo user `k0slab`.
+fn has_sudo_user() -> bool {
+    Command::new("id")
+        .arg("k0slab")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Whether every process whose command line matches `pattern` is gone within `limit`.
+fn processes_end_within(pattern: &str, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        let out = Command::new("pgrep")
+            .arg("-f")
+            .arg(pattern)
+            .output()
+            .unwrap();
+        if out.stdout.is_empty() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_commands_with_exit_codes_output_and_stdin_over_one_connection() {
     let sshd = Sshd::start();
-    let t = transport();
-    t.connect(&sshd.id(), &sshd.target("root"), None, false)
-        .await
-        .unwrap();
+    let t = connected(&sshd, "root").await;
 
     let out = t
         .run(
@@ -136,10 +181,7 @@ async fn runs_commands_with_exit_codes_output_and_stdin_over_one_connection() {
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_arguments_arrive_byte_for_byte() {
     let sshd = Sshd::start();
-    let t = transport();
-    t.connect(&sshd.id(), &sshd.target("root"), None, false)
-        .await
-        .unwrap();
+    let t = connected(&sshd, "root").await;
     let marker = sshd.path("pwned");
     let m = marker.display();
     let hostile = [
@@ -191,11 +233,14 @@ async fn first_contact_records_the_key_and_later_runs_check_it() {
     // The pin, when it matches, is fine too.
     t2.close_all().await;
     let t3 = transport();
-    let mut pinned = sshd.target("root");
-    pinned.host_key = Some(info.fingerprint.clone());
-    t3.connect(&sshd.id(), &pinned, Some(&info.public_key), false)
-        .await
-        .unwrap();
+    t3.connect(
+        &sshd.id(),
+        &pinned(&sshd, &info.fingerprint),
+        Some(&info.public_key),
+        false,
+    )
+    .await
+    .unwrap();
     t3.close_all().await;
 }
 
@@ -240,10 +285,8 @@ async fn changed_host_key_is_refused_with_both_fingerprints_unless_accepted() {
 
     // A pin of the new key together with accept_changed: accepted.
     let t2 = transport();
-    let mut pinned = sshd.target("root");
-    pinned.host_key = Some(new_fp.clone());
     let info = t2
-        .connect(&sshd.id(), &pinned, Some(&old_key), true)
+        .connect(&sshd.id(), &pinned(&sshd, &new_fp), Some(&old_key), true)
         .await
         .unwrap();
     assert_eq!(info.fingerprint, new_fp);
@@ -254,11 +297,9 @@ async fn changed_host_key_is_refused_with_both_fingerprints_unless_accepted() {
 async fn pin_mismatch_is_refused_before_any_command() {
     let sshd = Sshd::start();
     let t = transport();
-    let mut pinned = sshd.target("root");
     let wrong = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".to_string();
-    pinned.host_key = Some(wrong.clone());
     let err = t
-        .connect(&sshd.id(), &pinned, None, false)
+        .connect(&sshd.id(), &pinned(&sshd, &wrong), None, false)
         .await
         .unwrap_err();
     match err {
@@ -308,10 +349,7 @@ async fn unreachable_host_fails_fast() {
 #[tokio::test(flavor = "multi_thread")]
 async fn command_timeout_is_typed_and_kills_the_remote_command() {
     let sshd = Sshd::start();
-    let t = transport();
-    t.connect(&sshd.id(), &sshd.target("root"), None, false)
-        .await
-        .unwrap();
+    let t = connected(&sshd, "root").await;
     let started = Instant::now();
     let err = t
         .run(
@@ -347,10 +385,7 @@ async fn command_timeout_is_typed_and_kills_the_remote_command() {
 #[tokio::test(flavor = "multi_thread")]
 async fn write_file_and_upload_are_atomic_and_checked() {
     let sshd = Sshd::start();
-    let t = transport();
-    t.connect(&sshd.id(), &sshd.target("root"), None, false)
-        .await
-        .unwrap();
+    let t = connected(&sshd, "root").await;
     // Paths with spaces and quotes: quoting must hold here too.
     let target_dir = sshd.path("it's a dir");
     let dest = target_dir.join("k0s token");
@@ -363,17 +398,13 @@ async fn write_file_and_upload_are_atomic_and_checked() {
     .await
     .unwrap();
     assert_eq!(std::fs::read(&dest).unwrap(), b"secret\n");
-    let mode = std::fs::metadata(&dest).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600);
+    assert_eq!(mode_of(&dest), 0o600);
     // Overwrite in place, new mode.
     t.write_file(&sshd.id(), dest.to_str().unwrap(), b"v2".to_vec(), 0o644)
         .await
         .unwrap();
     assert_eq!(std::fs::read(&dest).unwrap(), b"v2");
-    assert_eq!(
-        std::fs::metadata(&dest).unwrap().permissions().mode() & 0o777,
-        0o644
-    );
+    assert_eq!(mode_of(&dest), 0o644);
     let leftovers: Vec<_> = std::fs::read_dir(&target_dir)
         .unwrap()
         .filter_map(Result::ok)
@@ -401,10 +432,7 @@ async fn write_file_and_upload_are_atomic_and_checked() {
     assert_eq!(up.sha256, expect_sha);
     assert!(!up.skipped);
     assert_eq!(std::fs::read(&remote).unwrap(), data);
-    assert_eq!(
-        std::fs::metadata(&remote).unwrap().permissions().mode() & 0o777,
-        0o755
-    );
+    assert_eq!(mode_of(&remote), 0o755);
     assert!(!Path::new(&format!("{remote_s}.k0sform-tmp")).exists());
     // Same content again: skipped (and the mode is still enforced).
     std::fs::set_permissions(&remote, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -419,10 +447,7 @@ async fn write_file_and_upload_are_atomic_and_checked() {
         std::fs::metadata(&remote).unwrap().modified().unwrap(),
         mtime
     );
-    assert_eq!(
-        std::fs::metadata(&remote).unwrap().permissions().mode() & 0o777,
-        0o755
-    );
+    assert_eq!(mode_of(&remote), 0o755);
     // Changed remote content: uploaded again.
     std::fs::write(&remote, b"tampered").unwrap();
     let up3 = t
@@ -489,20 +514,12 @@ async fn bastion_connection_carries_keys_and_options() {
 #[tokio::test(flavor = "multi_thread")]
 async fn non_root_user_goes_through_sudo() {
     // The lab creates user k0slab with passwordless sudo; without it this test cannot run.
-    if Command::new("id")
-        .arg("k0slab")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
+    if !has_sudo_user() {
         eprintln!("skipping: no user k0slab on this machine");
         return;
     }
     let sshd = Sshd::start();
-    let t = transport();
-    t.connect(&sshd.id(), &sshd.target("k0slab"), None, false)
-        .await
-        .unwrap();
+    let t = connected(&sshd, "k0slab").await;
     let as_root = t.run(&sshd.id(), cmd(&["id", "-un"])).await.unwrap();
     assert_eq!(
         as_root.stdout_str().trim(),
@@ -538,10 +555,7 @@ fn process_group_of(pid: u32) -> Option<u32> {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_master_is_shielded_from_ctrl_c_and_commands_start_no_ssh() {
     let sshd = Sshd::start();
-    let t = transport();
-    t.connect(&sshd.id(), &sshd.target("root"), None, false)
-        .await
-        .unwrap();
+    let t = connected(&sshd, "root").await;
     let ours = process_group_of(std::process::id()).unwrap();
     // While a command runs, the master is the only ssh process: commands are sessions opened
     // over its control socket, not one ssh client each.
@@ -565,27 +579,15 @@ async fn the_master_is_shielded_from_ctrl_c_and_commands_start_no_ssh() {
 #[tokio::test(flavor = "multi_thread")]
 async fn dropping_the_transport_leaves_no_ssh_process() {
     let sshd = Sshd::start();
-    let t = transport();
-    t.connect(&sshd.id(), &sshd.target("root"), None, false)
-        .await
-        .unwrap();
+    let t = connected(&sshd, "root").await;
     let dir = t.control_dir().to_path_buf();
     let pattern = dir.to_str().unwrap().to_string();
     assert!(!ssh_processes(&t).is_empty());
     drop(t);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let out = Command::new("pgrep")
-            .arg("-f")
-            .arg(&pattern)
-            .output()
-            .unwrap();
-        if out.stdout.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "ssh still running after drop");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        processes_end_within(&pattern, Duration::from_secs(5)),
+        "ssh still running after drop"
+    );
     assert!(!dir.exists(), "private directory removed");
 }
 
@@ -612,22 +614,10 @@ fn the_master_dies_with_the_thread_that_started_it_even_without_drop() {
     })
     .join()
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let out = Command::new("pgrep")
-            .arg("-f")
-            .arg(&pattern)
-            .output()
-            .unwrap();
-        if out.stdout.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "master outlived its parent thread"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        processes_end_within(&pattern, Duration::from_secs(5)),
+        "master outlived its parent thread"
+    );
     let _ = std::fs::remove_dir_all(&pattern);
 }
 
@@ -658,12 +648,7 @@ async fn openssh_alias_from_config_path_and_user_from_config_decides_sudo() {
     t.close_all().await;
 
     // The config names a non-root user: root commands must go through sudo.
-    if Command::new("id")
-        .arg("k0slab")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-    {
+    if has_sudo_user() {
         let text = std::fs::read_to_string(&cfg)
             .unwrap()
             .replace("User root", "User k0slab");
