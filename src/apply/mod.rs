@@ -1,19 +1,19 @@
 //! The DAG executor: runs a plan's steps in topological order, records intents, checkpoints the
-//! state. One coordinator (`coordinator.rs`) owns all scheduling state; step tasks (`runner.rs`,
+//! state. One coordinator (`coordinator.rs`) owns all scheduling state; step tasks (`steps/`,
 //! the only code here that touches hosts, through `k0s` commands and `Transport`) report back.
 
 mod cancel;
 mod changes;
 mod coordinator;
 mod prober;
-mod runner;
+mod steps;
 mod summary;
 
 pub use cancel::{Cancel, CancelLevel};
 pub use changes::{StateChange, intent_for, needs_intent};
 pub use coordinator::run_plan;
 pub use prober::Prober;
-pub use runner::{HostProber, K0sRunner, LocalK0s, Remote};
+pub use steps::{HostProber, K0sRunner, LocalK0s, Remote};
 pub use summary::{HostNames, change_counts, step_info, step_label, step_words};
 
 use crate::exit::Exit;

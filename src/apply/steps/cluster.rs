@@ -1,0 +1,265 @@
+//! Cluster checks and waits, asked through a controller: the etcd member list and EtcdMember
+//! objects, API server readiness, the health gate before a membership change, Nodes becoming
+//! Ready, and the `WaitHealthy` step.
+
+use super::deadline::Deadline;
+use super::remote::failed;
+use super::runner::K0sRunner;
+use crate::apply::{StateChange, StepContext, StepError};
+use crate::hostid::HostId;
+use crate::k0s;
+use crate::k0s::probe_script::peer_url_host as peer_host;
+use crate::reality::NodeView;
+use crate::spec::HostSpec;
+use crate::state::HostState;
+use crate::transport::Transport;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub(super) type NodePoll = (Instant, Result<Arc<Vec<NodeView>>, String>);
+
+impl<T: Transport + 'static> K0sRunner<T> {
+    /// The host (spec or state) that carries etcd peer address `addr`.
+    fn host_for_peer(&self, addr: &str) -> Option<HostId> {
+        self.spec
+            .controllers()
+            .find(|h| h.peer_address() == addr)
+            .map(HostSpec::id)
+            .or_else(|| {
+                self.known
+                    .hosts
+                    .iter()
+                    .find(|h| {
+                        h.etcd
+                            .as_ref()
+                            .is_some_and(|e| peer_host(&e.peer_url) == addr)
+                    })
+                    .map(HostState::id)
+            })
+    }
+
+    async fn readyz(&self, host: &HostId) -> Result<(), String> {
+        let p = self.paths(host);
+        let out = self.exec(host, k0s::readyz(&p.bin, &p.data_dir)).await?;
+        if k0s::readyz_ok(&out) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the API server on {host} is not ready: {}",
+                out.error_line()
+            ))
+        }
+    }
+
+    pub(super) async fn member_list(
+        &self,
+        via: &HostId,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let p = self.paths(via);
+        let out = self
+            .exec(via, k0s::member_list(&p.bin, &p.data_dir))
+            .await?;
+        if !out.success() {
+            return Err(format!(
+                "cannot list etcd members on {via}: {}",
+                out.error_line()
+            ));
+        }
+        k0s::parse_member_list(&out.stdout_str()).map_err(|e| format!("{via}: {e}"))
+    }
+
+    pub(super) async fn etcd_member_objects(
+        &self,
+        via: &HostId,
+    ) -> Result<Vec<k0s::EtcdMemberObject>, String> {
+        let p = self.paths(via);
+        let out = self
+            .exec(via, k0s::get_etcd_members(&p.bin, &p.data_dir))
+            .await?;
+        if !out.success() {
+            return Err(format!(
+                "cannot list EtcdMember objects on {via}: {}",
+                out.error_line()
+            ));
+        }
+        let objects =
+            k0s::parse_etcd_members(&out.stdout_str()).map_err(|e| format!("{via}: {e}"))?;
+        if let Ok(mut seen) = self.seen_objects.lock() {
+            for o in &objects {
+                if let Some(a) = &o.peer_address {
+                    seen.insert(a.clone(), o.clone());
+                }
+            }
+        }
+        Ok(objects)
+    }
+
+    pub(super) fn seen_object(&self, addr: &str) -> Option<k0s::EtcdMemberObject> {
+        self.seen_objects.lock().ok()?.get(addr).cloned()
+    }
+
+    /// Is every etcd member (except the one at `exclude`, which is being removed) healthy, as
+    /// seen through `via`? Healthy: listed as started, its EtcdMember object (if any) joined, and
+    /// the API server on its host ready. Returns the member list (name → peer URL).
+    async fn health(
+        &self,
+        via: &HostId,
+        exclude: Option<&str>,
+    ) -> Result<BTreeMap<String, String>, String> {
+        self.readyz(via).await?;
+        let members = self.member_list(via).await?;
+        // Objects exist from k0s 1.30 on; older clusters are judged on the other checks.
+        let objects = self.etcd_member_objects(via).await.unwrap_or_default();
+        for (name, url) in &members {
+            let addr = peer_host(url);
+            if exclude == Some(addr) {
+                continue;
+            }
+            if name.is_empty() {
+                return Err(format!("etcd member {url} was added but has not started"));
+            }
+            if let Some(o) = objects
+                .iter()
+                .find(|o| o.peer_address.as_deref() == Some(addr))
+                && o.joined == Some(false)
+            {
+                return Err(format!(
+                    "EtcdMember \"{}\" ({url}) reports Joined=False",
+                    o.name
+                ));
+            }
+            if let Some(h) = self.host_for_peer(addr)
+                && &h != via
+            {
+                self.readyz(&h)
+                    .await
+                    .map_err(|e| format!("etcd member \"{name}\" ({url}) is not healthy: {e}"))?;
+            }
+        }
+        if members.is_empty() {
+            return Err(format!("{via} lists no etcd members"));
+        }
+        Ok(members)
+    }
+
+    /// The safety gate before a membership change: healthy within `health_grace`, else unsafe.
+    pub(super) async fn require_health(
+        &self,
+        ctx: &StepContext,
+        via: &HostId,
+        exclude: Option<&str>,
+    ) -> Result<BTreeMap<String, String>, StepError> {
+        let dl = Deadline::new(self.opts.health_grace, self.opts.poll_interval);
+        loop {
+            match self.health(via, exclude).await {
+                Ok(m) => return Ok(m),
+                Err(e) => {
+                    ctx.progress(format!("waiting for a healthy cluster: {e}"));
+                    dl.retry("every remaining etcd member to be healthy", &e)
+                        .await
+                        .map_err(|_| {
+                            StepError::Unsafe(format!(
+                                "not every remaining etcd member is healthy (checked via {via}): {e}"
+                            ))
+                        })?;
+                }
+            }
+        }
+    }
+
+    pub(super) async fn wait_ready(
+        &self,
+        ctx: &StepContext,
+        host: &HostId,
+    ) -> Result<(), StepError> {
+        let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
+        loop {
+            match self.readyz(host).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    ctx.progress(format!("waiting for k0s to be ready: {e}"));
+                    dl.retry(&format!("k0s to be ready on {host}"), &e)
+                        .await
+                        .map_err(failed)?;
+                }
+            }
+        }
+    }
+
+    pub(super) async fn wait_node_ready(
+        &self,
+        ctx: &StepContext,
+        via: &HostId,
+        node: &str,
+    ) -> Result<(), StepError> {
+        let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
+        loop {
+            let why = match self.nodes_via(via, Instant::now()).await {
+                Ok(nodes) => match nodes.iter().find(|n| n.name == node) {
+                    Some(n) if n.ready => return Ok(()),
+                    Some(_) => format!("Node \"{node}\" is not Ready yet"),
+                    None => format!("Node \"{node}\" does not exist yet"),
+                },
+                Err(e) => e,
+            };
+            ctx.progress(format!("waiting for Node \"{node}\": {why}"));
+            dl.retry(&format!("Node \"{node}\" to be Ready (via {via})"), &why)
+                .await
+                .map_err(failed)?;
+        }
+    }
+
+    /// The Nodes as controller `via` lists them, asked no earlier than `not_before`. Steps
+    /// waiting for Nodes at the same time share one `kubectl get nodes` (single flight): many
+    /// workers joining cost the controller one query per poll, not one per worker.
+    async fn nodes_via(
+        &self,
+        via: &HostId,
+        not_before: Instant,
+    ) -> Result<Arc<Vec<NodeView>>, String> {
+        let slot = {
+            let mut polls = self
+                .node_polls
+                .lock()
+                .map_err(|_| "node poll table poisoned")?;
+            polls.entry(via.clone()).or_default().clone()
+        };
+        let mut last = slot.lock().await;
+        if let Some((asked, result)) = &*last
+            && *asked >= not_before
+        {
+            return result.clone();
+        }
+        let asked = Instant::now();
+        let p = self.paths(via);
+        let result = match self.exec(via, k0s::get_nodes(&p.bin, &p.data_dir)).await {
+            Ok(out) if out.success() => k0s::parse_nodes(&out.stdout_str())
+                .map(Arc::new)
+                .map_err(|e| e.to_string()),
+            Ok(out) => Err(out.error_line()),
+            Err(e) => Err(e),
+        };
+        *last = Some((asked, result.clone()));
+        result
+    }
+
+    pub(super) async fn wait_healthy(
+        &self,
+        ctx: &StepContext,
+        via: &HostId,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
+        loop {
+            match self.health(via, None).await {
+                Ok(_) => return Ok(vec![]),
+                Err(e) => {
+                    ctx.progress(format!("waiting: {e}"));
+                    dl.retry("the cluster to be healthy", &e)
+                        .await
+                        .map_err(failed)?;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! `Deadline`: how a step waits for a condition on the hosts (k0s ready, a member started, a Node
+//! Ready): poll at `poll_interval` until a total time is spent, then fail with the last reason.
+
+use std::time::{Duration, Instant};
+
+/// Polls a condition until a deadline.
+pub(super) struct Deadline {
+    until: Instant,
+    total: Duration,
+    interval: Duration,
+}
+
+impl Deadline {
+    pub(super) fn new(total: Duration, interval: Duration) -> Self {
+        Deadline {
+            until: Instant::now() + total,
+            total,
+            interval,
+        }
+    }
+
+    /// Sleep before the next try, or give up with the last reason.
+    pub(super) async fn retry(&self, what: &str, last: &str) -> Result<(), String> {
+        if Instant::now() >= self.until {
+            return Err(format!(
+                "timed out after {} waiting for {what}: {last}",
+                humantime::format_duration(Duration::from_secs(self.total.as_secs().max(1)))
+            ));
+        }
+        tokio::time::sleep(self.interval).await;
+        Ok(())
+    }
+}

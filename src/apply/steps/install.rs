@@ -1,0 +1,98 @@
+//! Putting k0s on a host: the binary (`UploadBinary`, also reused by upgrades), k0s.yaml
+//! (`WriteConfig`) and the service unit (`k0s install`).
+
+use super::remote::failed;
+use super::runner::K0sRunner;
+use crate::apply::{StateChange, StepError};
+use crate::hostid::HostId;
+use crate::k0s::{self, desired};
+use crate::reality::ServiceKind;
+use crate::spec::{HostSpec, Role};
+use crate::transport::Transport;
+use std::path::PathBuf;
+
+/// A k0s binary on this machine that steps may upload besides the hosts' `k0sBinaryPath`
+/// (none yet: k0sform downloads nothing, so `ExecOptions::binaries` is always empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalK0s {
+    pub path: PathBuf,
+    pub sha256: String,
+    pub version: Option<String>,
+}
+
+impl<T: Transport + 'static> K0sRunner<T> {
+    pub(super) async fn write_config(
+        &self,
+        host: &HostId,
+        sha256: &str,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let hs = self.host_spec(host)?;
+        let yaml = desired::config_yaml(&self.spec, hs);
+        let got = crate::hash::sha256_hex(&yaml);
+        if !sha256.is_empty() && got != sha256 {
+            return Err(failed(format!(
+                "{host}: k0s.yaml from the spec now has sha256 {got}, the plan expected {sha256}: plan again"
+            )));
+        }
+        self.write(host, desired::CONFIG_FILE, yaml.into_bytes(), 0o600)
+            .await?;
+        Ok(vec![])
+    }
+
+    pub(super) async fn install(&self, hs: &HostSpec, args: &[String]) -> Result<(), StepError> {
+        let kind = if hs.role == Role::Worker {
+            ServiceKind::Worker
+        } else {
+            ServiceKind::Controller
+        };
+        let p = self.paths(&hs.id());
+        // --force: a leftover unit from an earlier, half-done run is replaced, not an error.
+        let cmd = k0s::install(&p.bin, kind, args, &hs.environment, true);
+        self.exec_ok(&hs.id(), cmd, "k0s install").await.map(|_| ())
+    }
+
+    pub(super) fn local_binary(
+        &self,
+        hs: &HostSpec,
+        sha256: Option<&str>,
+        version: Option<&str>,
+    ) -> Option<PathBuf> {
+        let cached = self.opts.binaries.iter().find(|b| {
+            sha256.is_some_and(|s| b.sha256 == s)
+                || (sha256.is_none() && version.is_some() && b.version.as_deref() == version)
+        });
+        cached
+            .map(|b| b.path.clone())
+            .or_else(|| hs.k0s_binary_path.clone())
+    }
+
+    pub(super) async fn upload_binary(
+        &self,
+        hs: &HostSpec,
+        sha256: Option<&str>,
+        version: Option<&str>,
+    ) -> Result<(), StepError> {
+        let id = hs.id();
+        let local = self.local_binary(hs, sha256, version).ok_or_else(|| {
+            failed(format!(
+                "{id}: no local k0s binary to upload (set k0sBinaryPath{})",
+                version
+                    .map(|v| format!(" or provide k0s {v}"))
+                    .unwrap_or_default()
+            ))
+        })?;
+        let got = self
+            .upload_local(&id, &local, &hs.k0s_install_path, 0o755)
+            .await?;
+        if let Some(want) = sha256
+            && !want.is_empty()
+            && got != want
+        {
+            return Err(failed(format!(
+                "{id}: the uploaded k0s binary has sha256 {got}, the plan expected {want} ({} changed since planning)",
+                local.display()
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,133 @@
+//! `JoinController` and `JoinWorker`: a token from a running controller, install and start with
+//! it, wait for the new etcd member or Node; the token is given back and its file blanked whatever
+//! happened.
+
+use super::deadline::Deadline;
+use super::remote::failed;
+use super::runner::K0sRunner;
+use crate::apply::{StateChange, StepContext, StepError};
+use crate::hostid::HostId;
+use crate::k0s::probe_script::peer_url_host as peer_host;
+use crate::k0s::{TokenRole, desired};
+use crate::spec::HostSpec;
+use crate::transport::Transport;
+
+impl<T: Transport + 'static> K0sRunner<T> {
+    pub(super) async fn join_controller(
+        &self,
+        ctx: &StepContext,
+        host: &HostId,
+        via: &HostId,
+        gate: impl AsyncFnOnce() -> Result<(), StepError>,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let hs = self.host_spec(host)?;
+        let addr = hs.peer_address().to_string();
+        // The more specific refusal first: a stale member at this address is also an
+        // unhealthy one.
+        let members = self.member_list(via).await.map_err(StepError::Unsafe)?;
+        if let Some((name, url)) = members.iter().find(|(_, u)| peer_host(u) == addr) {
+            return Err(StepError::Unsafe(format!(
+                "{url} is still registered as etcd member \"{name}\": the stale member must be removed before {host} joins"
+            )));
+        }
+        self.require_health(ctx, via, None).await?;
+        gate().await?;
+        self.join(ctx, hs, via, TokenRole::Controller, &addr)
+            .await?;
+        Ok(vec![])
+    }
+
+    pub(super) async fn join_worker(
+        &self,
+        ctx: &StepContext,
+        host: &HostId,
+        via: &HostId,
+        gate: impl AsyncFnOnce() -> Result<(), StepError>,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let hs = self.host_spec(host)?;
+        gate().await?;
+        self.join(ctx, hs, via, TokenRole::Worker, "").await?;
+        Ok(vec![])
+    }
+
+    /// Create a token on `via`, hand it to the host as a 0600 file, install and start, wait for
+    /// the member (controllers: `peer_addr` listed as started) or Node; then always invalidate
+    /// the token and blank the file.
+    async fn join(
+        &self,
+        ctx: &StepContext,
+        hs: &HostSpec,
+        via: &HostId,
+        role: TokenRole,
+        peer_addr: &str,
+    ) -> Result<(), StepError> {
+        let host = hs.id();
+        // Known before the token exists, so a failed probe wastes no token.
+        let node = if role == TokenRole::Worker {
+            Some(self.node_name(hs).await?)
+        } else {
+            None
+        };
+        let (token, token_id) = self.take_token(via, role).await?;
+        let joined = async {
+            self.write(
+                &host,
+                desired::TOKEN_FILE,
+                token.0.as_bytes().to_vec(),
+                0o600,
+            )
+            .await?;
+            self.install(hs, &desired::install_args(&self.spec, hs))
+                .await?;
+            self.start_k0s(&host).await?;
+            match &node {
+                None => {
+                    self.wait_member(ctx, via, peer_addr).await?;
+                    self.wait_ready(ctx, &host).await
+                }
+                Some(node) => self.wait_node_ready(ctx, via, node).await,
+            }
+        }
+        .await;
+        drop(token);
+
+        // Clean up whatever happened: the token must not stay usable or lying around.
+        self.give_back_token(ctx, via, role, &token_id).await;
+        if let Err(e) = self
+            .write(&host, desired::TOKEN_FILE, Vec::new(), 0o600)
+            .await
+        {
+            ctx.progress(format!(
+                "could not blank {} on {host}: {e}",
+                desired::TOKEN_FILE
+            ));
+        }
+        joined
+    }
+
+    async fn wait_member(
+        &self,
+        ctx: &StepContext,
+        via: &HostId,
+        addr: &str,
+    ) -> Result<(), StepError> {
+        let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
+        loop {
+            let why = match self.member_list(via).await {
+                Ok(m) => match m.iter().find(|(_, u)| peer_host(u) == addr) {
+                    Some((name, _)) if !name.is_empty() => return Ok(()),
+                    Some(_) => format!("member {addr} is added but not started"),
+                    None => format!("{addr} is not an etcd member yet"),
+                },
+                Err(e) => e,
+            };
+            ctx.progress(format!("waiting for the new etcd member: {why}"));
+            dl.retry(
+                &format!("{addr} to be a started etcd member (via {via})"),
+                &why,
+            )
+            .await
+            .map_err(failed)?;
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! `RecordHost`: probe a host that k0sform just installed, joined or adopted and write what it is
+//! (machine-id, host key, etcd member ID, version, flags) into the state.
+
+use super::deadline::Deadline;
+use super::remote::failed;
+use super::runner::K0sRunner;
+use crate::apply::{StateChange, StepContext, StepError};
+use crate::hostid::HostId;
+use crate::k0s::desired;
+use crate::k0s::probe_script::peer_url_host as peer_host;
+use crate::state::{ClusterState, EtcdMemberState, HostAccess, HostState};
+use crate::transport::Transport;
+
+impl<T: Transport + 'static> K0sRunner<T> {
+    pub(super) async fn record_host(
+        &self,
+        ctx: &StepContext,
+        host: &HostId,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let hs = self.spec.host(host);
+        let before = self.known.host(host);
+        let role = hs
+            .map(|h| h.role)
+            .or(before.map(|b| b.role))
+            .ok_or_else(|| failed(format!("{host} is neither in the spec nor in the state")))?;
+        let addr = hs.map(|h| h.peer_address().to_string()).or_else(|| {
+            before
+                .and_then(|b| b.etcd.as_ref())
+                .map(|e| peer_host(&e.peer_url).to_string())
+        });
+        let dl = Deadline::new(self.opts.health_grace, self.opts.poll_interval);
+        let (facts, etcd) = loop {
+            let facts = self.probe(host).await?;
+            if !role.is_controller() {
+                break (facts, None);
+            }
+            let member = facts.view.as_ref().and_then(|v| {
+                v.members.iter().find(|m| {
+                    addr.as_deref() == Some(peer_host(&m.peer_url)) && m.member_id.is_some()
+                })
+            });
+            if let Some(m) = member {
+                let etcd = EtcdMemberState {
+                    member_id: m.member_id.clone().unwrap_or_default(),
+                    peer_url: m.peer_url.clone(),
+                };
+                break (facts, Some(etcd));
+            }
+
+            // EtcdMember objects appear a little after a join (and not at all before k0s 1.30).
+            if dl
+                .retry("the etcd member ID", "not shown yet")
+                .await
+                .is_err()
+            {
+                ctx.progress("etcd member ID unknown (no EtcdMember object); recorded without it");
+                break (facts, None);
+            }
+        };
+        let host_key = if facts.host_key.is_empty() {
+            before.map(|b| b.host_key.clone()).unwrap_or_default()
+        } else {
+            facts.host_key.clone()
+        };
+        if host_key.is_empty() || facts.machine_id.trim().is_empty() {
+            return Err(failed(format!(
+                "{host}: the probe returned no machine-id or host key"
+            )));
+        }
+        let mut changes = Vec::new();
+        if let Some(uid) = facts.view.as_ref().and_then(|v| v.cluster_uid.clone()) {
+            changes.push(StateChange::AdoptCluster(ClusterState {
+                name: self.spec.name.clone(),
+                uid,
+                etcd_cluster_id: None,
+                k0s_version: self.spec.k0s.version.clone(),
+                config_sha256: None,
+            }));
+        }
+        let node_name = hs
+            .and_then(|h| h.hostname.clone())
+            .unwrap_or_else(|| facts.hostname.trim().to_string());
+        changes.push(StateChange::UpsertHost(Box::new(HostState {
+            address: host.address.clone(),
+            port: host.port,
+            role,
+            node_name: (!node_name.is_empty()).then(|| node_name.to_lowercase()),
+            machine_id: facts.machine_id.trim().to_string(),
+            host_key,
+            host_public_key: facts
+                .host_public_key
+                .clone()
+                .or_else(|| before.and_then(|b| b.host_public_key.clone())),
+            etcd,
+            k0s_version: facts.k0s_version.clone(),
+            install_flags_sha256: facts
+                .status
+                .as_ref()
+                .map(|s| desired::install_flags_sha256(s.args.get(2..).unwrap_or_default())),
+            config_sha256: facts.config_sha256.clone(),
+            access: hs
+                .map(HostAccess::of)
+                .or_else(|| before.and_then(|b| b.access.clone())),
+        })));
+        Ok(changes)
+    }
+}

@@ -1,0 +1,173 @@
+//! How steps reach hosts: the transport and prober (`Remote`), at most `per_host_limit` commands
+//! per host, the k0s paths of a host, and the exec/write/probe/upload calls every step family
+//! shares.
+
+use super::runner::K0sRunner;
+use crate::apply::StepError;
+use crate::hostid::HostId;
+use crate::reality::HostFacts;
+use crate::spec::HostSpec;
+use crate::state::HostState;
+use crate::transport::{CommandOutput, RemoteCommand, Transport};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Semaphore;
+
+/// Probes one host for its identity (machine-id, host key, k0s status, the cluster as it sees
+/// it). The command layer supplies the real probe (it also knows the SSH host key).
+pub trait HostProber: Send + Sync + 'static {
+    fn probe<'a>(
+        &'a self,
+        host: &'a HostId,
+    ) -> Pin<Box<dyn Future<Output = Result<HostFacts, String>> + Send + 'a>>;
+}
+
+/// Everything the steps reach hosts with.
+pub struct Remote<T> {
+    pub transport: Arc<T>,
+    pub prober: Arc<dyn HostProber>,
+}
+
+impl<T> Clone for Remote<T> {
+    fn clone(&self) -> Self {
+        Remote {
+            transport: self.transport.clone(),
+            prober: self.prober.clone(),
+        }
+    }
+}
+
+/// At most `limit` commands at once per host, however many steps talk to it.
+pub(super) struct HostLimits {
+    limit: usize,
+    sems: Mutex<HashMap<HostId, Arc<Semaphore>>>,
+}
+
+impl HostLimits {
+    pub(super) fn new(limit: usize) -> Self {
+        HostLimits {
+            limit,
+            sems: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn permit(&self, host: &HostId) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let sem = {
+            let mut m = self.sems.lock().ok()?;
+            m.entry(host.clone())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.limit.max(1))))
+                .clone()
+        };
+        sem.acquire_owned().await.ok()
+    }
+}
+
+pub(super) struct Paths {
+    pub(super) bin: String,
+    pub(super) data_dir: String,
+    pub(super) kubelet_root_dir: Option<String>,
+}
+
+pub(super) fn failed(e: impl std::fmt::Display) -> StepError {
+    StepError::Failed(e.to_string())
+}
+
+impl<T: Transport + 'static> K0sRunner<T> {
+    pub(super) fn paths(&self, id: &HostId) -> Paths {
+        match self.spec.host(id) {
+            Some(h) => Paths {
+                bin: h.k0s_install_path.clone(),
+                data_dir: h.data_dir.clone(),
+                kubelet_root_dir: h.kubelet_root_dir.clone(),
+            },
+            // A host no longer in the spec: the paths recorded for it.
+            None => {
+                let (bin, data_dir, kubelet_root_dir) = HostState::k0s_paths(self.known.host(id));
+                Paths {
+                    bin,
+                    data_dir,
+                    kubelet_root_dir,
+                }
+            }
+        }
+    }
+
+    pub(super) fn host_spec(&self, id: &HostId) -> Result<&HostSpec, StepError> {
+        self.spec
+            .host(id)
+            .ok_or_else(|| failed(format!("{id} is not in the spec")))
+    }
+
+    pub(super) async fn exec(
+        &self,
+        host: &HostId,
+        cmd: RemoteCommand,
+    ) -> Result<CommandOutput, String> {
+        let _permit = self.limits.permit(host).await;
+        self.remote
+            .transport
+            .run(host, cmd)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Run and require exit 0.
+    pub(super) async fn exec_ok(
+        &self,
+        host: &HostId,
+        cmd: RemoteCommand,
+        what: &str,
+    ) -> Result<CommandOutput, StepError> {
+        let out = self.exec(host, cmd).await.map_err(failed)?;
+        if !out.success() {
+            return Err(failed(format!(
+                "{host}: {what} failed: {}",
+                out.error_line()
+            )));
+        }
+        Ok(out)
+    }
+
+    pub(super) async fn write(
+        &self,
+        host: &HostId,
+        path: &str,
+        data: Vec<u8>,
+        mode: u32,
+    ) -> Result<(), StepError> {
+        let _permit = self.limits.permit(host).await;
+        self.remote
+            .transport
+            .write_file(host, path, data, mode)
+            .await
+            .map_err(failed)
+    }
+
+    pub(super) async fn probe(&self, host: &HostId) -> Result<HostFacts, StepError> {
+        self.remote
+            .prober
+            .probe(host)
+            .await
+            .map_err(|e| failed(format!("{host}: probe failed: {e}")))
+    }
+
+    /// Upload a local file (at most `uploads` at once, within the host's command limit) and
+    /// return the sha256 of what is now at `remote`.
+    pub(super) async fn upload_local(
+        &self,
+        host: &HostId,
+        local: &std::path::Path,
+        remote: &str,
+        mode: u32,
+    ) -> Result<String, StepError> {
+        let _upload = self.uploads.clone().acquire_owned().await.ok();
+        let _permit = self.limits.permit(host).await;
+        self.remote
+            .transport
+            .upload_file(host, local, remote, mode)
+            .await
+            .map_err(failed)
+    }
+}

@@ -1,0 +1,207 @@
+//! Taking a host out: `RemoveMember` (by the member ID recorded in state, checked against what
+//! its peer URL carries now), `Drain`, `DeleteObjects` (Node, EtcdMember, ControlNode) and
+//! `ResetHost` (only the machine recorded in state).
+
+use super::deadline::Deadline;
+use super::remote::failed;
+use super::runner::K0sRunner;
+use crate::apply::{StateChange, StepContext, StepError};
+use crate::hostid::HostId;
+use crate::k0s;
+use crate::k0s::probe_script::peer_url_host as peer_host;
+use crate::plan::{ObjectKind, Step};
+use crate::transport::Transport;
+
+/// Member IDs compare as hex numbers (case and leading zeros do not matter).
+fn same_member_id(a: &str, b: &str) -> bool {
+    let norm = |s: &str| {
+        s.trim()
+            .trim_start_matches("0x")
+            .trim_start_matches('0')
+            .to_lowercase()
+    };
+    norm(a) == norm(b)
+}
+
+impl<T: Transport + 'static> K0sRunner<T> {
+    pub(super) async fn remove_member(
+        &self,
+        step: &Step,
+        ctx: &StepContext,
+        member_id: &str,
+        peer_url: &str,
+        via: &HostId,
+        gate: impl AsyncFnOnce() -> Result<(), StepError>,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let host = &step.host;
+        let addr = peer_host(peer_url);
+        let members = self.member_list(via).await.map_err(StepError::Unsafe)?;
+        if !members.values().any(|u| peer_host(u) == addr) {
+            ctx.progress(format!(
+                "{peer_url} is no longer an etcd member; nothing to remove"
+            ));
+            return Ok(vec![StateChange::ClearEtcd(host.clone())]);
+        }
+        let objects = self.etcd_member_objects(via).await.map_err(|e| {
+            StepError::Unsafe(format!(
+                "cannot check which member ID {peer_url} carries: {e}"
+            ))
+        })?;
+        let object = objects
+            .iter()
+            .find(|o| o.peer_address.as_deref() == Some(addr))
+            .cloned()
+            .or_else(|| {
+                // Deleted earlier in this run (removal plans delete it first): use what it said.
+                self.seen_object(addr).filter(|o| {
+                    members
+                        .iter()
+                        .any(|(name, u)| peer_host(u) == addr && name == &o.name)
+                })
+            });
+        match &object {
+            None => {
+                return Err(StepError::Unsafe(format!(
+                    "cannot check that {peer_url} still carries member {member_id}: {via} shows no EtcdMember object for {addr}"
+                )));
+            }
+            Some(o) => match &o.member_id {
+                Some(id) if same_member_id(id, member_id) => {}
+                Some(id) => {
+                    return Err(StepError::Unsafe(format!(
+                        "{peer_url} now carries etcd member {id}, not {member_id} as recorded in the state: refusing to remove it"
+                    )));
+                }
+                None => {
+                    return Err(StepError::Unsafe(format!(
+                        "cannot check that {peer_url} still carries member {member_id}: EtcdMember \"{}\" has no member ID yet",
+                        o.name
+                    )));
+                }
+            },
+        }
+        self.require_health(ctx, via, Some(addr)).await?;
+        gate().await?;
+        let p = self.paths(via);
+        // etcd's strict reconfiguration check refuses a removal ("unhealthy cluster") until the
+        // serving member has seen every other voter for a few seconds; the health check above
+        // cannot see that window, so such refusals are retried (as k0s's own reconciler does).
+        let retry = Deadline::new(self.opts.health_grace, self.opts.poll_interval);
+        loop {
+            let out = self
+                .exec(via, k0s::etcd_leave(&p.bin, &p.data_dir, addr))
+                .await
+                .map_err(failed)?;
+            if out.success() || k0s::peer_not_found(&out) {
+                break;
+            }
+            let why = out.error_line();
+            if k0s::classify(&out) != Some(k0s::K0sFailure::EtcdUnhealthy) {
+                return Err(failed(format!(
+                    "{via}: removing etcd member {member_id} ({peer_url}) failed: {why}"
+                )));
+            }
+            ctx.progress(format!("etcd refused the removal for now: {why}"));
+            retry
+                .retry(&format!("etcd to accept removing member {member_id}"), &why)
+                .await
+                .map_err(|e| failed(format!("{via}: {e}")))?;
+        }
+        let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
+        loop {
+            let why = match self.member_list(via).await {
+                Ok(m) if !m.values().any(|u| peer_host(u) == addr) => break,
+                Ok(_) => format!("{peer_url} is still listed"),
+                Err(e) => e,
+            };
+            dl.retry(&format!("member {member_id} to be gone"), &why)
+                .await
+                .map_err(failed)?;
+        }
+        Ok(vec![StateChange::ClearEtcd(host.clone())])
+    }
+
+    pub(super) async fn drain(
+        &self,
+        ctx: &StepContext,
+        node: &str,
+        via: &HostId,
+    ) -> Result<Vec<StateChange>, StepError> {
+        if !self.spec.options.drain.enabled {
+            ctx.progress("drain disabled (options.drain.enabled: false)");
+            return Ok(vec![]);
+        }
+        let p = self.paths(via);
+        let cmd = k0s::drain(&p.bin, &p.data_dir, node, &self.spec.options.drain);
+        let out = self.exec(via, cmd).await.map_err(failed)?;
+        if !out.success() && !k0s::kubectl_not_found(&out) {
+            return Err(failed(format!(
+                "{via}: draining Node \"{node}\" failed: {}",
+                out.error_line()
+            )));
+        }
+        Ok(vec![])
+    }
+
+    pub(super) async fn delete_objects(
+        &self,
+        node: &str,
+        objects: &[ObjectKind],
+        via: &HostId,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let p = self.paths(via);
+        if objects.contains(&ObjectKind::EtcdMember) {
+            // Remember the member ID it shows, for a RemoveMember that follows.
+            let _ = self.etcd_member_objects(via).await;
+        }
+        for o in objects {
+            let cmd = match o {
+                ObjectKind::Node => k0s::delete_node(&p.bin, &p.data_dir, node),
+                ObjectKind::EtcdMember => k0s::delete_etcd_member(&p.bin, &p.data_dir, node),
+                ObjectKind::ControlNode => k0s::delete_control_node(&p.bin, &p.data_dir, node),
+            };
+            let out = self.exec(via, cmd).await.map_err(failed)?;
+            if !out.success() && !k0s::kubectl_not_found(&out) {
+                return Err(failed(format!(
+                    "{via}: deleting {} \"{node}\" failed: {}",
+                    crate::apply::summary::object_kind_name(*o),
+                    out.error_line()
+                )));
+            }
+        }
+        Ok(vec![])
+    }
+
+    pub(super) async fn reset_host(
+        &self,
+        host: &HostId,
+        machine_id: &str,
+        gate: impl AsyncFnOnce() -> Result<(), StepError>,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let facts = self.probe(host).await?;
+        if facts.machine_id.trim() != machine_id.trim() {
+            return Err(StepError::Unsafe(format!(
+                "{host} now has machine-id {}, not {machine_id} as recorded: it is another machine (rebuilt?); refusing to reset it",
+                facts.machine_id.trim()
+            )));
+        }
+        gate().await?;
+        self.stop_k0s(host).await?;
+        let p = self.paths(host);
+        let cmd = k0s::reset(&p.bin, &p.data_dir, p.kubelet_root_dir.as_deref());
+        self.exec_ok(host, cmd, "k0s reset").await?;
+        Ok(vec![])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_ids_compare_as_hex() {
+        assert!(same_member_id("8E9E05C52164694D", "8e9e05c52164694d"));
+        assert!(same_member_id("0d515f0157a56f3f", "d515f0157a56f3f"));
+        assert!(!same_member_id("8e9e05c52164694d", "8e9e05c52164694e"));
+    }
+}

@@ -1,0 +1,115 @@
+//! `K0sRunner`: the `StepRunner` that runs a plan's steps on the hosts. It holds what every step
+//! shares during a run (remote access, per-host limits, the state as it began, tokens and polls in
+//! flight) and hands each step to its family's file by kind.
+
+use super::cluster::NodePoll;
+use super::remote::{HostLimits, Remote};
+use super::tokens::SharedToken;
+use crate::apply::{
+    ExecOptions, StateChange, StepContext, StepError, StepRunner, intent_for, needs_intent,
+};
+use crate::hostid::HostId;
+use crate::k0s;
+use crate::plan::{Step, StepKind};
+use crate::spec::Spec;
+use crate::state::State;
+use crate::transport::Transport;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Semaphore;
+
+/// Runs plan steps against real (or fake) hosts.
+pub struct K0sRunner<T> {
+    pub(super) remote: Remote<T>,
+    pub(super) limits: HostLimits,
+    /// `options.concurrentUploads`: binary uploads in flight at once (bandwidth, not safety).
+    pub(super) uploads: Arc<Semaphore>,
+    pub(super) spec: Spec,
+    /// The state as it was when the run began: who holds which peer address.
+    pub(super) known: State,
+    /// The EtcdMember objects seen during this run, by peer address. A removal plan deletes the
+    /// object before it removes the member; the member-ID check then uses what the object said
+    /// moments before it was deleted.
+    pub(super) seen_objects: Mutex<HashMap<String, k0s::EtcdMemberObject>>,
+    /// The last `kubectl get nodes` per controller and when it was asked (see `nodes_via`).
+    pub(super) node_polls: Mutex<HashMap<HostId, Arc<tokio::sync::Mutex<Option<NodePoll>>>>>,
+    /// Worker join tokens in use, per controller (see `take_token`).
+    pub(super) worker_tokens: tokio::sync::Mutex<HashMap<HostId, SharedToken>>,
+    pub(super) opts: ExecOptions,
+}
+
+impl<T: Transport + 'static> K0sRunner<T> {
+    pub fn new(remote: Remote<T>, spec: &Spec, state: &State, opts: &ExecOptions) -> Self {
+        K0sRunner {
+            remote,
+            limits: HostLimits::new(opts.per_host_limit),
+            uploads: Arc::new(Semaphore::new(spec.options.concurrent_uploads.max(1))),
+            spec: spec.clone(),
+            known: state.clone(),
+            seen_objects: Mutex::new(HashMap::new()),
+            node_polls: Mutex::new(HashMap::new()),
+            worker_tokens: tokio::sync::Mutex::new(HashMap::new()),
+            opts: opts.clone(),
+        }
+    }
+
+    async fn run_step(
+        &self,
+        step: &Step,
+        ctx: &StepContext,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let host = &step.host;
+        let gate = async || -> Result<(), StepError> {
+            if needs_intent(&step.kind) {
+                ctx.record_intent(intent_for(step)).await?;
+            }
+            Ok(())
+        };
+        match &step.kind {
+            StepKind::UploadBinary { sha256, version } => {
+                let hs = self.host_spec(host)?;
+                self.upload_binary(hs, Some(sha256), version.as_deref())
+                    .await?;
+                Ok(vec![])
+            }
+            StepKind::WriteConfig { sha256 } => self.write_config(host, sha256).await,
+            StepKind::Bootstrap => self.bootstrap(step, ctx, gate).await,
+            StepKind::JoinController { via } => self.join_controller(ctx, host, via, gate).await,
+            StepKind::JoinWorker { via } => self.join_worker(ctx, host, via, gate).await,
+            StepKind::WaitHealthy { via } => self.wait_healthy(ctx, via).await,
+            StepKind::RemoveMember {
+                member_id,
+                peer_url,
+                via,
+            } => {
+                self.remove_member(step, ctx, member_id, peer_url, via, gate)
+                    .await
+            }
+            StepKind::Drain { node, via } => self.drain(ctx, node, via).await,
+            StepKind::DeleteObjects { node, objects, via } => {
+                self.delete_objects(node, objects, via).await
+            }
+            StepKind::ResetHost { machine_id } => self.reset_host(host, machine_id, gate).await,
+            StepKind::Upgrade { to, .. } => self.upgrade(ctx, host, to, gate).await,
+            StepKind::Reconfigure => self.reconfigure(ctx, host, gate).await,
+            StepKind::RunHooks {
+                action,
+                stage,
+                lines,
+            } => self.run_hooks(ctx, host, action, stage, lines, gate).await,
+            StepKind::UploadFiles { files } => self.upload_files(ctx, host, files, gate).await,
+            StepKind::RecordHost => self.record_host(ctx, host).await,
+            StepKind::ForgetHost => Ok(vec![StateChange::ForgetHost(host.clone())]),
+        }
+    }
+}
+
+impl<T: Transport + 'static> StepRunner for K0sRunner<T> {
+    async fn run(
+        self: Arc<Self>,
+        step: Step,
+        ctx: StepContext,
+    ) -> Result<Vec<StateChange>, StepError> {
+        self.run_step(&step, &ctx).await
+    }
+}

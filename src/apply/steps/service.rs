@@ -1,0 +1,96 @@
+//! The k0s service on one host: stop (and wait until it is down), start, wait until it is back
+//! (ready, its Node Ready), and the Node name a host goes by.
+
+use super::deadline::Deadline;
+use super::remote::failed;
+use super::runner::K0sRunner;
+use crate::apply::{StepContext, StepError};
+use crate::hostid::HostId;
+use crate::k0s::{self, K0sFailure};
+use crate::spec::HostSpec;
+use crate::transport::Transport;
+
+impl<T: Transport + 'static> K0sRunner<T> {
+    async fn wait_stopped(&self, host: &HostId) -> Result<(), StepError> {
+        let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
+        let p = self.paths(host);
+        loop {
+            let out = self
+                .exec(host, k0s::status_json(&p.bin))
+                .await
+                .map_err(failed)?;
+            let stopped = matches!(
+                k0s::classify(&out),
+                Some(K0sFailure::NotRunning | K0sFailure::NotInstalled | K0sFailure::BinaryMissing)
+            );
+            if stopped {
+                return Ok(());
+            }
+            dl.retry(&format!("k0s to stop on {host}"), "still running")
+                .await
+                .map_err(failed)?;
+        }
+    }
+
+    pub(super) async fn stop_k0s(&self, host: &HostId) -> Result<(), StepError> {
+        let p = self.paths(host);
+        let out = self.exec(host, k0s::stop(&p.bin)).await.map_err(failed)?;
+        let stopped = matches!(
+            k0s::classify(&out),
+            Some(K0sFailure::AlreadyStopped | K0sFailure::NotInstalled | K0sFailure::BinaryMissing)
+        );
+        if !out.success() && !stopped {
+            return Err(failed(format!(
+                "{host}: k0s stop failed: {}",
+                out.error_line()
+            )));
+        }
+        self.wait_stopped(host).await
+    }
+
+    pub(super) async fn start_k0s(&self, host: &HostId) -> Result<(), StepError> {
+        let p = self.paths(host);
+        let out = self.exec(host, k0s::start(&p.bin)).await.map_err(failed)?;
+        if !out.success() && !k0s::already_running(&out) {
+            return Err(failed(format!(
+                "{host}: k0s start failed: {}",
+                out.error_line()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Wait until the host runs k0s again and, where it has one, its Node is Ready.
+    pub(super) async fn wait_back(
+        &self,
+        ctx: &StepContext,
+        hs: &HostSpec,
+    ) -> Result<(), StepError> {
+        let id = hs.id();
+        if hs.role.is_controller() {
+            self.wait_ready(ctx, &id).await?;
+        }
+        if hs.role.has_node() && self.spec.options.wait {
+            let via = if hs.role.is_controller() {
+                Some(id.clone())
+            } else {
+                self.spec.controllers().map(HostSpec::id).next()
+            };
+            if let Some(via) = via {
+                let node = self.node_name(hs).await?;
+                self.wait_node_ready(ctx, &via, &node).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The host's Node name: the spec's `hostname`, else the hostname the plan's probe saw,
+    /// else (no probe this run) the hostname the host shows now.
+    pub(super) async fn node_name(&self, hs: &HostSpec) -> Result<String, StepError> {
+        let id = hs.id();
+        match hs.hostname.as_ref().or(self.opts.hostnames.get(&id)) {
+            Some(h) => Ok(h.trim().to_lowercase()),
+            None => Ok(self.probe(&id).await?.hostname.trim().to_lowercase()),
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! `Upgrade` and `Reconfigure`: reinstall a host that runs (new binary, or new flags and config)
+//! and restart it, waiting until it is back before the step ends.
+
+use super::runner::K0sRunner;
+use crate::apply::{StateChange, StepContext, StepError};
+use crate::hostid::HostId;
+use crate::k0s::{self, desired};
+use crate::spec::HostSpec;
+use crate::transport::Transport;
+
+impl<T: Transport + 'static> K0sRunner<T> {
+    pub(super) async fn upgrade(
+        &self,
+        ctx: &StepContext,
+        host: &HostId,
+        to: &str,
+        gate: impl AsyncFnOnce() -> Result<(), StepError>,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let hs = self.host_spec(host)?;
+        gate().await?;
+        let args = self.reinstall_args(host, hs).await;
+        self.stop_k0s(host).await?;
+        // Usually an UploadBinary step already put it there; uploading again is a no-op
+        // for an identical file and covers plans that left that step out.
+        if self.local_binary(hs, None, Some(to)).is_some() {
+            self.upload_binary(hs, None, Some(to)).await?;
+        }
+        self.install(hs, &args).await?;
+        self.start_k0s(host).await?;
+        self.wait_back(ctx, hs).await?;
+        Ok(vec![StateChange::SetHostVersion {
+            host: host.clone(),
+            version: to.to_string(),
+        }])
+    }
+
+    pub(super) async fn reconfigure(
+        &self,
+        ctx: &StepContext,
+        host: &HostId,
+        gate: impl AsyncFnOnce() -> Result<(), StepError>,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let hs = self.host_spec(host)?;
+        gate().await?;
+        if hs.role.is_controller() {
+            let yaml = desired::config_yaml(&self.spec, hs);
+            self.write(host, desired::CONFIG_FILE, yaml.into_bytes(), 0o600)
+                .await?;
+        }
+        let args = self.reinstall_args(host, hs).await;
+        self.install(hs, &args).await?;
+        self.stop_k0s(host).await?;
+        self.start_k0s(host).await?;
+        self.wait_back(ctx, hs).await?;
+        Ok(vec![])
+    }
+
+    /// Arguments for reinstalling a host that runs: `--token-file` only where the running
+    /// service has one (the bootstrap controller never had a token file).
+    async fn reinstall_args(&self, host: &HostId, hs: &HostSpec) -> Vec<String> {
+        let p = self.paths(host);
+        let running: Vec<String> = match self.exec(host, k0s::status_json(&p.bin)).await {
+            Ok(out) if out.success() => k0s::parse_status(&out.stdout_str())
+                .map(|s| s.args)
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        desired::reinstall_args(&self.spec, hs, &running)
+    }
+}
