@@ -1,15 +1,32 @@
 //! Host keys: fingerprints computed the way `ssh-keygen -lf` does, the private per-host
-//! known_hosts files k0sform writes, and reading ssh's "host key changed" report.
+//! known_hosts files k0sform writes, reading ssh's "host key changed" report, and deciding
+//! whether the key a host (or its bastion) was accepted with is the recorded or pinned one.
 
+use super::session::{SshTransport, other};
+use crate::hostid::HostId;
+use crate::spec::SshTarget;
+use crate::transport::TransportError;
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use sha2::{Digest, Sha256};
+use std::path::Path;
 
 /// The name every entry in a private known_hosts file is stored under (ssh `HostKeyAlias`):
 /// each host has its own file, so the name only has to be constant, and it keeps the entry
 /// independent of how the address is spelled (alias in ~/.ssh/config, port, IPv6 brackets).
 pub const TARGET_ALIAS: &str = "k0sform-host";
 pub const BASTION_ALIAS: &str = "k0sform-bastion";
+
+/// The key a host was accepted with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectedHost {
+    /// `SHA256:…`
+    pub fingerprint: String,
+    /// `<type> <base64>`
+    pub public_key: String,
+    /// No key was recorded (or the old one was dropped on request): this run trusted it on first use.
+    pub first_contact: bool,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostKeyError {
@@ -98,6 +115,72 @@ pub fn changed_key_offered(ssh_log: &str) -> Option<String> {
     None
 }
 
+/// The key ssh accepted for the target: the last one it recorded in the host's known_hosts
+/// file. With a recorded key, ssh refuses a different key of the same type but would add a key
+/// of another type as "new": that is a change too. A `pin` (`ssh.hostKey`) must name it.
+pub(super) fn accepted_key(
+    host: &HostId,
+    known_hosts: &str,
+    trusted: Option<&PublicKey>,
+    pin: Option<&str>,
+) -> Result<PublicKey, TransportError> {
+    let keys = keys_for(known_hosts, TARGET_ALIAS);
+    let accepted = match (trusted, keys.last()) {
+        (_, None) => return Err(other(host, "ssh connected but recorded no host key")),
+        (Some(rec), Some(last)) if last != rec => {
+            return Err(TransportError::HostKeyChanged {
+                host: host.clone(),
+                expected: rec.fingerprint(),
+                offered: last.fingerprint(),
+            });
+        }
+        (_, Some(last)) => last.clone(),
+    };
+    let fingerprint = accepted.fingerprint();
+    if let Some(pin) = pin
+        && pin != fingerprint
+    {
+        return Err(TransportError::HostKeyChanged {
+            host: host.clone(),
+            expected: pin.to_string(),
+            offered: fingerprint,
+        });
+    }
+    Ok(accepted)
+}
+
+/// Every bastion hop with a `ssh.hostKey` pin offered that key (bastions have no state: they
+/// are otherwise trusted on first use for the run).
+pub(super) fn check_bastion_pins(
+    host: &HostId,
+    target: &SshTarget,
+    base: &Path,
+    depth: usize,
+) -> Result<(), TransportError> {
+    let Some(b) = &target.bastion else {
+        return Ok(());
+    };
+    let depth = depth + 1;
+    if let Some(pin) = &b.host_key {
+        let (kh, _) = SshTransport::bastion_files(base, depth);
+        let text = std::fs::read_to_string(&kh).unwrap_or_default();
+        let offered = keys_for(&text, BASTION_ALIAS)
+            .last()
+            .map(PublicKey::fingerprint)
+            .unwrap_or_default();
+        if &offered != pin {
+            return Err(other(
+                host,
+                format!(
+                    "bastion {}:{} offered host key {offered}, but ssh.hostKey pins {pin}",
+                    b.address, b.port
+                ),
+            ));
+        }
+    }
+    check_bastion_pins(host, b, base, depth)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +230,42 @@ mod tests {
             keys_for(&line, TARGET_ALIAS)[0].to_line(),
             KEY.rsplit_once(' ').unwrap().0
         );
+    }
+
+    #[test]
+    fn accepted_key_is_the_recorded_or_pinned_one() {
+        let host = HostId::new("127.0.0.1", 22);
+        let key = PublicKey::parse(KEY).unwrap();
+        let line = key.known_hosts_line(TARGET_ALIAS);
+        assert!(matches!(
+            accepted_key(&host, "", None, None),
+            Err(TransportError::Other { .. })
+        ));
+        assert_eq!(accepted_key(&host, &line, None, None).unwrap(), key);
+        assert_eq!(
+            accepted_key(&host, &line, Some(&key), Some(FP)).unwrap(),
+            key
+        );
+        // A key of another type, added by ssh as "new" beside the recorded one, is a change.
+        let added = format!("{line}{TARGET_ALIAS} ecdsa-sha2-nistp256 AAAA\n");
+        match accepted_key(&host, &added, Some(&key), None) {
+            Err(TransportError::HostKeyChanged {
+                expected, offered, ..
+            }) => {
+                assert_eq!(expected, FP);
+                assert_ne!(offered, FP);
+            }
+            other => panic!("{other:?}"),
+        }
+        match accepted_key(&host, &line, None, Some("SHA256:pinned")) {
+            Err(TransportError::HostKeyChanged {
+                expected, offered, ..
+            }) => {
+                assert_eq!(expected, "SHA256:pinned");
+                assert_eq!(offered, FP);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

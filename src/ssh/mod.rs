@@ -2,10 +2,14 @@
 //! Everything ssh-specific lives here; the rest of k0sform talks to hosts through
 //! `crate::transport::Transport` (plus `connect`/`upload_file`/`close_all` on `SshTransport`).
 
+mod exec;
 pub mod hostkey;
+mod master;
 pub mod quote;
 mod session;
+mod upload;
 
-pub use hostkey::fingerprint;
+pub use hostkey::{ConnectedHost, fingerprint};
 pub use quote::quote;
-pub use session::{ConnectedHost, SshOptions, SshTransport, Uploaded};
+pub use session::{SshOptions, SshTransport};
+pub use upload::Uploaded;

@@ -1,0 +1,515 @@
+//! The ssh master of each host: started with k0sform's options (known_hosts, bastion hops as
+//! ProxyCommand, the user's `-o`), waited for until its control socket answers, and shut down with
+//! its whole process group.
+//!
+//! The openssh crate's `SessionBuilder` is not used for the master: it has no generic `-o` (we
+//! need GlobalKnownHostsFile, HostKeyAlias, HashKnownHosts, the user's options and a ProxyCommand
+//! carrying all of them to the bastion) and daemonizes the master, and does not let us choose its
+//! process group. The master runs in its own process group (a Ctrl-C in the terminal must not cut
+//! steps the executor lets finish) and dies with k0sform (PR_SET_PDEATHSIG); `openssh::Session`
+//! resumed on its socket runs the commands and checks the master's health.
+
+use super::hostkey::{self, BASTION_ALIAS, ConnectedHost, PublicKey, TARGET_ALIAS};
+use super::quote::quote;
+use super::session::{SshTransport, other};
+use crate::hostid::HostId;
+use crate::spec::SshTarget;
+use crate::transport::TransportError;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Options of `-o` the user may not override: they carry k0sform's host-key and multiplexing
+/// guarantees (first value wins in ssh, and ours come first).
+const PROTECTED_OPTIONS: &[&str] = &[
+    "batchmode",
+    "checkhostip",
+    "controlmaster",
+    "controlpath",
+    "controlpersist",
+    "globalknownhostsfile",
+    "hashknownhosts",
+    "hostkeyalias",
+    "knownhostscommand",
+    "stricthostkeychecking",
+    "updatehostkeys",
+    "userknownhostsfile",
+];
+
+/// Commands in flight per host, below sshd's default `MaxSessions 10`; more wait their turn.
+const MAX_SESSIONS: usize = 8;
+
+pub(super) struct HostConn {
+    pub(super) host: HostId,
+    pub(super) user: String,
+    pub(super) sudo: bool,
+    pub(super) session: openssh::Session,
+    pub(super) ctl: PathBuf,
+    pub(super) log: PathBuf,
+    pub(super) info: ConnectedHost,
+    pub(super) master: Mutex<Option<tokio::process::Child>>,
+    /// sshd refuses more than `MaxSessions` (default 10) sessions on one connection.
+    pub(super) sessions: tokio::sync::Semaphore,
+}
+
+impl Drop for HostConn {
+    fn drop(&mut self) {
+        // Best effort on paths that skipped `close`: kill the master, drop its socket.
+        if let Ok(mut m) = self.master.lock()
+            && let Some(mut child) = m.take()
+        {
+            kill_group(&mut child);
+        }
+        let _ = std::fs::remove_file(&self.ctl);
+    }
+}
+
+/// Last meaningful lines of an ssh log, without the noise ssh adds on every TOFU.
+fn log_message(log: &str) -> String {
+    let lines: Vec<&str> = log
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Warning: Permanently added"))
+        .collect();
+    let tail = &lines[lines.len().saturating_sub(3)..];
+    if tail.is_empty() {
+        "ssh exited without a message".to_string()
+    } else {
+        tail.join("; ")
+    }
+}
+
+impl SshTransport {
+    /// Open the host's master connection (once per run; later calls return the first result).
+    ///
+    /// `recorded_key` is the state's `<type> <base64>` key: ssh then refuses any other key. With
+    /// `accept_changed` (`-replace`, or a `ssh.hostKey` pin naming the new key) the recorded key
+    /// is left out and the offered one is trusted, subject to the pin. A `target.host_key` pin is
+    /// checked before this returns, so no command ever runs on a host with the wrong key.
+    pub async fn connect(
+        &self,
+        host: &HostId,
+        target: &SshTarget,
+        recorded_key: Option<&str>,
+        accept_changed: bool,
+    ) -> Result<ConnectedHost, TransportError> {
+        if let Ok(c) = self.conn(host) {
+            return Ok(c.info.clone());
+        }
+        if target.address.is_empty() || target.address.starts_with('-') {
+            return Err(other(
+                host,
+                format!("invalid SSH address {:?}", target.address),
+            ));
+        }
+        let recorded = match recorded_key {
+            Some(k) => Some(PublicKey::parse(k).map_err(|e| {
+                other(
+                    host,
+                    format!("the state's recorded host key is unusable: {e}"),
+                )
+            })?),
+            None => None,
+        };
+        let slot = self.inner.next_slot.fetch_add(1, Ordering::Relaxed);
+        let base = self.control_dir().join(format!("h{slot}"));
+        let ctl = base.with_extension("sock");
+        let log = base.with_extension("log");
+        let known_hosts = base.with_extension("known_hosts");
+        let trusted = recorded.as_ref().filter(|_| !accept_changed);
+        let kh_text = trusted
+            .map(|k| k.known_hosts_line(TARGET_ALIAS))
+            .unwrap_or_default();
+        std::fs::write(&known_hosts, kh_text)
+            .map_err(|e| other(host, format!("writing {}: {e}", known_hosts.display())))?;
+
+        let mut args: Vec<String> = vec![
+            "-M".into(),
+            "-N".into(),
+            "-S".into(),
+            path_str(&ctl),
+            "-E".into(),
+            path_str(&log),
+        ];
+        let common = self.common_args(target, &known_hosts, TARGET_ALIAS, &base, 0)?;
+        // The login user decides sudo. `-l` beats any ssh config; without it (an `openSSH:`
+        // host left to its config) only ssh knows (`-G` resolves the configuration locally,
+        // without connecting).
+        let login_user = match common.iter().position(|a| a == "-l") {
+            Some(i) => common[i + 1].clone(),
+            None => self.resolve_user(host, &common, &target.address).await?,
+        };
+        args.extend(common);
+        args.push("--".into());
+        args.push(target.address.clone());
+        tracing::debug!(%host, ?args, %login_user, "starting ssh master");
+
+        let mut master = tokio::process::Command::new(&self.inner.opts.ssh_program);
+        master
+            .args(&args)
+            // ProxyCommand is run by $SHELL; our quoting is POSIX.
+            .env("SHELL", "/bin/sh")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        shield(&mut master);
+        let mut child = master
+            .spawn()
+            .map_err(|e| other(host, format!("cannot run ssh: {e}")))?;
+
+        let session = openssh::Session::resume_mux(
+            ctl.clone().into_boxed_path(),
+            Some(log.clone().into_boxed_path()),
+        );
+        let limit = self.inner.opts.connect_timeout * 2 + Duration::from_secs(5);
+        let ready = tokio::time::timeout(limit, async {
+            loop {
+                tokio::select! {
+                    st = child.wait() => return Err(st.ok().and_then(|s| s.code())),
+                    _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+                if ctl.exists() && session.check().await.is_ok() {
+                    return Ok(());
+                }
+            }
+        })
+        .await;
+        let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+        match ready {
+            Ok(Ok(())) => {}
+            Ok(Err(_code)) => {
+                let text = log_text();
+                if let Some(offered) = hostkey::changed_key_offered(&text) {
+                    return Err(TransportError::HostKeyChanged {
+                        host: host.clone(),
+                        expected: recorded.map(|k| k.fingerprint()).unwrap_or_default(),
+                        offered,
+                    });
+                }
+                return Err(TransportError::Unreachable {
+                    host: host.clone(),
+                    message: log_message(&text),
+                });
+            }
+            Err(_) => {
+                kill_group(&mut child);
+                let _ = child.wait().await;
+                let _ = std::fs::remove_file(&ctl);
+                let text = log_text();
+                return Err(TransportError::Unreachable {
+                    host: host.clone(),
+                    message: format!(
+                        "no SSH session after {}s{}",
+                        limit.as_secs(),
+                        if text.trim().is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", log_message(&text))
+                        }
+                    ),
+                });
+            }
+        }
+
+        let conn = HostConn {
+            host: host.clone(),
+            sudo: login_user != "root",
+            user: login_user,
+            session,
+            ctl,
+            log,
+            info: ConnectedHost {
+                fingerprint: String::new(),
+                public_key: String::new(),
+                first_contact: trusted.is_none(),
+            },
+            master: Mutex::new(Some(child)),
+            sessions: tokio::sync::Semaphore::new(MAX_SESSIONS),
+        };
+
+        // Which key did ssh accept, and does it (and every bastion's) match its pin?
+        let kh_now = std::fs::read_to_string(&known_hosts).unwrap_or_default();
+        let checked = hostkey::accepted_key(host, &kh_now, trusted, target.host_key.as_deref())
+            .and_then(|key| hostkey::check_bastion_pins(host, target, &base, 0).map(|()| key));
+        let accepted = match checked {
+            Ok(key) => key,
+            Err(e) => {
+                conn.shutdown().await;
+                return Err(e);
+            }
+        };
+        let fingerprint = accepted.fingerprint();
+        let mut conn = conn;
+        conn.info.fingerprint = fingerprint;
+        conn.info.public_key = accepted.to_line();
+        let info = conn.info.clone();
+        let conn = Arc::new(conn);
+        let mut hosts = self
+            .inner
+            .hosts
+            .lock()
+            .map_err(|_| other(host, "connection table poisoned"))?;
+        hosts.insert(host.clone(), conn);
+        tracing::debug!(%host, fingerprint = %info.fingerprint, "connected");
+        Ok(info)
+    }
+
+    /// The user ssh will log in as (`ssh -G … | user`).
+    async fn resolve_user(
+        &self,
+        host: &HostId,
+        common: &[String],
+        address: &str,
+    ) -> Result<String, TransportError> {
+        let mut c = tokio::process::Command::new(&self.inner.opts.ssh_program);
+        c.arg("-G")
+            .args(common)
+            .arg("--")
+            .arg(address)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let out = c
+            .output()
+            .await
+            .map_err(|e| other(host, format!("cannot run ssh -G: {e}")))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            return Err(other(
+                host,
+                format!(
+                    "ssh rejects the connection settings: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            ));
+        }
+        text.lines()
+            .find_map(|l| l.strip_prefix("user "))
+            .map(|u| u.trim().to_string())
+            .ok_or_else(|| other(host, "ssh -G printed no user"))
+    }
+
+    /// ssh options shared by the master and every bastion hop. `depth` 0 is the target.
+    fn common_args(
+        &self,
+        target: &SshTarget,
+        known_hosts: &Path,
+        alias: &str,
+        base: &Path,
+        depth: usize,
+    ) -> Result<Vec<String>, TransportError> {
+        let opts = &self.inner.opts;
+        let mut a: Vec<String> = Vec::new();
+        let mut o = |kv: String| {
+            a.push("-o".into());
+            a.push(kv);
+        };
+        // The user's options first so they can tune timeouts and ciphers; protected ones dropped.
+        for (k, v) in &target.options {
+            if PROTECTED_OPTIONS.contains(&k.to_ascii_lowercase().as_str()) {
+                tracing::warn!(option = %k, "ignoring ssh option: k0sform manages it");
+                continue;
+            }
+            if target.bastion.is_some()
+                && matches!(
+                    k.to_ascii_lowercase().as_str(),
+                    "proxyjump" | "proxycommand"
+                )
+            {
+                tracing::warn!(option = %k, "ignoring ssh option: the host has a bastion");
+                continue;
+            }
+            o(format!("{k}={v}"));
+        }
+        o("BatchMode=yes".into());
+        o("StrictHostKeyChecking=accept-new".into());
+        o(format!("UserKnownHostsFile={}", path_str(known_hosts)));
+        o("GlobalKnownHostsFile=/dev/null".into());
+        o(format!("HostKeyAlias={alias}"));
+        o("HashKnownHosts=no".into());
+        o("UpdateHostKeys=no".into());
+        o("CheckHostIP=no".into());
+        o(format!(
+            "ConnectTimeout={}",
+            opts.connect_timeout.as_secs().max(1)
+        ));
+        o(format!(
+            "ServerAliveInterval={}",
+            opts.server_alive_interval.as_secs().max(1)
+        ));
+        o("ServerAliveCountMax=3".into());
+        if depth == 0 {
+            o("ClearAllForwardings=yes".into());
+        }
+        if let Some(b) = &target.bastion {
+            o(format!(
+                "ProxyCommand={}",
+                self.proxy_command(b, base, depth + 1)?
+            ));
+        }
+
+        // An `openSSH:` address may be a Host alias whose config sets Port/User: k0sctl's
+        // defaults (22, root) are then left to ssh, which falls back to the same values.
+        if !(target.openssh && target.port == 22) {
+            a.extend(["-p".into(), target.port.to_string()]);
+        }
+        if !(target.openssh && target.user == "root") {
+            a.extend(["-l".into(), target.user.clone()]);
+        }
+        if let Some(k) = &target.key_path {
+            a.extend([
+                "-i".into(),
+                path_str(k),
+                "-o".into(),
+                "IdentitiesOnly=yes".into(),
+            ]);
+        }
+        if let Some(c) = &target.config_path {
+            a.extend(["-F".into(), path_str(c)]);
+        }
+        Ok(a)
+    }
+
+    pub(super) fn bastion_files(base: &Path, depth: usize) -> (PathBuf, PathBuf) {
+        let stem = format!(
+            "{}.b{depth}",
+            base.file_name().and_then(|s| s.to_str()).unwrap_or("h")
+        );
+        let dir = base.parent().unwrap_or(Path::new("/tmp"));
+        (
+            dir.join(format!("{stem}.known_hosts")),
+            dir.join(format!("{stem}.log")),
+        )
+    }
+
+    /// `ssh -W [%h]:%p … bastion` as a ProxyCommand, carrying our known_hosts, identity and
+    /// options (ProxyJump would not pass command-line options to the jump connection).
+    fn proxy_command(
+        &self,
+        bastion: &SshTarget,
+        base: &Path,
+        depth: usize,
+    ) -> Result<String, TransportError> {
+        let (kh, log) = Self::bastion_files(base, depth);
+        // The bastion has no state: trusted on first use for this run, or checked against its pin.
+        std::fs::write(&kh, "").map_err(|e| TransportError::Other {
+            host: HostId::new(bastion.address.clone(), bastion.port),
+            message: format!("writing {}: {e}", kh.display()),
+        })?;
+        let mut words = vec![
+            path_str(&self.inner.opts.ssh_program),
+            "-E".into(),
+            path_str(&log),
+        ];
+        words.extend(self.common_args(bastion, &kh, BASTION_ALIAS, base, depth)?);
+        words.push("--".into());
+        words.push(bastion.address.clone());
+        // ssh expands %-tokens in ProxyCommand: literal % doubled, except in the -W target.
+        let mut line = quote(&words[0]).replace('%', "%%");
+        line.push_str(" -W '[%h]:%p'");
+        for w in &words[1..] {
+            line.push(' ');
+            line.push_str(&quote(w).replace('%', "%%"));
+        }
+        Ok(line)
+    }
+
+    /// Close one host's connection (master exits, socket removed).
+    pub async fn close(&self, host: &HostId) {
+        let conn = match self.inner.hosts.lock() {
+            Ok(mut h) => h.remove(host),
+            Err(_) => None,
+        };
+        if let Some(c) = conn {
+            c.shutdown().await;
+        }
+    }
+
+    /// Close every connection. Call on every exit path; `Drop` is only a best-effort fallback.
+    pub async fn close_all(&self) {
+        let conns: Vec<Arc<HostConn>> = match self.inner.hosts.lock() {
+            Ok(mut h) => std::mem::take(&mut *h).into_values().collect(),
+            Err(_) => Vec::new(),
+        };
+        // All at once: each close waits for its master to exit; one after the other they added
+        // ~10 ms per host (more under load) to the end of every run.
+        let mut closing = tokio::task::JoinSet::new();
+        for c in conns {
+            closing.spawn(async move { c.shutdown().await });
+        }
+        while closing.join_next().await.is_some() {}
+    }
+}
+
+impl HostConn {
+    pub(super) async fn shutdown(&self) {
+        let child = self.master.lock().ok().and_then(|mut m| m.take());
+        if let Some(mut child) = child {
+            // SIGTERM makes the master leave as `ssh -O exit` would, without starting one more
+            // ssh per host; its group includes a bastion's ProxyCommand.
+            signal_group(&child, libc::SIGTERM);
+            let exited = tokio::time::timeout(Duration::from_secs(3), child.wait()).await;
+            if exited.is_err() {
+                kill_group(&mut child);
+                let _ = child.wait().await;
+            }
+        }
+        let _ = std::fs::remove_file(&self.ctl);
+        tracing::debug!(host = %self.host, log = %self.log.display(), "closed");
+    }
+}
+
+/// Keep an ssh process out of the terminal's process group, so the first Ctrl-C (which the
+/// executor turns into "let running steps finish") does not kill connections and commands in
+/// flight, and have the kernel end it when k0sform dies, so nothing outlives k0sform.
+fn shield(cmd: &mut tokio::process::Command) {
+    cmd.process_group(0);
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which is
+    // async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Signal an ssh master's process group (a bastion ProxyCommand runs in it).
+fn signal_group(child: &tokio::process::Child, signal: libc::c_int) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        // SAFETY: kill(2) with a negative pid signals the group the master leads (it was started
+        // with process_group(0)); no memory is involved.
+        unsafe {
+            libc::kill(-pid, signal);
+        }
+    }
+}
+
+/// Kill an ssh master and its process group.
+fn kill_group(child: &mut tokio::process::Child) {
+    signal_group(child, libc::SIGKILL);
+    let _ = child.start_kill();
+}
+
+fn path_str(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_message_keeps_the_last_meaningful_lines() {
+        let log = "Warning: Permanently added 'k0sform-host' (ED25519) to the list of known hosts.\r\nroot@127.0.0.1: Permission denied (publickey).\r\n";
+        assert_eq!(
+            log_message(log),
+            "root@127.0.0.1: Permission denied (publickey)."
+        );
+        assert_eq!(log_message(""), "ssh exited without a message");
+    }
+}
