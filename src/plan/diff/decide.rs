@@ -1,0 +1,425 @@
+//! The per-host rows of the decision table: a host leaving, an unreachable one, a new one, a
+//! rebuilt one, one that left the cluster. A host running in the cluster as recorded is
+//! compared in `running`.
+
+use super::cluster::same_member_id;
+use super::decision::{Decision, HostPlan, MemberRef};
+use super::hosts::{HostCtx, peer_key};
+use super::{Planner, reason};
+use crate::hash::{short, short_key};
+use crate::plan::model::{ClusterAction, Reason, ReasonCode, Refusal, RefusalKind};
+use crate::reality::{HostFacts, Probe};
+use crate::spec::HostSpec;
+use crate::state::HostState;
+
+/// How a recorded host differs from its record, or why it is replaced anyway.
+struct IdentityChange {
+    machine_id: bool,
+    host_key: bool,
+    /// `-replace` names the host (and it is not still the recorded machine).
+    replace_requested: bool,
+    /// It runs another cluster.
+    foreign: bool,
+}
+
+impl IdentityChange {
+    fn any(&self) -> bool {
+        self.host_key || self.machine_id || self.replace_requested || self.foreign
+    }
+}
+
+impl<'a> Planner<'a> {
+    pub(super) fn decide(&mut self, idx: usize) -> Result<Option<HostPlan>, Refusal> {
+        let h = &self.hosts[idx];
+
+        // Removal: not in the spec, or `reset: true`.
+        if !h.in_spec() {
+            return self.decide_removal(idx);
+        }
+
+        let probe = match h.probe {
+            None | Some(Probe::Unreachable { .. }) => return Err(unreachable_refusal(h)),
+            Some(p) => p,
+        };
+        if let Probe::HostKeyChanged { expected, offered } = probe {
+            return self.decide_key_changed(idx, expected, offered);
+        }
+        let Some(f) = h.facts() else {
+            return Ok(None);
+        };
+        let spec_host = h.spec.ok_or_else(|| Refusal {
+            kind: RefusalKind::Unreachable,
+            message: format!("{} is not in the spec", h.id),
+            details: vec![],
+        })?;
+        match h.state {
+            None => self.decide_unrecorded(idx, f),
+            Some(st) => self.decide_recorded(idx, f, st, spec_host),
+        }
+    }
+
+    /// Not in the spec, or `reset: true`: remove the member and the objects, and reset the host
+    /// only if it is still the recorded machine.
+    fn decide_removal(&mut self, idx: usize) -> Result<Option<HostPlan>, Refusal> {
+        let h = &self.hosts[idx];
+        let (code, why) = if h.spec.is_some() {
+            (ReasonCode::ResetRequested, "reset: true in k0sctl.yaml")
+        } else {
+            (ReasonCode::NotInSpec, "no longer in k0sctl.yaml")
+        };
+        let f = h.facts();
+        if h.state.is_none() && !f.is_some_and(leftovers) {
+            return Ok(None);
+        }
+        let member = self.stale_member(h)?;
+        let reset = match (f, h.state) {
+            (Some(f), Some(st)) if f.machine_id == st.machine_id && f.host_key == st.host_key => {
+                Some(st.machine_id.clone())
+            }
+            (Some(f), None) => Some(f.machine_id.clone()),
+            (Some(_), Some(_)) => {
+                self.warnings.push(format!(
+                    "{} ({}) is not reset: its machine-id or host key is not the recorded one",
+                    h.name(),
+                    h.id
+                ));
+                None
+            }
+            (None, _) => {
+                self.warnings.push(format!(
+                    "{} ({}) is not reset: it cannot be reached; its cluster objects are still removed",
+                    h.name(),
+                    h.id
+                ));
+                None
+            }
+        };
+        Ok(Some(HostPlan::new(
+            idx,
+            Decision::Remove { member, reset },
+            vec![reason(code, why)],
+        )))
+    }
+
+    /// The host offered another key than the probe expected: replaced when `-replace` names
+    /// it, refused otherwise.
+    fn decide_key_changed(
+        &self,
+        idx: usize,
+        expected: &str,
+        offered: &str,
+    ) -> Result<Option<HostPlan>, Refusal> {
+        let h = &self.hosts[idx];
+        if !self.opts.is_replaced(&h.id) {
+            return Err(host_key_refusal(h, expected, offered));
+        }
+        let mut reasons = vec![
+            reason(
+                ReasonCode::HostKeyChanged,
+                format!(
+                    "the SSH host key changed ({}→{})",
+                    short_key(expected),
+                    short_key(offered)
+                ),
+            ),
+            reason(ReasonCode::ReplaceRequested, "-replace names this host"),
+        ];
+        reasons.dedup_by_key(|r| r.code);
+        let stale = self.stale_member(h)?;
+        Ok(Some(HostPlan::new(
+            idx,
+            Decision::Replace { stale, reset: None },
+            reasons,
+        )))
+    }
+
+    /// A host of the spec the state has no record of: the bootstrap host, a foreign controller
+    /// named by `-replace`, one found running in the cluster, or a new one.
+    fn decide_unrecorded(&self, idx: usize, f: &HostFacts) -> Result<Option<HostPlan>, Refusal> {
+        let h = &self.hosts[idx];
+        let bootstrap_here =
+            matches!(&self.cluster.action, ClusterAction::Bootstrap { host } if host == &h.id);
+        if bootstrap_here {
+            return Ok(Some(HostPlan::new(
+                idx,
+                Decision::Add {
+                    bootstrap: true,
+                    stale: None,
+                    reset: reset_if_leftovers(f),
+                },
+                vec![reason(
+                    ReasonCode::Bootstrap,
+                    "first controller of a new cluster (nothing runs anywhere)",
+                )],
+            )));
+        }
+        if self.cluster.foreign.contains(&h.id) {
+            return Ok(Some(HostPlan::new(
+                idx,
+                Decision::Replace {
+                    stale: None,
+                    reset: reset_if_leftovers(f),
+                },
+                vec![reason(
+                    ReasonCode::ReplaceRequested,
+                    "it runs another cluster; -replace names this host",
+                )],
+            )));
+        }
+        if self.in_cluster(h) {
+            return Ok(Some(HostPlan::new(
+                idx,
+                Decision::Adopt,
+                vec![reason(
+                    ReasonCode::FoundRunning,
+                    "found running in the cluster; recorded without changes",
+                )],
+            )));
+        }
+        let stale = if h.role().is_controller() {
+            self.stale_member(h)?.filter(|m| !m.healthy)
+        } else {
+            None
+        };
+        let mut reasons = vec![reason(ReasonCode::NewHost, "new host")];
+        if stale.is_some() {
+            reasons.push(reason(
+                ReasonCode::LeftCluster,
+                "a stale etcd member still holds its peer address",
+            ));
+        }
+        Ok(Some(HostPlan::new(
+            idx,
+            Decision::Add {
+                bootstrap: false,
+                stale,
+                reset: reset_if_leftovers(f),
+            },
+            reasons,
+        )))
+    }
+
+    /// A recorded host: identity first (rebuilt, re-keyed, named by `-replace`, foreign), then
+    /// membership, then what runs on it.
+    fn decide_recorded(
+        &mut self,
+        idx: usize,
+        f: &'a HostFacts,
+        st: &'a HostState,
+        spec_host: &'a HostSpec,
+    ) -> Result<Option<HostPlan>, Refusal> {
+        let h = &self.hosts[idx];
+        let replaced = self.opts.is_replaced(&h.id);
+        let key_changed = f.host_key != st.host_key;
+        let mid_changed = f.machine_id != st.machine_id;
+        if key_changed {
+            let pinned = spec_host.ssh.host_key.as_deref() == Some(f.host_key.as_str());
+            if !pinned && !replaced {
+                return Err(host_key_refusal(h, &st.host_key, &f.host_key));
+            }
+        }
+        let foreign = self.cluster.foreign.contains(&h.id);
+        // `-replace` accepts a rebuilt host; it does not churn etcd membership for a host that is
+        // still the recorded machine in the recorded cluster. So re-running an interrupted
+        // `apply -replace` converges instead of replacing the fresh member a second time.
+        let replaced = if replaced && !key_changed && !mid_changed && !foreign {
+            self.warnings.push(format!(
+                "-replace {}: {} is still the recorded machine (machine-id {}, host key {}): nothing to replace; \
+                 to rebuild it anyway, remove it from the spec, apply, and add it back",
+                h.id,
+                h.name(),
+                short(&st.machine_id),
+                short_key(&st.host_key)
+            ));
+            false
+        } else {
+            replaced
+        };
+        let change = IdentityChange {
+            machine_id: mid_changed,
+            host_key: key_changed,
+            replace_requested: replaced,
+            foreign,
+        };
+        if change.any() {
+            let stale = self.stale_member(h)?;
+            return Ok(Some(HostPlan::new(
+                idx,
+                Decision::Replace {
+                    stale,
+                    reset: reset_if_leftovers(f),
+                },
+                replace_reasons(&change, f, st),
+            )));
+        }
+        if !self.in_cluster(h) {
+            return self.decide_rejoin(idx, f);
+        }
+        Ok(Some(self.decide_running(idx, f, spec_host)))
+    }
+
+    /// The recorded machine is no longer in the cluster: remove its stale member, reset it, and
+    /// join it again.
+    fn decide_rejoin(&self, idx: usize, f: &HostFacts) -> Result<Option<HostPlan>, Refusal> {
+        let h = &self.hosts[idx];
+        let r = if !f.is_running() {
+            reason(
+                ReasonCode::NotRunning,
+                "k0s is not running; the host left the cluster",
+            )
+        } else if h.role().is_controller() {
+            reason(
+                ReasonCode::LeftCluster,
+                "the host left the cluster (not an etcd member)",
+            )
+        } else {
+            reason(
+                ReasonCode::LeftCluster,
+                "the host left the cluster (no Node object)",
+            )
+        };
+        let stale = self.stale_member(h)?;
+        Ok(Some(HostPlan::new(
+            idx,
+            Decision::Rejoin {
+                stale,
+                reset: reset_if_leftovers(f),
+            },
+            vec![r],
+        )))
+    }
+
+    pub(super) fn stale_member(&self, h: &HostCtx) -> Result<Option<MemberRef>, Refusal> {
+        if let Some(rec) = h.state.and_then(|s| s.etcd.as_ref()) {
+            // Recorded: remove by the recorded ID, and only if the cluster still has it.
+            let Some(m) = self.cluster.members.iter().find(|m| {
+                m.member_id
+                    .as_deref()
+                    .is_some_and(|id| same_member_id(id, &rec.member_id))
+                    || peer_key(&m.peer_url) == peer_key(&rec.peer_url)
+            }) else {
+                return Ok(None);
+            };
+            if let Some(seen) = &m.member_id
+                && !same_member_id(seen, &rec.member_id)
+            {
+                return Err(Refusal {
+                    kind: RefusalKind::UnknownIdentity,
+                    message: format!(
+                        "{} ({}): its peer address {} is held by etcd member {seen}, not by the recorded {}; \
+                         refusing to remove a member k0sform did not record",
+                        h.name(),
+                        h.id,
+                        m.peer_url,
+                        rec.member_id
+                    ),
+                    details: vec![format!(
+                        "{} ({}): recorded member {}, cluster shows {seen} at {}",
+                        h.name(),
+                        h.id,
+                        rec.member_id,
+                        m.peer_url
+                    )],
+                });
+            }
+            return Ok(Some(MemberRef {
+                member_id: rec.member_id.clone(),
+                // As the cluster reports it: the executor checks this URL still carries the ID.
+                peer_url: m.peer_url.clone(),
+                healthy: m.healthy,
+            }));
+        }
+        let Some(m) = self.member_of(&h.id) else {
+            return Ok(None);
+        };
+        Ok(m.member_id.clone().map(|member_id| MemberRef {
+            member_id,
+            peer_url: m.peer_url.clone(),
+            healthy: m.healthy,
+        }))
+    }
+}
+
+fn leftovers(f: &HostFacts) -> bool {
+    f.service.is_some() || f.is_running() || f.has_etcd_data
+}
+
+/// The machine to reset before installing, when an earlier k0s left something behind.
+fn reset_if_leftovers(f: &HostFacts) -> Option<String> {
+    leftovers(f).then(|| f.machine_id.clone())
+}
+
+fn replace_reasons(change: &IdentityChange, f: &HostFacts, st: &HostState) -> Vec<Reason> {
+    let mut reasons = Vec::new();
+    if change.machine_id {
+        reasons.push(reason(
+            ReasonCode::MachineIdChanged,
+            "the host was rebuilt (machine-id changed)",
+        ));
+    }
+    if change.host_key {
+        reasons.push(reason(
+            ReasonCode::HostKeyChanged,
+            format!(
+                "the SSH host key changed ({}→{})",
+                short_key(&st.host_key),
+                short_key(&f.host_key)
+            ),
+        ));
+    }
+    if change.replace_requested {
+        reasons.push(reason(
+            ReasonCode::ReplaceRequested,
+            "-replace names this host",
+        ));
+    }
+    if change.foreign {
+        let other = f
+            .view
+            .as_ref()
+            .and_then(|v| v.cluster_uid.as_deref())
+            .map(short)
+            .unwrap_or_else(|| "?".into());
+        reasons.push(reason(
+            ReasonCode::ReplaceRequested,
+            format!("it runs another cluster (identity {other})"),
+        ));
+    }
+    reasons
+}
+
+fn unreachable_refusal(h: &HostCtx) -> Refusal {
+    let err = match h.probe {
+        Some(Probe::Unreachable { error }) => error.clone(),
+        _ => "not probed".into(),
+    };
+    Refusal {
+        kind: RefusalKind::Unreachable,
+        message: format!("{} ({}) is unreachable", h.name(), h.id),
+        details: vec![format!(
+            "{} ({}): unreachable ({err}): cannot tell down from rebuilt; \
+             leave it out with -exclude {}",
+            h.name(),
+            h.id,
+            h.id
+        )],
+    }
+}
+
+fn host_key_refusal(h: &HostCtx, expected: &str, offered: &str) -> Refusal {
+    Refusal {
+        kind: RefusalKind::HostKeyChanged,
+        message: format!(
+            "{} ({}) offered another SSH host key than recorded; refusing to touch it",
+            h.name(),
+            h.id
+        ),
+        details: vec![format!(
+            "{} ({}): host key {expected} recorded, {offered} offered; if the host was rebuilt, \
+             run with -replace {} or pin the new key with ssh.hostKey",
+            h.name(),
+            h.id,
+            h.id
+        )],
+    }
+}

@@ -1,0 +1,295 @@
+//! The indented lines under a host in the plan text, derived from the steps the plan runs for
+//! it: what is removed and through whom, what is uploaded, written, joined or restarted, and
+//! what is recorded in or forgotten by the state.
+
+use super::Planner;
+use super::decision::{Decision, HostPlan};
+use super::hosts::HostCtx;
+use super::steps::worker_batch_size;
+use crate::hash::{short, short_key};
+use crate::hostid::HostId;
+use crate::k0s::desired;
+use crate::plan::model::{Detail, ObjectKind, Step, StepKind};
+use crate::reality::HostFacts;
+
+fn line(sign: char, text: String) -> Detail {
+    Detail { sign, text }
+}
+
+/// The binary upload and the config write, said in one line just before whatever starts k0s
+/// (or at the end when nothing does).
+#[derive(Default)]
+struct Install {
+    binary: Option<String>,
+    config: bool,
+}
+
+impl Install {
+    fn of(own: &[&Step]) -> Self {
+        let mut i = Install::default();
+        for s in own {
+            match &s.kind {
+                StepKind::UploadBinary { sha256, version } => {
+                    i.binary = Some(format!(
+                        "k0s {}uploaded (sha256 {})",
+                        version
+                            .as_deref()
+                            .map(|v| format!("{v} "))
+                            .unwrap_or_default(),
+                        short(sha256)
+                    ));
+                }
+                StepKind::WriteConfig { .. } => i.config = true,
+                _ => {}
+            }
+        }
+        i
+    }
+
+    /// Says it once: later calls add nothing.
+    fn flush(&mut self, out: &mut Vec<Detail>) {
+        match (self.binary.take(), self.config) {
+            (Some(i), true) => out.push(line('+', format!("{i}, config written"))),
+            (Some(i), false) => out.push(line('+', i)),
+            (None, true) => out.push(line('~', format!("{} rewritten", desired::CONFIG_FILE))),
+            (None, false) => {}
+        }
+        self.config = false;
+    }
+}
+
+/// Steps the install line goes before: what starts k0s, the files it may read, and every hook
+/// but `apply.before` (which runs before the upload and the config).
+fn follows_install(kind: &StepKind) -> bool {
+    match kind {
+        StepKind::RunHooks { action, stage, .. } => !(action == "apply" && stage == "before"),
+        StepKind::UploadFiles { .. }
+        | StepKind::Bootstrap
+        | StepKind::JoinController { .. }
+        | StepKind::JoinWorker { .. }
+        | StepKind::Upgrade { .. }
+        | StepKind::Reconfigure => true,
+        _ => false,
+    }
+}
+
+impl Planner<'_> {
+    /// The indented lines under a host in the plan text, derived from its steps.
+    pub(super) fn details(&self, p: &HostPlan, steps: &[Step]) -> Vec<Detail> {
+        let h = &self.hosts[p.idx];
+        let own: Vec<&Step> = steps.iter().filter(|s| s.host == h.id).collect();
+        let mut install = Install::of(&own);
+        let mut out = Vec::new();
+        for s in &own {
+            if follows_install(&s.kind) {
+                install.flush(&mut out);
+            }
+            self.step_details(p, h, s, &own, steps, &mut out);
+        }
+        install.flush(&mut out);
+        out
+    }
+
+    fn name_of(&self, id: &HostId) -> String {
+        self.hosts
+            .iter()
+            .find(|x| &x.id == id)
+            .map(|x| x.name())
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    /// The lines one step of the host's adds.
+    fn step_details(
+        &self,
+        p: &HostPlan,
+        h: &HostCtx,
+        s: &Step,
+        own: &[&Step],
+        steps: &[Step],
+        out: &mut Vec<Detail>,
+    ) {
+        match &s.kind {
+            StepKind::RemoveMember {
+                member_id,
+                peer_url,
+                via,
+            } => out.push(line(
+                '-',
+                format!(
+                    "etcd member {member_id} ({peer_url}), removed via {}",
+                    self.name_of(via)
+                ),
+            )),
+            StepKind::Drain { node, via } => {
+                let deleted = own.iter().any(|x| {
+                    matches!(&x.kind, StepKind::DeleteObjects { node: n, objects, .. }
+                        if n == node && objects.contains(&ObjectKind::Node))
+                });
+                let what = if deleted {
+                    "drained and deleted"
+                } else {
+                    "drained"
+                };
+                out.push(line(
+                    '-',
+                    format!("Node \"{node}\" {what} via {}", self.name_of(via)),
+                ))
+            }
+            StepKind::DeleteObjects { node, objects, via } => {
+                let drained = own
+                    .iter()
+                    .any(|x| matches!(&x.kind, StepKind::Drain { node: n, .. } if n == node));
+                let rest: Vec<ObjectKind> = objects
+                    .iter()
+                    .copied()
+                    .filter(|o| !(drained && *o == ObjectKind::Node))
+                    .collect();
+                if !rest.is_empty() {
+                    out.push(line(
+                        '-',
+                        format!(
+                            "{} \"{node}\", deleted via {}",
+                            object_list(&rest),
+                            self.name_of(via)
+                        ),
+                    ))
+                }
+            }
+            // After the binary and the config, before k0s starts.
+            StepKind::UploadFiles { files } => out.push(line('~', files_text(files))),
+            StepKind::RunHooks {
+                action,
+                stage,
+                lines,
+            } => out.push(line(
+                '>',
+                format!("hooks {action}.{stage} run: {}", lines.join(" ; ")),
+            )),
+            StepKind::ResetHost { machine_id } => out.push(line(
+                '-',
+                format!(
+                    "k0s stopped and reset on {} (machine-id {})",
+                    h.name(),
+                    short(machine_id)
+                ),
+            )),
+            StepKind::Bootstrap => out.push(line(
+                '+',
+                "bootstraps a new cluster as its first controller".into(),
+            )),
+            StepKind::JoinController { via } => out.push(line(
+                '+',
+                format!(
+                    "joins the cluster as {} (token from {})",
+                    h.role(),
+                    self.name_of(via)
+                ),
+            )),
+            StepKind::JoinWorker { via } => out.push(line(
+                '+',
+                format!(
+                    "joins the cluster as worker (token from {})",
+                    self.name_of(via)
+                ),
+            )),
+            StepKind::Upgrade { from, to } => out.push(line(
+                '~',
+                format!(
+                    "k0s {} → {to}, reinstalled and restarted ({})",
+                    from.as_deref().unwrap_or("none"),
+                    self.upgrade_pace(h, steps)
+                ),
+            )),
+            StepKind::Reconfigure => out.push(line(
+                '~',
+                "service reinstalled with the spec's flags and restarted".into(),
+            )),
+            StepKind::RecordHost if matches!(p.decision, Decision::Adopt) => {
+                let f = h.facts().cloned().unwrap_or_default();
+                let mid = self.member_of(&h.id).and_then(|m| m.member_id.clone());
+                out.push(line('+', identity_text(&f, mid.as_deref())));
+            }
+            StepKind::ForgetHost => {
+                if let Decision::Remove { reset: None, .. } = &p.decision {
+                    out.push(line(
+                        '!',
+                        "not reset: unreachable, or no longer the recorded machine".into(),
+                    ));
+                }
+                out.push(line('-', "forgotten in the state".into()))
+            }
+            _ => {}
+        }
+    }
+
+    /// How many hosts restart at once beside this one: controllers one at a time, workers in
+    /// batches of the plan's worker restarts.
+    fn upgrade_pace(&self, h: &HostCtx, steps: &[Step]) -> String {
+        if h.role().is_controller() {
+            return "controllers one at a time".to_string();
+        }
+        let restarts = steps
+            .iter()
+            .filter(|s| {
+                matches!(s.kind, StepKind::Upgrade { .. } | StepKind::Reconfigure)
+                    && self
+                        .hosts
+                        .iter()
+                        .any(|x| x.id == s.host && !x.role().is_controller())
+            })
+            .count();
+        let batch = worker_batch_size(
+            restarts,
+            self.spec.options.worker_disruption_percent,
+            self.spec.options.concurrency_limit,
+        );
+        format!("workers {batch} at a time")
+    }
+}
+
+fn files_text(files: &[crate::files::DesiredFile]) -> String {
+    let list: Vec<String> = files
+        .iter()
+        .map(|f| {
+            let owner = match (&f.user, &f.group) {
+                (None, None) => String::new(),
+                (Some(u), None) => format!(", owner {u}"),
+                (None, Some(g)) => format!(", group {g}"),
+                (Some(u), Some(g)) => format!(", {u}:{g}"),
+            };
+            format!("{} ({}{owner})", f.remote, crate::files::mode_text(f.mode))
+        })
+        .collect();
+    format!("files uploaded: {}", list.join(", "))
+}
+
+pub(super) fn identity_text(f: &HostFacts, member_id: Option<&str>) -> String {
+    let mut s = format!(
+        "recorded in state: machine-id {}, host key {}",
+        short(&f.machine_id),
+        short_key(&f.host_key)
+    );
+    if let Some(m) = member_id {
+        s.push_str(&format!(", etcd member {m}"));
+    }
+    if let Some(v) = f.status.as_ref().map(|s| &s.version) {
+        s.push_str(&format!(", k0s {v}"));
+    }
+    s
+}
+
+fn object_list(objects: &[ObjectKind]) -> String {
+    let names: Vec<&str> = objects
+        .iter()
+        .map(|o| match o {
+            ObjectKind::Node => "Node",
+            ObjectKind::EtcdMember => "EtcdMember",
+            ObjectKind::ControlNode => "ControlNode",
+        })
+        .collect();
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}

@@ -1,0 +1,126 @@
+//! The hosts a plan considers: every host the spec or the state names, each with what the spec
+//! wants, what the state recorded and what the probe found, and the names and etcd peer
+//! addresses derived from them.
+
+use crate::hostid::HostId;
+use crate::plan::model::PlanOptions;
+use crate::reality::{HostFacts, Probe, Reality};
+use crate::spec::{HostSpec, Role, Spec};
+use crate::state::{HostState, State};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Everything known about one host, from whichever inputs name it.
+pub(super) struct HostCtx<'a> {
+    pub(super) id: HostId,
+    pub(super) spec: Option<&'a HostSpec>,
+    pub(super) state: Option<&'a HostState>,
+    pub(super) probe: Option<&'a Probe>,
+    pub(super) excluded: bool,
+}
+
+impl<'a> HostCtx<'a> {
+    pub(super) fn role(&self) -> Role {
+        self.spec
+            .map(|s| s.role)
+            .or(self.state.map(|s| s.role))
+            .unwrap_or(Role::Worker)
+    }
+    pub(super) fn facts(&self) -> Option<&'a HostFacts> {
+        match self.probe {
+            Some(Probe::Reached(f)) => Some(f),
+            _ => None,
+        }
+    }
+    /// The node (and etcd member) name: the spec's hostname, else what the host says, else the
+    /// state's record, else the address.
+    pub(super) fn name(&self) -> String {
+        if let Some(h) = self.spec.and_then(|s| s.hostname.as_ref()) {
+            return h.to_lowercase();
+        }
+        if let Some(f) = self.facts().filter(|f| !f.hostname.is_empty()) {
+            return f.hostname.to_lowercase();
+        }
+        if let Some(n) = self.state.and_then(|s| s.node_name.as_ref()) {
+            return n.clone();
+        }
+        self.id.address.clone()
+    }
+    /// The etcd peer addresses this host has (or would have), as [`peer_key`]s.
+    pub(super) fn peer_keys(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(s) = self.spec {
+            v.push(peer_key(&peer_url(s.peer_address())));
+        }
+        if let Some(e) = self.state.and_then(|s| s.etcd.as_ref()) {
+            v.push(peer_key(&e.peer_url));
+        }
+        if let Some(p) = self
+            .facts()
+            .and_then(|f| f.status.as_ref())
+            .and_then(|s| s.peer_address.as_ref())
+        {
+            v.push(peer_key(&peer_url(p)));
+        }
+        v.sort();
+        v.dedup();
+        v
+    }
+    pub(super) fn in_spec(&self) -> bool {
+        self.spec.is_some_and(|s| !s.reset)
+    }
+}
+
+/// A peer URL without its scheme (`10.0.0.1:2380`): k0s speaks https to its peers, test
+/// doubles may speak http, and the member is the same either way.
+pub(super) fn peer_key(url: &str) -> String {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    rest.trim_end_matches('/').to_string()
+}
+
+fn peer_url(addr: &str) -> String {
+    if addr.contains(':') {
+        format!("https://[{addr}]:2380")
+    } else {
+        format!("https://{addr}:2380")
+    }
+}
+
+pub(super) fn collect_hosts<'a>(
+    spec: &'a Spec,
+    state: &'a State,
+    reality: &'a Reality,
+    opts: &PlanOptions,
+) -> Vec<HostCtx<'a>> {
+    let mut ids: BTreeSet<HostId> = spec.hosts.iter().map(|h| h.id()).collect();
+    ids.extend(state.hosts.iter().map(|h| h.id()));
+    // Indexed once (first entry wins, as `find` does): a scan of each list per host made
+    // 5,000-host plans quadratic.
+    let mut by_spec: BTreeMap<(&str, u16), &HostSpec> = BTreeMap::new();
+    for h in &spec.hosts {
+        by_spec
+            .entry((h.ssh.address.as_str(), h.ssh.port))
+            .or_insert(h);
+    }
+    let mut by_state: BTreeMap<(&str, u16), &HostState> = BTreeMap::new();
+    for h in &state.hosts {
+        by_state.entry((h.address.as_str(), h.port)).or_insert(h);
+    }
+    let mut by_probe: BTreeMap<(&str, u16), &Probe> = BTreeMap::new();
+    for h in &reality.hosts {
+        by_probe
+            .entry((h.id.address.as_str(), h.id.port))
+            .or_insert(&h.probe);
+    }
+    ids.into_iter()
+        .map(|id| {
+            let k = (id.address.as_str(), id.port);
+            HostCtx {
+                spec: by_spec.get(&k).copied(),
+                state: by_state.get(&k).copied(),
+                probe: by_probe.get(&k).copied(),
+                excluded: opts.is_excluded(&id),
+                id,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,256 @@
+//! `diff`: the decision table of DESIGN.md. Spec, state, probed reality and the caller's desired
+//! facts go in; a plan (per-host changes with reasons, and a DAG of steps) or a refusal comes out.
+//! Pure: no I/O, no clock; hosts are visited in sorted order so the same inputs give the same plan.
+
+mod cluster;
+mod decide;
+mod decision;
+mod details;
+mod hooks;
+mod hosts;
+mod quorum;
+mod refresh;
+mod removal;
+mod running;
+mod steps;
+mod target;
+mod uploads;
+mod via;
+
+pub use steps::worker_batch_size;
+
+use super::model::*;
+use crate::hostid::HostId;
+use crate::reality::Reality;
+use crate::spec::Spec;
+use crate::state::State;
+use cluster::{ClusterCtx, identify_cluster};
+use decision::HostPlan;
+use hosts::{HostCtx, collect_hosts};
+use std::collections::BTreeMap;
+
+/// Plan the changes that bring `reality` to `spec`, using what `state` recorded.
+pub fn diff(
+    spec: &Spec,
+    state: &State,
+    reality: &Reality,
+    desired: &Desired,
+    opts: &PlanOptions,
+) -> Result<Plan, Refusal> {
+    let hosts = collect_hosts(spec, state, reality, opts);
+    let cluster = identify_cluster(spec, state, &hosts, opts)?;
+    let mut planner = Planner {
+        spec,
+        state,
+        desired,
+        opts,
+        hosts,
+        cluster,
+        warnings: Vec::new(),
+    };
+    planner.plan()
+}
+
+fn reason(code: ReasonCode, message: impl Into<String>) -> Reason {
+    Reason {
+        code,
+        message: message.into(),
+    }
+}
+
+struct Planner<'a> {
+    spec: &'a Spec,
+    state: &'a State,
+    desired: &'a Desired,
+    opts: &'a PlanOptions,
+    hosts: Vec<HostCtx<'a>>,
+    cluster: ClusterCtx,
+    warnings: Vec<String>,
+}
+
+impl Planner<'_> {
+    fn plan(&mut self) -> Result<Plan, Refusal> {
+        let outside_changes = self.outside_changes();
+        let drift = self.drift();
+        if self.opts.refresh_only {
+            return Ok(self.refresh_plan(outside_changes, drift));
+        }
+        self.intent_warnings();
+        self.selector_warnings();
+        self.partial_view_warnings();
+        let (mut plans, mut refusals) = self.decide_hosts();
+        if !self.opts.target.is_empty() {
+            self.keep_targeted(&mut plans, &mut refusals);
+        }
+        if !refusals.is_empty() {
+            return Err(merge_refusals(
+                refusals.into_iter().map(|(_, r)| r).collect(),
+            ));
+        }
+        let (steps, step_owner, etcd) = self.build_steps(&plans)?;
+        let (steps, step_owner) = self.with_hooks(&plans, steps, step_owner);
+        self.two_member_restarts(&plans);
+        let changes = self.host_changes(&plans, &steps, &step_owner);
+        super::graph::check_acyclic(&steps).map_err(|e| Refusal {
+            kind: RefusalKind::Quorum,
+            message: format!("internal error: the step graph is not a DAG: {e}"),
+            details: vec![],
+        })?;
+        Ok(Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            cluster_name: self.spec.name.clone(),
+            cluster_uid: self.cluster.uid.clone(),
+            cluster_action: self.cluster.action.clone(),
+            refresh_only: false,
+            outside_changes,
+            changes,
+            drift,
+            steps,
+            etcd,
+            warnings: std::mem::take(&mut self.warnings),
+            state_serial: self.state_serial(),
+        })
+    }
+
+    /// Every host's decision, with the binary and files it needs; the refusals by host index.
+    fn decide_hosts(&mut self) -> (Vec<HostPlan>, Vec<(usize, Refusal)>) {
+        let mut refusals: Vec<(usize, Refusal)> = Vec::new();
+        let mut plans: Vec<HostPlan> = Vec::new();
+        for idx in 0..self.hosts.len() {
+            if self.hosts[idx].excluded {
+                continue;
+            }
+            match self.decide(idx) {
+                Ok(Some(mut p)) => match self.k0s_binary_for(&p) {
+                    Ok(()) => {
+                        self.plan_files(&mut p);
+                        plans.push(p)
+                    }
+                    Err(r) => refusals.push((idx, r)),
+                },
+                Ok(None) => {}
+                Err(r) => refusals.push((idx, r)),
+            }
+        }
+        (plans, refusals)
+    }
+
+    /// The per-host changes of the plan, sorted by host, each with its detail lines and steps.
+    fn host_changes(
+        &self,
+        plans: &[HostPlan],
+        steps: &[Step],
+        step_owner: &BTreeMap<usize, usize>,
+    ) -> Vec<HostChange> {
+        let mut changes: Vec<HostChange> = plans
+            .iter()
+            .filter_map(|p| {
+                let action = p.decision.action()?;
+                let h = &self.hosts[p.idx];
+                Some(HostChange {
+                    host: h.id.clone(),
+                    role: h.role(),
+                    name: h.name(),
+                    action,
+                    reasons: p.reasons.clone(),
+                    details: self.details(p, steps),
+                    config_diff: p.config_diff.clone(),
+                    steps: step_owner
+                        .iter()
+                        .filter(|(_, owner)| **owner == p.idx)
+                        .map(|(s, _)| *s)
+                        .collect(),
+                })
+            })
+            .collect();
+        changes.sort_by(|a, b| a.host.cmp(&b.host));
+        changes
+    }
+
+    /// A controller of the cluster that answered only part of the probe: its view is used,
+    /// but the reader should know it may be incomplete.
+    fn partial_view_warnings(&mut self) {
+        for h in self
+            .hosts
+            .iter()
+            .filter(|h| self.cluster.healthy.contains(&h.id))
+        {
+            if let Some(v) = h.facts().and_then(|f| f.view.as_ref())
+                && !v.errors.is_empty()
+            {
+                self.warnings.push(format!(
+                    "{} ({}) answered only part of the probe: {}",
+                    h.name(),
+                    h.id,
+                    v.errors.join("; ")
+                ));
+            }
+        }
+    }
+
+    /// Steps an earlier apply started and never finished: the executor resolves them, but the
+    /// reader of the plan should know.
+    fn intent_warnings(&mut self) {
+        for i in &self.state.intents {
+            self.warnings.push(format!(
+                "an earlier apply started \"{}\" on {} at {} and did not record its end",
+                i.step,
+                HostId::new(i.address.clone(), i.port),
+                i.started_at
+            ));
+        }
+    }
+
+    /// A selector that names no host is most likely a typo; say so rather than plan silently.
+    fn selector_warnings(&mut self) {
+        for (flag, list) in [
+            ("-replace", &self.opts.replace),
+            ("-target", &self.opts.target),
+            ("-exclude", &self.opts.exclude),
+        ] {
+            for sel in list {
+                if !self.hosts.iter().any(|h| h.id.matches(sel)) {
+                    self.warnings.push(format!(
+                        "{flag} {sel} names no host of the spec or the state"
+                    ));
+                }
+            }
+        }
+    }
+
+    fn state_serial(&self) -> Option<u64> {
+        (self.state.cluster.is_some() || !self.state.hosts.is_empty()).then_some(self.state.serial)
+    }
+}
+
+fn merge_refusals(mut refusals: Vec<Refusal>) -> Refusal {
+    if refusals.len() == 1 {
+        return refusals.remove(0);
+    }
+    // The most serious kind decides the exit code: anything unsafe (3) over an error (1).
+    let kind = refusals
+        .iter()
+        .map(|r| r.kind)
+        .find(|k| k.exit() == crate::exit::Exit::Refused)
+        .unwrap_or(refusals[0].kind);
+    Refusal {
+        kind,
+        message: format!(
+            "refusing to plan: {}",
+            refusals
+                .iter()
+                .map(|r| r.message.clone())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        details: {
+            // Hosts refused for the same reason share its explanation (first seen, kept once).
+            let mut seen = std::collections::HashSet::new();
+            refusals
+                .into_iter()
+                .flat_map(|r| r.details)
+                .filter(|d| seen.insert(d.clone()))
+                .collect()
+        },
+    }
+}

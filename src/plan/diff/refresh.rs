@@ -1,0 +1,224 @@
+//! What changed without k0sform and what runs that it does not know: the "Changed outside
+//! k0sform" lines and the drift of every plan, and the `-refresh-only` plan that records what
+//! runs into state without touching a host.
+
+use super::cluster::same_member_id;
+use super::details::identity_text;
+use super::hosts::HostCtx;
+use super::quorum::quorum;
+use super::{Planner, reason};
+use crate::hash::{short, short_key};
+use crate::plan::model::{
+    Action, Detail, Drift, HostChange, OutsideChange, PLAN_FORMAT_VERSION, Plan, QuorumSummary,
+    Reason, ReasonCode, Step, StepKind,
+};
+use crate::reality::{HostFacts, Probe};
+use std::collections::BTreeSet;
+
+impl Planner<'_> {
+    pub(super) fn outside_changes(&self) -> Vec<OutsideChange> {
+        let mut out = Vec::new();
+        for h in self.hosts.iter().filter(|h| !h.excluded) {
+            let Some(st) = h.state else { continue };
+            let mut changes = Vec::new();
+            match h.probe {
+                Some(Probe::HostKeyChanged { expected, offered }) => {
+                    changes.push(format!(
+                        "host key {}→{}",
+                        short_key(expected),
+                        short_key(offered)
+                    ));
+                }
+                Some(Probe::Reached(f)) => {
+                    if f.machine_id != st.machine_id {
+                        changes.push(format!(
+                            "machine-id {}→{}",
+                            short(&st.machine_id),
+                            short(&f.machine_id)
+                        ));
+                    }
+                    if f.host_key != st.host_key {
+                        changes.push(format!(
+                            "host key {}→{}",
+                            short_key(&st.host_key),
+                            short_key(&f.host_key)
+                        ));
+                    }
+                    let running = f.status.as_ref().map(|s| s.version.clone());
+                    if let (Some(rec), Some(now)) = (&st.k0s_version, &running)
+                        && rec != now
+                    {
+                        changes.push(format!("k0s {rec}→{now}"));
+                    }
+                    if !f.is_running() {
+                        changes.push("k0s not running".into());
+                    }
+                    if let Some(rec) = &st.etcd
+                        && self.cluster.uid.is_some()
+                        && !self.cluster.members.iter().any(|m| {
+                            m.member_id
+                                .as_deref()
+                                .is_some_and(|id| same_member_id(id, &rec.member_id))
+                        })
+                    {
+                        changes.push(format!("etcd member {} gone", rec.member_id));
+                    }
+                }
+                _ => {}
+            }
+            if !changes.is_empty() {
+                out.push(OutsideChange {
+                    host: h.id.clone(),
+                    role: h.role(),
+                    name: h.name(),
+                    changes,
+                });
+            }
+        }
+        out
+    }
+
+    pub(super) fn drift(&self) -> Vec<Drift> {
+        let mut out = Vec::new();
+        for m in self.cluster.members.iter().filter(|m| m.host.is_none()) {
+            out.push(Drift {
+                code: ReasonCode::UnknownMember,
+                what: format!(
+                    "etcd member \"{}\" ({}{})",
+                    m.name,
+                    m.peer_url,
+                    m.member_id
+                        .as_ref()
+                        .map(|i| format!(", id {i}"))
+                        .unwrap_or_default()
+                ),
+                seen_by: m.seen_by.clone(),
+            });
+        }
+        let known: BTreeSet<String> = self.hosts.iter().map(|h| h.name()).collect();
+        for (node, seen_by) in &self.cluster.nodes {
+            if !known.contains(node) {
+                out.push(Drift {
+                    code: ReasonCode::UnknownNode,
+                    what: format!("Node \"{node}\""),
+                    seen_by: seen_by.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    /// `-refresh-only`: record what runs, touch nothing.
+    pub(super) fn refresh_plan(
+        &mut self,
+        outside_changes: Vec<OutsideChange>,
+        drift: Vec<Drift>,
+    ) -> Plan {
+        let mut steps = Vec::new();
+        let mut changes = Vec::new();
+        for h in self
+            .hosts
+            .iter()
+            .filter(|h| !h.excluded && h.facts().is_some())
+        {
+            if !self.in_cluster(h) {
+                if h.state.is_some() || h.in_spec() {
+                    self.warnings.push(format!(
+                        "{} ({}) is not running in the cluster; not recorded",
+                        h.name(),
+                        h.id
+                    ));
+                }
+                continue;
+            }
+            let f = h.facts().map(|f| (*f).clone()).unwrap_or_default();
+            let member_id = self.member_of(&h.id).and_then(|m| m.member_id.clone());
+            let reasons = refresh_reasons(h, &f, member_id.as_deref());
+            if reasons.is_empty() {
+                continue;
+            }
+            let id = steps.len();
+            steps.push(Step {
+                id,
+                host: h.id.clone(),
+                kind: StepKind::RecordHost,
+                after: vec![],
+            });
+            changes.push(HostChange {
+                host: h.id.clone(),
+                role: h.role(),
+                name: h.name(),
+                action: Action::Adopt,
+                reasons,
+                details: vec![Detail {
+                    sign: '+',
+                    text: identity_text(&f, member_id.as_deref()),
+                }],
+                config_diff: None,
+                steps: vec![id],
+            });
+        }
+        let n = self.cluster.members.len();
+        let healthy = self.cluster.members.iter().filter(|m| m.healthy).count();
+        Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            cluster_name: self.spec.name.clone(),
+            cluster_uid: self.cluster.uid.clone(),
+            cluster_action: self.cluster.action.clone(),
+            refresh_only: true,
+            outside_changes,
+            changes,
+            drift,
+            steps,
+            etcd: QuorumSummary {
+                members_before: n,
+                members_after: n,
+                min_healthy: healthy,
+                quorum: if n == 0 { 0 } else { quorum(n) },
+            },
+            warnings: std::mem::take(&mut self.warnings),
+            state_serial: self.state_serial(),
+        }
+    }
+}
+
+/// Why `-refresh-only` records a host: found unrecorded, or seen otherwise than recorded.
+fn refresh_reasons(h: &HostCtx, f: &HostFacts, member_id: Option<&str>) -> Vec<Reason> {
+    match h.state {
+        None => vec![reason(
+            ReasonCode::FoundRunning,
+            "found running in the cluster; recorded",
+        )],
+        Some(st) => {
+            let mut r = Vec::new();
+            if st.machine_id != f.machine_id {
+                r.push(reason(
+                    ReasonCode::MachineIdChanged,
+                    "machine-id recorded as seen",
+                ));
+            }
+            if st.host_key != f.host_key {
+                r.push(reason(
+                    ReasonCode::HostKeyChanged,
+                    "host key recorded as seen",
+                ));
+            }
+            let running = f.status.as_ref().map(|s| s.version.clone());
+            if st.k0s_version != running {
+                r.push(reason(
+                    ReasonCode::VersionChange,
+                    "k0s version recorded as seen",
+                ));
+            }
+            if h.role().is_controller()
+                && st.etcd.as_ref().map(|e| e.member_id.as_str()) != member_id
+            {
+                r.push(reason(
+                    ReasonCode::LeftCluster,
+                    "etcd member recorded as seen",
+                ));
+            }
+            r
+        }
+    }
+}

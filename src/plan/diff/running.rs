@@ -1,0 +1,212 @@
+//! A host that runs in the cluster as recorded: upgraded when its k0s version or binary differs
+//! from the spec's, reconfigured when its k0s.yaml or install flags differ, else left alone.
+
+use super::decision::{Decision, HostPlan};
+use super::hosts::HostCtx;
+use super::{Planner, reason};
+use crate::hash::{sha256_hex, short};
+use crate::k0s::desired;
+use crate::plan::model::{LocalBinary, Reason, ReasonCode};
+use crate::reality::HostFacts;
+use crate::spec::HostSpec;
+
+impl Planner<'_> {
+    pub(super) fn decide_running(
+        &mut self,
+        idx: usize,
+        f: &HostFacts,
+        spec_host: &HostSpec,
+    ) -> HostPlan {
+        let h = &self.hosts[idx];
+        // In the cluster: version, then config and flags.
+        let running_version = f
+            .status
+            .as_ref()
+            .map(|s| s.version.clone())
+            .or_else(|| f.k0s_version.clone());
+        let want_version = self.desired_version(&h.id);
+        let bin = self.desired.local_binary(&h.id);
+        let version_differs = match (&want_version, &running_version) {
+            (Some(w), Some(r)) => w != r,
+            (Some(_), None) => true,
+            _ => false,
+        } || match (bin, &f.k0s_binary_sha256) {
+            (Some(b), Some(have)) => &b.sha256 != have,
+            _ => false,
+        };
+        let mut reasons = Vec::new();
+        let config_diff = if h.role().is_controller() {
+            self.config_diff(h, f, spec_host)
+        } else {
+            None
+        };
+        let write_config = config_diff.is_some();
+        if write_config {
+            reasons.push(reason(
+                ReasonCode::ConfigChange,
+                "k0s.yaml differs from the spec (diff below)",
+            ));
+        }
+        if let Some(r) = self.install_flags_change(f, spec_host) {
+            reasons.push(r);
+        }
+        if version_differs {
+            let to = want_version
+                .clone()
+                .or_else(|| bin.map(|b| format!("binary sha256 {}", short(&b.sha256))))
+                .unwrap_or_default();
+            if let (Some(have), Some(want)) = (
+                running_version.as_deref().and_then(version_key),
+                want_version.as_deref().and_then(version_key),
+            ) && want < have
+            {
+                self.warnings.push(format!(
+                    "{} ({}) would be downgraded from {} to {to}; k0s does not support downgrades",
+                    h.name(),
+                    h.id,
+                    running_version.as_deref().unwrap_or_default()
+                ));
+            }
+            reasons.insert(
+                0,
+                version_reason(
+                    f,
+                    running_version.as_deref(),
+                    want_version.as_deref(),
+                    bin,
+                    &to,
+                ),
+            );
+            return HostPlan {
+                config_diff,
+                ..HostPlan::new(
+                    idx,
+                    Decision::Upgrade {
+                        from: running_version,
+                        to,
+                        write_config,
+                    },
+                    reasons,
+                )
+            };
+        }
+        if !reasons.is_empty() {
+            return HostPlan {
+                config_diff,
+                ..HostPlan::new(idx, Decision::Reconfigure { write_config }, reasons)
+            };
+        }
+        HostPlan::new(idx, Decision::Noop, vec![])
+    }
+
+    /// The unified diff from the controller's k0s.yaml to the spec's, when they differ.
+    fn config_diff(&self, h: &HostCtx, f: &HostFacts, spec_host: &HostSpec) -> Option<String> {
+        let want = desired::config_yaml(self.spec, spec_host);
+        if f.config_sha256.as_deref() == Some(sha256_hex(&want).as_str()) {
+            return None;
+        }
+        let have = f.config_text.clone().unwrap_or_default();
+        Some(
+            similar::TextDiff::from_lines(have.as_str(), want.as_str())
+                .unified_diff()
+                .context_radius(3)
+                .header(
+                    &format!("{} (on {})", desired::CONFIG_FILE, h.name()),
+                    &format!("{} (from k0sctl.yaml)", desired::CONFIG_FILE),
+                )
+                .to_string(),
+        )
+    }
+
+    /// The flags the service runs with against the spec's, as a reason naming both sides.
+    fn install_flags_change(&self, f: &HostFacts, spec_host: &HostSpec) -> Option<Reason> {
+        let running_args: Vec<String> = f
+            .status
+            .as_ref()
+            .map(|s| s.args.iter().skip(2).cloned().collect())
+            .unwrap_or_default();
+        let want_args = desired::install_args(self.spec, spec_host);
+        if desired::comparable_args(&running_args) == desired::comparable_args(&want_args) {
+            return None;
+        }
+        let have = desired::comparable_args(&running_args);
+        let want = desired::comparable_args(&want_args);
+        let gone: Vec<&String> = have.iter().filter(|a| !want.contains(a)).collect();
+        let new: Vec<&String> = want.iter().filter(|a| !have.contains(a)).collect();
+        let mut parts = Vec::new();
+        if !gone.is_empty() {
+            parts.push(format!(
+                "not wanted: {}",
+                gone.iter()
+                    .map(|a| a.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
+        if !new.is_empty() {
+            parts.push(format!(
+                "missing: {}",
+                new.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(" ")
+            ));
+        }
+        Some(reason(
+            ReasonCode::InstallFlagsChange,
+            format!("install flags differ ({})", parts.join("; ")),
+        ))
+    }
+}
+
+fn version_reason(
+    f: &HostFacts,
+    running_version: Option<&str>,
+    want_version: Option<&str>,
+    bin: Option<&LocalBinary>,
+    to: &str,
+) -> Reason {
+    reason(
+        ReasonCode::VersionChange,
+        match (running_version, want_version, bin) {
+            // Same version string, other bytes: a rebuilt or patched binary.
+            (Some(have), Some(want), Some(b)) if have == want => format!(
+                "the k0s binary changed (sha256 {} → {}), version {want}",
+                f.k0s_binary_sha256
+                    .as_deref()
+                    .map(short)
+                    .unwrap_or_else(|| "none".into()),
+                short(&b.sha256)
+            ),
+            _ => format!("k0s version {} → {}", running_version.unwrap_or("none"), to),
+        },
+    )
+}
+
+/// `v1.33.4+k0s.0` → (1, 33, 4, 0) for ordering versions; pre-releases (`-rc.1`) sort as the
+/// release itself, which is close enough to spot a downgrade.
+fn version_key(v: &str) -> Option<(u64, u64, u64, u64)> {
+    let v = v.trim().trim_start_matches('v');
+    let (core, build) = v.split_once('+').unwrap_or((v, ""));
+    let core = core.split('-').next().unwrap_or(core);
+    let mut nums = core.split('.').map(|n| n.parse::<u64>().ok());
+    let major = nums.next()??;
+    let minor = nums.next()??;
+    let patch = nums.next().flatten().unwrap_or(0);
+    let build = build
+        .rsplit('.')
+        .next()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(0);
+    Some((major, minor, patch, build))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_order_numerically() {
+        assert!(version_key("v1.33.4+k0s.0") < version_key("v1.33.10+k0s.0"));
+        assert!(version_key("v1.33.4+k0s.0") < version_key("v1.33.4+k0s.1"));
+        assert_eq!(version_key("v1.33.4-rc.1+k0s.0"), Some((1, 33, 4, 0)));
+        assert_eq!(version_key("garbage"), None);
+    }
+}

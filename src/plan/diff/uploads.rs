@@ -1,0 +1,103 @@
+//! What a host's plan needs from this machine: the k0s binary an install or upgrade requires
+//! (refused up front when there is none), and the spec's `files:` that are missing or differ on
+//! the host.
+
+use super::decision::{Decision, HostPlan};
+use super::{Planner, reason};
+use crate::hostid::HostId;
+use crate::plan::model::{ReasonCode, Refusal, RefusalKind};
+
+impl Planner<'_> {
+    /// The spec's `files:` that are missing or differ on the host (content, mode, owner where
+    /// the spec names one) join the host's plan; a host with nothing else to do gets
+    /// `Decision::Files`. Not for hosts leaving, unreachable ones or `-refresh-only`.
+    pub(super) fn plan_files(&self, p: &mut HostPlan) {
+        let h = &self.hosts[p.idx];
+        if self.opts.refresh_only || matches!(p.decision, Decision::Remove { .. }) {
+            return;
+        }
+        let (Some(_), Some(f)) = (h.spec, h.facts()) else {
+            return;
+        };
+        let mut why = Vec::new();
+        for want in self.desired.files(&h.id) {
+            let have = f.files.iter().find(|r| r.path == want.remote);
+            let diff = match have.and_then(|r| r.sha256.as_ref().map(|s| (r, s))) {
+                None => Some("missing".to_string()),
+                Some((_, sha)) if sha != &want.sha256 => Some("content differs".to_string()),
+                Some((r, _)) if r.mode != Some(want.mode) => Some(format!(
+                    "mode {} → {}",
+                    r.mode.map(crate::files::mode_text).unwrap_or_default(),
+                    crate::files::mode_text(want.mode)
+                )),
+                Some((r, _)) if !r.owned_by(want.user.as_deref(), want.group.as_deref()) => {
+                    Some(format!(
+                        "owner {}:{} → {}:{}",
+                        r.user.as_deref().unwrap_or("?"),
+                        r.group.as_deref().unwrap_or("?"),
+                        want.user.as_deref().or(r.user.as_deref()).unwrap_or("?"),
+                        want.group.as_deref().or(r.group.as_deref()).unwrap_or("?")
+                    ))
+                }
+                Some(_) => None,
+            };
+            if let Some(d) = diff {
+                why.push(format!("{} ({d})", want.remote));
+                p.files.push(want.clone());
+            }
+        }
+        if why.is_empty() {
+            return;
+        }
+        if matches!(p.decision, Decision::Noop) {
+            p.decision = Decision::Files;
+        }
+        p.reasons.push(reason(
+            ReasonCode::FilesChange,
+            format!("files to upload: {}", why.join(", ")),
+        ));
+    }
+
+    /// A plan that installs or upgrades k0s needs a binary of the wanted version: a local one
+    /// to upload (`k0sBinaryPath`), or for an install the one already on the host. Refused up
+    /// front (exit 1), before any step could remove a member or reset a host; otherwise an
+    /// "upgrade" would restart k0s on its old binary and record the new version.
+    pub(super) fn k0s_binary_for(&self, p: &HostPlan) -> Result<(), Refusal> {
+        let h = &self.hosts[p.idx];
+        if self.desired.local_binary(&h.id).is_some() {
+            return Ok(());
+        }
+        let path = h
+            .spec
+            .map(|s| s.k0s_install_path.as_str())
+            .unwrap_or("the k0s install path");
+        let on_host = h.facts().and_then(|f| f.k0s_version.clone());
+        let why = match &p.decision {
+            Decision::Upgrade { to, .. } => format!("upgrading k0s to {to} needs that binary"),
+            d if d.installs() => match (on_host, self.desired_version(&h.id)) {
+                (None, _) => format!("there is no k0s binary at {path} to install"),
+                (Some(have), Some(want)) if have != want => {
+                    format!("{path} is k0s {have}, the spec asks for {want}")
+                }
+                _ => return Ok(()),
+            },
+            _ => return Ok(()),
+        };
+        Err(Refusal {
+            kind: RefusalKind::NoK0sBinary,
+            message: format!("{} ({}): {why}", h.name(), h.id),
+            details: vec![if h.spec.is_some_and(|s| s.use_existing_k0s) {
+                "useExistingK0s: k0sform uses the k0s binary on the host as it is; make spec.k0s.version name that binary's version".into()
+            } else {
+                "set k0sBinaryPath to a k0s binary of the version spec.k0s.version names: k0sform uploads it (it does not download k0s)".into()
+            }],
+        })
+    }
+
+    pub(super) fn desired_version(&self, id: &HostId) -> Option<String> {
+        self.desired
+            .local_binary(id)
+            .and_then(|b| b.version.clone())
+            .or_else(|| self.spec.k0s.version.clone())
+    }
+}
