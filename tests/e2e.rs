@@ -495,7 +495,11 @@ fn apply_killed_at_any_point_converges() {
 
     // A replacement killed at each of its stages, each time on a freshly wiped c1.
     let addr = c.lab.address("c1");
-    for marker in ["remove_member", "join_controller", "record_host"] {
+    for marker in [
+        "Removing etcd member",
+        "Joining the cluster as controller",
+        "Recording the host in the state",
+    ] {
         c.lab.wipe("c1");
         assert!(
             kill_apply_at(&c, &["apply", "-auto-approve", "-replace", &addr], marker),
@@ -869,7 +873,7 @@ fn hooks_run_around_their_steps_and_only_on_changes() {
         .contains("hooks install.after run: echo");
     c.lab.exec_ok("w1", &format!("test ! -e {LOG}"));
     c.apply()
-        .contains("run_hooks install.before (1 line)")
+        .contains("Running the install.before hooks (1 line)")
         .contains("Apply complete");
     let log = |h: &str| c.lab.exec_ok(h, &format!("cat {LOG} 2>/dev/null || true"));
     assert_eq!(
@@ -992,10 +996,10 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     let r = c.apply();
     // Before the join: the worker's files are there when k0s starts.
     let out = r.stdout.clone();
-    let files_at = out
-        .find("upload_files (4 files)")
-        .expect("upload_files step");
-    let join_at = out.find("join_worker").expect("join step");
+    let files_at = out.find("Uploading 4 files").expect("upload_files step");
+    let join_at = out
+        .find("Joining the cluster as worker")
+        .expect("join step");
     assert!(files_at < join_at, "{out}");
     let facts = |cmd: &str| c.lab.exec_ok("w1", cmd);
     assert_eq!(
