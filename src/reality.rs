@@ -52,6 +52,10 @@ pub struct HostFacts {
     /// sha256 and text of /etc/k0s/k0s.yaml on the host, if present.
     pub config_sha256: Option<String>,
     pub config_text: Option<String>,
+    /// `k0s config create` of the installed binary (controllers with a k0s.yaml): k0s's own
+    /// defaults for this host, which the config comparison treats as absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_defaults: Option<String>,
     /// `<data-dir>/etcd/member/snap/db` exists: this controller has etcd data (joined or bootstrapped).
     pub has_etcd_data: bool,
     /// The cluster as this controller sees it (running controllers only).
@@ -110,6 +114,9 @@ pub struct K0sStatus {
     pub args: Vec<String>,
     /// `ClusterConfig.spec.storage.etcd.peerAddress`, when present.
     pub peer_address: Option<String>,
+    /// `ClusterConfig.spec.storage.type` (`etcd`, `kine`), when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_type: Option<String>,
 }
 
 /// One running controller's answer to "what is the cluster?".

@@ -882,6 +882,19 @@ mod fake {
                         other => err(&format!("Error: the fake does not know kubectl {other:?}")),
                     }
                 }
+                ["config", "validate", _config] => ok(""),
+                // `mv -f STAGED PATH` / `rm -f STAGED` (argv[0] is the command: no k0s in it).
+                ["-f", from, to] if argv[0] == "mv" => {
+                    let h = self.hosts.get_mut(host).unwrap();
+                    if let Some(f) = h.files.remove(*from) {
+                        h.files.insert(to.to_string(), f);
+                    }
+                    ok("")
+                }
+                ["-f", path] if argv[0] == "rm" => {
+                    self.hosts.get_mut(host).unwrap().files.remove(*path);
+                    ok("")
+                }
                 other => err(&format!("Error: the fake does not know {other:?}")),
             }
         }
@@ -2008,9 +2021,13 @@ fn reconfigure_writes_config_reinstalls_and_restarts() {
                 .rposition(|w| w.contains("--raw=/readyz"))
                 .unwrap()
     );
+    // The new k0s.yaml is staged, validated by k0s, then renamed into place.
+    assert!(at("write /etc/k0s/k0s.yaml.k0sform-new") < at("config validate"));
+    assert!(at("config validate") < at("-f /etc/k0s/k0s.yaml.k0sform-new /etc/k0s/k0s.yaml"));
+    // The user's flags go to k0s as written (k0s records `--debug=true`).
     let install = &words[at("install controller")];
     assert!(
-        install.contains("--debug=true") && install.ends_with("--force"),
+        install.contains("--debug ") && install.ends_with("--force"),
         "{install}"
     );
     let w = fake.world();
@@ -2021,6 +2038,35 @@ fn reconfigure_writes_config_reinstalls_and_restarts() {
         desired::config_yaml(&spec, &spec.hosts[1])
     );
     assert!(w.hosts[&c2].running);
+}
+
+/// A k0s.yaml that `k0s config validate` refuses never replaces the one the host runs with,
+/// and nothing is restarted.
+#[test]
+fn refused_config_keeps_the_old_one() {
+    let (fake, spec, state, _) = three_controllers();
+    let c2 = host(2);
+    {
+        let mut w = fake.world.lock().unwrap();
+        let h = w.hosts.get_mut(&c2).unwrap();
+        h.files
+            .insert("/etc/k0s/k0s.yaml".into(), (b"old: true\n".to_vec(), 0o600));
+        w.fail.push((c2.clone(), "config validate".into()));
+    }
+    let plan = plan_of(vec![step_on(0, c2.clone(), StepKind::Reconfigure, &[])]);
+    let r = apply_with(&fake, &plan, &spec, state, opts(1));
+    let e = r.result.expect_err("refused by k0s");
+    assert!(format!("{e:?}").contains("config validate"), "{e:?}");
+    let w = fake.world.lock().unwrap();
+    assert_eq!(w.hosts[&c2].files["/etc/k0s/k0s.yaml"].0, b"old: true\n");
+    assert!(
+        !w.hosts[&c2]
+            .files
+            .contains_key("/etc/k0s/k0s.yaml.k0sform-new")
+    );
+    assert!(w.hosts[&c2].running, "not restarted");
+    drop(w);
+    assert_eq!(runs_on(&fake, &c2, "stop"), 0);
 }
 
 // ---------------------------------------------------------------------------------------------

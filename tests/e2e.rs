@@ -20,6 +20,13 @@ const THREE_PLUS_TWO: &[(&str, &str)] = &[
     ("w2", "worker"),
 ];
 
+const THREE_PLUS_ONE: &[(&str, &str)] = &[
+    ("c1", "controller"),
+    ("c2", "controller"),
+    ("c3", "controller"),
+    ("w1", "worker"),
+];
+
 fn peer_urls(c: &Cluster, names: &[&str]) -> BTreeSet<String> {
     names
         .iter()
@@ -73,6 +80,34 @@ fn plan_changes_nothing(c: &Cluster, args: &[&str]) -> e2e::Run {
         "`plan` changed a host or etcd\n{}",
         r.text()
     );
+    r
+}
+
+/// Wait until the controller's API answers `/readyz` (a cluster started by hand).
+fn wait_api_ready(c: &Cluster, name: &str) {
+    c.eventually(60, &format!("{name} ready"), || {
+        c.lab
+            .ssh(
+                name,
+                "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl get --raw=/readyz",
+            )
+            .status
+            .success()
+    });
+}
+
+/// Point the spec of `hosts` at v1.33.5 (the double of that version as k0sBinaryPath) and
+/// plan: every host upgrades, and planning changed nothing.
+#[track_caller]
+fn plan_upgrade_to_v1_33_5(c: &mut Cluster, hosts: &[&str]) -> e2e::Run {
+    let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(newer);
+    c.write_spec(hosts);
+    let r = plan_changes_nothing(c, &[]);
+    r.expect(0)
+        .contains("v1.33.4+k0s.0 → v1.33.5+k0s.0")
+        .contains("Plan: 0 to add, 4 to change");
     r
 }
 
@@ -540,15 +575,7 @@ fn cluster_built_by_hand_is_adopted_with_refresh_only() {
         "c1",
         &format!("mkdir -p /etc/k0s && printf 'apiVersion: k0s.k0sproject.io/v1beta1\\nkind: ClusterConfig\\nspec:\\n  storage:\\n    etcd:\\n      peerAddress: {a1}\\n' > /etc/k0s/k0s.yaml && k0s install controller --config=/etc/k0s/k0s.yaml && k0s start"),
     );
-    c.eventually(60, "c1 ready", || {
-        c.lab
-            .ssh(
-                "c1",
-                "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl get --raw=/readyz",
-            )
-            .status
-            .success()
-    });
+    wait_api_ready(&c, "c1");
     let ctoken = c
         .lab
         .ssh_ok("c1", "k0s token create --role=controller --expiry=30m");
@@ -723,12 +750,7 @@ fn saved_plans_apply_exactly_or_refuse_when_stale() {
 #[test]
 fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
     let mut c = Cluster::with(
-        &[
-            ("c1", "controller"),
-            ("c2", "controller"),
-            ("c3", "controller"),
-            ("w1", "worker"),
-        ],
+        THREE_PLUS_ONE,
         LabOptions::default(),
         SpecOptions {
             k0s_version: Some("v1.33.4+k0s.0".into()),
@@ -764,14 +786,7 @@ fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
     assert_eq!(before, after, "a refused apply changed a host");
 
     // Upgrade.
-    let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
-    c.spec_opts.k0s_binary = Some(newer);
-    c.write_spec(&hosts);
-    let r = plan_changes_nothing(&c, &[]);
-    r.expect(0)
-        .contains("v1.33.4+k0s.0 → v1.33.5+k0s.0")
-        .contains("Plan: 0 to add, 4 to change");
+    plan_upgrade_to_v1_33_5(&mut c, &hosts);
     let r = c.apply();
     // Controllers strictly one after another: each upgrade finishes before the next starts.
     let order: Vec<&str> = r
@@ -1111,4 +1126,128 @@ fn use_existing_k0s_installs_the_binary_on_the_host() {
         .contains("upgrading k0s to v1.33.5+k0s.0 needs that binary")
         .contains("useExistingK0s: k0sform uses the k0s binary on the host as it is");
     assert_eq!(sha(), placed);
+}
+
+/// Issue 13: a cluster built exactly as k0sctl v0.32 builds it from the same k0sctl.yaml — its
+/// `k0s install` lines (k0sctl `cluster/host.go` `K0sInstallFlags`: the user's flags, then
+/// `--data-dir`, `--token-file` on joiners, `--config` on controllers, `--kubelet-extra-args`
+/// with `--node-ip` on workers with a private address) and its k0s.yaml files (k0sctl
+/// `phase/configure_k0s.go`: a timestamp header, `spec.k0s.config` with every controller's
+/// address in `spec.api.sans`, `storage.etcd.peerAddress` = the private address, no
+/// `api.address`) — is adopted with `apply -refresh-only` and then plans no changes; a version
+/// bump then upgrades every host and changes nothing else.
+#[test]
+fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
+    let hosts = ["c1", "c2", "c3", "w1"];
+    let mut spec_opts = SpecOptions {
+        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_config: Some(
+            "spec:\n  api:\n    sans:\n    - k8s.example.com\n  telemetry:\n    enabled: false"
+                .into(),
+        ),
+        ..SpecOptions::default()
+    };
+    spec_opts.host_yaml.insert(
+        "w1".into(),
+        "installFlags:\n- --labels=zone=a,app=x\n- -l kubelet=2".into(),
+    );
+    let mut c = Cluster::with(THREE_PLUS_ONE, LabOptions::default(), spec_opts);
+    for h in hosts {
+        c.lab.install_double(h);
+    }
+    let addr: Vec<String> = ["c1", "c2", "c3"]
+        .iter()
+        .map(|h| c.lab.address(h))
+        .collect();
+    // What k0sctl writes on controller `i` (yaml.v2 output of the mapping, keys sorted).
+    let k0sctl_config = |i: usize| {
+        let sans: String = addr.iter().map(|a| format!("    - {a}\n")).collect();
+        format!(
+            "# generated-by-k0sctl 2026-08-01T10:00:0{i}Z\napiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nspec:\n  api:\n    sans:\n    - k8s.example.com\n{sans}  storage:\n    etcd:\n      peerAddress: {}\n  telemetry:\n    enabled: false\n",
+            addr[i]
+        )
+    };
+    let write = |host: &str, path: &str, text: &str| {
+        c.lab.ssh_ok(
+            host,
+            &format!("mkdir -p /etc/k0s && printf '%s' '{text}' > {path} && chmod 600 {path}"),
+        );
+    };
+    write("c1", "/etc/k0s/k0s.yaml", &k0sctl_config(0));
+    c.lab.ssh_ok(
+        "c1",
+        "k0s config validate --config=/etc/k0s/k0s.yaml && k0s install controller --data-dir=/var/lib/k0s --config=/etc/k0s/k0s.yaml && k0s start",
+    );
+    wait_api_ready(&c, "c1");
+    for (i, h) in [(1, "c2"), (2, "c3")] {
+        let token = c.lab.ssh_ok(
+            "c1",
+            "k0s token create --role=controller --expiry=30m0s --data-dir=/var/lib/k0s",
+        );
+        write(h, "/etc/k0s/k0stoken", token.trim());
+        write(h, "/etc/k0s/k0s.yaml", &k0sctl_config(i));
+        c.lab.ssh_ok(
+            h,
+            "k0s install controller --data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken --config=/etc/k0s/k0s.yaml && k0s start",
+        );
+        c.eventually(60, "controller joined", || c.members("c1").len() == i + 1);
+    }
+    let token = c.lab.ssh_ok(
+        "c1",
+        "k0s token create --role=worker --expiry=10m0s --data-dir=/var/lib/k0s",
+    );
+    write("w1", "/etc/k0s/k0stoken", token.trim());
+    c.lab.ssh_ok(
+        "w1",
+        &format!(
+            "k0s install worker --labels=zone=a,app=x -l kubelet=2 --data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken '--kubelet-extra-args=--node-ip={}' && k0s start",
+            c.lab.address("w1")
+        ),
+    );
+    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
+    // k0s recorded the worker's flags its own way: labels sorted, every log level.
+    let unit = c
+        .lab
+        .ssh_ok("w1", "cat /etc/systemd/system/k0sworker.service");
+    assert!(unit.contains("--labels=app=x,zone=a"), "{unit}");
+    assert!(
+        unit.contains("--logging=containerd=info,etcd=info"),
+        "{unit}"
+    );
+
+    let before: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
+    c.run(&["apply", "-refresh-only", "-auto-approve"])
+        .expect(0);
+    plan_changes_nothing(&c, &["-detailed-exitcode"])
+        .expect(0)
+        .contains("No changes");
+    let after: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
+    assert_eq!(before, after, "adoption changed a host");
+    assert_eq!(c.state_json()["cluster"]["uid"], uid.as_str());
+
+    // A version bump upgrades every host and nothing else: no config rewrite, no flag change.
+    let r = plan_upgrade_to_v1_33_5(&mut c, &hosts);
+    assert!(!r.text().contains("k0s.yaml differs"), "{}", r.text());
+    assert!(!r.text().contains("install flags differ"), "{}", r.text());
+    c.apply().contains("Apply complete");
+    for h in hosts {
+        assert_eq!(
+            c.lab.ssh_ok(h, "k0s version").trim(),
+            "v1.33.5+k0s.0",
+            "{h}"
+        );
+    }
+    for (i, h) in ["c1", "c2", "c3"].iter().enumerate() {
+        assert_eq!(
+            c.lab.ssh_ok(h, "cat /etc/k0s/k0s.yaml"),
+            k0sctl_config(i),
+            "{h}: the upgrade rewrote k0sctl's k0s.yaml"
+        );
+    }
+    assert_eq!(
+        assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]),
+        uid
+    );
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }

@@ -53,6 +53,9 @@ struct SpecCase {
     config: Option<serde_json::Value>,
     #[serde(default)]
     worker_disruption_percent: Option<u32>,
+    /// `spec.k0s.dynamicConfig`.
+    #[serde(default)]
+    dynamic_config: bool,
     hosts: Vec<HostCase>,
 }
 
@@ -80,6 +83,16 @@ struct HostCase {
     /// The host's `files:`, already expanded (remote path, content, mode, owner).
     #[serde(default)]
     files: Vec<FileCase>,
+    /// `privateAddress`.
+    #[serde(default)]
+    private: Option<String>,
+    /// Write `name` as the spec's `hostname:` too (default); false: the OS hostname only.
+    #[serde(default = "yes")]
+    set_hostname: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -134,6 +147,8 @@ impl HostCase {
             flags: vec![],
             hooks: Default::default(),
             files: vec![],
+            private: None,
+            set_hostname: true,
         }
     }
 }
@@ -210,6 +225,12 @@ struct RealHostCase {
     /// Extra service args beyond the desired ones.
     #[serde(default)]
     extra_args: Vec<String>,
+    /// The service args after the role exactly as k0s recorded them (instead of the desired ones).
+    #[serde(default)]
+    args: Option<Vec<String>>,
+    /// `k0s config create` on this host (k0s's defaults), when the probe got it.
+    #[serde(default)]
+    defaults: Option<String>,
     /// Leftovers of an earlier install (service unit, etcd data) on a host that is not running.
     #[serde(default)]
     leftovers: bool,
@@ -282,11 +303,22 @@ fn peer_url(addr: &str) -> String {
     format!("https://{addr}:2380")
 }
 
+/// What `k0s status` reports of a controller's storage: (etcd peer address, type). A `single`
+/// host runs kine (no peer address); workers report neither.
+fn storage_of(hs: &HostSpec, controller: bool) -> (Option<String>, Option<String>) {
+    match (controller, hs.role) {
+        (false, _) => (None, None),
+        (true, Role::Single) => (None, Some("kine".into())),
+        (true, _) => (Some(hs.peer_address().to_string()), Some("etcd".into())),
+    }
+}
+
 fn host_spec(h: &HostCase, index: usize) -> HostSpec {
     let mut ssh = SshTarget::new(h.addr.clone(), h.port.unwrap_or(22));
     ssh.host_key = h.pin.clone();
     let mut hs = HostSpec::new(h.role, ssh, index);
     hs.hostname = Some(h.name.clone());
+    hs.private_address = h.private.clone();
     hs.reset = h.reset;
     hs.install_flags = h.flags.clone();
     hs.hooks = h.hooks.clone();
@@ -298,7 +330,7 @@ fn build(case: &Case) -> Inputs {
     if let Some(p) = case.spec.worker_disruption_percent {
         options.worker_disruption_percent = p;
     }
-    let spec = Spec {
+    let mut spec = Spec {
         name: case.spec.name.clone(),
         hosts: case
             .spec
@@ -310,14 +342,20 @@ fn build(case: &Case) -> Inputs {
         k0s: K0sSpec {
             version: case.spec.version.clone(),
             version_channel: None,
-            dynamic_config: false,
+            dynamic_config: case.spec.dynamic_config,
             config: case.spec.config.clone(),
         },
         options,
         manifests: vec![],
     };
     // Hosts only the state knows still need a HostSpec to derive their running args/config.
+    // The harness names hosts by `hostname`; the planner's spec has it only where the case sets it.
     let mut all_specs: Vec<HostSpec> = spec.hosts.clone();
+    for (hs, h) in spec.hosts.iter_mut().zip(&case.spec.hosts) {
+        if !h.set_hostname {
+            hs.hostname = None;
+        }
+    }
     let mut state = State {
         format_version: 1,
         lineage: "00000000-0000-4000-8000-000000000001".into(),
@@ -447,7 +485,10 @@ fn build(case: &Case) -> Inputs {
                     hs.k0s_install_path.clone(),
                     if controller { "controller" } else { "worker" }.to_string(),
                 ];
-                args.extend(desired::install_args(&spec, hs));
+                match &r.args {
+                    Some(recorded) => args.extend(recorded.iter().cloned()),
+                    None => args.extend(desired::install_args(&spec, hs)),
+                }
                 args.extend(r.extra_args.iter().cloned());
                 f.k0s_version = version.clone();
                 f.k0s_binary_sha256 = version.as_ref().map(|v| sha256_hex(format!("k0s {v}")));
@@ -463,8 +504,10 @@ fn build(case: &Case) -> Inputs {
                     workloads: hs.role.has_node(),
                     single_node: hs.role == Role::Single,
                     args,
-                    peer_address: controller.then(|| hs.peer_address().to_string()),
+                    peer_address: storage_of(hs, controller).0,
+                    storage_type: storage_of(hs, controller).1,
                 });
+                f.config_defaults = r.defaults.clone();
                 if controller {
                     f.has_etcd_data = true;
                     let text = match r.config.as_deref() {
@@ -736,7 +779,8 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                     workloads: hs.role.has_node(),
                     single_node: hs.role == Role::Single,
                     args,
-                    peer_address: controller.then(|| hs.peer_address().to_string()),
+                    peer_address: storage_of(hs, controller).0,
+                    storage_type: storage_of(hs, controller).1,
                 });
                 f.service = Some(if controller {
                     ServiceKind::Controller

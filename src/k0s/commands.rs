@@ -24,18 +24,24 @@ fn data_dir_flag(data_dir: &str) -> String {
     format!("--data-dir={data_dir}")
 }
 
-/// Go's `time.Duration.String()` for whole seconds: `30m0s`, `1h0m0s`, `45s` (k0sctl passes
-/// `--expiry 30m0s`).
+/// Go's `time.Duration.String()`: `30m0s`, `1h0m0s`, `45s` (k0sctl passes `--expiry 30m0s`).
 pub fn go_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
-    if h > 0 {
-        format!("{h}h{m}m{sec}s")
-    } else if m > 0 {
-        format!("{m}m{sec}s")
-    } else {
-        format!("{sec}s")
-    }
+    super::install_flags::go_duration_string(d.as_nanos() as i128)
+}
+
+/// `k0s config validate --config=<path>` (k0s ≥ 1.23.1), with the binary that will read it.
+pub fn config_validate(bin: &str, path: &str) -> RemoteCommand {
+    k0s(bin, &["config", "validate", &format!("--config={path}")]).timeout(QUICK)
+}
+
+/// Put a validated staged k0s.yaml in place (`mv -f`: a rename within /etc/k0s, atomic).
+pub fn install_staged_config(staged: &str, path: &str) -> RemoteCommand {
+    RemoteCommand::new(["mv", "-f", staged, path]).timeout(QUICK)
+}
+
+/// Remove a staged k0s.yaml that k0s refused.
+pub fn remove_staged_config(staged: &str) -> RemoteCommand {
+    RemoteCommand::new(["rm", "-f", staged]).timeout(QUICK)
 }
 
 /// `k0s version`

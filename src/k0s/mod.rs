@@ -6,6 +6,7 @@
 pub mod commands;
 pub mod desired;
 pub mod facts;
+pub mod install_flags;
 pub mod parse;
 pub mod probe_script;
 pub mod redact;

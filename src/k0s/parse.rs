@@ -71,6 +71,11 @@ pub fn parse_status(out: &str) -> Result<K0sStatus, K0sError> {
         .and_then(Value::as_str)
         .filter(|a| !a.is_empty())
         .map(String::from);
+    let storage_type = v
+        .pointer("/ClusterConfig/spec/storage/type")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .map(String::from);
     Ok(K0sStatus {
         version,
         pid,
@@ -79,6 +84,7 @@ pub fn parse_status(out: &str) -> Result<K0sStatus, K0sError> {
         single_node: b("SingleNode"),
         args,
         peer_address,
+        storage_type,
     })
 }
 

@@ -63,6 +63,9 @@ if [ -e "$bin" ]; then
   # A running k0s names its version in the status: `k0s version` would cost one more start of
   # the binary on every host.
   [ "$role" = none ] && emit version t 10 "$bin" version
+  # k0s's own defaults for this host, so a k0s.yaml that spells them out compares equal to one
+  # that leaves them out (what k0sctl bases its config on: `k0s config create`).
+  [ -f "$cfg" ] && emit config_defaults t 10 "$bin" config create
   if [ "$role" = controller ] && [ "$view" = 1 ]; then
     emit member_list t 10 "$bin" etcd member-list --data-dir="$dd"
     # One kubectl for the four lists; one list at a time where a type is missing (autopilot
@@ -528,6 +531,10 @@ fn parse_probe(
         }
         t
     });
+
+    f.config_defaults = sec("config_defaults")
+        .filter(|x| x.ok() && !x.out.trim().is_empty())
+        .map(|x| x.out.clone());
 
     if let Some(st) = sec("status") {
         if st.ok() {

@@ -369,7 +369,21 @@ fn assemble(
                 }
             }
             Some(DocKind::ClusterConfig) => configs.push(doc),
-            Some(DocKind::Manifest) => manifests.push(doc.node.to_json()),
+            Some(DocKind::Manifest) => {
+                // k0sctl `kubectl apply`s these at the end of apply; k0sform does not (yet).
+                let (l, c) = doc.node.locate("kind");
+                diags.push(
+                    Diagnostic::warning(
+                        &doc.file,
+                        "kind",
+                        "not applied: k0sform does not apply extra manifests (k0sctl \
+                         `kubectl apply`s them after the cluster is up); apply them yourself \
+                         or put them in spec.k0s.config's extensions",
+                    )
+                    .at(l, c),
+                );
+                manifests.push(doc.node.to_json())
+            }
             None => {}
         }
     }

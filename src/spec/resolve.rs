@@ -107,7 +107,32 @@ pub(crate) fn resolve(
         .enumerate()
         .filter_map(|(i, h)| resolve_host(h.as_ref()?, i, env, sink))
         .collect();
-    let k0s = resolve_k0s(rs.k0s.as_ref(), sink);
+    let mut k0s = resolve_k0s(rs.k0s.as_ref(), sink);
+    // k0sctl `phase/gather_k0s_facts.go`: a controller installed with --enable-dynamic-config
+    // puts the whole cluster in dynamic config mode.
+    if !k0s.dynamic_config
+        && let Some(h) = hosts.iter().find(|h| {
+            h.role.is_controller()
+                && h.install_args().iter().any(|a| {
+                    a.strip_prefix("--enable-dynamic-config")
+                        .is_some_and(|r| r.is_empty() || (r.starts_with('=') && r != "=false"))
+                })
+        })
+    {
+        sink.warn_key(
+            &format!("spec.hosts[{}].installFlags", h.index - 1),
+            "--enable-dynamic-config on a controller turns on spec.k0s.dynamicConfig (as in k0sctl)",
+        );
+        k0s.dynamic_config = true;
+    }
+    if k0s.dynamic_config {
+        sink.warn_key(
+            "spec.k0s.dynamicConfig",
+            "with dynamic config, k0s reads cluster-wide settings from the ClusterConfig object once \
+             the cluster exists: k0sform writes only the node part (api, network, storage) of \
+             spec.k0s.config to controllers after the first; change the rest with `k0s config edit`",
+        );
+    }
     let options = resolve_options(rs.options.as_ref(), sink);
     Spec {
         name,
@@ -529,6 +554,12 @@ fn resolve_options(o: Option<&RawOptions>, sink: &mut Sink) -> Options {
             "skipWaitForDeleteTimeout",
             &mut dr.skip_wait_for_delete_timeout,
         );
+        if dr.skip_wait_for_delete_timeout > 0 {
+            sink.warn_key(
+                "spec.options.drain.skipWaitForDeleteTimeout",
+                "not implemented: k0sform drains without --skip-wait-for-delete-timeout",
+            );
+        }
     }
     if o.evict_taint.as_ref().and_then(|e| e.enabled) == Some(true) {
         sink.warn_key(
@@ -558,41 +589,13 @@ fn resolve_options(o: Option<&RawOptions>, sink: &mut Sink) -> Options {
 
 /// A Go `time.Duration` string (`2m`, `1h30m`, `90s`, `1.5h`, `0`) in whole seconds.
 pub(crate) fn parse_go_duration(s: &str) -> Result<u64, String> {
-    let bad = |why: &str| format!("invalid duration `{s}`: {why} (examples: 90s, 2m, 1h30m)");
-    if s == "0" {
-        return Ok(0);
+    match crate::k0s::install_flags::parse_go_duration(s) {
+        Ok(ns) if ns >= 0 => Ok((ns / 1_000_000_000) as u64),
+        Ok(_) => Err(format!("invalid duration `{s}`: negative")),
+        Err(why) => Err(format!(
+            "invalid duration `{s}`: {why} (examples: 90s, 2m, 1h30m)"
+        )),
     }
-    let mut rest = s;
-    let mut total = 0f64;
-    if rest.is_empty() {
-        return Err(bad("empty"));
-    }
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if num_len == 0 {
-            return Err(bad("expected a number"));
-        }
-        let n: f64 = rest[..num_len].parse().map_err(|_| bad("bad number"))?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let factor = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "" => return Err(bad("missing unit")),
-            _ => return Err(bad("unknown unit")),
-        };
-        total += n * factor;
-        rest = &rest[unit_len..];
-    }
-    Ok(total as u64)
 }
 
 #[cfg(test)]

@@ -34,8 +34,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 "{host}: k0s.yaml from the spec now has sha256 {got}, the plan expected {sha256}: plan again"
             )));
         }
-        self.write(host, desired::CONFIG_FILE, yaml.into_bytes(), 0o600)
-            .await?;
+        self.put_config(host, yaml).await?;
         Ok(vec![])
     }
 

@@ -5,6 +5,7 @@
 use super::runner::K0sRunner;
 use crate::apply::StepError;
 use crate::hostid::HostId;
+use crate::k0s::{self, desired};
 use crate::reality::HostFacts;
 use crate::spec::HostSpec;
 use crate::state::HostState;
@@ -143,6 +144,38 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .write_file(host, path, data, mode)
             .await
             .map_err(failed)
+    }
+
+    /// Write a new k0s.yaml as k0sctl does: staged beside the old one, checked with `k0s config
+    /// validate` by the host's binary, then renamed in place (k0sctl `phase/configure_k0s.go`).
+    /// A config k0s refuses never replaces the one the host runs with.
+    pub(super) async fn put_config(&self, host: &HostId, yaml: String) -> Result<(), StepError> {
+        let bin = self.paths(host).bin;
+        self.write(host, desired::STAGED_CONFIG_FILE, yaml.into_bytes(), 0o600)
+            .await?;
+        let out = self
+            .exec(
+                host,
+                k0s::config_validate(&bin, desired::STAGED_CONFIG_FILE),
+            )
+            .await
+            .map_err(failed)?;
+        if !out.success() {
+            let _ = self
+                .exec(host, k0s::remove_staged_config(desired::STAGED_CONFIG_FILE))
+                .await;
+            return Err(failed(format!(
+                "{host}: k0s refused the new k0s.yaml (`k0s config validate`), the old one stays: {}",
+                out.stderr_str().trim()
+            )));
+        }
+        self.exec_ok(
+            host,
+            k0s::install_staged_config(desired::STAGED_CONFIG_FILE, desired::CONFIG_FILE),
+            "putting the new k0s.yaml in place",
+        )
+        .await?;
+        Ok(())
     }
 
     pub(super) async fn probe(&self, host: &HostId) -> Result<HostFacts, StepError> {

@@ -44,8 +44,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         gate().await?;
         if hs.role.is_controller() {
             let yaml = desired::config_yaml(&self.spec, hs);
-            self.write(host, desired::CONFIG_FILE, yaml.into_bytes(), 0o600)
-                .await?;
+            self.put_config(host, yaml).await?;
         }
         let args = self.reinstall_args(host, hs).await;
         self.install(hs, &args).await?;

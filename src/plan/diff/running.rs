@@ -99,23 +99,10 @@ impl Planner<'_> {
         HostPlan::new(idx, Decision::Noop, vec![])
     }
 
-    /// The unified diff from the controller's k0s.yaml to the spec's, when they differ.
+    /// The controller's k0s.yaml against the spec's, compared and shown in k0s's normal form
+    /// (src/k0s/desired.rs), when they differ.
     fn config_diff(&self, h: &HostCtx, f: &HostFacts, spec_host: &HostSpec) -> Option<String> {
-        let want = desired::config_yaml(self.spec, spec_host);
-        if f.config_sha256.as_deref() == Some(sha256_hex(&want).as_str()) {
-            return None;
-        }
-        let have = f.config_text.clone().unwrap_or_default();
-        Some(
-            similar::TextDiff::from_lines(have.as_str(), want.as_str())
-                .unified_diff()
-                .context_radius(3)
-                .header(
-                    &format!("{} (on {})", desired::CONFIG_FILE, h.name()),
-                    &format!("{} (from k0sctl.yaml)", desired::CONFIG_FILE),
-                )
-                .to_string(),
-        )
+        desired::controller_config_difference(self.spec, spec_host, f, &h.name())
     }
 
     /// The flags the service runs with against the spec's, as a reason naming both sides.
