@@ -4,7 +4,7 @@
 use super::decision::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::{Planner, reason};
-use crate::hash::{sha256_hex, short};
+use crate::hash::short;
 use crate::k0s::desired;
 use crate::plan::model::{LocalBinary, Reason, ReasonCode};
 use crate::reality::HostFacts;
