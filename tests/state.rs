@@ -1161,3 +1161,46 @@ fn state_schema_is_up_to_date() {
         assert!(written.get(r).is_some(), "required {r} not written");
     }
 }
+
+/// Whoever can write the state's folder must not be able to make k0sform (often root) create,
+/// truncate or chmod another file through the lock: a symlink planted at the lock path is
+/// refused (O_NOFOLLOW), by `lock` and by `force-unlock`, and its target is left as it was.
+#[test]
+fn symlink_planted_at_the_lock_path_is_refused_and_its_target_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let target = dir.path().join("precious");
+    std::fs::write(&target, "do not touch\n").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let lock_path = dir.path().join("s.json.lock");
+    std::os::unix::fs::symlink(&target, &lock_path).unwrap();
+    // A link to a file that does not exist yet must not be created through either.
+    let absent = dir.path().join("absent");
+    let other = dir.path().join("o.json");
+    std::os::unix::fs::symlink(&absent, dir.path().join("o.json.lock")).unwrap();
+
+    let store = LocalStore::new(&path);
+    let err = match store.lock("test", Duration::ZERO) {
+        Ok(_) => panic!("a symlinked lock file was followed"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("symbolic link"), "{err}");
+    let err = store.force_unlock("some-id").unwrap_err().to_string();
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(
+        LocalStore::new(&other)
+            .lock("test", Duration::ZERO)
+            .is_err()
+    );
+
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "do not touch\n");
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644, "the link's target was chmodded");
+    assert!(!absent.exists(), "the lock was created through a link");
+    assert!(
+        std::fs::symlink_metadata(&lock_path)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}

@@ -99,6 +99,9 @@ impl LockRelease for FileLock {
     }
 }
 
+/// Open the lock file without following a symlink at its path: whoever can write the state's
+/// folder could otherwise make k0sform (often root) create, truncate or chmod the link's target.
+/// A lock path that is not a plain file (a link, a FIFO, a folder) is refused.
 fn open_lock_file(path: &Path) -> Result<File, StateError> {
     let file = OpenOptions::new()
         .read(true)
@@ -106,16 +109,43 @@ fn open_lock_file(path: &Path) -> Result<File, StateError> {
         .create(true)
         .truncate(false)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
-        .map_err(|source| StateError::Io {
-            path: path.to_path_buf(),
-            action: "open lock file",
-            source,
-        })?;
+        .map_err(|source| lock_open_error(path, source))?;
+    check_plain_file(path, &file)?;
     // A lock file made by something else (or an older build) may be wider; holder details are
     // nobody else's business. Not our file to change when another user owns it: ignore failure.
     let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
     Ok(file)
+}
+
+fn lock_open_error(path: &Path, source: std::io::Error) -> StateError {
+    let refused = source.raw_os_error() == Some(libc::ELOOP);
+    StateError::Io {
+        path: path.to_path_buf(),
+        action: if refused {
+            "open lock file (it is a symbolic link, which k0sform never follows; remove it)"
+        } else {
+            "open lock file"
+        },
+        source,
+    }
+}
+
+fn check_plain_file(path: &Path, file: &File) -> Result<(), StateError> {
+    let meta = file.metadata().map_err(|source| StateError::Io {
+        path: path.to_path_buf(),
+        action: "inspect lock file",
+        source,
+    })?;
+    if meta.is_file() {
+        return Ok(());
+    }
+    Err(StateError::Io {
+        path: path.to_path_buf(),
+        action: "open lock file",
+        source: std::io::Error::other("not a regular file; remove it"),
+    })
 }
 
 /// Read the holder recorded in a lock file; `None` when empty or unreadable.
@@ -217,19 +247,19 @@ pub enum ForceUnlockOutcome {
 /// outside; a dead holder's flock is already gone. So this only clears stale holder text, and
 /// refuses when the ID names a holder that is still alive.
 pub(crate) fn force_unlock(path: &Path, id: &str) -> Result<ForceUnlockOutcome, StateError> {
-    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
+    let mut file = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(ForceUnlockOutcome::NotLocked { stale: None });
         }
-        Err(source) => {
-            return Err(StateError::Io {
-                path: path.to_path_buf(),
-                action: "open lock file",
-                source,
-            });
-        }
+        Err(source) => return Err(lock_open_error(path, source)),
     };
+    check_plain_file(path, &file)?;
     match file.try_lock() {
         Ok(()) => {
             let stale = read_holder(&mut file);
