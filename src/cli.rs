@@ -165,7 +165,7 @@ Install, for example:
   fish: k0sform completion fish > ~/.config/fish/completions/k0sform.fish
 The scripts complete the --long form of each flag; the -single-dash form works as well.";
 
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone)]
 pub struct TargetArgs {
     /// Treat this host (ADDR or ADDR:PORT) as rebuilt: replace it (repeatable)
     #[arg(long = "replace", value_name = "ADDR")]
@@ -182,6 +182,10 @@ pub struct TargetArgs {
     /// Hosts probed (and steps run) at once
     #[arg(long = "parallelism", value_name = "N", default_value_t = 32)]
     pub parallelism: usize,
+    /// -trust-new-host-keys=false: refuse the plan when a host or bastion has no host key
+    /// recorded in the state nor pinned with ssh.hostKey (first contact), e.g. in CI
+    #[arg(long = "trust-new-host-keys", value_name = "BOOL", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+    pub trust_new_host_keys: bool,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -90,6 +90,18 @@ pub struct StateCtx {
     pub had_state: bool,
 }
 
+impl StateCtx {
+    /// The state a saved plan is sealed against: with no state yet, an empty lineage (a fresh
+    /// state's random lineage would never match the one `apply` creates).
+    pub fn sealed_view(&self) -> State {
+        let mut seen = self.state.clone();
+        if !self.had_state {
+            seen.lineage = String::new();
+        }
+        seen
+    }
+}
+
 /// Read the state from `store`.
 pub fn load_state(mut store: Box<dyn StateStore>) -> Result<StateCtx, Failure> {
     let loaded = store.load()?;
@@ -219,6 +231,58 @@ pub async fn plan_with(
         state,
         reality,
         plan,
+    })
+}
+
+/// Why `apply FILE` will not run a saved plan.
+pub enum SavedPlanFailure {
+    /// Stale or altered: exit 5.
+    Stale(plan::Stale),
+    /// Anything else (the probe failed, the plan is refused now): its own exit code.
+    Other(Failure),
+}
+
+impl From<Failure> for SavedPlanFailure {
+    fn from(f: Failure) -> Self {
+        SavedPlanFailure::Other(f)
+    }
+}
+
+/// `apply FILE`: derive the plan again from the spec, the state and a fresh probe, with the
+/// options `SavedPlan::options_for_apply` allows, and return it only when it equals the saved
+/// plan and nothing the plan was made against moved. The file's steps are never run as such.
+pub async fn rederive_saved(
+    saved: &plan::SavedPlan,
+    loaded: Loaded,
+    state: StateCtx,
+    transport: &SshTransport,
+    (cli, parallelism): (&PlanOptions, usize),
+) -> Result<Planned, SavedPlanFailure> {
+    let opts = saved
+        .options_for_apply(cli)
+        .map_err(SavedPlanFailure::Stale)?;
+    let desired = desired(&loaded.spec)?;
+    let reality = reality(
+        &loaded.spec,
+        &state.state,
+        &desired,
+        transport,
+        (&opts, parallelism),
+        None,
+        None,
+    )
+    .await?;
+    saved
+        .verify(&state.sealed_view(), &loaded.sha256, &reality)
+        .map_err(SavedPlanFailure::Stale)?;
+    let derived = plan::diff(&loaded.spec, &state.state, &reality, &desired, &opts)
+        .map_err(|r| SavedPlanFailure::Other(r.into()))?;
+    saved.matches(&derived).map_err(SavedPlanFailure::Stale)?;
+    Ok(Planned {
+        loaded,
+        state,
+        reality,
+        plan: derived,
     })
 }
 

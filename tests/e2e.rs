@@ -729,19 +729,98 @@ fn saved_plans_apply_exactly_or_refuse_when_stale() {
     c.run(&["plan", "-out", &p("p4.json")]).expect(0);
     c.run(&["apply", &p("p4.json")]).expect(0);
 
-    // A plan made with -replace is applied with the same probe options.
+    // A plan made with -replace is applied only with the same -replace on the command line: a
+    // plan file cannot switch off a host-key check by itself.
     c.lab.wipe("w1");
     let w1 = c.lab.address("w1");
     c.run(&["plan", "-replace", &w1, "-out", &p("p5.json")])
         .expect(0)
         .contains("replaced");
-    c.run(&["apply", &p("p5.json")]).expect(0);
-    // Applying it a second time: the state moved on.
     c.run(&["apply", &p("p5.json")])
+        .expect(5)
+        .contains(&format!(
+            "made with -replace {w1} but apply was given no -replace"
+        ));
+    c.run(&["apply", "-replace", &w1, &p("p5.json")]).expect(0);
+    // Applying it a second time: the state moved on.
+    c.run(&["apply", "-replace", &w1, &p("p5.json")])
         .expect(5)
         .contains("serial");
     c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// A saved plan is only a review artefact (issue 14, High 1). Anyone who can write the file can
+/// recompute its sha256 seal: steps swapped for a hook line that writes a file, resealed, must
+/// not run (exit 5, the file not created anywhere); `options.replace` in a file, resealed, must
+/// not accept a host's new key without `-replace` on the command line.
+#[test]
+fn tampered_and_resealed_saved_plans_run_nothing() {
+    use k0sform::plan::{SavedPlan, Step, StepKind};
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
+    c.write_spec(&["c1", "w1"]);
+    c.apply();
+    let dir = c.lab.dir().to_path_buf();
+    let p = |n: &str| dir.join(n).display().to_string();
+    let marker = dir.join("pwned");
+    let reseal = |from: &str, to: &str, edit: &dyn Fn(&mut SavedPlan)| {
+        let text = std::fs::read_to_string(p(from)).expect("saved plan");
+        let mut saved = SavedPlan::from_json(&text).expect("saved plan JSON");
+        edit(&mut saved);
+        saved.seal();
+        std::fs::write(p(to), saved.to_json()).expect("write plan");
+    };
+
+    // Steps replaced by a hook line on c1, resealed.
+    c.write_spec(&["c1", "w1", "w2"]);
+    c.run(&["plan", "-out", &p("good.json")]).expect(0);
+    let serial = c.state_serial();
+    let c1 = c.lab.host("c1");
+    let line = format!("id > {}", marker.display());
+    reseal("good.json", "evil.json", &|s| {
+        let host = k0sform::hostid::HostId::new(c1.address.clone(), c1.port);
+        s.plan.steps = vec![Step {
+            id: 0,
+            host,
+            kind: StepKind::RunHooks {
+                action: "apply".into(),
+                stage: "before".into(),
+                lines: vec![line.clone()],
+            },
+            after: vec![],
+        }];
+    });
+    let r = c.run(&["apply", "-auto-approve", &p("evil.json")]);
+    r.expect(5)
+        .contains("is not the plan the spec, the state and the hosts give now");
+    assert!(!r.text().contains("Apply complete"), "{}", r.text());
+    assert!(!marker.exists(), "the injected hook line ran");
+    let on_host = c.lab.exec("c1", &format!("test -e {}", marker.display()));
+    assert!(
+        !on_host.status.success(),
+        "the injected hook line ran on c1"
+    );
+    assert_eq!(c.state_serial(), serial, "the state was written");
+    // The untampered file still applies.
+    c.run(&["apply", &p("good.json")]).expect(0);
+
+    // w1 rebuilt (for all k0sform can tell, a man in the middle): a plan file that says
+    // `-replace w1` is not enough to trust its new key.
+    c.lab.wipe("w1");
+    let w1 = c.lab.address("w1");
+    let key_before = c.state_host("w1").expect("w1 in state")["host_key"].clone();
+    c.run(&["plan", "-replace", &w1, "-out", &p("replace.json")])
+        .expect(0);
+    reseal("replace.json", "replace-evil.json", &|s| {
+        assert_eq!(s.options.replace, vec![w1.clone()]);
+    });
+    c.run(&["apply", "-auto-approve", &p("replace-evil.json")])
+        .expect(5)
+        .contains("a plan file cannot switch off checks");
+    assert_eq!(
+        c.state_host("w1").expect("w1 in state")["host_key"],
+        key_before
+    );
 }
 
 /// Upgrade and reconfigure: a new k0s version rolls through controllers one at a time, then the

@@ -1361,6 +1361,98 @@ fn saved_plan_detects_every_kind_of_staleness() {
     assert!(e.to_string().starts_with("the saved plan is stale"));
 }
 
+/// A saved plan is a review artefact: its seal is a plain sha256 anyone can recompute, so a file
+/// whose steps were swapped for a hook line (`id > /tmp/x`) and resealed passes the seal, and
+/// `apply FILE` must refuse it because the plan derived again from spec, state and probe differs.
+#[test]
+fn resealed_plan_with_tampered_steps_is_not_the_derived_plan() {
+    let (_, case) = load_cases()
+        .into_iter()
+        .find(|(n, _)| n == "add_worker")
+        .expect("case add_worker");
+    let i = build(&case);
+    let p = run(&i).expect("plan");
+    let saved = SavedPlan::with_options(p.clone(), &i.state, "aaaa", &i.reality, i.options.clone());
+    let opts = saved.options_for_apply(&i.options).expect("same options");
+    assert_eq!(opts, i.options);
+    saved
+        .matches(&run(&i).unwrap())
+        .expect("untampered plan matches");
+
+    let mut evil = saved.clone();
+    let host = p.steps[0].host.clone();
+    evil.plan.steps = vec![k0sform::plan::Step {
+        id: 0,
+        host,
+        kind: StepKind::RunHooks {
+            action: "apply".into(),
+            stage: "before".into(),
+            lines: vec!["id > /tmp/x".into()],
+        },
+        after: vec![],
+    }];
+    evil.seal();
+    evil.verify(&i.state, "aaaa", &i.reality)
+        .expect("a resealed file passes the seal: it proves nothing");
+    let e = evil.matches(&run(&i).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("step 0 is run_hooks"), "{e}");
+    // Steps kept, only the shown description changed: refused as well.
+    let mut evil = saved.clone();
+    evil.plan.changes.clear();
+    evil.seal();
+    assert!(evil.matches(&run(&i).unwrap()).is_err());
+}
+
+/// `options.replace` written into a saved plan (resealed) would switch off the host-key check
+/// for that host: `apply FILE` takes `-replace` and `-exclude` only from its command line.
+#[test]
+fn resealed_plan_cannot_grant_replace_or_exclude() {
+    let (_, case) = load_cases()
+        .into_iter()
+        .find(|(n, _)| n == "add_worker")
+        .expect("case add_worker");
+    let i = build(&case);
+    let p = run(&i).expect("plan");
+    let addr = p.steps[0].host.address.clone();
+    let mut evil = SavedPlan::with_options(p, &i.state, "aaaa", &i.reality, i.options.clone());
+    evil.options.replace = vec![addr.clone()];
+    evil.seal();
+    let e = evil.options_for_apply(&PlanOptions::default()).unwrap_err();
+    assert!(
+        e.to_string().contains(&format!(
+            "made with -replace {addr} but apply was given no -replace"
+        )),
+        "{e}"
+    );
+    // Repeated on the command line, it is the user's choice.
+    let cli = PlanOptions {
+        replace: vec![addr.clone()],
+        ..Default::default()
+    };
+    assert_eq!(
+        evil.options_for_apply(&cli).unwrap().replace,
+        vec![addr.clone()]
+    );
+
+    let mut evil = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    evil.options.exclude = vec![addr.clone()];
+    evil.seal();
+    assert!(evil.options_for_apply(&PlanOptions::default()).is_err());
+    // Narrowing options come from the file; a stricter host-key rule from either side.
+    let mut narrow = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    narrow.options.target = vec![addr.clone()];
+    narrow.options.refresh_only = true;
+    let strict = PlanOptions {
+        refuse_first_contact: true,
+        ..Default::default()
+    };
+    let o = narrow.options_for_apply(&strict).unwrap();
+    assert_eq!(
+        (o.target, o.refresh_only, o.refuse_first_contact),
+        (vec![addr], true, true)
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Schema freshness: regenerate with
 //   K0SFORM_UPDATE_SCHEMA=1 cargo test --test plan plan_schema_is_fresh

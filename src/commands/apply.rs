@@ -37,31 +37,25 @@ async fn apply(
     let mut planned = match &args.plan_file {
         Some(file) => {
             let saved = super::show::read_saved(file)?;
-            // Probe as the plan was made (its -replace/-exclude), then check nothing moved.
-            let desired = engine::desired(&loaded.spec)?;
-            let reality = engine::reality(
-                &loaded.spec,
-                &ctx.state,
-                &desired,
+            let cli = super::plan_options(&args.target);
+            let planned = engine::rederive_saved(
+                &saved,
+                loaded,
+                ctx,
                 transport,
-                (&saved.options, args.target.parallelism),
-                None,
-                None,
+                (&cli, args.target.parallelism),
             )
-            .await?;
-            saved
-                .verify(&super::plan::sealed_view(&ctx), &loaded.sha256, &reality)
-                .map_err(|stale| Failure {
+            .await
+            .map_err(|e| match e {
+                engine::SavedPlanFailure::Stale(stale) => Failure {
                     exit: Exit::StalePlan,
                     message: format!("{}: {stale}; run `k0sform plan` again", file.display()),
-                })?;
-            show_plan(args, &saved.plan, color);
-            Planned {
-                loaded,
-                state: ctx,
-                reality,
-                plan: saved.plan,
-            }
+                },
+                engine::SavedPlanFailure::Other(f) => f,
+            })?;
+            // What runs is what was derived now (equal to the file's plan, or refused above).
+            show_plan(args, &planned.plan, color);
+            planned
         }
         None => {
             let opts = super::plan_options(&args.target);

@@ -72,6 +72,7 @@ fn plan_options(t: &TargetArgs) -> PlanOptions {
         target: t.target.clone(),
         exclude: t.exclude.clone(),
         refresh_only: t.refresh_only,
+        refuse_first_contact: !t.trust_new_host_keys,
     }
 }
 

@@ -31,7 +31,7 @@ async fn plan(
     if let Some(out) = &args.out {
         let saved = SavedPlan::with_options(
             planned.plan.clone(),
-            &sealed_view(&planned.state),
+            &planned.state.sealed_view(),
             &planned.loaded.sha256,
             &planned.reality,
             super::plan_options(&args.target),
@@ -69,14 +69,4 @@ pub(crate) fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Res
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
-}
-
-/// The state a saved plan is sealed against: with no state yet, an empty lineage (a fresh
-/// state's random lineage would never match the one `apply` creates).
-pub(crate) fn sealed_view(ctx: &engine::StateCtx) -> crate::state::State {
-    let mut seen = ctx.state.clone();
-    if !ctx.had_state {
-        seen.lineage = String::new();
-    }
-    seen
 }

@@ -300,6 +300,10 @@ pub struct PlanOptions {
     /// `-refresh-only`: record reality into state, change no host.
     #[serde(default)]
     pub refresh_only: bool,
+    /// `-trust-new-host-keys=false`: refuse the plan when a host or bastion would be trusted on
+    /// first contact (no key recorded in the state, no `ssh.hostKey` pin).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refuse_first_contact: bool,
 }
 
 impl PlanOptions {

@@ -1,6 +1,8 @@
 //! Saved plans (`plan -out FILE`): the plan plus what it was made against (state lineage and
-//! serial, spec sha256, each host's identity), sealed with a sha256 so `apply FILE` can refuse a
-//! plan that is stale or was altered (exit 5).
+//! serial, spec sha256, each host's identity and the options). A saved plan is a review artefact,
+//! never a program: `apply FILE` derives the plan again from the spec, the state, the options and
+//! a fresh probe, runs the derived steps, and refuses (exit 5) unless they equal the saved ones.
+//! The sha256 seal only catches accidental damage: anyone can recompute it.
 
 use super::model::{Plan, PlanOptions};
 use crate::hostid::HostId;
@@ -15,7 +17,8 @@ pub struct SavedPlan {
     pub state_serial: u64,
     pub spec_sha256: String,
     pub tool_version: String,
-    /// The options the plan was made with (`-replace` etc.): `apply FILE` probes with the same.
+    /// The options the plan was made with. `apply FILE` never takes the ones that weaken checks
+    /// (`-replace`, `-exclude`) from here: see `options_for_apply`.
     #[serde(default)]
     pub options: PlanOptions,
     /// Every probed host's identity when the plan was made, sorted by host.
@@ -179,6 +182,99 @@ impl SavedPlan {
             Err(Stale { reasons })
         }
     }
+}
+
+impl SavedPlan {
+    /// The options `apply FILE` plans with. A saved plan is a file anyone with write access to
+    /// it can edit, so it must not be able to switch off a check:
+    /// - `-replace` (accepts a changed host key, treats the host as rebuilt) and `-exclude`
+    ///   (hosts not contacted, so not checked) come only from the apply command line, which must
+    ///   repeat exactly the saved plan's;
+    /// - `-target` and `-refresh-only` only narrow what the spec asks for: taken from the file
+    ///   when the command line does not give them, else they must be equal;
+    /// - `-trust-new-host-keys=false` only adds a check: either side asking for it wins.
+    ///
+    /// The plan is then derived again with these options, so whatever the file says, only what
+    /// spec, state, options and hosts give runs.
+    pub fn options_for_apply(&self, cli: &PlanOptions) -> Result<PlanOptions, Stale> {
+        let mut reasons = Vec::new();
+        for (flag, saved, given) in [
+            ("-replace", &self.options.replace, &cli.replace),
+            ("-exclude", &self.options.exclude, &cli.exclude),
+        ] {
+            if !same_set(saved, given) {
+                reasons.push(format!(
+                    "the plan was made with {} but apply was given {}: a plan file cannot switch off checks, repeat the flags on the command line",
+                    flags(flag, saved),
+                    flags(flag, given)
+                ));
+            }
+        }
+        if !cli.target.is_empty() && !same_set(&self.options.target, &cli.target) {
+            reasons.push(format!(
+                "the plan was made with {} but apply was given {}",
+                flags("-target", &self.options.target),
+                flags("-target", &cli.target)
+            ));
+        }
+        if cli.refresh_only && !self.options.refresh_only {
+            reasons
+                .push("apply was given -refresh-only but the plan was made without it".to_string());
+        }
+        if !reasons.is_empty() {
+            return Err(Stale { reasons });
+        }
+        Ok(PlanOptions {
+            replace: cli.replace.clone(),
+            exclude: cli.exclude.clone(),
+            target: self.options.target.clone(),
+            refresh_only: self.options.refresh_only,
+            refuse_first_contact: self.options.refuse_first_contact || cli.refuse_first_contact,
+        })
+    }
+
+    /// Is `derived` (the plan the current spec, state, options and probe give) the saved one?
+    pub fn matches(&self, derived: &Plan) -> Result<(), Stale> {
+        if &self.plan == derived {
+            return Ok(());
+        }
+        let mut reasons = vec![
+            "the file's plan is not the plan the spec, the state and the hosts give now (the file was edited, or something moved)".to_string(),
+        ];
+        let describe = |s: &super::Step| format!("{} on {}", s.kind.name(), s.host);
+        let saved = &self.plan.steps;
+        let now = &derived.steps;
+        match saved.iter().zip(now).position(|(a, b)| a != b) {
+            Some(i) => reasons.push(format!(
+                "step {i} is {} in the file, {} now",
+                describe(&saved[i]),
+                describe(&now[i])
+            )),
+            None if saved.len() != now.len() => reasons.push(format!(
+                "the file has {} steps, {} now",
+                saved.len(),
+                now.len()
+            )),
+            None => reasons.push("the steps are equal; the description differs".to_string()),
+        }
+        Err(Stale { reasons })
+    }
+}
+
+fn same_set(a: &[String], b: &[String]) -> bool {
+    let set = |v: &[String]| v.iter().cloned().collect::<std::collections::BTreeSet<_>>();
+    set(a) == set(b)
+}
+
+fn flags(flag: &str, values: &[String]) -> String {
+    if values.is_empty() {
+        return format!("no {flag}");
+    }
+    values
+        .iter()
+        .map(|v| format!("{flag} {v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Each probed host's identity, sorted by host.
