@@ -40,6 +40,7 @@ fn plan_of(steps: Vec<Step>) -> Plan {
         },
         warnings: vec![],
         state_serial: None,
+        first_contacts: vec![],
     }
 }
 

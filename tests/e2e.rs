@@ -823,6 +823,36 @@ fn tampered_and_resealed_saved_plans_run_nothing() {
     );
 }
 
+/// A state file must not run commands here (issue 14, High 2): a removed host's recorded access
+/// with a ProxyCommand is reached without it, and the plan says the option was ignored.
+#[test]
+fn state_recorded_proxy_command_is_ignored_and_reported() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    c.apply();
+    c.write_spec(&["c1"]);
+    let marker = c.lab.dir().join("pwned");
+    let mut state = c.state_json();
+    let addr = c.lab.address("w1");
+    for h in state["hosts"].as_array_mut().expect("hosts") {
+        if h["address"] == addr.as_str() {
+            h["access"]["ssh"]["options"] = serde_json::json!({
+                "ProxyCommand": format!("sh -c 'id > {}'", marker.display())
+            });
+        }
+    }
+    std::fs::write(
+        &c.state,
+        serde_json::to_string_pretty(&state).expect("json"),
+    )
+    .expect("write");
+    c.run(&["plan"])
+        .expect(0)
+        .contains("access.ssh.options.ProxyCommand")
+        .contains("is ignored: a state may only set")
+        .contains("will be removed");
+    assert!(!marker.exists(), "the state's ProxyCommand ran");
+}
+
 /// Upgrade and reconfigure: a new k0s version rolls through controllers one at a time, then the
 /// workers; a changed k0s config is rewritten and the controllers restarted one at a time; the
 /// cluster keeps its members and identity throughout.

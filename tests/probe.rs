@@ -451,3 +451,104 @@ async fn lab_sudo_user_through_a_bastion() {
     assert_eq!((after_c.0 - before_c.0, after_c.1 - before_c.1), (1, 1));
     assert!(lab.sshd_log("c1").contains("Accepted publickey for k0slab"));
 }
+
+/// Issue 14, High 2: a state file must not run commands on the machine running k0sform. A
+/// state-only host's recorded `access.ssh.options` carries a ProxyCommand (and friends): the
+/// probe drops them (only an allow-list is taken from a state), says so, and reaches the host
+/// directly; recorded access that breaks the spec's rules (a data dir that is not absolute, an
+/// address that is an ssh flag) means the host is not contacted at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn state_access_cannot_run_local_commands() {
+    use k0sform::state::HostAccess;
+    let a = Sshd::start();
+    let b = Sshd::start();
+    let c = Sshd::start();
+    let s = spec(vec![a.host(Role::Controller, 1)]);
+    std::fs::copy(a.path("client_key.pub"), b.path("authorized_keys")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("x");
+    let hostile_config = dir.path().join("ssh_config");
+    std::fs::write(
+        &hostile_config,
+        format!(
+            "Host *\n  LocalCommand id > {}\n  PermitLocalCommand yes\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+
+    let mut state = State::new();
+    let mut ssh = b.target("root");
+    ssh.key_path = Some(a.path("client_key"));
+    for (k, v) in [
+        ("ProxyCommand", format!("sh -c 'id > {}'", marker.display())),
+        ("LocalCommand", format!("id > {}", marker.display())),
+        ("PermitLocalCommand", "yes".to_string()),
+        (
+            "KnownHostsCommand",
+            format!("/bin/sh -c 'id > {}'", marker.display()),
+        ),
+        ("ServerAliveInterval", "5".to_string()),
+    ] {
+        ssh.options.insert(k.to_string(), v);
+    }
+    ssh.config_path = Some(hostile_config.clone());
+    let mut hb = state_host(&b.id(), "", None);
+    hb.access = Some(HostAccess {
+        ssh,
+        k0s_install_path: "/usr/local/bin/k0s".into(),
+        data_dir: "/var/lib/k0s".into(),
+        kubelet_root_dir: None,
+    });
+    state.upsert_host(hb.clone());
+    // c: recorded access that the spec's rules refuse.
+    let mut hc = state_host(&c.id(), "", None);
+    hc.access = Some(HostAccess {
+        ssh: c.target("root"),
+        k0s_install_path: "/usr/local/bin/k0s".into(),
+        data_dir: "var/lib/k0s; id > /tmp/x".into(),
+        kubelet_root_dir: None,
+    });
+    state.upsert_host(hc);
+
+    let reach = k0sform::state::access::reach(&hb, &s).expect("b's access is valid");
+    let dropped = reach.dropped.join("\n");
+    for option in [
+        "ProxyCommand",
+        "LocalCommand",
+        "PermitLocalCommand",
+        "KnownHostsCommand",
+    ] {
+        assert!(dropped.contains(&format!("options.{option}")), "{dropped}");
+        assert!(!reach.ssh.options.contains_key(option));
+    }
+    assert!(dropped.contains("configPath"), "{dropped}");
+    assert_eq!(
+        reach
+            .ssh
+            .options
+            .get("ServerAliveInterval")
+            .map(String::as_str),
+        Some("5")
+    );
+
+    let t = SshTransport::new(SshOptions::default()).unwrap();
+    let reality = probe::probe_all(&s, &state, &t, &ProbeOptions::default()).await;
+    t.close_all().await;
+    assert!(!marker.exists(), "a command from the state ran locally");
+    assert!(
+        reality.facts(&b.id()).is_some(),
+        "{:?}",
+        reality.get(&b.id())
+    );
+    match reality.get(&c.id()) {
+        Some(Probe::Unreachable { error }) => {
+            assert!(
+                error.contains("not contacted") && error.contains("dataDir"),
+                "{error}"
+            )
+        }
+        other => panic!("expected c not contacted, got {other:?}"),
+    }
+    assert_eq!(c.accepted_logins(), 0);
+}

@@ -6,7 +6,28 @@ pub mod graph;
 mod model;
 pub mod render;
 pub mod saved;
+mod trust;
 
-pub use diff::{diff, worker_batch_size};
+pub use diff::worker_batch_size;
 pub use model::*;
 pub use saved::{SavedPlan, Stale};
+
+use crate::reality::Reality;
+use crate::spec::Spec;
+use crate::state::State;
+
+/// The plan for spec, state and probed reality: the decision table (`diff`) plus what the run
+/// trusts and ignores (`trust`: first contacts, the state's unused access settings). Pure.
+pub fn diff(
+    spec: &Spec,
+    state: &State,
+    reality: &Reality,
+    desired: &Desired,
+    opts: &PlanOptions,
+) -> Result<Plan, Refusal> {
+    let review = trust::review(spec, state, reality, opts)?;
+    let mut plan = diff::diff(spec, state, reality, desired, opts)?;
+    plan.first_contacts = review.first_contacts;
+    plan.warnings.extend(review.warnings);
+    Ok(plan)
+}

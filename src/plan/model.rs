@@ -30,6 +30,19 @@ pub struct Plan {
     /// The state serial the plan was made against (None: no state yet).
     #[serde(default)]
     pub state_serial: Option<u64>,
+    /// Hosts whose SSH key this run trusted on first use: no key recorded in the state, no
+    /// `ssh.hostKey` pin (or `-replace` dropped the recorded one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_contacts: Vec<FirstContact>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FirstContact {
+    pub host: HostId,
+    /// The host's name as it reported it.
+    pub name: String,
+    /// `SHA256:…` of the key it offered and this run trusts.
+    pub fingerprint: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

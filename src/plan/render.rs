@@ -100,6 +100,23 @@ pub fn text(plan: &Plan, color: bool) -> String {
         }
         out.push('\n');
     }
+    if !plan.first_contacts.is_empty() {
+        out.push_str("First contact (no key recorded in the state, no ssh.hostKey pin):\n");
+        for f in &plan.first_contacts {
+            let name = if f.name.is_empty() {
+                String::new()
+            } else {
+                format!("{} ", escape(&f.name))
+            };
+            let _ = writeln!(
+                out,
+                "  {name}({}): first contact: trusting {}",
+                f.host,
+                escape(&f.fingerprint)
+            );
+        }
+        out.push('\n');
+    }
     if !plan.drift.is_empty() {
         out.push_str("Not known to k0sctl.yaml or the state (left alone):\n");
         for d in &plan.drift {

@@ -8,7 +8,7 @@ use crate::k0s;
 use crate::reality::{HostReality, Probe, Reality};
 use crate::spec::{Spec, SshTarget};
 use crate::ssh::SshTransport;
-use crate::state::{HostState, State};
+use crate::state::State;
 use crate::transport::{Transport, TransportError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,6 +51,8 @@ pub struct HostProbe {
     pub data_dir: String,
     /// Remote paths of the spec's `files:` to report on.
     pub files: Vec<String>,
+    /// Why the host must not be contacted at all (its recorded access is invalid).
+    pub refused: Option<String>,
 }
 
 /// Which hosts to probe and how, sorted by id. A host only in the state is reached as its
@@ -89,42 +91,29 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             bin: h.k0s_install_path.clone(),
             data_dir: h.data_dir.clone(),
             files: opts.files.get(&id).cloned().unwrap_or_default(),
+            refused: None,
             id,
         });
     }
-    let template = spec.hosts.first().map(|h| &h.ssh);
     for h in &state.hosts {
         let id = h.id();
         if excluded(&id) || out.iter().any(|p| p.id == id) {
             continue;
         }
-        // A host that left the spec is reached as its spec entry said when it was recorded;
-        // states written before k0sform recorded that fall back to the first host's settings
-        // and k0s's default paths.
-        let mut target = match (&h.access, template) {
-            (Some(a), t) => {
-                let mut ssh = a.ssh.clone();
-                // Recorded on another machine (a laptop, then CI): a key or ssh_config file that
-                // is not here gives way to the first host's.
-                if let Some(t) = t {
-                    if ssh.key_path.as_ref().is_some_and(|k| !k.exists()) {
-                        ssh.key_path = t.key_path.clone();
-                    }
-                    if ssh.config_path.as_ref().is_some_and(|c| !c.exists()) {
-                        ssh.config_path = t.config_path.clone();
-                    }
-                }
-                ssh
-            }
-            (None, Some(t)) => SshTarget {
-                host_key: None,
-                ..t.clone()
-            },
-            (None, None) => SshTarget::new(h.address.clone(), h.port),
+        // A host that left the spec is reached as its spec entry said when it was recorded,
+        // checked like a spec entry and reduced to what a state may say (`state::access`).
+        let (target, bin, data_dir, refused) = match crate::state::access::reach(h, spec) {
+            Ok(r) => (r.ssh, r.k0s_install_path, r.data_dir, None),
+            Err(problems) => (
+                SshTarget::new(h.address.clone(), h.port),
+                String::new(),
+                String::new(),
+                Some(format!(
+                    "not contacted: the state's recorded access is not valid ({})",
+                    problems.join("; ")
+                )),
+            ),
         };
-        let (bin, data_dir, _) = HostState::k0s_paths(Some(h));
-        target.address = h.address.clone();
-        target.port = h.port;
         out.push(HostProbe {
             accept_changed: replaced(&id),
             target,
@@ -133,6 +122,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             bin,
             data_dir,
             files: Vec::new(),
+            refused,
             id,
         });
     }
@@ -185,6 +175,9 @@ pub async fn probe_all(
 
 /// One host: connect (host key checked), run the batched probe, parse.
 pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
+    if let Some(why) = &p.refused {
+        return Probe::Unreachable { error: why.clone() };
+    }
     let connected = match transport
         .connect(
             &p.id,

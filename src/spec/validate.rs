@@ -201,11 +201,10 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
         ("dataDir", Some(&h.data_dir)),
         ("kubeletRootDir", h.kubelet_root_dir.as_ref()),
     ] {
-        if let Some(v) = v {
-            let f = format!("{p}.{field}");
-            if check_text(sink, &f, v) && !v.starts_with('/') {
-                sink.error(&f, format!("`{v}` must be an absolute path on the host"));
-            }
+        if let Some(v) = v
+            && let Some(e) = remote_path_problem(v)
+        {
+            sink.error(&format!("{p}.{field}"), e);
         }
     }
     for (i, file) in h.files.iter().enumerate() {
@@ -260,14 +259,57 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
 }
 
 fn check_target(t: &SshTarget, p: &str, sink: &mut Sink) {
+    for finding in target_findings(t, p) {
+        match finding {
+            TargetFinding::Error { field, message } => sink.error(&field, message),
+            TargetFinding::Missing { field, path } => {
+                let (l, c) = sink.node.locate(&field);
+                sink.diags.push(
+                    crate::spec::Diagnostic::warning(
+                        sink.file,
+                        &field,
+                        format!("{} does not exist (yet)", path.display()),
+                    )
+                    .at(l, c),
+                );
+            }
+        }
+    }
+}
+
+/// What is wrong with a host's connection settings, bastions included, in field order. The
+/// spec's validation and the check of a state's recorded access (`state::access`) share it.
+pub(crate) enum TargetFinding {
+    Error {
+        field: String,
+        message: String,
+    },
+    /// A local key or ssh_config file that does not exist (a warning in the spec).
+    Missing {
+        field: String,
+        path: std::path::PathBuf,
+    },
+}
+
+pub(crate) fn target_findings(t: &SshTarget, p: &str) -> Vec<TargetFinding> {
+    let mut out = Vec::new();
+    collect_target_findings(t, p, &mut out);
+    out
+}
+
+fn collect_target_findings(t: &SshTarget, p: &str, out: &mut Vec<TargetFinding>) {
+    let error = |out: &mut Vec<TargetFinding>, field: String, message: String| {
+        out.push(TargetFinding::Error { field, message });
+    };
     let addr = &t.address;
     if addr.is_empty() {
-        sink.error(&format!("{p}.address"), "the address is empty");
+        error(out, format!("{p}.address"), "the address is empty".into());
     } else if t.openssh {
         // An ssh_config alias is allowed, but nothing that `ssh` would read as an option.
         if addr.starts_with('-') || addr.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            sink.error(
-                &format!("{p}.address"),
+            error(
+                out,
+                format!("{p}.address"),
                 format!("`{addr}` is not a host name, IP address or ssh_config alias"),
             );
         }
@@ -279,64 +321,90 @@ fn check_target(t: &SshTarget, p: &str, sink: &mut Sink) {
         } else {
             ""
         };
-        sink.error(
-            &format!("{p}.address"),
+        error(
+            out,
+            format!("{p}.address"),
             format!("`{addr}` is neither an IP address nor a DNS name{hint}"),
         );
     }
     if t.port == 0 {
-        sink.error(&format!("{p}.port"), "0 is not a valid port (1 to 65535)");
+        error(
+            out,
+            format!("{p}.port"),
+            "0 is not a valid port (1 to 65535)".into(),
+        );
     }
     if !is_user_name(&t.user) {
-        sink.error(
-            &format!("{p}.user"),
+        error(
+            out,
+            format!("{p}.user"),
             format!("`{}` is not a valid user name", t.user),
         );
     }
     if let Some(k) = &t.host_key
         && let Err(e) = check_host_key(k)
     {
-        sink.error(&format!("{p}.hostKey"), e);
+        error(out, format!("{p}.hostKey"), e);
     }
     for (field, path) in [("keyPath", &t.key_path), ("configPath", &t.config_path)] {
         if let Some(path) = path {
             let f = format!("{p}.{field}");
-            if check_text(sink, &f, &path.to_string_lossy()) && !path.exists() {
-                let (l, c) = sink.node.locate(&f);
-                sink.diags.push(
-                    crate::spec::Diagnostic::warning(
-                        sink.file,
-                        &f,
-                        format!("{} does not exist (yet)", path.display()),
-                    )
-                    .at(l, c),
-                );
+            match text_problem(&path.to_string_lossy()) {
+                Some(e) => out.push(TargetFinding::Error {
+                    field: f,
+                    message: e.into(),
+                }),
+                None if !path.exists() => out.push(TargetFinding::Missing {
+                    field: f,
+                    path: path.clone(),
+                }),
+                None => {}
             }
         }
     }
     for (k, v) in &t.options {
         let f = format!("{p}.options.{k}");
         if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric()) {
-            sink.error(&f, format!("`{k}` is not an ssh_config option name"));
+            error(
+                out,
+                f.clone(),
+                format!("`{k}` is not an ssh_config option name"),
+            );
         }
-        check_text(sink, &f, v);
+        if let Some(e) = text_problem(v) {
+            error(out, f, e.into());
+        }
     }
     if let Some(b) = &t.bastion {
-        check_target(b, &format!("{p}.bastion"), sink);
+        collect_target_findings(b, &format!("{p}.bastion"), out);
     }
+}
+
+/// A path on the host (k0sInstallPath, dataDir, kubeletRootDir): what is wrong with it, if
+/// anything. Shared with the check of a state's recorded access.
+pub(crate) fn remote_path_problem(v: &str) -> Option<String> {
+    if let Some(e) = text_problem(v) {
+        return Some(e.into());
+    }
+    (!v.starts_with('/')).then(|| format!("`{v}` must be an absolute path on the host"))
+}
+
+fn text_problem(v: &str) -> Option<&'static str> {
+    v.chars()
+        .any(|c| c.is_control())
+        .then_some("cannot contain line breaks, NUL or other control characters")
 }
 
 /// No line breaks, NUL or other control characters: such a value would break a remote command
 /// or file. Returns whether the text is clean.
 fn check_text(sink: &mut Sink, field: &str, v: &str) -> bool {
-    if v.chars().any(|c| c.is_control()) {
-        sink.error(
-            field,
-            "cannot contain line breaks, NUL or other control characters",
-        );
-        return false;
+    match text_problem(v) {
+        Some(e) => {
+            sink.error(field, e);
+            false
+        }
+        None => true,
     }
-    true
 }
 
 fn is_env_name(k: &str) -> bool {

@@ -2,6 +2,7 @@
 //! Every write of the state goes through a `StateStore`: the local file (`store`) or etcd (`etcd`);
 //! `open` picks the one a location names.
 
+pub mod access;
 mod error;
 mod etcd;
 mod holder;

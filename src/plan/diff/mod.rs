@@ -109,6 +109,7 @@ impl Planner<'_> {
             etcd,
             warnings: std::mem::take(&mut self.warnings),
             state_serial: self.state_serial(),
+            first_contacts: Vec::new(),
         })
     }
 

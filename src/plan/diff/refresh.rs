@@ -178,6 +178,7 @@ impl Planner<'_> {
             },
             warnings: std::mem::take(&mut self.warnings),
             state_serial: self.state_serial(),
+            first_contacts: Vec::new(),
         }
     }
 }
