@@ -795,3 +795,76 @@ async fn commands_run_under_a_non_posix_login_shell() {
     );
     t.close_all().await;
 }
+
+/// Issue 14, Medium 3: the user's ssh_config cannot weaken k0sform's connection. A hostile
+/// config with ControlPersist (today the master forked away: connect failed and a root master
+/// stayed), a KnownHostsCommand and a LocalCommand that write files, VerifyHostKeyDNS and
+/// `StrictHostKeyChecking no`: the connection works, runs nothing locally, leaves no process
+/// behind, and a recorded key is still checked strictly.
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_ssh_config_cannot_weaken_the_connection() {
+    let sshd = Sshd::start();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let persist = dir.path().join("cm");
+    let config = dir.path().join("ssh_config");
+    std::fs::write(
+        &config,
+        format!(
+            "Host *\n  ControlMaster auto\n  ControlPath {persist}-%C\n  ControlPersist 10m\n  \
+             KnownHostsCommand /bin/sh -c 'id > {m}.khc'\n  VerifyHostKeyDNS yes\n  \
+             StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  \
+             PermitLocalCommand yes\n  LocalCommand id > {m}.local\n",
+            persist = persist.display(),
+            m = marker.display()
+        ),
+    )
+    .unwrap();
+    let mut target = sshd.target("root");
+    target.config_path = Some(config.clone());
+
+    let t = transport();
+    let info = t
+        .connect(&sshd.id(), &target, Some(&sshd.host_public_key()), false)
+        .await
+        .expect("connect through a hostile ssh_config");
+    assert!(!info.first_contact);
+    let out = t.run(&sshd.id(), cmd(&["echo", "hello"])).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "hello");
+    t.close_all().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let left = Command::new("pgrep")
+        .arg("-af")
+        .arg(config.to_str().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&left.stdout),
+        "",
+        "ssh left running"
+    );
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files, vec!["ssh_config".to_string()], "files made by ssh");
+
+    // A recorded key that is not the host's: `StrictHostKeyChecking no` does not let it pass.
+    let other = tempfile::tempdir().unwrap();
+    keygen(&other.path().join("k"));
+    let text = std::fs::read_to_string(other.path().join("k.pub")).unwrap();
+    let wrong: String = text
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let t = transport();
+    match t.connect(&sshd.id(), &target, Some(&wrong), false).await {
+        Err(TransportError::HostKeyChanged { offered, .. }) => {
+            assert_eq!(offered, sshd.host_fingerprint())
+        }
+        other => panic!("expected HostKeyChanged, got {other:?}"),
+    }
+    t.close_all().await;
+    assert!(!marker.with_extension("khc").exists());
+}

@@ -32,10 +32,14 @@ const PROTECTED_OPTIONS: &[&str] = &[
     "globalknownhostsfile",
     "hashknownhosts",
     "hostkeyalias",
+    "hostkeyalgorithms",
     "knownhostscommand",
+    "localcommand",
+    "permitlocalcommand",
     "stricthostkeychecking",
     "updatehostkeys",
     "userknownhostsfile",
+    "verifyhostkeydns",
 ];
 
 /// Commands in flight per host, below sshd's default `MaxSessions 10`; more wait their turn.
@@ -133,7 +137,7 @@ impl SshTransport {
             "-E".into(),
             path_str(&log),
         ];
-        let common = self.common_args(target, &known_hosts, TARGET_ALIAS, &base, 0)?;
+        let common = self.common_args(target, &known_hosts, (TARGET_ALIAS, trusted), &base, 0)?;
         // The login user decides sudo. `-l` beats any ssh config; without it (an `openSSH:`
         // host left to its config) only ssh knows (`-G` resolves the configuration locally,
         // without connecting).
@@ -271,9 +275,16 @@ impl SshTransport {
             .arg(address)
             .stdin(Stdio::null())
             .kill_on_drop(true);
-        let out = c
-            .output()
+        // `-G` only reads configuration, but a Match exec or a blocking Include could hang it.
+        let limit = self.inner.opts.connect_timeout;
+        let out = tokio::time::timeout(limit, c.output())
             .await
+            .map_err(|_| {
+                other(
+                    host,
+                    format!("ssh -G did not finish within {}s", limit.as_secs()),
+                )
+            })?
             .map_err(|e| other(host, format!("cannot run ssh -G: {e}")))?;
         let text = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
@@ -291,12 +302,14 @@ impl SshTransport {
             .ok_or_else(|| other(host, "ssh -G printed no user"))
     }
 
-    /// ssh options shared by the master and every bastion hop. `depth` 0 is the target.
+    /// ssh options shared by the master and every bastion hop. `depth` 0 is the target. With a
+    /// `recorded` key, ssh checks strictly and asks for that key type only; without, the offered
+    /// key is trusted on first use (and shown in the plan).
     fn common_args(
         &self,
         target: &SshTarget,
         known_hosts: &Path,
-        alias: &str,
+        (alias, recorded): (&str, Option<&PublicKey>),
         base: &Path,
         depth: usize,
     ) -> Result<Vec<String>, TransportError> {
@@ -324,7 +337,30 @@ impl SshTransport {
             o(format!("{k}={v}"));
         }
         o("BatchMode=yes".into());
-        o("StrictHostKeyChecking=accept-new".into());
+        match recorded {
+            Some(k) => {
+                o("StrictHostKeyChecking=yes".into());
+                o(format!(
+                    "HostKeyAlgorithms={}",
+                    host_key_algorithms(&k.key_type)
+                ));
+            }
+            None => o("StrictHostKeyChecking=accept-new".into()),
+        }
+        // Whatever the user's ssh_config says: no command runs here on k0sform's behalf, host
+        // keys come only from k0sform's own file, and the master lives exactly as long as the
+        // run (a ControlPersist master would fork away, fail the connect and stay as root).
+        o("KnownHostsCommand=none".into());
+        o("VerifyHostKeyDNS=no".into());
+        o("PermitLocalCommand=no".into());
+        if depth == 0 {
+            o("ControlMaster=yes".into());
+        } else {
+            // A bastion hop is a plain `ssh -W`: never a master, never someone else's.
+            o("ControlMaster=no".into());
+            o("ControlPath=none".into());
+        }
+        o("ControlPersist=no".into());
         o(format!("UserKnownHostsFile={}", path_str(known_hosts)));
         o("GlobalKnownHostsFile=/dev/null".into());
         o(format!("HostKeyAlias={alias}"));
@@ -403,7 +439,7 @@ impl SshTransport {
             "-E".into(),
             path_str(&log),
         ];
-        words.extend(self.common_args(bastion, &kh, BASTION_ALIAS, base, depth)?);
+        words.extend(self.common_args(bastion, &kh, (BASTION_ALIAS, None), base, depth)?);
         words.push("--".into());
         words.push(bastion.address.clone());
         // ssh expands %-tokens in ProxyCommand: literal % doubled, except in the -W target.
@@ -493,6 +529,15 @@ fn signal_group(child: &tokio::process::Child, signal: libc::c_int) {
 fn kill_group(child: &mut tokio::process::Child) {
     signal_group(child, libc::SIGKILL);
     let _ = child.start_kill();
+}
+
+/// `HostKeyAlgorithms` for a recorded key of this type: RSA keys sign with SHA-2 (plain
+/// `ssh-rsa` is SHA-1, which current servers no longer offer).
+fn host_key_algorithms(key_type: &str) -> String {
+    match key_type {
+        "ssh-rsa" => "rsa-sha2-512,rsa-sha2-256".to_string(),
+        t => t.to_string(),
+    }
 }
 
 fn path_str(p: &Path) -> String {
