@@ -1453,6 +1453,37 @@ fn resealed_plan_cannot_grant_replace_or_exclude() {
     );
 }
 
+/// First contact is shown per host, and `-trust-new-host-keys=false` refuses it (exit 3) naming
+/// the offered key; a host pinned with ssh.hostKey or recorded in the state is not first contact.
+#[test]
+fn first_contact_is_shown_and_refused_on_request() {
+    let (_, case) = load_cases()
+        .into_iter()
+        .find(|(n, _)| n == "add_worker")
+        .expect("case add_worker");
+    let mut i = build(&case);
+    let p = run(&i).expect("plan");
+    assert_eq!(p.first_contacts.len(), 1, "{:?}", p.first_contacts);
+    let new = p.first_contacts[0].clone();
+    let text = render::text(&p, false);
+    assert!(
+        text.contains(&format!("first contact: trusting {}", new.fingerprint)),
+        "{text}"
+    );
+    i.options.refuse_first_contact = true;
+    let r = run(&i).unwrap_err();
+    assert_eq!(r.exit_code(), 3);
+    assert!(r.details[0].contains(&new.fingerprint), "{r:?}");
+    // Pinned in the spec: checked, not trusted on first use.
+    for h in &mut i.spec.hosts {
+        if h.id() == new.host {
+            h.ssh.host_key = Some(new.fingerprint.clone());
+        }
+    }
+    let p = run(&i).expect("pinned host plans");
+    assert!(p.first_contacts.is_empty());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Schema freshness: regenerate with
 //   K0SFORM_UPDATE_SCHEMA=1 cargo test --test plan plan_schema_is_fresh

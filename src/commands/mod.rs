@@ -56,7 +56,11 @@ fn open_store(global: &GlobalArgs) -> Result<Box<dyn StateStore>, StateError> {
         global.etcd_cert.as_deref(),
         global.etcd_key.as_deref(),
     );
-    crate::state::open(&state_location(global), &opts)
+    let location = state_location(global);
+    if let Some(w) = crate::state::transport_warning(&location) {
+        eprintln!("Warning: {w}");
+    }
+    crate::state::open(&location, &opts)
 }
 
 /// The spec `-c` names, then the state in the store the command line names.

@@ -48,6 +48,19 @@ pub fn open(location: &Path, opts: &EtcdOptions) -> Result<Box<dyn StateStore>, 
     }
 }
 
+/// A state on plain `etcd://` (no TLS, so no client certificates): anyone on the network can
+/// read or rewrite it, and the state decides how removed hosts are reached. k0sform checks what
+/// it reads (`access`) but cannot tell who wrote it, so it says so.
+pub fn transport_warning(location: &Path) -> Option<String> {
+    let url = location.to_str().filter(|u| is_etcd_location(u))?;
+    let parsed = EtcdUrl::parse(url).ok()?;
+    (!parsed.tls).then(|| {
+        format!(
+            "the state at {url} travels and is stored without TLS or client certificates: anyone who reaches that etcd can read or rewrite it; use etcds:// with --etcd-cert/--etcd-key"
+        )
+    })
+}
+
 /// JSON Schema of the state file (checked in as schema/state.schema.json).
 pub fn json_schema() -> String {
     let schema = schemars::schema_for!(State);
@@ -55,4 +68,15 @@ pub fn json_schema() -> String {
     let mut text = serde_json::to_string_pretty(&schema).unwrap_or_else(|_| "{}".to_string());
     text.push('\n');
     text
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn plain_etcd_state_is_warned_about() {
+        let w = |s: &str| super::transport_warning(std::path::Path::new(s));
+        assert!(w("etcd://10.0.0.5:2379/k0sform/prod").is_some_and(|m| m.contains("without TLS")));
+        assert_eq!(w("etcds://10.0.0.5:2379/k0sform/prod"), None);
+        assert_eq!(w("k0sform.state.json"), None);
+    }
 }
