@@ -214,11 +214,9 @@ pub async fn plan_with(
     probe_in: Option<&Path>,
     probe_out: Option<&Path>,
 ) -> Result<Planned, Failure> {
-    let desired = desired(&loaded.spec)?;
-    let reality = reality(
-        &loaded.spec,
-        &state.state,
-        &desired,
+    let (desired, reality) = desired_and_reality(
+        &loaded,
+        &state,
         transport,
         (opts, parallelism),
         probe_in,
@@ -232,6 +230,29 @@ pub async fn plan_with(
         reality,
         plan,
     })
+}
+
+/// The desired facts (local files hashed) and the probed (or read) reality.
+async fn desired_and_reality(
+    loaded: &Loaded,
+    state: &StateCtx,
+    transport: &SshTransport,
+    (opts, parallelism): (&PlanOptions, usize),
+    probe_in: Option<&Path>,
+    probe_out: Option<&Path>,
+) -> Result<(Desired, Reality), Failure> {
+    let desired = desired(&loaded.spec)?;
+    let reality = reality(
+        &loaded.spec,
+        &state.state,
+        &desired,
+        transport,
+        (opts, parallelism),
+        probe_in,
+        probe_out,
+    )
+    .await?;
+    Ok((desired, reality))
 }
 
 /// Why `apply FILE` will not run a saved plan.
@@ -261,17 +282,8 @@ pub async fn rederive_saved(
     let opts = saved
         .options_for_apply(cli)
         .map_err(SavedPlanFailure::Stale)?;
-    let desired = desired(&loaded.spec)?;
-    let reality = reality(
-        &loaded.spec,
-        &state.state,
-        &desired,
-        transport,
-        (&opts, parallelism),
-        None,
-        None,
-    )
-    .await?;
+    let (desired, reality) =
+        desired_and_reality(&loaded, &state, transport, (&opts, parallelism), None, None).await?;
     saved
         .verify(&state.sealed_view(), &loaded.sha256, &reality)
         .map_err(SavedPlanFailure::Stale)?;

@@ -1318,13 +1318,18 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------------
 // Saved plans.
 
-#[test]
-fn saved_plan_detects_every_kind_of_staleness() {
+/// The inputs of the case in testdata/plans/NAME.
+fn case_inputs(name: &str) -> Inputs {
     let (_, case) = load_cases()
         .into_iter()
-        .find(|(n, _)| n == "replace_machine_id")
-        .expect("case replace_machine_id");
-    let i = build(&case);
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("case {name}"));
+    build(&case)
+}
+
+#[test]
+fn saved_plan_detects_every_kind_of_staleness() {
+    let i = case_inputs("replace_machine_id");
     let p = run(&i).expect("plan");
     let saved = SavedPlan::new(p, &i.state, "aaaa", &i.reality);
     saved
@@ -1366,11 +1371,7 @@ fn saved_plan_detects_every_kind_of_staleness() {
 /// `apply FILE` must refuse it because the plan derived again from spec, state and probe differs.
 #[test]
 fn resealed_plan_with_tampered_steps_is_not_the_derived_plan() {
-    let (_, case) = load_cases()
-        .into_iter()
-        .find(|(n, _)| n == "add_worker")
-        .expect("case add_worker");
-    let i = build(&case);
+    let i = case_inputs("add_worker");
     let p = run(&i).expect("plan");
     let saved = SavedPlan::with_options(p.clone(), &i.state, "aaaa", &i.reality, i.options.clone());
     let opts = saved.options_for_apply(&i.options).expect("same options");
@@ -1407,11 +1408,7 @@ fn resealed_plan_with_tampered_steps_is_not_the_derived_plan() {
 /// for that host: `apply FILE` takes `-replace` and `-exclude` only from its command line.
 #[test]
 fn resealed_plan_cannot_grant_replace_or_exclude() {
-    let (_, case) = load_cases()
-        .into_iter()
-        .find(|(n, _)| n == "add_worker")
-        .expect("case add_worker");
-    let i = build(&case);
+    let i = case_inputs("add_worker");
     let p = run(&i).expect("plan");
     let addr = p.steps[0].host.address.clone();
     let mut evil = SavedPlan::with_options(p, &i.state, "aaaa", &i.reality, i.options.clone());
@@ -1457,11 +1454,7 @@ fn resealed_plan_cannot_grant_replace_or_exclude() {
 /// the offered key; a host pinned with ssh.hostKey or recorded in the state is not first contact.
 #[test]
 fn first_contact_is_shown_and_refused_on_request() {
-    let (_, case) = load_cases()
-        .into_iter()
-        .find(|(n, _)| n == "add_worker")
-        .expect("case add_worker");
-    let mut i = build(&case);
+    let mut i = case_inputs("add_worker");
     let p = run(&i).expect("plan");
     assert_eq!(p.first_contacts.len(), 1, "{:?}", p.first_contacts);
     let new = p.first_contacts[0].clone();
