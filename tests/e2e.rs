@@ -1169,14 +1169,16 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     assert_eq!(facts("cat /srv/app/app.conf"), "key: value\n");
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 
-    // Local content changed between plan and apply: the saved plan's upload is refused.
+    // Local content changed between plan and apply: the plan derived again at apply uploads
+    // other content than the saved one, so the saved plan is stale (exit 5), nothing uploaded.
     facts("rm /opt/tree/sub/b");
     let saved = c.lab.dir().join("files.plan");
     c.run(&["plan", "-out", saved.to_str().unwrap()]).expect(0);
     std::fs::write(src.join("tree/sub/b"), "other\n").unwrap();
     c.run(&["apply", saved.to_str().unwrap()])
-        .expect(1)
-        .contains("the content for /opt/tree/sub/b changed since planning");
+        .expect(5)
+        .contains("the saved plan is stale")
+        .contains("upload_files");
     c.lab.exec_ok("w1", "test ! -e /opt/tree/sub/b");
 }
 

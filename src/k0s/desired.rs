@@ -200,13 +200,56 @@ pub fn config_difference(
         Some((text, None)) => return Some(unified(text, &render(&want_n))),
         None => None,
     };
-    if have_n.as_ref() == Some(&want_n) {
+    if have_n
+        .as_ref()
+        .is_some_and(|h| same_but_extra_sans(h, &want_n))
+    {
         return None;
     }
     Some(unified(
         &have_n.as_ref().map(render).unwrap_or_default(),
         &render(&want_n),
     ))
+}
+
+/// Equal normal forms, or equal but for `spec.api.sans` names the host has beyond the wanted
+/// ones. Extra certificate names do no harm (a removed controller's address stays valid until
+/// the next rewrite), while taking them out would restart every controller one by one on each
+/// controller removal; a missing name is a real difference.
+fn same_but_extra_sans(have: &Value, want: &Value) -> bool {
+    if have == want {
+        return true;
+    }
+    let sans = |v: &Value| {
+        v.pointer("/spec/api/sans")
+            .and_then(Value::as_array)
+            .cloned()
+    };
+    let (Some(have_sans), want_sans) = (sans(have), sans(want).unwrap_or_default()) else {
+        return false;
+    };
+    if !want_sans.iter().all(|n| have_sans.contains(n)) {
+        return false;
+    }
+    let mut have = have.clone();
+    match (
+        have.pointer_mut("/spec/api"),
+        want.pointer("/spec/api/sans"),
+    ) {
+        (Some(Value::Object(api)), Some(w)) => {
+            api.insert("sans".into(), w.clone());
+        }
+        (Some(Value::Object(api)), None) => {
+            api.remove("sans");
+            if api.is_empty()
+                && let Some(Value::Object(spec)) = have.pointer_mut("/spec")
+            {
+                spec.remove("api");
+            }
+        }
+        _ => return false,
+    }
+    &have == want
 }
 
 /// [`config_difference`] for a controller of the spec as the probe found it, with the diff's
@@ -891,6 +934,18 @@ spec:
             (
                 "a missing SAN is a difference",
                 "spec:\n  api:\n    sans: [10.0.0.1]\n  telemetry:\n    enabled: false\n",
+                with_defaults,
+                true,
+            ),
+            (
+                "an extra SAN (a removed controller's address) is not a difference",
+                "spec:\n  api:\n    sans: [10.0.0.1, 10.0.0.2, 10.0.0.3]\n  telemetry:\n    enabled: false\n",
+                with_defaults,
+                false,
+            ),
+            (
+                "an extra SAN next to a real difference still shows the difference",
+                "spec:\n  api:\n    sans: [10.0.0.1, 10.0.0.2, 10.0.0.3]\n  telemetry:\n    enabled: true\n",
                 with_defaults,
                 true,
             ),
