@@ -102,6 +102,10 @@ pub enum Command {
     Show(ShowArgs),
     /// Print the plan's step graph as Graphviz DOT
     Graph(GraphArgs),
+    /// Print (or -out: write, 0600) the cluster's admin kubeconfig, as `k0sctl kubeconfig`
+    Kubeconfig(KubeconfigArgs),
+    /// Back up the cluster (`k0s backup` on a healthy controller) into a local archive
+    Backup(BackupArgs),
     /// Inspect or edit the state
     #[command(subcommand)]
     State(StateCommand),
@@ -186,6 +190,10 @@ pub struct TargetArgs {
     /// recorded in the state nor pinned with ssh.hostKey (first contact), e.g. in CI
     #[arg(long = "trust-new-host-keys", value_name = "BOOL", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub trust_new_host_keys: bool,
+    /// Bootstrap the cluster from this `k0sform backup`/`k0s backup` archive (new hosts only:
+    /// refused where a cluster runs or the state names one)
+    #[arg(long = "restore-from", value_name = "FILE")]
+    pub restore_from: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -221,6 +229,33 @@ pub struct ApplyArgs {
     /// Print progress as JSON lines
     #[arg(long = "json")]
     pub json: bool,
+    /// After a successful apply, write the admin kubeconfig to FILE (0600), as `kubeconfig -out`
+    #[arg(long = "kubeconfig-out", value_name = "FILE")]
+    pub kubeconfig_out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct KubeconfigArgs {
+    /// User name in the kubeconfig (default: metadata.user, else admin)
+    #[arg(short = 'u', long = "user", value_name = "NAME")]
+    pub user: Option<String>,
+    /// Cluster and context name in the kubeconfig (default: metadata.name)
+    #[arg(short = 'n', long = "cluster", value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// API server URL, used as given (default: spec.k0s.config.spec.api.externalAddress, else
+    /// the first healthy controller's address, with spec.api.port)
+    #[arg(long = "address", value_name = "URL")]
+    pub address: Option<String>,
+    /// Write the kubeconfig to FILE (0600, atomically) instead of stdout
+    #[arg(long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct BackupArgs {
+    /// Folder for the archive (default: the current folder)
+    #[arg(long = "out", value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -148,6 +148,24 @@ pub fn desired(spec: &Spec) -> Result<Desired, Failure> {
     Ok(Desired { hosts })
 }
 
+/// `-restore-from FILE`: its sha256 and what `k0s restore` will need from it, read before
+/// planning so a file that is not a k0s backup is refused before any host is touched.
+pub fn restore_archive(path: &Path) -> Result<crate::plan::RestoreArchive, Failure> {
+    let fail = |e: &dyn std::fmt::Display| {
+        Failure::error(format!("-restore-from {}: {e}", path.display()))
+    };
+    let abs = std::path::absolute(path).map_err(|e| fail(&e))?;
+    let file = std::fs::File::open(&abs).map_err(|e| fail(&e))?;
+    let archive =
+        crate::k0s::backup::read_archive(std::io::BufReader::new(file)).map_err(|e| fail(&e))?;
+    let sha256 = crate::hash::sha256_file(&abs).map_err(|e| fail(&e))?;
+    Ok(crate::plan::RestoreArchive {
+        path: abs.to_string_lossy().into_owned(),
+        sha256,
+        peer_address: archive.peer_address,
+    })
+}
+
 fn hash_file(p: &Path) -> Result<String, Failure> {
     crate::hash::sha256_file(p)
         .map_err(|e| Failure::error(format!("cannot read k0sBinaryPath {}: {e}", p.display())))
@@ -364,4 +382,69 @@ impl crate::apply::Prober for SshProber {
             )),
         }
     }
+}
+
+/// The controller `kubeconfig` and `backup` work through, as k0sctl picks its "leader": the
+/// first controller of the spec (file order, `reset: true` ones left out) that runs k0s and
+/// whose API answers. With a state, only a controller of the recorded cluster counts: another
+/// identity is refused (exit 3). Each candidate is probed once (its host key checked as `plan`
+/// checks it) until one qualifies.
+pub async fn healthy_controller<'a>(
+    spec: &'a Spec,
+    state: &State,
+    transport: &SshTransport,
+    purpose: &str,
+) -> Result<(&'a crate::spec::HostSpec, crate::reality::HostFacts), Failure> {
+    use crate::reality::Probe;
+    let probes = probe::plan_probes(spec, state, &ProbeOptions::default());
+    let mut why = Vec::new();
+    let mut other_cluster = false;
+    for h in spec.controllers().filter(|h| !h.reset) {
+        let id = h.id();
+        let Some(p) = probes.iter().find(|p| p.id == id) else {
+            continue;
+        };
+        match probe::probe_host(transport, p).await {
+            Probe::Reached(facts) => {
+                let uid = facts.view.as_ref().and_then(|v| v.cluster_uid.clone());
+                match (&facts.status, uid) {
+                    (None, _) => why.push(format!("{id}: k0s is not running")),
+                    (Some(s), _) if s.role != "controller" => {
+                        why.push(format!("{id}: k0s runs as {}, not as a controller", s.role))
+                    }
+                    (Some(_), None) => {
+                        why.push(format!("{id}: the Kubernetes API does not answer"))
+                    }
+                    (Some(_), Some(uid)) => match &state.cluster {
+                        Some(c) if c.uid != uid => {
+                            other_cluster = true;
+                            why.push(format!(
+                                "{id}: runs cluster {uid}, the state records {}",
+                                c.uid
+                            ));
+                        }
+                        _ => return Ok((h, *facts)),
+                    },
+                }
+            }
+            Probe::Unreachable { error } => why.push(format!("{id}: unreachable: {error}")),
+            Probe::HostKeyChanged { expected, offered } => why.push(format!(
+                "{id}: host key changed: recorded {expected}, offered {offered}"
+            )),
+        }
+    }
+    if why.is_empty() {
+        why.push("the spec has no controller".into());
+    }
+    Err(Failure {
+        exit: if other_cluster {
+            Exit::Refused
+        } else {
+            Exit::Error
+        },
+        message: format!(
+            "no healthy controller to {purpose}:\n  {}",
+            why.join("\n  ")
+        ),
+    })
 }

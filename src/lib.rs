@@ -4,6 +4,7 @@
 //! `apply` runs the DAG in topological order, checkpointing the state after every step.
 
 pub mod apply;
+pub mod backup;
 pub mod cli;
 pub mod commands;
 pub mod engine;
@@ -12,7 +13,9 @@ pub mod files;
 pub mod hash;
 pub mod hostid;
 pub mod k0s;
+pub mod kubeconfig;
 pub mod plan;
+pub mod private_file;
 pub mod probe;
 pub mod reality;
 pub mod spec;

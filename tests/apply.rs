@@ -1021,6 +1021,7 @@ use k0sform::ui::{EventSink, HumanSink, JsonSink};
 fn spec_of(hosts: &[(u8, Role, &str)]) -> Spec {
     Spec {
         name: "test".into(),
+        user: "admin".into(),
         hosts: hosts
             .iter()
             .enumerate()

@@ -332,6 +332,7 @@ fn build(case: &Case) -> Inputs {
     }
     let mut spec = Spec {
         name: case.spec.name.clone(),
+        user: "admin".into(),
         hosts: case
             .spec
             .hosts
@@ -752,6 +753,12 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                 assert_eq!(&sha256_hex(&text), sha256);
                 f.config_sha256 = Some(sha256.clone());
                 f.config_text = Some(text);
+            }
+            StepKind::RestoreBackup { .. } => {
+                let f = f.expect("restore onto an unreachable host");
+                assert!(f.status.is_none(), "restore where k0s runs");
+                assert!(members.is_empty(), "restore over a cluster");
+                f.has_etcd_data = true;
             }
             StepKind::Bootstrap | StepKind::JoinController { .. } | StepKind::JoinWorker { .. } => {
                 let f = f.expect("join of an unreachable host");

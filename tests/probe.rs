@@ -23,6 +23,7 @@ use std::time::Duration;
 fn spec(hosts: Vec<HostSpec>) -> Spec {
     Spec {
         name: "probe-test".into(),
+        user: "admin".into(),
         hosts,
         k0s: K0sSpec {
             version: None,

@@ -225,7 +225,7 @@ fn k0sctl_corpus_details() {
         h.hooks["apply"]["before"],
         vec!["echo hello > apply.hook".to_string()]
     );
-    // apply hooks run (as RunHooks steps); only connect and backup hooks are warned about.
+    // apply hooks run (as RunHooks steps); only connect hooks are warned about.
     assert!(
         !single
             .warnings

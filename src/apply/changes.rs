@@ -55,6 +55,7 @@ pub fn needs_intent(kind: &StepKind) -> bool {
     matches!(
         kind,
         StepKind::Bootstrap
+            | StepKind::RestoreBackup { .. }
             | StepKind::JoinController { .. }
             | StepKind::JoinWorker { .. }
             | StepKind::RemoveMember { .. }

@@ -44,6 +44,11 @@ pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'st
             "uploading",
         ),
         StepKind::WriteConfig { .. } => ("Writing the k0s config".into(), "Written", "writing"),
+        StepKind::RestoreBackup { archive, .. } => (
+            format!("Restoring the cluster from {}", file_name(archive)),
+            "Restored",
+            "restoring",
+        ),
         StepKind::Bootstrap => (
             "Bootstrapping the cluster (first controller)".into(),
             "Bootstrapped",
@@ -137,6 +142,11 @@ pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'st
     }
 }
 
+/// The last component of a local path, as progress lines show an archive.
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
@@ -149,6 +159,13 @@ pub fn step_label(step: &Step) -> String {
             None => format!("upload_binary (sha256 {})", short(sha256)),
         },
         StepKind::WriteConfig { .. } => "write_config".to_string(),
+        StepKind::RestoreBackup { archive, sha256 } => {
+            format!(
+                "restore_backup {} (sha256 {})",
+                file_name(archive),
+                short(sha256)
+            )
+        }
         StepKind::Bootstrap => "bootstrap".to_string(),
         StepKind::JoinController { via } => format!("join_controller via {via}"),
         StepKind::JoinWorker { via } => format!("join_worker via {via}"),

@@ -37,7 +37,7 @@ async fn apply(
     let mut planned = match &args.plan_file {
         Some(file) => {
             let saved = super::show::read_saved(file)?;
-            let cli = super::plan_options(&args.target);
+            let cli = super::plan_options(&args.target)?;
             let planned = engine::rederive_saved(
                 &saved,
                 loaded,
@@ -58,7 +58,7 @@ async fn apply(
             planned
         }
         None => {
-            let opts = super::plan_options(&args.target);
+            let opts = super::plan_options(&args.target)?;
             let planned = engine::plan_with(
                 loaded,
                 ctx,
@@ -76,10 +76,33 @@ async fn apply(
         }
     };
     resolve_intents(&mut planned)?;
-    if !planned.plan.has_changes() {
-        return Ok(Exit::Success);
+    let spec = planned.loaded.spec.clone();
+    let exit = if planned.plan.has_changes() {
+        execute(global, args, transport, planned).await?
+    } else {
+        Exit::Success
+    };
+    if let Some(path) = &args.kubeconfig_out
+        && exit == Exit::Success
+    {
+        write_kubeconfig(global, &spec, transport, path).await?;
     }
-    execute(global, args, transport, planned).await
+    Ok(exit)
+}
+
+/// `-kubeconfig-out`: the admin kubeconfig of the cluster as it is now, from the state just
+/// written. A secret: it goes to the file only, never to the events or the progress lines.
+async fn write_kubeconfig(
+    global: &GlobalArgs,
+    spec: &crate::spec::Spec,
+    transport: &SshTransport,
+    path: &std::path::Path,
+) -> Result<(), Failure> {
+    let state = engine::load_state(super::open_store(global)?)?.state;
+    let kc = crate::kubeconfig::fetch(spec, &state, transport, &Default::default()).await?;
+    crate::kubeconfig::write(path, &kc)?;
+    eprintln!("Kubeconfig written to {}", path.display());
+    Ok(())
 }
 
 /// Steps an earlier run started and did not see finish (it was killed) are recorded as intents.

@@ -1,9 +1,11 @@
 //! One file per command: translate flags, call the library, choose the exit code.
 
 mod apply;
+mod backup;
 mod completion;
 mod graph;
 mod init;
+mod kubeconfig;
 mod plan;
 mod show;
 mod state;
@@ -41,6 +43,8 @@ pub fn run(cli: Cli) -> Exit {
         Command::Apply(args) => apply::run(&cli.global, &args),
         Command::Show(args) => show::run(&cli.global, &args),
         Command::Graph(args) => graph::run(&cli.global, &args),
+        Command::Kubeconfig(args) => kubeconfig::run(&cli.global, &args),
+        Command::Backup(args) => backup::run(&cli.global, &args),
     }
 }
 
@@ -70,14 +74,18 @@ fn load_inputs(global: &GlobalArgs) -> Result<(spec::Loaded, engine::StateCtx), 
     Ok((loaded, state))
 }
 
-fn plan_options(t: &TargetArgs) -> PlanOptions {
-    PlanOptions {
+fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
+    Ok(PlanOptions {
         replace: t.replace.clone(),
         target: t.target.clone(),
         exclude: t.exclude.clone(),
         refresh_only: t.refresh_only,
         refuse_first_contact: !t.trust_new_host_keys,
-    }
+        restore: match &t.restore_from {
+            Some(p) => Some(engine::restore_archive(p)?),
+            None => None,
+        },
+    })
 }
 
 /// Load, probe and diff, as `plan` and `graph` do.
@@ -89,7 +97,7 @@ async fn plan_now(
     probe_out: Option<&Path>,
 ) -> Result<Planned, Failure> {
     let (loaded, state) = load_inputs(global)?;
-    let opts = plan_options(t);
+    let opts = plan_options(t)?;
     engine::plan_with(
         loaded,
         state,

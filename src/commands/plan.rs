@@ -34,9 +34,9 @@ async fn plan(
             &planned.state.sealed_view(),
             &planned.loaded.sha256,
             &planned.reality,
-            super::plan_options(&args.target),
+            super::plan_options(&args.target)?,
         );
-        write_private(out, saved.to_json().as_bytes()).map_err(|e| {
+        crate::private_file::write(out, saved.to_json().as_bytes()).map_err(|e| {
             Failure::error(format!("cannot write the plan to {}: {e}", out.display()))
         })?;
         if !args.json {
@@ -52,21 +52,4 @@ async fn plan(
     } else {
         Exit::Success
     })
-}
-
-/// Write a file readable only by its owner, atomically.
-pub(crate) fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    tmp.write_all(data)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }

@@ -13,6 +13,7 @@ const SERVICE: Duration = Duration::from_secs(120);
 const ETCD: Duration = Duration::from_secs(60);
 const KUBECTL: Duration = Duration::from_secs(60);
 const RESET: Duration = Duration::from_secs(600);
+const BACKUP: Duration = Duration::from_secs(1800);
 
 fn k0s(bin: &str, args: &[&str]) -> RemoteCommand {
     let mut argv = vec![bin.to_string()];
@@ -271,6 +272,45 @@ pub fn readyz(bin: &str, data_dir: &str) -> RemoteCommand {
     kubectl(bin, data_dir, &["get", "--raw=/readyz"]).timeout(QUICK)
 }
 
+/// `k0s kubeconfig admin --data-dir=…`: prints the admin kubeconfig, a secret (the admin's client
+/// key). k0sctl `phase/get_kubeconfig.go` runs the same line.
+pub fn kubeconfig_admin(bin: &str, data_dir: &str) -> RemoteCommand {
+    RemoteCommand::new([
+        bin.to_string(),
+        "kubeconfig".into(),
+        "admin".into(),
+        data_dir_flag(data_dir),
+    ])
+    .timeout(QUICK)
+}
+
+/// `k0s backup --save-path=<dir> --data-dir=…`: writes `k0s_backup_<time>.tar.gz` (etcd snapshot,
+/// pki, manifests, k0s.yaml) into an existing directory (k0s `cmd/backup/backup_unix.go`; k0sctl
+/// `cluster/host.go` `K0sBackupCommand`).
+pub fn backup(bin: &str, data_dir: &str, save_path: &str) -> RemoteCommand {
+    RemoteCommand::new([
+        bin.to_string(),
+        "backup".into(),
+        format!("--save-path={save_path}"),
+        data_dir_flag(data_dir),
+    ])
+    .timeout(BACKUP)
+}
+
+/// `k0s restore --data-dir=… --config-out=<file> <archive>`: unpacks a backup into the data dir of
+/// a host where k0s does not run (k0s `cmd/restore/restore_unix.go`). `--config-out` keeps the
+/// archive's k0s.yaml out of the login user's working directory, where k0s would put it.
+pub fn restore(bin: &str, data_dir: &str, archive: &str, config_out: &str) -> RemoteCommand {
+    RemoteCommand::new([
+        bin.to_string(),
+        "restore".into(),
+        data_dir_flag(data_dir),
+        format!("--config-out={config_out}"),
+        archive.to_string(),
+    ])
+    .timeout(BACKUP)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,6 +381,31 @@ mod tests {
             [BIN, "reset", "--data-dir=/var/lib/k0s"]
         );
         assert_eq!(start(BIN).argv, [BIN, "start"]);
+        assert_eq!(
+            kubeconfig_admin(BIN, DD).argv,
+            [BIN, "kubeconfig", "admin", "--data-dir=/var/lib/k0s"]
+        );
+        assert_eq!(
+            backup(BIN, DD, "/tmp/b").argv,
+            [
+                BIN,
+                "backup",
+                "--save-path=/tmp/b",
+                "--data-dir=/var/lib/k0s"
+            ]
+        );
+        let r = restore(BIN, DD, "/tmp/r/a.tar.gz", "/tmp/r/k0s.yaml");
+        assert_eq!(
+            r.argv,
+            [
+                BIN,
+                "restore",
+                "--data-dir=/var/lib/k0s",
+                "--config-out=/tmp/r/k0s.yaml",
+                "/tmp/r/a.tar.gz"
+            ]
+        );
+        assert!(r.root);
         assert_eq!(stop(BIN).argv, [BIN, "stop"]);
     }
 

@@ -591,6 +591,13 @@ fn object_entry<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<Str
     }
 }
 
+/// `v` as block-style YAML (`write_yaml`).
+pub fn to_yaml(v: &Value) -> String {
+    let mut out = String::new();
+    write_yaml(&mut out, v, 0);
+    out
+}
+
 /// A small, infallible YAML emitter for JSON values: block style, strings double-quoted only when
 /// plain style would change their meaning. Our own so the bytes (and so the sha256) never depend
 /// on a serializer's version.
@@ -701,6 +708,7 @@ mod tests {
     fn spec(hosts: Vec<HostSpec>, config: Option<Value>) -> Spec {
         Spec {
             name: "t".into(),
+            user: "admin".into(),
             hosts,
             k0s: K0sSpec {
                 version: None,

@@ -1,12 +1,15 @@
 //! Every k0s command line k0sform sends and every parser of k0s output. Nothing else builds k0s commands.
 //! `commands` builds `RemoteCommand`s (argv + timeout), `parse` reads k0s's outputs and error lines,
 //! `probe_script` is the one batched read-only command the probe runs per host, `desired` (the
-//! planner's) computes what a host should have, `redact` keeps k0s.yaml's secrets out of diffs.
+//! planner's) computes what a host should have, `redact` keeps k0s.yaml's secrets out of diffs,
+//! `kubeconfig` rewrites the admin kubeconfig as k0sctl does, `backup` reads backup archives.
 
+pub mod backup;
 pub mod commands;
 pub mod desired;
 pub mod facts;
 pub mod install_flags;
+pub mod kubeconfig;
 pub mod parse;
 pub mod probe_script;
 pub mod redact;

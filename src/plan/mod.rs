@@ -5,6 +5,7 @@ mod diff;
 pub mod graph;
 mod model;
 pub mod render;
+mod restore;
 pub mod saved;
 mod trust;
 

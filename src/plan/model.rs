@@ -213,6 +213,10 @@ pub enum StepKind {
     },
     /// Write /etc/k0s/k0s.yaml for a controller.
     WriteConfig { sha256: String },
+    /// `k0s restore` a backup archive (a local file, `apply -restore-from`) into the first
+    /// controller before it bootstraps: the cluster comes back with the backup's identity.
+    /// Refused where k0s runs or the state names a cluster.
+    RestoreBackup { archive: String, sha256: String },
     /// Install and start the first controller without a token; wait until ready.
     Bootstrap,
     /// Create a controller token on `via`, install with it, start, wait for the new member; invalidate.
@@ -265,7 +269,10 @@ impl StepKind {
     pub fn is_membership_change(&self) -> bool {
         matches!(
             self,
-            StepKind::Bootstrap | StepKind::JoinController { .. } | StepKind::RemoveMember { .. }
+            StepKind::RestoreBackup { .. }
+                | StepKind::Bootstrap
+                | StepKind::JoinController { .. }
+                | StepKind::RemoveMember { .. }
         )
     }
 
@@ -274,6 +281,7 @@ impl StepKind {
         match self {
             StepKind::UploadBinary { .. } => "upload_binary",
             StepKind::WriteConfig { .. } => "write_config",
+            StepKind::RestoreBackup { .. } => "restore_backup",
             StepKind::Bootstrap => "bootstrap",
             StepKind::JoinController { .. } => "join_controller",
             StepKind::JoinWorker { .. } => "join_worker",
@@ -317,6 +325,21 @@ pub struct PlanOptions {
     /// first contact (no key recorded in the state, no `ssh.hostKey` pin).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub refuse_first_contact: bool,
+    /// `-restore-from`: bootstrap the cluster from this backup archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreArchive>,
+}
+
+/// A k0s backup archive on the machine running k0sform (`apply -restore-from FILE`), as read
+/// before planning (`k0s::backup::read_archive`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RestoreArchive {
+    /// Absolute path.
+    pub path: String,
+    pub sha256: String,
+    /// The etcd peer address recorded in the archive's k0s.yaml, if any: `k0s restore`
+    /// registers the restored member there.
+    pub peer_address: Option<String>,
 }
 
 impl PlanOptions {
@@ -426,6 +449,9 @@ pub enum RefusalKind {
     /// it: no `k0sBinaryPath`, and the one on the host (if any) is another version. k0sform does
     /// not download k0s.
     NoK0sBinary,
+    /// `-restore-from` where a cluster exists (in the state or on a host), or where the restored
+    /// etcd member could not work.
+    Restore,
 }
 
 impl RefusalKind {

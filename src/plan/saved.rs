@@ -221,6 +221,18 @@ impl SavedPlan {
             reasons
                 .push("apply was given -refresh-only but the plan was made without it".to_string());
         }
+        if let Some(given) = &cli.restore
+            && self.options.restore.as_ref().map(|r| &r.sha256) != Some(&given.sha256)
+        {
+            reasons.push(format!(
+                "apply was given -restore-from {} but the plan was made {}",
+                given.path,
+                match &self.options.restore {
+                    Some(r) => format!("with -restore-from {} (another file)", r.path),
+                    None => "without -restore-from".to_string(),
+                }
+            ));
+        }
         if !reasons.is_empty() {
             return Err(Stale { reasons });
         }
@@ -230,6 +242,8 @@ impl SavedPlan {
             target: self.options.target.clone(),
             refresh_only: self.options.refresh_only,
             refuse_first_contact: self.options.refuse_first_contact || cli.refuse_first_contact,
+            // The archive the plan was made with; its sha256 is checked again before it is used.
+            restore: self.options.restore.clone(),
         })
     }
 

@@ -312,6 +312,7 @@ mod tests {
         h0.ssh.user = "ubuntu".into();
         let mut s = Spec {
             name: "t".into(),
+            user: "admin".into(),
             hosts,
             k0s: crate::spec::K0sSpec {
                 version: None,

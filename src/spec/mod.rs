@@ -10,8 +10,8 @@
 //!
 //! k0sctl fields k0sform does not implement (decided and documented in `resolve.rs`):
 //! errors: `winRM`, `localhost`, `privateInterface`, URL/glob `files[].src`;
-//! warnings (ignored, the cluster is still what the file describes): `os`, `connect` and
-//! `backup` hooks, `k0sDownloadURL`, `options.evictTaint`, `k0s.versionChannel`,
+//! warnings (ignored, the cluster is still what the file describes): `os`, `connect`
+//! hooks, `k0sDownloadURL`, `options.evictTaint`, `k0s.versionChannel`,
 //! `openSSH.disableMultiplexing`, a missing `k0s.version`, a `keyPath`/`configPath` that does
 //! not exist yet.
 

@@ -111,8 +111,8 @@ pub struct HostSpec {
     /// exist; `files::expand` turns them into remote files.
     pub files: Vec<UploadFile>,
     /// Shell lines to run around actions (`hooks:`), as written: the planner turns `install`,
-    /// `upgrade`, `reset` and `apply` hooks into `RunHooks` steps (`connect` and `backup`
-    /// hooks are not run; loading warns).
+    /// `upgrade`, `reset` and `apply` hooks into `RunHooks` steps; `backup` hooks run around
+    /// `k0sform backup`; `connect` hooks are not run (loading warns).
     pub hooks: Hooks,
     /// `os:` override as written (k0sform ignores it; loading warns).
     pub os: Option<String>,
@@ -217,6 +217,8 @@ pub const DEFAULT_K0S_INSTALL_PATH: &str = "/usr/local/bin/k0s";
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/k0s";
 /// Cluster name when `metadata.name` is not set.
 pub const DEFAULT_CLUSTER_NAME: &str = "k0s-cluster";
+/// Kubeconfig user name when `metadata.user` is not set.
+pub const DEFAULT_KUBECONFIG_USER: &str = "admin";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct K0sSpec {
@@ -278,6 +280,9 @@ impl Default for Options {
 pub struct Spec {
     /// metadata.name (default `k0s-cluster`).
     pub name: String,
+    /// metadata.user: the user name in the kubeconfig `k0sform kubeconfig` writes (default
+    /// `admin`, as k0sctl).
+    pub user: String,
     /// Hosts in file order.
     pub hosts: Vec<HostSpec>,
     pub k0s: K0sSpec,

@@ -28,7 +28,7 @@ pub struct RawMetadata {
     /// Cluster name (default `k0s-cluster`).
     #[serde(default)]
     pub name: Option<String>,
-    /// Kubeconfig user name k0sctl writes (default `admin`); k0sform accepts and ignores it.
+    /// User name in the kubeconfig `k0sform kubeconfig` writes (default `admin`).
     #[serde(default)]
     pub user: Option<String>,
 }

@@ -7,7 +7,7 @@
 //! where carrying on would make apply do something different from what the file asks and the
 //! user could not tell (winRM and localhost hosts, `privateInterface`, URL or glob `files` sources);
 //! a **warning** where the field is ignored and the outcome is still the cluster the file
-//! describes (`os`, `connect` and `backup` hooks, `k0sDownloadURL`, `options.evictTaint`,
+//! describes (`os`, `connect` hooks, `k0sDownloadURL`, `options.evictTaint`,
 //! `versionChannel`, `openSSH.disableMultiplexing`, a missing `k0s.version`). k0sctl's own
 //! smoke-test files use several of the latter and must keep loading.
 
@@ -96,6 +96,11 @@ pub(crate) fn resolve(
         .as_ref()
         .and_then(|m| set(&m.name))
         .unwrap_or_else(|| DEFAULT_CLUSTER_NAME.into());
+    let user = raw
+        .metadata
+        .as_ref()
+        .and_then(|m| set(&m.user))
+        .unwrap_or_else(|| DEFAULT_KUBECONFIG_USER.into());
     let empty_spec = RawClusterSpec {
         hosts: None,
         k0s: None,
@@ -136,6 +141,7 @@ pub(crate) fn resolve(
     let options = resolve_options(rs.options.as_ref(), sink);
     Spec {
         name,
+        user,
         hosts,
         k0s,
         options,
@@ -264,21 +270,16 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
         );
     }
     host.hooks = resolve_hooks(h.hooks.as_ref());
-    for action in ["connect", "backup"] {
-        if host
-            .hooks
-            .get(action)
-            .is_some_and(|s| s.values().any(|l| !l.is_empty()))
-        {
-            sink.warn_key(
-                &format!("{p}.hooks.{action}"),
-                if action == "connect" {
-                    "not run: k0sform runs nothing on hosts while it probes them (plan changes nothing)"
-                } else {
-                    "not run: k0sform has no backup command"
-                },
-            );
-        }
+    // `backup` hooks run around `k0sform backup`; `connect` hooks never run.
+    if host
+        .hooks
+        .get("connect")
+        .is_some_and(|s| s.values().any(|l| !l.is_empty()))
+    {
+        sink.warn_key(
+            &format!("{p}.hooks.connect"),
+            "not run: k0sform runs nothing on hosts while it probes them (plan changes nothing)",
+        );
     }
     for (j, f) in h.files.iter().flatten().enumerate() {
         if let Some(u) = resolve_file(f, &format!("{p}.files[{j}]"), env, sink) {

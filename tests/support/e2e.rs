@@ -249,3 +249,36 @@ impl Cluster {
         }
     }
 }
+
+/// Day-2 operations: kubeconfig, backup and restore.
+impl Cluster {
+    /// Run k0sform with another state file than the cluster's (a new lineage, say).
+    pub fn run_with_state(&self, state: &std::path::Path, args: &[&str]) -> Run {
+        let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+            .arg("-c")
+            .arg(&self.spec)
+            .arg("-state")
+            .arg(state)
+            .arg("-no-color")
+            .args(args)
+            .current_dir(self.lab.dir())
+            .env("NO_COLOR", "1")
+            .env_remove("SSH_AUTH_SOCK")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run k0sform");
+        Run::from(out)
+    }
+
+    /// `k0s kubectl --kubeconfig FILE …` run on this machine (the double reaches the API server
+    /// the file names over the network, as kubectl would).
+    pub fn kubectl_with(&self, kubeconfig: &std::path::Path, args: &[&str]) -> Output {
+        Command::new(crate::lab::k0s_double_path())
+            .arg("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .output()
+            .expect("run the k0s double")
+    }
+}

@@ -11,17 +11,16 @@ use crate::state::ClusterState;
 use crate::transport::Transport;
 
 impl<T: Transport + 'static> K0sRunner<T> {
-    pub(super) async fn bootstrap(
+    /// Refused (`Unsafe`) when the state names a cluster or k0s answers on `host`: `what` (a
+    /// bootstrap, a restore) must never land on a cluster.
+    pub(super) async fn refuse_where_a_cluster_is(
         &self,
-        step: &Step,
-        ctx: &StepContext,
-        gate: impl AsyncFnOnce() -> Result<(), StepError>,
-    ) -> Result<Vec<StateChange>, StepError> {
-        let host = &step.host;
-        let hs = self.host_spec(host)?;
+        host: &crate::hostid::HostId,
+        what: &str,
+    ) -> Result<(), StepError> {
         if let Some(c) = &self.known.cluster {
             return Err(StepError::Unsafe(format!(
-                "the state already names cluster \"{}\" (uid {}): never bootstrap over a known cluster",
+                "the state already names cluster \"{}\" (uid {}): never {what} over a known cluster",
                 c.name, c.uid
             )));
         }
@@ -33,9 +32,22 @@ impl<T: Transport + 'static> K0sRunner<T> {
         // `k0s status` answering at all means a k0s process (and maybe a cluster) is there.
         if out.success() {
             return Err(StepError::Unsafe(format!(
-                "k0s already runs on {host}: refusing to bootstrap a second cluster there"
+                "k0s already runs on {host}: refusing to {what} a second cluster there"
             )));
         }
+        Ok(())
+    }
+
+    pub(super) async fn bootstrap(
+        &self,
+        step: &Step,
+        ctx: &StepContext,
+        gate: impl AsyncFnOnce() -> Result<(), StepError>,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let host = &step.host;
+        let hs = self.host_spec(host)?;
+        self.refuse_where_a_cluster_is(host, "bootstrap").await?;
+        let p = self.paths(host);
         gate().await?;
         // The first controller must not get a token file: with one it would try to join.
         let args: Vec<String> = desired::install_args(&self.spec, hs)

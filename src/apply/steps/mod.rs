@@ -13,6 +13,7 @@ mod join;
 mod record;
 mod remote;
 mod remove;
+mod restore;
 mod runner;
 mod service;
 mod tokens;

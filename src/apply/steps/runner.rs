@@ -73,6 +73,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 Ok(vec![])
             }
             StepKind::WriteConfig { sha256 } => self.write_config(host, sha256).await,
+            StepKind::RestoreBackup { archive, sha256 } => {
+                self.restore_backup(host, archive, sha256, gate).await
+            }
             StepKind::Bootstrap => self.bootstrap(step, ctx, gate).await,
             StepKind::JoinController { via } => self.join_controller(ctx, host, via, gate).await,
             StepKind::JoinWorker { via } => self.join_worker(ctx, host, via, gate).await,

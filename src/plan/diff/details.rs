@@ -64,6 +64,7 @@ fn follows_install(kind: &StepKind) -> bool {
     match kind {
         StepKind::RunHooks { action, stage, .. } => !(action == "apply" && stage == "before"),
         StepKind::UploadFiles { .. }
+        | StepKind::RestoreBackup { .. }
         | StepKind::Bootstrap
         | StepKind::JoinController { .. }
         | StepKind::JoinWorker { .. }
@@ -171,6 +172,14 @@ impl Planner<'_> {
                     "k0s stopped and reset on {} (machine-id {})",
                     h.name(),
                     short(machine_id)
+                ),
+            )),
+            StepKind::RestoreBackup { archive, sha256 } => out.push(line(
+                '+',
+                format!(
+                    "restored from {} (sha256 {}) with k0s restore",
+                    archive.rsplit('/').next().unwrap_or(archive),
+                    short(sha256)
                 ),
             )),
             StepKind::Bootstrap => out.push(line(

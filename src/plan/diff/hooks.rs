@@ -144,6 +144,7 @@ fn runs_on_host(kind: &StepKind) -> bool {
         StepKind::UploadBinary { .. }
             | StepKind::UploadFiles { .. }
             | StepKind::WriteConfig { .. }
+            | StepKind::RestoreBackup { .. }
             | StepKind::Bootstrap
             | StepKind::JoinController { .. }
             | StepKind::JoinWorker { .. }

@@ -37,8 +37,14 @@ pub fn diff(
     desired: &Desired,
     opts: &PlanOptions,
 ) -> Result<Plan, Refusal> {
+    if opts.restore.is_some() {
+        crate::plan::restore::check_new_hosts(state, reality)?;
+    }
     let hosts = collect_hosts(spec, state, reality, opts);
     let cluster = identify_cluster(spec, state, &hosts, opts)?;
+    if let Some(archive) = &opts.restore {
+        crate::plan::restore::check_bootstrap(spec, &cluster.action, archive)?;
+    }
     let mut planner = Planner {
         spec,
         state,

@@ -211,6 +211,15 @@ impl Planner<'_> {
             return Ok(None);
         };
         self.build_prep(&mut c.b, p);
+        if let Some(a) = &self.opts.restore {
+            // `-restore-from`: the etcd data and certificates are in place before k0s first starts.
+            let prev = c.b.last.get(&p.idx).copied();
+            let kind = StepKind::RestoreBackup {
+                archive: a.path.clone(),
+                sha256: a.sha256.clone(),
+            };
+            c.b.push(p.idx, bh, kind, [prev, c.gate]);
+        }
         let prev = c.b.last.get(&p.idx).copied();
         c.quorum.join(&self.hosts[p.idx].name(), true)?;
         let s = c.b.push(p.idx, bh, StepKind::Bootstrap, [prev, c.gate]);

@@ -1,0 +1,26 @@
+//! `k0sform backup [-out DIR]`: back the cluster up into a local archive; prints
+//! `<sha256>  <path>` (the `sha256sum` format) on stdout, progress on stderr.
+
+use crate::cli::{BackupArgs, GlobalArgs};
+use crate::engine;
+use crate::exit::Exit;
+use std::path::PathBuf;
+
+pub fn run(global: &GlobalArgs, args: &BackupArgs) -> Exit {
+    engine::with_ssh(|transport| async move {
+        let (loaded, ctx) = super::load_inputs(global)?;
+        let dir = args.out.clone().unwrap_or_else(|| PathBuf::from("."));
+        let mut progress = |line: String| eprintln!("{}", crate::ui::escape_lines(&line));
+        let saved =
+            crate::backup::take(&loaded.spec, &ctx.state, &transport, &dir, &mut progress).await?;
+        eprintln!(
+            "Backup of cluster \"{}\" taken on {}: {} ({} bytes)",
+            crate::ui::escape_lines(&loaded.spec.name),
+            saved.host,
+            saved.path.display(),
+            saved.bytes
+        );
+        println!("{}  {}", saved.sha256, saved.path.display());
+        Ok(Exit::Success)
+    })
+}

@@ -1,0 +1,27 @@
+//! `k0sform kubeconfig [-user N] [-cluster N] [-address URL] [-out FILE]`: the admin kubeconfig of
+//! a healthy controller on stdout, or written 0600 to FILE. Reads the state; never writes it.
+
+use crate::cli::{GlobalArgs, KubeconfigArgs};
+use crate::engine;
+use crate::exit::Exit;
+use crate::kubeconfig::{self, Overrides};
+
+pub fn run(global: &GlobalArgs, args: &KubeconfigArgs) -> Exit {
+    engine::with_ssh(|transport| async move {
+        let (loaded, ctx) = super::load_inputs(global)?;
+        let over = Overrides {
+            user: args.user.clone(),
+            cluster: args.cluster.clone(),
+            address: args.address.clone(),
+        };
+        let kc = kubeconfig::fetch(&loaded.spec, &ctx.state, &transport, &over).await?;
+        match &args.out {
+            Some(path) => {
+                kubeconfig::write(path, &kc)?;
+                eprintln!("Kubeconfig written to {}", path.display());
+            }
+            None => print!("{kc}"),
+        }
+        Ok(Exit::Success)
+    })
+}

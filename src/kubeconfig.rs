@@ -1,0 +1,66 @@
+//! `k0sform kubeconfig` and `apply -kubeconfig-out`: the admin kubeconfig of a healthy controller,
+//! rewritten as k0sctl hands it out (`k0s::kubeconfig`). A secret: it is only ever returned to
+//! the caller or written as a 0600 file, never logged, stored in the state or put in an event.
+
+use crate::engine::{self, Failure};
+use crate::k0s::{self, kubeconfig::KubeconfigNames};
+use crate::spec::Spec;
+use crate::ssh::SshTransport;
+use crate::state::State;
+use crate::transport::Transport;
+
+/// What the command line may override (`-user`, `-cluster`, `-address`).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub user: Option<String>,
+    pub cluster: Option<String>,
+    /// The API server URL, used as given.
+    pub address: Option<String>,
+}
+
+/// Fetch the admin kubeconfig from the first healthy controller and rewrite it: server from
+/// `-address`, else k0sctl's rules with that controller's address; names from the overrides,
+/// else `metadata.name` and `metadata.user`.
+pub async fn fetch(
+    spec: &Spec,
+    state: &State,
+    transport: &SshTransport,
+    over: &Overrides,
+) -> Result<String, Failure> {
+    let (host, _) =
+        engine::healthy_controller(spec, state, transport, "get the kubeconfig from").await?;
+    let id = host.id();
+    let out = transport
+        .run(
+            &id,
+            k0s::kubeconfig_admin(&host.k0s_install_path, &host.data_dir),
+        )
+        .await
+        .map_err(|e| Failure::error(e.to_string()))?;
+    if !out.success() {
+        return Err(Failure::error(format!(
+            "{id}: `k0s kubeconfig admin` failed: {}",
+            out.error_line()
+        )));
+    }
+    let names = KubeconfigNames {
+        cluster: over.cluster.clone().unwrap_or_else(|| spec.name.clone()),
+        user: over.user.clone().unwrap_or_else(|| spec.user.clone()),
+        server: over
+            .address
+            .clone()
+            .unwrap_or_else(|| k0s::kubeconfig::api_server_url(spec, &host.ssh.address)),
+    };
+    k0s::kubeconfig::rewrite_admin_kubeconfig(&out.stdout_str(), &names)
+        .map_err(|e| Failure::error(format!("{id}: {e}")))
+}
+
+/// Write the kubeconfig to `path` (0600, atomically, a symlink there replaced, not followed).
+pub fn write(path: &std::path::Path, kubeconfig: &str) -> Result<(), Failure> {
+    crate::private_file::write(path, kubeconfig.as_bytes()).map_err(|e| {
+        Failure::error(format!(
+            "cannot write the kubeconfig to {}: {e}",
+            path.display()
+        ))
+    })
+}

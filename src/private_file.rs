@@ -1,0 +1,62 @@
+//! Local files that hold secrets (an admin kubeconfig, a backup archive with the cluster's CA
+//! keys): mode 0600 from the first byte, written to a temp file beside the target and renamed over
+//! it, so a reader never sees half a file and an existing symlink at the target is replaced,
+//! never followed.
+
+use std::io::Write;
+use std::path::Path;
+
+/// Write `data` to `path` as described above. Fails when `path` is a directory.
+pub fn write(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    if path.is_dir() && !path.is_symlink() {
+        return Err(std::io::Error::other("is a directory"));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    // tempfile creates with O_EXCL and mode 0600.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".k0sform-")
+        .tempfile_in(dir)?;
+    tmp.write_all(data)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn private_atomic_and_never_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let target = dir.path().join("kubeconfig");
+        std::os::unix::fs::symlink(&victim, &target).unwrap();
+        write(&target, b"secret").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert!(!target.is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), b"secret");
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // An existing file with wider permissions ends up 0600 as well.
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write(&target, b"again").unwrap();
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(write(dir.path(), b"x").is_err());
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".k0sform-"))
+            .collect();
+        assert!(leftovers.is_empty());
+    }
+}
