@@ -376,7 +376,8 @@ impl crate::apply::Prober for SshProber {
             .ok_or_else(|| format!("{host} is neither in the spec nor in the state"))?;
         match probe::probe_host(&self.transport, p).await {
             crate::reality::Probe::Reached(facts) => Ok(*facts),
-            crate::reality::Probe::Unreachable { error } => Err(error),
+            crate::reality::Probe::Unreachable { error }
+            | crate::reality::Probe::K0sNotAnswering { error } => Err(error),
             crate::reality::Probe::HostKeyChanged { expected, offered } => Err(format!(
                 "host key changed: recorded {expected}, offered {offered}"
             )),

@@ -29,6 +29,11 @@ pub enum Probe {
         offered: String,
     },
     Reached(Box<HostFacts>),
+    /// SSH works but `k0s status` did not answer within its bound (it can block for minutes on
+    /// a node that runs workloads): k0s may well run; nothing is known about it.
+    K0sNotAnswering {
+        error: String,
+    },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -616,6 +616,9 @@ mod fake {
         /// The k0s words after the binary, e.g. `etcd leave --peer-address=…`.
         pub fn words(&self) -> String {
             match &self.kind {
+                CallKind::Run { argv, .. } if argv.get(3).is_some_and(|a| a == "k0sform-swap") => {
+                    "swap".to_string()
+                }
                 CallKind::Run { argv, .. } => {
                     let i = argv.iter().position(|a| a.ends_with("k0s")).unwrap_or(0);
                     argv[i + 1..].join(" ")
@@ -714,6 +717,15 @@ mod fake {
         }
 
         fn answer(&mut self, host: &HostId, argv: &[String]) -> CommandOutput {
+            // `k0s::swap_in_binary`: mv the staged file onto the install path, if staged.
+            if argv.get(3).map(String::as_str) == Some("k0sform-swap") {
+                if let Some(h) = self.hosts.get_mut(host)
+                    && let Some(f) = h.files.remove(&argv[4])
+                {
+                    h.files.insert(argv[5].clone(), f);
+                }
+                return ok("");
+            }
             let i = argv.iter().position(|a| a.ends_with("k0s")).unwrap_or(0);
             let w: Vec<&str> = argv[i + 1..].iter().map(String::as_str).collect();
             let words = w.join(" ");
@@ -1013,7 +1025,7 @@ mod fake {
 
 use fake::{CallKind, Fake};
 use k0sform::apply::{Remote, execute};
-use k0sform::k0s::desired;
+use k0sform::k0s::{TokenRole, desired};
 use k0sform::spec::{HostSpec, K0sSpec, Options, Role, Spec, SshTarget};
 use k0sform::state::{EtcdMemberState, HostState};
 use k0sform::ui::{EventSink, HumanSink, JsonSink};
@@ -1202,6 +1214,17 @@ fn words_on(fake: &Fake, h: &HostId) -> Vec<String> {
         .collect()
 }
 
+/// A token file left after a join: never empty (k0s v1.35.1 workers exit on an empty one), 0600,
+/// a token of the host's role that grants nothing.
+#[track_caller]
+fn assert_placeholder(file: &(Vec<u8>, u32), role: TokenRole) {
+    assert_eq!(file.1, 0o600);
+    let text = String::from_utf8(file.0.clone()).expect("token text");
+    assert_eq!(text, k0sform::k0s::placeholder_token(role));
+    let info = k0sform::k0s::parse_token(&text).expect("a token");
+    assert_eq!((info.kind, info.id.as_str()), (role, "k0sfrm"));
+}
+
 /// Where the first of `words` starting with `prefix` is; panics when none does.
 fn first(words: &[String], prefix: &str) -> usize {
     words
@@ -1368,9 +1391,12 @@ fn bootstrap_join_controller_and_worker() {
         Some((24, 0o755))
     );
     assert_eq!(w.hosts[&c2].files["/etc/k0s/k0s.yaml"].1, 0o600);
-    // Token files are blanked after the join.
-    assert_eq!(w.hosts[&c2].files["/etc/k0s/k0stoken"], (vec![], 0o600));
-    assert_eq!(w.hosts[&w1].files["/etc/k0s/k0stoken"], (vec![], 0o600));
+    // Token files hold a placeholder after the join (never left empty).
+    assert_placeholder(
+        &w.hosts[&c2].files["/etc/k0s/k0stoken"],
+        TokenRole::Controller,
+    );
+    assert_placeholder(&w.hosts[&w1].files["/etc/k0s/k0stoken"], TokenRole::Worker);
     let tokens = w.tokens.clone();
     drop(w);
     assert_eq!(tokens.len(), 2);
@@ -1639,7 +1665,7 @@ fn join_refused_while_a_member_is_unhealthy() {
 }
 
 #[test]
-fn failed_join_still_invalidates_and_blanks_the_token() {
+fn failed_join_still_invalidates_and_replaces_the_token() {
     let (fake, spec, state, _) = three_controllers();
     let (c1, c4) = (host(1), host(4));
     let mut spec = spec;
@@ -1669,9 +1695,9 @@ fn failed_join_still_invalidates_and_blanks_the_token() {
             .contains("k0s install failed: Error: injected failure")
     );
     assert_eq!(runs_on(&fake, &c1, "token invalidate"), 1);
-    assert_eq!(
-        fake.world().hosts[&c4].files["/etc/k0s/k0stoken"],
-        (vec![], 0o600)
+    assert_placeholder(
+        &fake.world().hosts[&c4].files["/etc/k0s/k0stoken"],
+        TokenRole::Controller,
     );
     // The half-done join stays recorded for the next plan.
     assert_eq!(r.state.intents.len(), 1);
@@ -1726,11 +1752,11 @@ fn workers_joining_together_share_one_token_and_one_node_query() {
         let started = calls.iter().position(|c| c.is(h, "start")).unwrap();
         assert!(started < invalidated, "{h} started after the invalidation");
     }
-    // Every worker got the one token, then a blank token file.
+    // Every worker got the one token, then a placeholder in the token file.
     let w = fake.world();
     assert_eq!(w.tokens.len(), 1);
     for h in &workers {
-        assert_eq!(w.hosts[h].files["/etc/k0s/k0stoken"], (vec![], 0o600));
+        assert_placeholder(&w.hosts[h].files["/etc/k0s/k0stoken"], TokenRole::Worker);
     }
     // The plan's hostnames named the Nodes (lower-cased): no probe before the joins.
     assert!(w.probed.is_empty(), "probed {:?}", w.probed);
@@ -1818,8 +1844,11 @@ fn upgrade_replaces_the_binary_and_restarts() {
     r.result.as_ref().expect("upgraded");
     let words = words_on(&fake, &w1);
     let at = |p: &str| first(&words, p);
-    assert!(at("stop") < at("write /usr/local/bin/k0s"));
-    assert!(at("write /usr/local/bin/k0s") < at("install worker"));
+    // Staged beside the install path, moved into place only once k0s is stopped: the unit
+    // restarts k0s by itself, and must never find the new binary before this host's turn.
+    assert!(at("write /usr/local/bin/k0s.k0sform-new") < at("swap"));
+    assert!(at("stop") < at("swap"));
+    assert!(at("swap") < at("install worker"));
     assert!(words[at("install worker")].ends_with("--force"));
     assert!(at("install worker") < at("start"));
     let w = fake.world();

@@ -1634,4 +1634,129 @@ fn backup_then_restore_onto_wiped_hosts_keeps_the_cluster() {
     c.run(&["plan", "-detailed-exitcode"])
         .expect(0)
         .contains("No changes");
+/// etcd keeps the hostname's case, the EtcdMember object of k0s ≥ 1.34.1 does not: a controller
+/// with capitals in its hostname is still removed from etcd when it leaves the spec (members are
+/// matched by peer URL, not by name).
+#[test]
+fn controller_with_capitals_in_its_hostname_leaves_etcd_when_removed() {
+    let hosts = [
+        ("Ctl-A", "controller"),
+        ("Ctl-B", "controller"),
+        ("Ctl-C", "controller"),
+    ];
+    let mut c = Cluster::new(&hosts);
+    c.spec_opts.k0s_version = Some("v1.34.1+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.34.1+k0s.0"));
+    c.write_spec(&["Ctl-A", "Ctl-B", "Ctl-C"]);
+    bootstrap(&c);
+    assert_one_cluster(
+        &c,
+        &["Ctl-A", "Ctl-B", "Ctl-C"],
+        &["Ctl-A", "Ctl-B", "Ctl-C"],
+    );
+    let names: BTreeSet<String> = c.members("Ctl-A").into_keys().collect();
+    assert!(names.contains("Ctl-C"), "etcd keeps the case: {names:?}");
+    assert!(
+        c.state_host("Ctl-C").expect("recorded")["etcd"]["member_id"].is_string(),
+        "Ctl-C's member ID was not recorded: {:?}",
+        c.state_host("Ctl-C")
+    );
+
+    c.write_spec(&["Ctl-A", "Ctl-B"]);
+    c.run(&["plan"])
+        .expect(0)
+        .contains("1 to remove")
+        .contains("etcd member");
+    c.apply();
+    assert_one_cluster(&c, &["Ctl-A", "Ctl-B"], &["Ctl-A", "Ctl-B"]);
+    assert!(
+        !c.objects("Ctl-A", "etcdmembers")
+            .contains(&"ctl-c".to_string())
+    );
+    assert!(c.state_host("Ctl-C").is_none());
+}
+
+/// k0s's unit restarts k0s by itself (Restart=always, RestartSec=10). A host whose upgrade is not
+/// due yet keeps its old binary at the install path: killed, it comes back on its old version.
+#[test]
+fn k0s_killed_before_its_upgrade_turn_comes_back_on_its_old_version() {
+    let hosts = [("c1", "controller"), ("w1", "worker")];
+    let mut c = Cluster::with(
+        &hosts,
+        LabOptions::default(),
+        SpecOptions {
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            ..SpecOptions::default()
+        },
+    );
+    bootstrap(&c);
+    let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(newer);
+    // c1's upgrade (controllers go first) waits in its hook until the test lets it go.
+    c.spec_opts.host_yaml.insert(
+        "c1".into(),
+        "hooks:\n  upgrade:\n    before: ['touch /root/hook-started; while [ ! -e /root/go ]; do sleep 0.2; done']\n".into(),
+    );
+    c.write_spec(&["c1", "w1"]);
+    let apply = c
+        .command(&["apply", "-auto-approve"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("apply");
+    let in_hook = c.lab.wait_until(std::time::Duration::from_secs(180), || {
+        c.lab
+            .exec("c1", "test -e /root/hook-started")
+            .status
+            .success()
+    });
+    assert!(in_hook, "c1's upgrade hook never ran");
+    // The new binary reached w1 (staged, or at the install path).
+    let uploaded = c.lab.wait_until(std::time::Duration::from_secs(120), || {
+        c.lab
+            .exec(
+                "w1",
+                "grep -l 'VERSION = \"v1.33.5+k0s.0\"' /usr/local/bin/* >/dev/null 2>&1",
+            )
+            .status
+            .success()
+    });
+    assert!(uploaded, "the new binary never reached w1");
+    let old_pid = c
+        .lab
+        .exec_ok("w1", "cat /run/k0s-service/k0sworker.service.pid");
+    c.lab.exec_ok("w1", &format!("kill -9 {}", old_pid.trim()));
+    let back = c.lab.wait_until(std::time::Duration::from_secs(40), || {
+        let pid = c
+            .lab
+            .exec("w1", "cat /run/k0s-service/k0sworker.service.pid")
+            .stdout;
+        String::from_utf8_lossy(&pid).trim() != old_pid.trim()
+            && c.lab.exec("w1", "k0s status").status.success()
+    });
+    assert!(back, "w1's k0s did not come back by itself");
+    let status = c.lab.exec_ok("w1", "k0s status");
+    assert!(
+        status.contains("Version: v1.33.4+k0s.0"),
+        "w1 restarted on the new binary before its upgrade turn:\n{status}"
+    );
+
+    c.lab.exec_ok("c1", "touch /root/go");
+    let out = apply.wait_with_output().expect("apply");
+    assert!(
+        out.status.success(),
+        "apply failed\n--- stdout\n{}\n--- stderr\n{}",
+        lab::stdout(&out),
+        lab::stderr(&out)
+    );
+    for h in ["c1", "w1"] {
+        assert_eq!(
+            c.lab.ssh_ok(h, "k0s version").trim(),
+            "v1.33.5+k0s.0",
+            "{h}"
+        );
+    }
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }

@@ -935,3 +935,229 @@ fn double_workers_tokens_and_heartbeats() {
     });
     assert!(back);
 }
+
+/// Names of the objects of `kind` as `via` lists them.
+fn object_names(lab: &Lab, via: &str, kind: &str) -> Result<BTreeSet<String>, String> {
+    let o = lab.ssh(via, &format!("k0s kubectl get {kind} -o json"));
+    if !o.status.success() {
+        return Err(stderr(&o));
+    }
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("list JSON");
+    Ok(v["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect())
+}
+
+/// The pid k0s reports, or None while `k0s status` fails.
+fn k0s_pid(lab: &Lab, host: &str) -> Option<u64> {
+    let o = lab.ssh(host, "k0s status -o json");
+    if !o.status.success() {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).ok()?;
+    v["Pid"].as_u64()
+}
+
+/// etcd keeps the hostname's case; EtcdMember objects do not exist before v1.30, carry the raw
+/// hostname (refused by the API with capitals) up to v1.34.0 and the lower-cased one from
+/// v1.34.1; ControlNode and Node are lower-cased, Node after --hostname-override.
+#[test]
+fn double_object_names_follow_k0s_by_version() {
+    let lab = Lab::create(&[("Ctl-A", "controller"), ("w1", "worker")]);
+    bootstrap(&lab, "Ctl-A");
+    assert_eq!(member_names(&lab, "Ctl-A"), set(&["Ctl-A"]));
+    let registered = lab.wait_until(Duration::from_secs(20), || {
+        object_names(&lab, "Ctl-A", "controlnodes").is_ok_and(|n| n == set(&["ctl-a"]))
+    });
+    assert!(
+        registered,
+        "no ControlNode ctl-a; log:\n{}",
+        log(&lab, "Ctl-A")
+    );
+    assert_eq!(
+        object_names(&lab, "Ctl-A", "etcdmembers").unwrap(),
+        BTreeSet::new(),
+        "v1.33.4: an EtcdMember named \"Ctl-A\" is not a valid object"
+    );
+    assert!(log(&lab, "Ctl-A").contains("failed to create EtcdMember object"));
+
+    // v1.34.1: lower-cased.
+    let v1341 = lab.k0s_double_with_version("v1.34.1+k0s.0");
+    lab.ssh_ok("Ctl-A", "k0s stop");
+    lab.install_binary("Ctl-A", &v1341);
+    lab.ssh_ok("Ctl-A", "k0s start");
+    wait_ready(&lab, "Ctl-A");
+    let named = lab.wait_until(Duration::from_secs(20), || {
+        object_names(&lab, "Ctl-A", "etcdmembers").is_ok_and(|n| n == set(&["ctl-a"]))
+    });
+    assert!(named, "no EtcdMember ctl-a; log:\n{}", log(&lab, "Ctl-A"));
+    assert_eq!(member_names(&lab, "Ctl-A"), set(&["Ctl-A"]));
+
+    // A worker's Node is named after --hostname-override, lower-cased.
+    lab.install_binary("w1", &v1341);
+    let token = lab.ssh_ok("Ctl-A", "k0s token create --role worker");
+    lab.ssh_ok("w1", &format!("mkdir -p /etc/k0s && echo {} > /etc/k0s/k0stoken && k0s install worker --token-file /etc/k0s/k0stoken --kubelet-extra-args=--hostname-override=W-One && k0s start", token.trim()));
+    let node = lab.wait_until(Duration::from_secs(20), || {
+        object_names(&lab, "Ctl-A", "nodes").is_ok_and(|n| n.contains("w-one"))
+    });
+    assert!(node, "{:?}", object_names(&lab, "Ctl-A", "nodes"));
+
+    // Before v1.30 there is no EtcdMember type at all.
+    let v129 = lab.k0s_double_with_version("v1.29.9+k0s.0");
+    lab.ssh_ok("Ctl-A", "k0s stop");
+    lab.install_binary("Ctl-A", &v129);
+    lab.ssh_ok("Ctl-A", "k0s start");
+    wait_ready(&lab, "Ctl-A");
+    let err = object_names(&lab, "Ctl-A", "etcdmembers").unwrap_err();
+    assert!(
+        err.contains("the server doesn't have a resource type \"etcdmembers\""),
+        "{err}"
+    );
+}
+
+/// Restart=always, RestartSec=10: a k0s killed from outside comes back after about 10 s with
+/// whatever binary is at the install path; `k0s stop` keeps it down.
+#[test]
+fn double_service_restarts_by_itself_unless_stopped() {
+    let lab = Lab::create(&[("c1", "controller")]);
+    bootstrap(&lab, "c1");
+    let pid = k0s_pid(&lab, "c1").expect("running");
+    let newer = lab.k0s_double_with_version("v1.33.5+k0s.0");
+    lab.install_binary("c1", &newer);
+    lab.exec_ok(
+        "c1",
+        "kill -9 $(cat /run/k0s-service/k0scontroller.service.pid)",
+    );
+    let killed = Instant::now();
+    assert!(lab.wait_until(Duration::from_secs(5), || k0s_pid(&lab, "c1").is_none()));
+    let back = lab.wait_until(Duration::from_secs(30), || {
+        k0s_pid(&lab, "c1").is_some_and(|p| p != pid)
+    });
+    assert!(back, "k0s did not come back; log:\n{}", log(&lab, "c1"));
+    assert!(
+        killed.elapsed() >= Duration::from_secs(9),
+        "restarted after {:?}, not RestartSec=10",
+        killed.elapsed()
+    );
+    assert!(
+        lab.ssh_ok("c1", "k0s status")
+            .contains("Version: v1.33.5+k0s.0"),
+        "the restart runs the binary at the install path"
+    );
+    wait_ready(&lab, "c1");
+
+    lab.ssh_ok("c1", "k0s stop");
+    std::thread::sleep(Duration::from_secs(13));
+    assert_eq!(k0s_pid(&lab, "c1"), None, "a stopped service came back");
+}
+
+/// v1.35.1 workers read and decode the token file at every start: an empty one makes a joined
+/// worker exit; a placeholder token (k0sctl's workaround, k0sform's too) keeps it starting.
+#[test]
+fn double_v1_35_1_worker_needs_a_token_in_its_file() {
+    let lab = Lab::create(&[("c1", "controller"), ("w1", "worker")]);
+    bootstrap(&lab, "c1");
+    let v1351 = lab.k0s_double_with_version("v1.35.1+k0s.0");
+    start_joining(&lab, "c1", "w1", "worker");
+    let ready = lab.wait_until(Duration::from_secs(20), || {
+        lab.ssh_ok("c1", "k0s kubectl get nodes")
+            .contains("w1     Ready")
+    });
+    assert!(ready);
+    lab.ssh_ok("w1", "k0s stop && : > /etc/k0s/k0stoken");
+    lab.install_binary("w1", &v1351);
+    let o = lab.ssh("w1", "k0s start; sleep 1; k0s status");
+    assert!(
+        !o.status.success(),
+        "a v1.35.1 worker ran with an empty token file"
+    );
+    let wlog = stdout(&lab.exec("w1", "cat /var/lib/k0s/logs/k0sworker.log"));
+    assert!(
+        wlog.contains("Error: token file \"/etc/k0s/k0stoken\" is empty: obtain a new token via \"k0s token create ...\""),
+        "{wlog}"
+    );
+    // v1.33.4 does not care.
+    lab.install_double("w1");
+    lab.ssh_ok("w1", "k0s stop 2>/dev/null; k0s start");
+    assert!(k0s_pid(&lab, "w1").is_some());
+    lab.ssh_ok("w1", "k0s stop");
+
+    lab.install_binary("w1", &v1351);
+    let placeholder = k0sform::k0s::placeholder_token(k0sform::k0s::TokenRole::Worker);
+    lab.ssh_ok(
+        "w1",
+        &format!("echo {placeholder} > /etc/k0s/k0stoken && k0s start"),
+    );
+    assert!(
+        lab.wait_until(Duration::from_secs(5), || k0s_pid(&lab, "w1").is_some()),
+        "log:\n{}",
+        stdout(&lab.exec("w1", "cat /var/lib/k0s/logs/k0sworker.log"))
+    );
+}
+
+/// Test knob: `k0s status` blocks while /etc/k0s-lab/status-blocks exists on the host.
+#[test]
+fn double_status_blocks_while_the_knob_exists() {
+    let lab = Lab::create(&[("c1", "controller")]);
+    bootstrap(&lab, "c1");
+    lab.exec_ok("c1", "touch /etc/k0s-lab/status-blocks");
+    let t = Instant::now();
+    let o = lab.ssh("c1", "timeout 3 k0s status");
+    assert_eq!(o.status.code(), Some(124), "{}", stderr(&o));
+    assert!(t.elapsed() >= Duration::from_secs(3));
+    lab.exec_ok("c1", "rm /etc/k0s-lab/status-blocks");
+    lab.ssh_ok("c1", "timeout 3 k0s status");
+}
+
+/// v1.35.5+: a joining controller is an etcd learner until the leader promotes it (about 10 s
+/// later); it serves no API before.
+#[test]
+fn double_v1_35_5_controllers_join_as_learners() {
+    let lab = Lab::create(&[("c1", "controller"), ("c2", "controller")]);
+    let v1355 = lab.k0s_double_with_version("v1.35.5+k0s.0");
+    lab.install_binary("c1", &v1355);
+    lab.ssh_ok("c1", "k0s install controller && k0s start");
+    wait_ready(&lab, "c1");
+    let token = lab.ssh_ok("c1", "k0s token create --role controller --expiry 1h");
+    lab.install_binary("c2", &v1355);
+    lab.ssh_ok(
+        "c2",
+        &format!(
+            "mkdir -p /etc/k0s && echo {} > /etc/k0s/k0stoken && k0s install controller --token-file /etc/k0s/k0stoken && k0s start",
+            token.trim()
+        ),
+    );
+    let c2 = format!("http://{}:2380", lab.address("c2"));
+    let learner = |want: bool| {
+        let out = lab.ssh_ok(
+            "c1",
+            &format!(
+                "ETCDCTL_API=3 etcdctl --endpoints=http://{}:2379 member list -w json",
+                lab.address("c1")
+            ),
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).expect("etcdctl JSON");
+        v["members"].as_array().expect("members").iter().any(|m| {
+            m["peerURLs"][0] == c2.as_str() && m["isLearner"].as_bool().unwrap_or(false) == want
+        })
+    };
+    assert!(
+        lab.wait_until(Duration::from_secs(10), || learner(true)),
+        "c2 was not added as a learner"
+    );
+    assert!(
+        !lab.ssh("c2", "k0s kubectl get --raw=/readyz")
+            .status
+            .success(),
+        "a learner served the API"
+    );
+    assert!(
+        lab.wait_until(Duration::from_secs(30), || learner(false)),
+        "c2 was never promoted; log:\n{}",
+        log(&lab, "c1")
+    );
+    wait_ready(&lab, "c2");
+}

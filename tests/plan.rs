@@ -6,8 +6,8 @@ use k0sform::hash::sha256_hex;
 use k0sform::hostid::HostId;
 use k0sform::k0s::desired;
 use k0sform::plan::{
-    self, Action, ClusterAction, Desired, LocalBinary, Plan, PlanOptions, Refusal, SavedPlan,
-    StepKind, graph, render,
+    self, Action, ClusterAction, Desired, LocalBinary, Plan, PlanOptions, Refusal, RefusalKind,
+    SavedPlan, StepKind, graph, render,
 };
 use k0sform::reality::{
     ClusterView, HostFacts, HostReality, K0sStatus, MemberView, NodeView, Probe, Reality,
@@ -1782,4 +1782,59 @@ fn selectors_naming_no_host_are_warned_about() {
         ]
     );
     assert!(!p.has_changes());
+}
+
+/// A controller removed from the spec whose etcd member has no known ID (no EtcdMember object
+/// names it: k0s before 1.30, or capitals in its hostname on k0s 1.30–1.34.0, and none recorded
+/// in the state) is refused: removing it would reset the host and leave a dead voter behind.
+#[test]
+fn removal_of_a_member_without_a_known_id_is_refused_not_half_done() {
+    let (_, case) = load_cases()
+        .into_iter()
+        .find(|(n, _)| n == "remove_controller")
+        .expect("case remove_controller");
+    let mut i = build(&case);
+    let gone = HostId::new("10.0.0.3", 22);
+    if let Some(h) = i.state.hosts.iter_mut().find(|h| h.id() == gone) {
+        h.etcd = None;
+    }
+    for h in &mut i.reality.hosts {
+        if let Probe::Reached(f) = &mut h.probe
+            && let Some(v) = &mut f.view
+        {
+            for m in &mut v.members {
+                if m.peer_url == peer_url("10.0.0.3") {
+                    m.member_id = None;
+                }
+            }
+        }
+    }
+    let err = run(&i).expect_err("refused");
+    assert_eq!(err.kind, RefusalKind::UnknownIdentity, "{err:?}");
+    let text = refusal_text(&err);
+    assert!(text.contains("has no known member ID"), "{text}");
+    assert!(
+        text.contains("k0s etcd leave --peer-address=10.0.0.3"),
+        "{text}"
+    );
+}
+
+/// A host whose `k0s status` does not answer is refused as "k0s not answering", not as unreachable.
+#[test]
+fn k0s_not_answering_is_refused_as_such() {
+    let (_, case) = load_cases()
+        .into_iter()
+        .find(|(n, _)| n == "noop")
+        .expect("case noop");
+    let mut i = build(&case);
+    let h = i.reality.hosts.last_mut().expect("a host");
+    let id = h.id.clone();
+    h.probe = Probe::K0sNotAnswering {
+        error: "k0s not answering: `k0s status` gave no answer within 10 s".into(),
+    };
+    let err = run(&i).expect_err("refused");
+    let text = refusal_text(&err);
+    assert!(text.contains("k0s not answering"), "{text}");
+    assert!(!text.contains("unreachable ("), "{text}");
+    assert!(text.contains(&format!("-exclude {id}")), "{text}");
 }

@@ -94,6 +94,29 @@ pub fn stop(bin: &str) -> RemoteCommand {
     k0s(bin, &["stop"]).timeout(SERVICE)
 }
 
+/// Where a new k0s binary waits, beside the install path (same file system: the swap is a
+/// rename), until k0s is stopped on that host. The unit restarts k0s by itself
+/// (`Restart=always`, `RestartSec=10`: k0s `pkg/install/systemd_linux.go`), so a binary put at
+/// the install path early would start at the next crash, out of the upgrade order. k0sctl stages
+/// and swaps the same way (k0sctl `phase/upgrade_workers.go`, `cluster/host.go UpdateK0sBinary`).
+pub fn staged_binary_path(bin: &str) -> String {
+    format!("{bin}.k0sform-new")
+}
+
+/// Move the staged binary (`staged_binary_path`) onto the install path, once k0s is stopped.
+/// Nothing staged (swapped by an earlier, interrupted run) is not an error.
+pub fn swap_in_binary(bin: &str) -> RemoteCommand {
+    RemoteCommand::new([
+        "sh".to_string(),
+        "-c".into(),
+        r#"if [ -e "$1" ]; then mv -f -- "$1" "$2"; fi"#.into(),
+        "k0sform-swap".into(),
+        staged_binary_path(bin),
+        bin.to_string(),
+    ])
+    .timeout(QUICK)
+}
+
 /// `k0s reset --data-dir=… [--kubelet-root-dir=…]`. Refused by k0s while it runs; does not touch
 /// etcd membership.
 pub fn reset(bin: &str, data_dir: &str, kubelet_root_dir: Option<&str>) -> RemoteCommand {
@@ -407,6 +430,28 @@ mod tests {
         );
         assert!(r.root);
         assert_eq!(stop(BIN).argv, [BIN, "stop"]);
+    }
+
+    #[test]
+    fn the_staged_binary_is_swapped_in_by_a_rename_beside_it() {
+        assert_eq!(staged_binary_path(BIN), "/usr/local/bin/k0s.k0sform-new");
+        let d = tempfile::tempdir().unwrap();
+        let bin = d.path().join("k0s");
+        let bin = bin.to_str().unwrap();
+        std::fs::write(bin, "old").unwrap();
+        std::fs::write(staged_binary_path(bin), "new").unwrap();
+        let run = |c: RemoteCommand| {
+            std::process::Command::new(&c.argv[0])
+                .args(&c.argv[1..])
+                .status()
+                .unwrap()
+        };
+        assert!(run(swap_in_binary(bin)).success());
+        assert_eq!(std::fs::read_to_string(bin).unwrap(), "new");
+        assert!(!std::path::Path::new(&staged_binary_path(bin)).exists());
+        // Nothing staged (swapped already): no error, nothing changes.
+        assert!(run(swap_in_binary(bin)).success());
+        assert_eq!(std::fs::read_to_string(bin).unwrap(), "new");
     }
 
     #[test]

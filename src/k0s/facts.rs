@@ -99,8 +99,9 @@ pub fn check(f: &HostFacts) -> Result<(), String> {
     }
     if let Some(v) = &f.view {
         for m in &v.members {
-            // An unstarted member has no name yet.
-            if !m.name.is_empty() && !is_object_name(&m.name) {
+            // An unstarted member has no name yet. A started one is named after the raw hostname,
+            // capitals kept (k0s pkg/component/controller/etcd.go).
+            if !m.name.is_empty() && !is_object_name(&m.name.to_lowercase()) {
                 return bad("an etcd member named", &m.name);
             }
             if !is_peer(&m.peer_url) {
@@ -178,7 +179,8 @@ mod tests {
             k0s_version: Some("v1.33.4+k0s.0".into()),
             view: Some(ClusterView {
                 members: vec![MemberView {
-                    name: "c01".into(),
+                    // etcd keeps the hostname's case.
+                    name: "C01".into(),
                     peer_url: "https://10.0.0.1:2380".into(),
                     member_id: Some("8e9e05c52164694d".into()),
                 }],

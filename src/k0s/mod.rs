@@ -13,12 +13,15 @@ pub mod kubeconfig;
 pub mod parse;
 pub mod probe_script;
 pub mod redact;
+pub mod token_file;
 
 pub use commands::*;
 pub use parse::*;
 pub use probe_script::{
-    ProbeCommand, ProbeError, ProbeReader, merge_members, peer_url_host, probe,
+    GENERATED_MACHINE_ID, ProbeCommand, ProbeError, ProbeReader, STATUS_BOUND_SECS, merge_members,
+    peer_url_host, probe,
 };
+pub use token_file::placeholder_token;
 
 use serde::{Deserialize, Serialize};
 

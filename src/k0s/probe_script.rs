@@ -18,8 +18,15 @@ use crate::transport::{CommandOutput, RemoteCommand};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// Where k0sform keeps the id it generates for a host that has neither /etc/machine-id nor
+/// /var/lib/dbus/machine-id.
+pub const GENERATED_MACHINE_ID: &str = "/etc/k0s/k0sform-machine-id";
+
 /// The k0s.yaml the probe reads (the one k0sform writes).
 pub const CONFIG_PATH: &str = super::desired::CONFIG_FILE;
+
+/// How long the probe waits for `k0s status` (the `status_bound` of the script).
+pub const STATUS_BOUND_SECS: u64 = 10;
 
 /// Hard limit for the whole probe of one host (each inner query has its own, shorter one).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -27,7 +34,7 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 /// kubectl runs as k0sctl runs it (`env KUBECONFIG=<dd>/pki/admin.conf k0s kubectl …`).
 /// Arguments: $1 k0s binary, $2 data dir, $3 "1" to ask a running controller for its view,
 /// $4 the k0s.yaml path, $5 the marker nonce, $6 the resource types of the one `kubectl get`.
-const SCRIPT: &str = r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6
+const SCRIPT: &str = r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6 status_bound=10
 t() { timeout -k 2 "$@"; }
 kc() { t 10 env KUBECONFIG="$dd/pki/admin.conf" "$bin" kubectl "$@"; }
 units() {
@@ -39,7 +46,16 @@ begin() { printf '%s begin %s\n' "$N" "$1"; printf '%s begin %s\n' "$N" "$1" >&2
 end() { printf '\n%s end %s %s\n' "$N" "$1" "$2"; printf '\n%s end %s\n' "$N" "$1" >&2; }
 # emit NAME CMD...: CMD's exit code, stdout and stderr, framed; returns CMD's exit code.
 emit() { _n=$1; shift; begin "$_n"; "$@"; _r=$?; end "$_n" "$_r"; return "$_r"; }
-emit machine_id cat /etc/machine-id
+# The host's identity: systemd's machine-id, else D-Bus's, else (minimal and container images
+# have neither) an id k0sform generates once, kept beside k0s's config (`k0s reset` keeps it).
+machine_id() {
+  for f in /etc/machine-id /var/lib/dbus/machine-id /etc/k0s/k0sform-machine-id; do
+    if [ -s "$f" ]; then cat "$f"; return; fi
+  done
+  f=/etc/k0s/k0sform-machine-id
+  mkdir -p "${f%/*}" && (umask 022; tr -d '-' < /proc/sys/kernel/random/uuid > "$f.tmp" && mv -f "$f.tmp" "$f") && cat "$f"
+}
+emit machine_id machine_id
 emit hostname uname -n
 emit arch uname -m
 emit os_release cat /etc/os-release
@@ -52,7 +68,7 @@ fi
 if [ -e "$bin" ]; then
   emit binary_sha256 sha256sum "$bin"
   # The status decides what else to ask, so it is captured (trailing newlines are dropped).
-  begin status; st=$(t 10 "$bin" status -o json); r=$?; printf '%s' "$st"; end status "$r"
+  begin status; st=$(t "$status_bound" "$bin" status -o json); r=$?; printf '%s' "$st"; end status "$r"
   role=none
   if [ "$r" = 0 ]; then
     case $st in
@@ -333,9 +349,12 @@ pub fn peer_url_host(url: &str) -> &str {
     hostport.rsplit_once(':').map_or(hostport, |(h, _)| h)
 }
 
-/// Join `k0s etcd member-list` (name → URL) with the EtcdMember objects (IDs). An object gives
-/// its ID to the member of the same name only if its peer address matches the member's URL (an
-/// object can be stale: kept after leaving, or from the host's previous life).
+/// Join `k0s etcd member-list` (name → URL) with the EtcdMember objects (IDs), by peer address.
+/// Names cannot be compared: etcd's member name is the raw hostname (k0s
+/// `pkg/component/controller/etcd.go`), its EtcdMember object is named after the lower-cased
+/// hostname from k0s 1.34.1 and the raw one before (`etcd_member_reconciler.go`), so with capitals
+/// in the hostname they differ. Only an object that has no peer address yet is matched by name
+/// (ignoring case). An object that left (Joined=False) gives way to one that did not.
 pub fn merge_members(
     list: &BTreeMap<String, String>,
     objects: &[EtcdMemberObject],
@@ -343,15 +362,16 @@ pub fn merge_members(
     let mut members: Vec<MemberView> = list
         .iter()
         .map(|(name, url)| {
+            let host = peer_url_host(url);
+            let owns = |o: &&EtcdMemberObject| match o.peer_address.as_deref() {
+                Some(a) => a == host,
+                None => !name.is_empty() && o.name.eq_ignore_ascii_case(name),
+            };
             let member_id = objects
                 .iter()
-                .find(|o| {
-                    !name.is_empty()
-                        && &o.name == name
-                        && o.peer_address
-                            .as_deref()
-                            .is_none_or(|a| a == peer_url_host(url))
-                })
+                .filter(owns)
+                .filter(|o| o.member_id.is_some())
+                .min_by_key(|o| o.joined == Some(false))
                 .and_then(|o| o.member_id.clone());
             MemberView {
                 name: name.clone(),
@@ -465,6 +485,9 @@ pub enum ProbeError {
     Output(#[from] K0sError),
     #[error("{0}")]
     Host(String),
+    /// `k0s status` was still running when its bound ran out.
+    #[error("k0s not answering: `k0s status` gave no answer within {0} s")]
+    K0sNotAnswering(u64),
 }
 
 fn parse_probe(
@@ -493,7 +516,7 @@ fn parse_probe(
         .filter(|m| !m.is_empty())
         .ok_or_else(|| {
             ProbeError::Host(format!(
-                "cannot read /etc/machine-id: {}",
+                "cannot read or create a machine-id (/etc/machine-id, /var/lib/dbus/machine-id, {GENERATED_MACHINE_ID}): {}",
                 sec("machine_id").map(Section::error).unwrap_or_default()
             ))
         })?;
@@ -545,6 +568,11 @@ fn parse_probe(
             }
         } else {
             let o = st.as_output();
+            // `timeout` exits 124 (137 after its SIGKILL): k0s's status can block for minutes
+            // (pkg/component/status/status.go waits for kubelet credentials, then has no timeout).
+            if st.rc == 124 || st.rc == 137 {
+                return Err(ProbeError::K0sNotAnswering(STATUS_BOUND_SECS));
+            }
             // Anything but "not running" (or a binary that cannot run) leaves the state unknown:
             // guessing "stopped" could make the planner rejoin a healthy controller.
             if !is_not_running(&o) && classify(&o) != Some(K0sFailure::BinaryMissing) {
@@ -951,6 +979,127 @@ esac
         );
         let err = parse_probe(&out, NONCE, &[]).unwrap_err();
         assert!(err.to_string().contains("permission denied"), "{err}");
+    }
+
+    fn object(name: &str, addr: Option<&str>, id: &str, joined: Option<bool>) -> EtcdMemberObject {
+        EtcdMemberObject {
+            name: name.into(),
+            member_id: Some(id.into()),
+            peer_address: addr.map(String::from),
+            joined,
+            leave: false,
+        }
+    }
+
+    #[test]
+    fn members_get_their_ids_by_peer_address_whatever_the_names() {
+        // etcd keeps the hostname's case; the EtcdMember of k0s ≥ 1.34.1 is lower-cased.
+        let list = BTreeMap::from([
+            ("Ctl-A".to_string(), "https://10.0.0.1:2380".to_string()),
+            ("Ctl-B".to_string(), "https://10.0.0.2:2380".to_string()),
+            ("c3".to_string(), "https://10.0.0.3:2380".to_string()),
+            (String::new(), "https://10.0.0.4:2380".to_string()),
+        ]);
+        let objects = vec![
+            object("ctl-a", Some("10.0.0.1"), "a1", Some(true)),
+            // Left, kept after leaving; the current one wins.
+            object("ctl-b-old", Some("10.0.0.2"), "b0", Some(false)),
+            object("ctl-b", Some("10.0.0.2"), "b1", Some(true)),
+            // Same name, another address: a stale object of the host's previous life.
+            object("c3", Some("10.0.0.99"), "c0", None),
+            // Not reconciled yet (no peer address): matched by name, ignoring case.
+            object("C3", None, "c1", None),
+        ];
+        let m = merge_members(&list, &objects);
+        let id = |url: &str| {
+            m.iter()
+                .find(|v| v.peer_url == url)
+                .and_then(|v| v.member_id.clone())
+        };
+        assert_eq!(id("https://10.0.0.1:2380").as_deref(), Some("a1"));
+        assert_eq!(id("https://10.0.0.2:2380").as_deref(), Some("b1"));
+        assert_eq!(id("https://10.0.0.3:2380").as_deref(), Some("c1"));
+        assert_eq!(id("https://10.0.0.4:2380"), None, "unstarted, no object");
+    }
+
+    /// The probe script with its machine-id paths moved under `root`.
+    fn script_with_root(root: &std::path::Path) -> String {
+        SCRIPT
+            .replace(
+                "/etc/machine-id",
+                &format!("{}/etc/machine-id", root.display()),
+            )
+            .replace(
+                "/var/lib/dbus/machine-id",
+                &format!("{}/var/lib/dbus/machine-id", root.display()),
+            )
+            .replace(
+                GENERATED_MACHINE_ID,
+                &format!("{}{GENERATED_MACHINE_ID}", root.display()),
+            )
+    }
+
+    fn machine_id_under(root: &std::path::Path) -> Result<String, ProbeError> {
+        let p = probe("/nonexistent/k0s", "/nonexistent", false, &[]);
+        let mut argv = p.command.argv.clone();
+        argv[2] = script_with_root(root);
+        let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+        let out = CommandOutput {
+            status: out.status.code(),
+            stdout: out.stdout,
+            stderr: out.stderr,
+        };
+        p.reader.parse(&out).map(|f| f.machine_id)
+    }
+
+    #[test]
+    fn machine_id_falls_back_to_dbus_then_to_a_generated_stable_id() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::create_dir_all(root.join("var/lib/dbus")).unwrap();
+        std::fs::write(
+            root.join("var/lib/dbus/machine-id"),
+            "d0b5000000000000000000000000d0b5\n",
+        )
+        .unwrap();
+        assert_eq!(
+            machine_id_under(root).unwrap(),
+            "d0b5000000000000000000000000d0b5"
+        );
+        std::fs::write(
+            root.join("etc/machine-id"),
+            "e7c0000000000000000000000000e7c0\n",
+        )
+        .unwrap();
+        assert_eq!(
+            machine_id_under(root).unwrap(),
+            "e7c0000000000000000000000000e7c0"
+        );
+
+        // Neither: one is generated and kept, so the next probe sees the same.
+        std::fs::remove_file(root.join("etc/machine-id")).unwrap();
+        std::fs::remove_file(root.join("var/lib/dbus/machine-id")).unwrap();
+        let first = machine_id_under(root).unwrap();
+        assert_eq!(first.len(), 32, "{first}");
+        assert!(first.chars().all(|c| c.is_ascii_hexdigit()), "{first}");
+        assert_eq!(machine_id_under(root).unwrap(), first);
+        let kept = root.join(GENERATED_MACHINE_ID.trim_start_matches('/'));
+        assert_eq!(std::fs::read_to_string(kept).unwrap().trim(), first);
+    }
+
+    #[test]
+    fn a_status_that_times_out_is_k0s_not_answering() {
+        assert!(SCRIPT.contains(&format!("status_bound={STATUS_BOUND_SECS}\n")));
+        for rc in [124, 137] {
+            let out = framed(
+                &[("machine_id", 0, "abc\n", ""), ("status", rc, "", "")],
+                true,
+            );
+            let err = parse_probe(&out, NONCE, &[]).unwrap_err();
+            assert_eq!(err, ProbeError::K0sNotAnswering(STATUS_BOUND_SECS));
+            assert!(err.to_string().starts_with("k0s not answering"), "{err}");
+        }
     }
 
     #[test]

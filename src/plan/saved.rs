@@ -318,7 +318,7 @@ pub fn identities(reality: &Reality) -> Vec<HostIdentity> {
                 host_key: Some(offered.clone()),
                 member_id: None,
             },
-            Probe::Unreachable { .. } => HostIdentity {
+            Probe::Unreachable { .. } | Probe::K0sNotAnswering { .. } => HostIdentity {
                 host: h.id.clone(),
                 machine_id: None,
                 host_key: None,

@@ -225,6 +225,9 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
             facts.host_public_key = Some(connected.public_key);
             Probe::Reached(Box::new(facts))
         }
+        Err(e @ k0s::ProbeError::K0sNotAnswering(_)) => Probe::K0sNotAnswering {
+            error: format!("{}: {e}", p.id),
+        },
         Err(e) => Probe::Unreachable {
             error: format!("{}: probe failed: {e}", p.id),
         },

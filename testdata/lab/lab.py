@@ -672,28 +672,64 @@ MS_NOSUID = 2
 MS_NODEV = 4
 
 
-def boot_units():
-    """systemd emulation: an installed k0s unit is enabled (WantedBy=multi-user.target), so start it."""
+# k0s writes its units with Restart=always and RestartSec=10 (pkg/install/systemd_linux.go):
+# systemd starts whatever binary is at the ExecStart path 10 s after the process exits, unless
+# it was stopped on purpose (`k0s stop` writes <unit>.stopped with the PID it stopped).
+RESTART_SEC = 10.0
+
+
+def start_unit(unit):
+    """Start an installed, enabled unit as systemd would (its ExecStart and Environment=)."""
     import shlex
 
+    path = f"/etc/systemd/system/{unit}"
+    if not os.path.exists(path):
+        return
+    exec_start, env, cond = None, {}, None
+    for line in open(path):
+        line = line.strip()
+        if line.startswith("ExecStart="):
+            exec_start = shlex.split(line[len("ExecStart="):])
+        elif line.startswith("Environment="):
+            for kv in shlex.split(line[len("Environment="):]):
+                k, _, v = kv.partition("=")
+                env[k] = v
+        elif line.startswith("ConditionFileIsExecutable="):
+            cond = line.split("=", 1)[1]
+    if not exec_start or (cond and not os.access(cond, os.X_OK)):
+        return
+    spawn_service(unit, exec_start, env)
+
+
+def boot_units():
+    """systemd emulation: an installed k0s unit is enabled (WantedBy=multi-user.target), so start it."""
     for unit in UNITS:
-        path = f"/etc/systemd/system/{unit}"
-        if not os.path.exists(path):
-            continue
-        exec_start, env, cond = None, {}, None
-        for line in open(path):
-            line = line.strip()
-            if line.startswith("ExecStart="):
-                exec_start = shlex.split(line[len("ExecStart="):])
-            elif line.startswith("Environment="):
-                for kv in shlex.split(line[len("Environment="):]):
-                    k, _, v = kv.partition("=")
-                    env[k] = v
-            elif line.startswith("ConditionFileIsExecutable="):
-                cond = line.split("=", 1)[1]
-        if not exec_start or (cond and not os.access(cond, os.X_OK)):
-            continue
-        spawn_service(unit, exec_start, env)
+        start_unit(unit)
+
+
+def read_pid(path):
+    try:
+        return int(open(path).read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def main_pid_exited(pid):
+    """The unit whose main PID just exited without being stopped, if any (Restart=always)."""
+    for unit in UNITS:
+        if read_pid(f"{SERVICE_RUN_DIR}/{unit}.pid") == pid:
+            if read_pid(f"{SERVICE_RUN_DIR}/{unit}.stopped") == pid:
+                return None
+            return unit
+    return None
+
+
+def restart_if_still_down(unit, pid):
+    """RestartSec has passed: start the unit again unless someone started or stopped it since."""
+    if read_pid(f"{SERVICE_RUN_DIR}/{unit}.pid") != pid or read_pid(f"{SERVICE_RUN_DIR}/{unit}.stopped") == pid:
+        return
+    print(f"boot: {unit} exited; restarting it (Restart=always)", file=sys.stderr, flush=True)
+    start_unit(unit)
 
 
 def spawn_service(unit, argv, extra_env):
@@ -734,13 +770,28 @@ def cmd_boot(a):
     except Exception as e:  # a broken unit must not keep the host from booting
         print(f"boot: starting units failed: {e}", file=sys.stderr, flush=True)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    # PID 1 duty: reap every orphan (k0s services detach and get reparented here).
+    # PID 1 duty: reap every orphan (k0s services detach and get reparented here), and restart
+    # a k0s service whose process exited (Restart=always, RestartSec=10).
+    restarts = {}  # unit → (when, exited pid)
     while True:
         try:
-            pid, _ = os.waitpid(-1, 0)
+            pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            time.sleep(1)
+            pid = 0
+        if pid == 0:
+            now = time.monotonic()
+            for unit, (when, dead) in list(restarts.items()):
+                if now >= when:
+                    del restarts[unit]
+                    try:
+                        restart_if_still_down(unit, dead)
+                    except Exception as e:  # a broken unit must not kill PID 1
+                        print(f"boot: restarting {unit} failed: {e}", file=sys.stderr, flush=True)
+            time.sleep(0.25)
             continue
+        unit = main_pid_exited(pid)
+        if unit:
+            restarts[unit] = (time.monotonic() + RESTART_SEC, pid)
         if pid == sshd:
             print("boot: sshd exited; restarting", file=sys.stderr, flush=True)
             time.sleep(0.5)

@@ -54,6 +54,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .into_iter()
             .filter(|a| !a.starts_with("--token-file"))
             .collect();
+        self.swap_in_binary(hs).await?;
         self.install(hs, &args).await?;
         self.start_k0s(host).await?;
         self.wait_ready(ctx, host).await?;

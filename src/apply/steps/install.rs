@@ -80,9 +80,13 @@ impl<T: Transport + 'static> K0sRunner<T> {
                     .unwrap_or_default()
             ))
         })?;
-        let got = self
-            .upload_local(&id, &local, &hs.k0s_install_path, 0o755)
-            .await?;
+        // Staged beside the install path: k0s's unit restarts k0s by itself, and would start a
+        // binary put at the install path now at its next crash, out of the upgrade order.
+        let staged = k0s::staged_binary_path(&hs.k0s_install_path);
+        let got = self.upload_local(&id, &local, &staged, 0o755).await?;
+        if let Ok(mut s) = self.staged_binaries.lock() {
+            s.insert(id.clone());
+        }
         if let Some(want) = sha256
             && !want.is_empty()
             && got != want
@@ -91,6 +95,19 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 "{id}: the uploaded k0s binary has sha256 {got}, the plan expected {want} ({} changed since planning)",
                 local.display()
             )));
+        }
+        Ok(())
+    }
+
+    /// Move a staged binary onto the install path: only where k0s is stopped (an upgrade after
+    /// `k0s stop`, a host about to be installed).
+    pub(super) async fn swap_in_binary(&self, hs: &HostSpec) -> Result<(), StepError> {
+        let id = hs.id();
+        let cmd = k0s::swap_in_binary(&hs.k0s_install_path);
+        self.exec_ok(&id, cmd, "moving the new k0s binary into place")
+            .await?;
+        if let Ok(mut s) = self.staged_binaries.lock() {
+            s.remove(&id);
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! `JoinController` and `JoinWorker`: a token from a running controller, install and start with
-//! it, wait for the new etcd member or Node; the token is given back and its file blanked whatever
-//! happened.
+//! it, wait for the new etcd member or Node; the token is given back and its file overwritten with
+//! a placeholder (never left empty), whatever happened.
 
 use super::deadline::Deadline;
 use super::remote::failed;
@@ -8,7 +8,7 @@ use super::runner::K0sRunner;
 use crate::apply::{StateChange, StepContext, StepError};
 use crate::hostid::HostId;
 use crate::k0s::probe_script::peer_url_host as peer_host;
-use crate::k0s::{TokenRole, desired};
+use crate::k0s::{self, TokenRole, desired};
 use crate::spec::HostSpec;
 use crate::transport::Transport;
 
@@ -77,6 +77,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 0o600,
             )
             .await?;
+            self.swap_in_binary(hs).await?;
             self.install(hs, &desired::install_args(&self.spec, hs))
                 .await?;
             self.start_k0s(&host).await?;
@@ -91,14 +92,16 @@ impl<T: Transport + 'static> K0sRunner<T> {
         .await;
         drop(token);
 
-        // Clean up whatever happened: the token must not stay usable or lying around.
+        // Clean up whatever happened: the token must not stay usable or lying around. Nor may
+        // the file be left empty: k0s v1.35.1 workers exit at start on an empty token file.
         self.give_back_token(ctx, via, role, &token_id).await;
+        let placeholder = k0s::placeholder_token(role).into_bytes();
         if let Err(e) = self
-            .write(&host, desired::TOKEN_FILE, Vec::new(), 0o600)
+            .write(&host, desired::TOKEN_FILE, placeholder, 0o600)
             .await
         {
             ctx.progress(format!(
-                "could not blank {} on {host}: {e}",
+                "could not overwrite the join token in {} on {host}: {e}",
                 desired::TOKEN_FILE
             ));
         }

@@ -150,7 +150,11 @@ impl<T: Transport + 'static> K0sRunner<T> {
     /// validate` by the host's binary, then renamed in place (k0sctl `phase/configure_k0s.go`).
     /// A config k0s refuses never replaces the one the host runs with.
     pub(super) async fn put_config(&self, host: &HostId, yaml: String) -> Result<(), StepError> {
-        let bin = self.paths(host).bin;
+        let mut bin = self.paths(host).bin;
+        // A binary staged for an upgrade or install is the one that will read this config.
+        if self.staged_binaries.lock().is_ok_and(|s| s.contains(host)) {
+            bin = k0s::staged_binary_path(&bin);
+        }
         self.write(host, desired::STAGED_CONFIG_FILE, yaml.into_bytes(), 0o600)
             .await?;
         let out = self

@@ -53,11 +53,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .cloned()
             .or_else(|| {
                 // Deleted earlier in this run (removal plans delete it first): use what it said.
-                self.seen_object(addr).filter(|o| {
-                    members
-                        .iter()
-                        .any(|(name, u)| peer_host(u) == addr && name == &o.name)
-                })
+                // By peer address: etcd's member name keeps the hostname's case, the object's
+                // name does not (k0s ≥ 1.34.1).
+                self.seen_object(addr)
             });
         match &object {
             None => {

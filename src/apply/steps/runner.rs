@@ -31,6 +31,9 @@ pub struct K0sRunner<T> {
     /// object before it removes the member; the member-ID check then uses what the object said
     /// moments before it was deleted.
     pub(super) seen_objects: Mutex<HashMap<String, k0s::EtcdMemberObject>>,
+    /// Hosts with a new k0s binary staged in this run and not yet moved into place: a new
+    /// k0s.yaml is checked by the binary that will read it, the staged one.
+    pub(super) staged_binaries: Mutex<std::collections::HashSet<HostId>>,
     /// The last `kubectl get nodes` per controller and when it was asked (see `nodes_via`).
     pub(super) node_polls: Mutex<HashMap<HostId, Arc<tokio::sync::Mutex<Option<NodePoll>>>>>,
     /// Worker join tokens in use, per controller (see `take_token`).
@@ -47,6 +50,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             spec: spec.clone(),
             known: state.clone(),
             seen_objects: Mutex::new(HashMap::new()),
+            staged_binaries: Mutex::new(std::collections::HashSet::new()),
             node_polls: Mutex::new(HashMap::new()),
             worker_tokens: tokio::sync::Mutex::new(HashMap::new()),
             opts: opts.clone(),

@@ -25,6 +25,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         if self.local_binary(hs, None, Some(to)).is_some() {
             self.upload_binary(hs, None, Some(to)).await?;
         }
+        self.swap_in_binary(hs).await?;
         self.install(hs, &args).await?;
         self.start_k0s(host).await?;
         self.wait_back(ctx, hs).await?;

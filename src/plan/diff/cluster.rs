@@ -173,6 +173,7 @@ fn who_sees_what(hosts: &[HostCtx], groups: &Groups) -> Vec<String> {
         let line = match h.probe {
             None => "not probed".to_string(),
             Some(Probe::Unreachable { error }) => format!("unreachable ({error})"),
+            Some(Probe::K0sNotAnswering { .. }) => "k0s not answering".to_string(),
             Some(Probe::HostKeyChanged { .. }) => "host key changed; not asked".to_string(),
             Some(Probe::Reached(f)) if !f.is_running() => "k0s not running".to_string(),
             Some(Probe::Reached(_)) => groups

@@ -39,6 +39,7 @@ impl<'a> Planner<'a> {
 
         let probe = match h.probe {
             None | Some(Probe::Unreachable { .. }) => return Err(unreachable_refusal(h)),
+            Some(Probe::K0sNotAnswering { error }) => return Err(not_answering_refusal(h, error)),
             Some(p) => p,
         };
         if let Probe::HostKeyChanged { expected, offered } = probe {
@@ -332,7 +333,32 @@ impl<'a> Planner<'a> {
         let Some(m) = self.member_of(&h.id) else {
             return Ok(None);
         };
-        Ok(m.member_id.clone().map(|member_id| MemberRef {
+        let Some(member_id) = m.member_id.clone() else {
+            // Without an ID the executor cannot check what it removes; going on would reset the
+            // host and leave its member registered (a dead voter). Members are matched by peer
+            // URL, so this happens only where no EtcdMember object names the member: k0s before
+            // 1.30, or a hostname with capitals on k0s 1.30 to 1.34.0 (the API refuses the name).
+            return Err(Refusal {
+                kind: RefusalKind::UnknownIdentity,
+                message: format!(
+                    "{} ({}): its etcd member at {} has no known member ID; refusing to change its \
+                     membership without identifying it",
+                    h.name(),
+                    h.id,
+                    m.peer_url
+                ),
+                details: vec![format!(
+                    "{} ({}): no EtcdMember object gives the ID of {} (k0s before 1.30, or a hostname \
+                     with capitals on k0s 1.30 to 1.34.0); remove the member by hand (k0s etcd leave \
+                     --peer-address={} on a healthy controller) and plan again",
+                    h.name(),
+                    h.id,
+                    m.peer_url,
+                    crate::k0s::peer_url_host(&m.peer_url)
+                )],
+            });
+        };
+        Ok(Some(MemberRef {
             member_id,
             peer_url: m.peer_url.clone(),
             healthy: m.healthy,
@@ -399,6 +425,22 @@ fn unreachable_refusal(h: &HostCtx) -> Refusal {
         details: vec![format!(
             "{} ({}): unreachable ({err}): cannot tell down from rebuilt; \
              leave it out with -exclude {}",
+            h.name(),
+            h.id,
+            h.id
+        )],
+    }
+}
+
+/// Reachable, but `k0s status` did not answer in time (it can block for minutes on a node that
+/// runs workloads): k0s may run, so nothing can be decided for this host.
+fn not_answering_refusal(h: &HostCtx, error: &str) -> Refusal {
+    Refusal {
+        kind: RefusalKind::Unreachable,
+        message: format!("{} ({}): k0s not answering", h.name(), h.id),
+        details: vec![format!(
+            "{} ({}): reachable, but {error}; k0s may be running: plan again when it answers, \
+             or leave it out with -exclude {}",
             h.name(),
             h.id,
             h.id
