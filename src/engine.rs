@@ -432,6 +432,9 @@ pub async fn healthy_controller<'a>(
             Probe::HostKeyChanged { expected, offered } => why.push(format!(
                 "{id}: host key changed: recorded {expected}, offered {offered}"
             )),
+            Probe::K0sNotAnswering { error } => {
+                why.push(format!("{id}: k0s not answering: {error}"))
+            }
         }
     }
     if why.is_empty() {

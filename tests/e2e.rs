@@ -1634,6 +1634,8 @@ fn backup_then_restore_onto_wiped_hosts_keeps_the_cluster() {
     c.run(&["plan", "-detailed-exitcode"])
         .expect(0)
         .contains("No changes");
+}
+
 /// etcd keeps the hostname's case, the EtcdMember object of k0s ≥ 1.34.1 does not: a controller
 /// with capitals in its hostname is still removed from etcd when it leaves the spec (members are
 /// matched by peer URL, not by name).
