@@ -28,6 +28,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
             )));
         }
         gate().await?;
+        // `k0s restore` runs the binary at the install path: the one this run uploaded is still
+        // staged beside it (k0s does not run here, so it may move in now, as for a bootstrap).
+        self.swap_in_binary(self.host_spec(host)?).await?;
         let dir = format!("/tmp/k0sform-restore-{}", uuid::Uuid::new_v4().simple());
         let result = self.restore_in(host, archive, sha256, &dir).await;
         // Whatever happened: the archive holds the CA keys.
