@@ -183,6 +183,9 @@ pub struct TargetArgs {
     /// Only record reality into the state; change no host
     #[arg(long = "refresh-only")]
     pub refresh_only: bool,
+    /// Restart hosts without cordoning and draining their Nodes first (as k0sctl's --no-drain)
+    #[arg(long = "no-drain")]
+    pub no_drain: bool,
     /// Hosts probed (and steps run) at once
     #[arg(long = "parallelism", value_name = "N", default_value_t = 32)]
     pub parallelism: usize,

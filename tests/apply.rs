@@ -655,6 +655,10 @@ mod fake {
         pub refuse_leave: usize,
         /// Hosts probed through `Prober`, in order.
         pub probed: Vec<HostId>,
+        /// Nodes marked unschedulable (`kubectl cordon`/`drain`, until `uncordon`).
+        pub cordoned: std::collections::BTreeSet<String>,
+        /// Taints put on Nodes with `kubectl taint nodes`, by Node.
+        pub taints: BTreeMap<String, Vec<String>>,
     }
 
     fn ok(stdout: impl Into<Vec<u8>>) -> CommandOutput {
@@ -880,12 +884,46 @@ mod fake {
                             }
                             ok("")
                         }
+                        [verb @ ("cordon" | "uncordon"), object] => {
+                            let Some(node) = object.strip_prefix("node/") else {
+                                return err(&format!("Error: the fake wants node/NAME, not {object:?}"));
+                            };
+                            if !self.nodes.contains_key(node) {
+                                return err(&format!("Error from server (NotFound): nodes \"{node}\" not found"));
+                            }
+                            if *verb == "cordon" {
+                                self.cordoned.insert(node.to_string());
+                            } else {
+                                self.cordoned.remove(node);
+                            }
+                            ok(format!("node/{node} {verb}ed\n"))
+                        }
+                        ["taint", "nodes", rest @ ..] => {
+                            let (object, taint) = match rest {
+                                ["--overwrite", o, t] | [o, t] => (*o, *t),
+                                _ => return err("Error: the fake wants taint nodes [--overwrite] node/NAME TAINT"),
+                            };
+                            let node = object.trim_start_matches("node/").to_string();
+                            let list = self.taints.entry(node.clone()).or_default();
+                            if let Some(t) = taint.strip_suffix('-') {
+                                if !list.iter().any(|x| x == t) {
+                                    return err(&format!("error: taint \"{t}\" not found"));
+                                }
+                                list.retain(|x| x != t);
+                                return ok(format!("node/{node} untainted\n"));
+                            }
+                            if !list.iter().any(|x| x == taint) {
+                                list.push(taint.to_string());
+                            }
+                            ok(format!("node/{node} tainted\n"))
+                        }
                         ["drain", args @ ..] => {
                             let last = args.last().copied().unwrap_or("");
                             let Some(node) = last.strip_prefix("node/") else {
                                 return err(&format!("Error: the fake wants node/NAME, not {last:?}"));
                             };
                             if self.nodes.contains_key(node) {
+                                self.cordoned.insert(node.to_string());
                                 self.nodes.insert(node.to_string(), false);
                                 ok(format!("node/{node} drained\n"))
                             } else {
@@ -1811,28 +1849,7 @@ fn per_host_command_limit_is_honoured() {
 
 #[test]
 fn upgrade_replaces_the_binary_and_restarts() {
-    let (fake, mut spec, mut state, _) = three_controllers();
-    let w1 = host(5);
-    spec.hosts.push(spec_host(Role::Worker, &w1, "w1", 4));
-    {
-        let mut w = fake.world();
-        w.add_host(&w1, "w1");
-        let h = w.hosts.get_mut(&w1).unwrap();
-        h.running = true;
-        h.installed = Some(("worker".into(), vec![]));
-        w.nodes.insert("w1".into(), true);
-    }
-    let mut rec = recorded(&w1, "w1", None);
-    rec.role = Role::Worker;
-    state.upsert_host(rec);
-    let mut binary = tempfile::NamedTempFile::new().unwrap();
-    std::io::Write::write_all(&mut binary, b"k0s v1.34.1").unwrap();
-    let mut o = opts(2);
-    o.binaries.push(k0sform::apply::LocalK0s {
-        path: binary.path().to_path_buf(),
-        sha256: k0sform::hash::sha256_hex(b"k0s v1.34.1"),
-        version: Some("v1.34.1+k0s.0".into()),
-    });
+    let (fake, spec, state, w1, o, _bin) = worker_to_upgrade();
     let plan = one_step(
         &w1,
         StepKind::Upgrade {
@@ -1921,6 +1938,7 @@ fn drain_and_delete_of_missing_objects_succeed() {
             StepKind::Drain {
                 node: "w1".into(),
                 via: c1.clone(),
+                evict_taint: None,
             },
             &[],
         ),
@@ -1930,6 +1948,7 @@ fn drain_and_delete_of_missing_objects_succeed() {
             StepKind::Drain {
                 node: "gone".into(),
                 via: c1.clone(),
+                evict_taint: None,
             },
             &[],
         ),
@@ -2202,5 +2221,123 @@ fn events_schema_is_fresh() {
             .as_array()
             .is_some_and(|r| r.iter().any(|x| x == "format_version")),
         "{now}"
+    );
+}
+
+/// A worker with a Node, running, recorded in state: (fake, spec, state, worker id, options with
+/// a local binary for v1.34.1).
+fn worker_to_upgrade() -> (
+    Fake,
+    Spec,
+    State,
+    HostId,
+    ExecOptions,
+    tempfile::NamedTempFile,
+) {
+    let (fake, mut spec, mut state, _) = three_controllers();
+    let w1 = host(5);
+    spec.hosts.push(spec_host(Role::Worker, &w1, "w1", 4));
+    {
+        let mut w = fake.world();
+        w.add_host(&w1, "w1");
+        let h = w.hosts.get_mut(&w1).unwrap();
+        h.running = true;
+        h.installed = Some(("worker".into(), vec![]));
+        w.nodes.insert("w1".into(), true);
+    }
+    let mut rec = recorded(&w1, "w1", None);
+    rec.role = Role::Worker;
+    state.upsert_host(rec);
+    let mut binary = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut binary, b"k0s v1.34.1").unwrap();
+    let mut o = opts(2);
+    o.binaries.push(k0sform::apply::LocalK0s {
+        path: binary.path().to_path_buf(),
+        sha256: k0sform::hash::sha256_hex(b"k0s v1.34.1"),
+        version: Some("v1.34.1+k0s.0".into()),
+    });
+    (fake, spec, state, w1, o, binary)
+}
+
+fn drained_upgrade(w1: &HostId, taint: Option<&str>) -> Plan {
+    let via = host(1);
+    plan_of(vec![
+        step_on(
+            0,
+            w1.clone(),
+            StepKind::Drain {
+                node: "w1".into(),
+                via: via.clone(),
+                evict_taint: taint.map(str::to_string),
+            },
+            &[],
+        ),
+        step_on(
+            1,
+            w1.clone(),
+            StepKind::Upgrade {
+                from: Some("v1.33.4+k0s.0".into()),
+                to: "v1.34.1+k0s.0".into(),
+            },
+            &[0],
+        ),
+        step_on(
+            2,
+            w1.clone(),
+            StepKind::Uncordon {
+                node: "w1".into(),
+                via,
+                evict_taint: taint.map(str::to_string),
+            },
+            &[1],
+        ),
+    ])
+}
+
+#[test]
+fn upgrade_cordons_taints_drains_then_uncordons_once_ready() {
+    let (fake, spec, state, w1, o, _bin) = worker_to_upgrade();
+    let taint = "k0sctl.k0sproject.io/evict=true:NoExecute";
+    let r = apply_with(&fake, &drained_upgrade(&w1, Some(taint)), &spec, state, o);
+    r.result.as_ref().expect("upgraded");
+    // Through the controller, in k0sctl's order: cordon, taint, drain … uncordon, untaint.
+    let on_c1 = words_on(&fake, &host(1));
+    let at = |p: &str| first(&on_c1, p);
+    let k = "kubectl --data-dir=/var/lib/k0s";
+    assert!(
+        at(&format!("{k} cordon node/w1"))
+            < at(&format!("{k} taint nodes --overwrite node/w1 {taint}"))
+    );
+    assert!(at(&format!("{k} taint nodes --overwrite")) < at(&format!("{k} drain")));
+    assert!(at(&format!("{k} drain")) < at(&format!("{k} uncordon node/w1")));
+    assert!(at(&format!("{k} uncordon")) < at(&format!("{k} taint nodes node/w1 {taint}-")));
+    // The restart happened between the drain and the uncordon.
+    let order: Vec<String> = fake.calls().iter().map(|c| c.words()).collect();
+    let pos = |p: &str| order.iter().position(|w| w.starts_with(p)).expect(p);
+    assert!(pos(&format!("{k} drain")) < pos("stop"));
+    assert!(pos("start") < pos(&format!("{k} uncordon")));
+    let w = fake.world();
+    assert!(w.cordoned.is_empty(), "uncordoned: {:?}", w.cordoned);
+    assert!(w.taints["w1"].is_empty(), "untainted: {:?}", w.taints);
+}
+
+#[test]
+fn failed_drain_stops_before_the_restart_and_leaves_the_node_cordoned() {
+    let (fake, spec, state, w1, o, _bin) = worker_to_upgrade();
+    fake.world()
+        .fail
+        .push((host(1), "kubectl --data-dir=/var/lib/k0s drain".into()));
+    let r = apply_with(&fake, &drained_upgrade(&w1, None), &spec, state, o);
+    let report = r.failure();
+    let (_, why) = &report.summary.failed[0];
+    assert!(why.contains("draining Node \"w1\" failed"), "{why}");
+    assert!(why.contains("stays cordoned"), "{why}");
+    assert!(why.contains("k0s kubectl uncordon w1"), "{why}");
+    assert_eq!(runs_on(&fake, &w1, "stop"), 0, "not restarted");
+    assert_eq!(runs_on(&fake, &w1, "install"), 0, "not reinstalled");
+    assert_eq!(
+        runs_on(&fake, &host(1), "kubectl --data-dir=/var/lib/k0s uncordon"),
+        0,
+        "left cordoned"
     );
 }

@@ -1762,3 +1762,154 @@ fn k0s_killed_before_its_upgrade_turn_comes_back_on_its_old_version() {
     }
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
+
+const ONE_PLUS_FOUR: &[(&str, &str)] = &[
+    ("c1", "controller"),
+    ("w1", "worker"),
+    ("w2", "worker"),
+    ("w3", "worker"),
+    ("w4", "worker"),
+];
+
+/// Write the spec of `hosts` with `options:` YAML (indented under `spec:` here).
+fn write_spec_with_options(c: &Cluster, hosts: &[&str], options: &str) {
+    c.write_spec(hosts);
+    let text = std::fs::read_to_string(&c.spec).expect("spec");
+    let block: String = std::iter::once("  options:\n".to_string())
+        .chain(options.lines().map(|l| format!("    {l}\n")))
+        .collect();
+    let with = text.replacen("spec:\n", &format!("spec:\n{block}"), 1);
+    assert_ne!(text, with, "the lab spec has a spec: line");
+    std::fs::write(&c.spec, with).expect("spec");
+}
+
+/// The Node operations the double logged on a controller: (verb, node, outcome) in order.
+fn node_ops(c: &Cluster, via: &str) -> Vec<(String, String, String)> {
+    let out = c.lab.ssh(via, "cat /var/lib/k0s/logs/kubectl.log");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                w.get(1)?.to_string(),
+                w.get(2)?.to_string(),
+                w.last()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Issue 16: an upgrade of 4 workers with `workerDisruptionPercent: 50` cordons, taints, drains
+/// and uncordons them in two batches of two (the double's log of Node operations and its Node
+/// objects show it); a drain that a PodDisruptionBudget blocks stops the apply before that
+/// worker restarts, and leaves its Node cordoned.
+#[test]
+fn upgrade_drains_workers_in_batches_and_a_failed_drain_stops() {
+    let mut c = Cluster::with(
+        ONE_PLUS_FOUR,
+        LabOptions::default(),
+        SpecOptions {
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            ..SpecOptions::default()
+        },
+    );
+    let hosts = ["c1", "w1", "w2", "w3", "w4"];
+    let options = "concurrency:\n  workerDisruptionPercent: 50\ndrain:\n  timeout: 3s\nevictTaint:\n  enabled: true\n";
+    write_spec_with_options(&c, &hosts, options);
+    bootstrap(&c);
+    c.eventually(60, "workers Ready", || {
+        let n = c.nodes("c1");
+        ["w1", "w2", "w3", "w4"]
+            .iter()
+            .all(|w| n.get(*w) == Some(&true))
+    });
+
+    let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(newer);
+    write_spec_with_options(&c, &hosts, options);
+    c.run(&["plan"])
+        .expect(0)
+        .contains("Node \"w1\" cordoned, tainted k0sctl.k0sproject.io/evict=true:NoExecute and drained via c1")
+        .contains("Node \"w4\" uncordoned and k0sctl.k0sproject.io/evict=true:NoExecute removed once Ready")
+        .contains("workers 2 at a time");
+    c.apply().contains("Apply complete");
+
+    let ops = node_ops(&c, "c1");
+    let at = |verb: &str, node: &str| {
+        ops.iter()
+            .position(|(v, n, _)| v == verb && n == node)
+            .unwrap_or_else(|| panic!("no {verb} of {node}: {ops:#?}"))
+    };
+    for w in ["w1", "w2", "w3", "w4"] {
+        assert!(at("cordon", w) < at("taint", w), "{w}: {ops:#?}");
+        assert!(at("taint", w) < at("drain", w), "{w}: {ops:#?}");
+        assert!(at("drain", w) < at("uncordon", w), "{w}: {ops:#?}");
+    }
+    // Two batches: neither of w3, w4 is cordoned before both of w1, w2 are uncordoned.
+    let first_done = at("uncordon", "w1").max(at("uncordon", "w2"));
+    let second_start = at("cordon", "w3").min(at("cordon", "w4"));
+    assert!(first_done < second_start, "batches overlapped: {ops:#?}");
+    // And the batch is two at once: w2 is cordoned before w1 is uncordoned.
+    assert!(
+        at("cordon", "w2") < at("uncordon", "w1"),
+        "one at a time: {ops:#?}"
+    );
+    // The Node objects: schedulable again, no evict taint left.
+    for w in ["w1", "w2", "w3", "w4"] {
+        let node = c.lab.ssh_ok(
+            "c1",
+            &format!("KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl get node {w} -o json"),
+        );
+        let node: serde_json::Value = serde_json::from_str(&node).expect("node json");
+        assert!(node["spec"]["unschedulable"].is_null(), "{w}: {node}");
+        assert!(
+            !node["spec"]
+                .to_string()
+                .contains("k0sctl.k0sproject.io/evict"),
+            "{w}: {node}"
+        );
+        assert_eq!(
+            c.lab.ssh_ok(w, "k0s version").trim(),
+            "v1.33.5+k0s.0",
+            "{w}"
+        );
+    }
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    // A drain that fails: a pod on w3 whose disruption budget refuses eviction.
+    let newest = c.lab.k0s_double_with_version("v1.33.6+k0s.0");
+    c.spec_opts.k0s_version = Some("v1.33.6+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(newest);
+    write_spec_with_options(&c, &hosts, options);
+    c.lab.ssh_ok(
+        "c1",
+        "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl patch node/w3 --type=merge \
+         -p '{\"metadata\":{\"annotations\":{\"k0s-lab/drain-blocked-by\":\"web-0\"}}}'",
+    );
+    let w3_pid = c
+        .lab
+        .ssh_ok("w3", "cat /run/k0s-service/k0sworker.service.pid");
+    let r = c.run(&["apply", "-auto-approve"]);
+    r.expect(1)
+        .contains("draining Node \"w3\" failed")
+        .contains("stays cordoned")
+        .contains("k0s kubectl uncordon w3");
+    let w3 = c.lab.ssh_ok(
+        "c1",
+        "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl get node w3 -o json",
+    );
+    let w3: serde_json::Value = serde_json::from_str(&w3).expect("node json");
+    assert_eq!(w3["spec"]["unschedulable"], true, "w3 left cordoned: {w3}");
+    assert_eq!(
+        c.lab
+            .ssh_ok("w3", "cat /run/k0s-service/k0sworker.service.pid"),
+        w3_pid,
+        "w3's k0s was not restarted"
+    );
+    // The state does not claim the upgrade of w3.
+    assert_eq!(
+        c.state_host("w3").expect("recorded")["k0s_version"],
+        "v1.33.5+k0s.0"
+    );
+}

@@ -16,7 +16,7 @@ use k0sform::reality::{
 use k0sform::spec::{HostSpec, K0sSpec, Options, Role, Spec, SshTarget};
 use k0sform::state::{ClusterState, EtcdMemberState, HostState, State};
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 // ---------------------------------------------------------------------------------------------
@@ -53,6 +53,12 @@ struct SpecCase {
     config: Option<serde_json::Value>,
     #[serde(default)]
     worker_disruption_percent: Option<u32>,
+    /// `spec.options.drain.enabled` (default true).
+    #[serde(default)]
+    drain: Option<bool>,
+    /// `spec.options.evictTaint`, enabled (`taint`, `effect`, `controller_workers`).
+    #[serde(default)]
+    evict_taint: Option<k0sform::spec::EvictTaint>,
     /// `spec.k0s.dynamicConfig`.
     #[serde(default)]
     dynamic_config: bool,
@@ -330,6 +336,10 @@ fn build(case: &Case) -> Inputs {
     if let Some(p) = case.spec.worker_disruption_percent {
         options.worker_disruption_percent = p;
     }
+    if let Some(d) = case.spec.drain {
+        options.drain.enabled = d;
+    }
+    options.evict_taint = case.spec.evict_taint.clone();
     let mut spec = Spec {
         name: case.spec.name.clone(),
         user: "admin".into(),
@@ -703,6 +713,8 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
             control_nodes = v.control_nodes.clone();
         }
     }
+    // Nodes the plan cordoned: each must be uncordoned or deleted by the end.
+    let mut cordoned: BTreeSet<String> = BTreeSet::new();
     for &n in order {
         let step = &plan.steps[n];
         // The controller a step acts through must be up and a member at that moment.
@@ -711,6 +723,7 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
             | StepKind::JoinWorker { via }
             | StepKind::RemoveMember { via, .. }
             | StepKind::Drain { via, .. }
+            | StepKind::Uncordon { via, .. }
             | StepKind::DeleteObjects { via, .. }
             | StepKind::WaitHealthy { via } => Some(via.clone()),
             _ => None,
@@ -901,9 +914,27 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                     }
                 }
             }
-            StepKind::Drain { .. } | StepKind::WaitHealthy { .. } | StepKind::RunHooks { .. } => {}
+            StepKind::Drain { node, .. } => {
+                cordoned.insert(node.clone());
+            }
+            StepKind::Uncordon { node, .. } => {
+                assert!(
+                    cordoned.remove(node),
+                    "step {n} uncordons Node {node:?}, which no earlier step drained"
+                );
+            }
+            StepKind::WaitHealthy { .. } | StepKind::RunHooks { .. } => {}
+        }
+        if let StepKind::DeleteObjects { node, objects, .. } = &step.kind
+            && objects.contains(&plan::ObjectKind::Node)
+        {
+            cordoned.remove(node);
         }
     }
+    assert!(
+        cordoned.is_empty(),
+        "the plan leaves Nodes cordoned: {cordoned:?}"
+    );
     // Every managed running controller now reports the resulting cluster.
     let in_cluster: Vec<String> = members.iter().map(|m| m.peer_url.clone()).collect();
     for h in &mut reality.hosts {
@@ -1455,6 +1486,29 @@ fn resealed_plan_cannot_grant_replace_or_exclude() {
         (o.target, o.refresh_only, o.refuse_first_contact),
         (vec![addr], true, true)
     );
+}
+
+/// `-no-drain` in a saved plan (resealed) would restart hosts under their pods: `apply FILE`
+/// must be given it again, and a plan made with drains cannot lose them either.
+#[test]
+fn saved_plan_cannot_switch_drains_off() {
+    let i = case_inputs("upgrade");
+    let mut evil = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    evil.options.no_drain = true;
+    evil.seal();
+    let e = evil.options_for_apply(&PlanOptions::default()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("made with -no-drain but apply was run without it"),
+        "{e}"
+    );
+    let cli = PlanOptions {
+        no_drain: true,
+        ..Default::default()
+    };
+    assert!(evil.options_for_apply(&cli).unwrap().no_drain);
+    let plain = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    assert!(plain.options_for_apply(&cli).is_err());
 }
 
 /// First contact is shown per host, and `-trust-new-host-keys=false` refuses it (exit 3) naming

@@ -269,13 +269,22 @@ fn k0sctl_corpus_details() {
     );
 
     assert!(with("k0sctl-dynamic.yaml", &[]).spec.k0s.dynamic_config);
+    // evictTaint is implemented: k0sctl's defaults, no warning.
     let evict = with("k0sctl.yaml", &[]);
     assert!(
-        evict
+        !evict
             .warnings
             .iter()
-            .any(|w| w.field == "spec.options.evictTaint")
+            .any(|w| w.field.starts_with("spec.options.evictTaint"))
     );
+    let taint = evict
+        .spec
+        .options
+        .evict_taint
+        .as_ref()
+        .expect("evict taint");
+    assert_eq!(taint.spec(), "k0sctl.k0sproject.io/evict=true:NoExecute");
+    assert!(!taint.controller_workers);
 
     // The pair: lower-case clusterconfig merged into spec.k0s.config, the Pod kept as a manifest.
     let pair = load_env(

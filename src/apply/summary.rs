@@ -84,10 +84,28 @@ pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'st
             "Removed",
             "removing",
         ),
-        StepKind::Drain { node, via } => (
-            format!("Draining node \"{node}\" via {}", n(via)),
+        StepKind::Drain {
+            node,
+            via,
+            evict_taint,
+        } => (
+            match evict_taint {
+                Some(t) => format!(
+                    "Cordoning node \"{node}\", tainting it {t} and draining it via {}",
+                    n(via)
+                ),
+                None => format!("Draining node \"{node}\" via {}", n(via)),
+            },
             "Drained",
             "draining",
+        ),
+        StepKind::Uncordon { node, via, .. } => (
+            format!(
+                "Uncordoning node \"{node}\" once it is Ready via {}",
+                n(via)
+            ),
+            "Uncordoned",
+            "uncordoning",
         ),
         StepKind::DeleteObjects { node, objects, via } => {
             let kinds: Vec<&str> = objects.iter().map(|o| object_kind_name(*o)).collect();
@@ -175,7 +193,8 @@ pub fn step_label(step: &Step) -> String {
             peer_url,
             via,
         } => format!("remove_member {member_id} ({peer_url}) via {via}"),
-        StepKind::Drain { node, via } => format!("drain node \"{node}\" via {via}"),
+        StepKind::Drain { node, via, .. } => format!("drain node \"{node}\" via {via}"),
+        StepKind::Uncordon { node, via, .. } => format!("uncordon node \"{node}\" via {via}"),
         StepKind::DeleteObjects { node, objects, via } => {
             let kinds: Vec<&str> = objects.iter().map(|o| object_kind_name(*o)).collect();
             format!("delete {} \"{node}\" via {via}", kinds.join("/"))

@@ -81,6 +81,7 @@ fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
         exclude: t.exclude.clone(),
         refresh_only: t.refresh_only,
         refuse_first_contact: !t.trust_new_host_keys,
+        no_drain: t.no_drain,
         restore: match &t.restore_from {
             Some(p) => Some(engine::restore_archive(p)?),
             None => None,

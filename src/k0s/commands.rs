@@ -208,14 +208,19 @@ pub fn delete_node(bin: &str, data_dir: &str, name: &str) -> RemoteCommand {
     )
 }
 
-/// `kubectl drain` with the spec's drain options (k0sctl's flags); the command's own timeout is
-/// the drain timeout plus a margin.
+/// `kubectl drain` with the spec's drain options, as k0sctl passes them
+/// (pkg/apis/k0sctl.k0sproject.io/v1beta1/cluster/options.go `DrainOption.ToKubectlArgs`: a zero
+/// grace period, timeout or skip-wait timeout is left to kubectl's default). The command's own
+/// timeout is the drain timeout plus a margin; kubectl's `--timeout=0` waits forever, so then it
+/// is an hour.
 pub fn drain(bin: &str, data_dir: &str, name: &str, opts: &DrainOptions) -> RemoteCommand {
-    let mut args: Vec<String> = vec![
-        "drain".into(),
-        format!("--grace-period={}", opts.grace_period),
-        format!("--timeout={}s", opts.timeout),
-    ];
+    let mut args: Vec<String> = vec!["drain".into()];
+    if opts.grace_period > 0 {
+        args.push(format!("--grace-period={}", opts.grace_period));
+    }
+    if opts.timeout > 0 {
+        args.push(format!("--timeout={}s", opts.timeout));
+    }
     if opts.force {
         args.push("--force".into());
     }
@@ -228,8 +233,56 @@ pub fn drain(bin: &str, data_dir: &str, name: &str, opts: &DrainOptions) -> Remo
     if let Some(sel) = &opts.pod_selector {
         args.push(format!("--pod-selector={sel}"));
     }
+    if opts.skip_wait_for_delete_timeout > 0 {
+        args.push(format!(
+            "--skip-wait-for-delete-timeout={}s",
+            opts.skip_wait_for_delete_timeout
+        ));
+    }
     args.push(object("node", name));
-    kubectl(bin, data_dir, &args).timeout(Duration::from_secs(opts.timeout + 60))
+    let limit = if opts.timeout > 0 { opts.timeout } else { 3600 };
+    kubectl(bin, data_dir, &args).timeout(Duration::from_secs(limit + 60))
+}
+
+/// `kubectl cordon`: the Node takes no new pods (k0sctl `Host.CordonNode`).
+pub fn cordon(bin: &str, data_dir: &str, name: &str) -> RemoteCommand {
+    kubectl(bin, data_dir, &["cordon", &object("node", name)])
+}
+
+/// `kubectl uncordon`: the Node takes pods again (k0sctl `Host.UncordonNode`).
+pub fn uncordon(bin: &str, data_dir: &str, name: &str) -> RemoteCommand {
+    kubectl(bin, data_dir, &["uncordon", &object("node", name)])
+}
+
+/// `kubectl taint nodes --overwrite NAME key=value:Effect` (k0sctl `Host.AddTaint`).
+pub fn add_taint(bin: &str, data_dir: &str, name: &str, taint: &str) -> RemoteCommand {
+    kubectl(
+        bin,
+        data_dir,
+        &[
+            "taint",
+            "nodes",
+            "--overwrite",
+            &object("node", name),
+            taint,
+        ],
+    )
+}
+
+/// `kubectl taint nodes NAME key=value:Effect-` (k0sctl `Host.RemoveTaint`). kubectl fails when
+/// the Node does not carry the taint (`error: taint "…" not found`), which `kubectl_not_found`
+/// recognises.
+pub fn remove_taint(bin: &str, data_dir: &str, name: &str, taint: &str) -> RemoteCommand {
+    kubectl(
+        bin,
+        data_dir,
+        &[
+            "taint",
+            "nodes",
+            &object("node", name),
+            &format!("{taint}-"),
+        ],
+    )
 }
 
 /// EtcdMember objects as JSON (`parse::parse_etcd_members`).
@@ -542,6 +595,10 @@ mod tests {
             delete_control_node(BIN, DD, "--all"),
             delete_node(BIN, DD, "--all"),
             drain(BIN, DD, "--all", &opts),
+            cordon(BIN, DD, "--all"),
+            uncordon(BIN, DD, "--all"),
+            add_taint(BIN, DD, "--all", "k=v:NoExecute"),
+            remove_taint(BIN, DD, "--all", "k=v:NoExecute"),
         ] {
             let objects: Vec<&String> =
                 c.argv[4..].iter().filter(|a| a.contains("--all")).collect();
@@ -567,5 +624,45 @@ mod tests {
             ]
         );
         assert_eq!(c.timeout, Duration::from_secs(360));
+
+        let mut opts = opts;
+        opts.grace_period = 0;
+        opts.timeout = 0;
+        opts.force = false;
+        opts.pod_selector = Some("app=web".into());
+        opts.skip_wait_for_delete_timeout = 30;
+        let c = drain(BIN, DD, "w1", &opts);
+        assert_eq!(
+            c.argv[3..],
+            [
+                "drain",
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--pod-selector=app=web",
+                "--skip-wait-for-delete-timeout=30s",
+                "node/w1"
+            ]
+        );
+        assert_eq!(c.timeout, Duration::from_secs(3660));
+    }
+
+    #[test]
+    fn taints_are_added_with_overwrite_and_removed_with_a_dash() {
+        assert_eq!(
+            add_taint(BIN, DD, "w1", "k0sctl.k0sproject.io/evict=true:NoExecute").argv[3..],
+            [
+                "taint",
+                "nodes",
+                "--overwrite",
+                "node/w1",
+                "k0sctl.k0sproject.io/evict=true:NoExecute"
+            ]
+        );
+        assert_eq!(
+            remove_taint(BIN, DD, "w1", "k=v:NoSchedule").argv[3..],
+            ["taint", "nodes", "node/w1", "k=v:NoSchedule-"]
+        );
+        assert_eq!(cordon(BIN, DD, "w1").argv[3..], ["cordon", "node/w1"]);
+        assert_eq!(uncordon(BIN, DD, "w1").argv[3..], ["uncordon", "node/w1"]);
     }
 }

@@ -231,8 +231,23 @@ pub enum StepKind {
         peer_url: String,
         via: HostId,
     },
-    /// Drain a Node through a controller.
-    Drain { node: String, via: HostId },
+    /// Drain a Node through a controller (`kubectl drain` cordons it first). Before a restart,
+    /// `evict_taint` (k0sctl's `options.evictTaint`, `key=value:Effect`) is put on the Node
+    /// after cordoning it and before the drain. A failed drain leaves the Node cordoned.
+    Drain {
+        node: String,
+        via: HostId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        evict_taint: Option<String>,
+    },
+    /// Once the host's Node is Ready again after a restart: uncordon it and take off the evict
+    /// taint its drain put on.
+    Uncordon {
+        node: String,
+        via: HostId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        evict_taint: Option<String>,
+    },
     /// Delete the named API objects through a controller.
     DeleteObjects {
         node: String,
@@ -288,6 +303,7 @@ impl StepKind {
             StepKind::WaitHealthy { .. } => "wait_healthy",
             StepKind::RemoveMember { .. } => "remove_member",
             StepKind::Drain { .. } => "drain",
+            StepKind::Uncordon { .. } => "uncordon",
             StepKind::DeleteObjects { .. } => "delete_objects",
             StepKind::ResetHost { .. } => "reset_host",
             StepKind::Upgrade { .. } => "upgrade",
@@ -325,6 +341,10 @@ pub struct PlanOptions {
     /// first contact (no key recorded in the state, no `ssh.hostKey` pin).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub refuse_first_contact: bool,
+    /// `-no-drain`: restart hosts without cordoning and draining their Nodes first (as
+    /// k0sctl's `--no-drain`; `options.drain.enabled: false` does the same).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_drain: bool,
     /// `-restore-from`: bootstrap the cluster from this backup archive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreArchive>,

@@ -192,7 +192,8 @@ impl SavedPlan {
     ///   repeat exactly the saved plan's;
     /// - `-target` and `-refresh-only` only narrow what the spec asks for: taken from the file
     ///   when the command line does not give them, else they must be equal;
-    /// - `-trust-new-host-keys=false` only adds a check: either side asking for it wins.
+    /// - `-trust-new-host-keys=false` only adds a check: either side asking for it wins;
+    /// - `-no-drain` switches off drains, so, like `-replace`, it must be repeated exactly.
     ///
     /// The plan is then derived again with these options, so whatever the file says, only what
     /// spec, state, options and hosts give runs.
@@ -215,6 +216,14 @@ impl SavedPlan {
                 "the plan was made with {} but apply was given {}",
                 flags("-target", &self.options.target),
                 flags("-target", &cli.target)
+            ));
+        }
+        if self.options.no_drain != cli.no_drain {
+            let with = |yes: bool| if yes { "with" } else { "without" };
+            reasons.push(format!(
+                "the plan was made {} -no-drain but apply was run {} it: a plan file cannot switch off drains, repeat the flag on the command line",
+                with(self.options.no_drain),
+                with(cli.no_drain)
             ));
         }
         if cli.refresh_only && !self.options.refresh_only {
@@ -242,6 +251,7 @@ impl SavedPlan {
             target: self.options.target.clone(),
             refresh_only: self.options.refresh_only,
             refuse_first_contact: self.options.refuse_first_contact || cli.refuse_first_contact,
+            no_drain: cli.no_drain,
             // The archive the plan was made with; its sha256 is checked again before it is used.
             restore: self.options.restore.clone(),
         })

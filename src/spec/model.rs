@@ -237,6 +237,28 @@ pub struct Options {
     pub concurrency_limit: usize,
     pub worker_disruption_percent: u32,
     pub concurrent_uploads: usize,
+    /// `evictTaint` when enabled: the taint k0sctl puts on a Node before draining it.
+    #[serde(default)]
+    pub evict_taint: Option<EvictTaint>,
+}
+
+/// k0sctl's `spec.options.evictTaint` (pkg/apis/k0sctl.k0sproject.io/v1beta1/cluster/options.go
+/// `EvictTaintOption`), enabled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EvictTaint {
+    /// `key=value` (default `k0sctl.k0sproject.io/evict=true`).
+    pub taint: String,
+    /// `NoExecute` (default), `NoSchedule` or `PreferNoSchedule`.
+    pub effect: String,
+    /// Also taint nodes of controller+worker hosts (k0sctl: `controllerWorkers`, default false).
+    pub controller_workers: bool,
+}
+
+impl EvictTaint {
+    /// `key=value:Effect`, as `kubectl taint` takes it (k0sctl's `EvictTaintOption.String`).
+    pub fn spec(&self) -> String {
+        format!("{}:{}", self.taint, self.effect)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -271,6 +293,7 @@ impl Default for Options {
             concurrency_limit: 30,
             worker_disruption_percent: 10,
             concurrent_uploads: 5,
+            evict_taint: None,
         }
     }
 }

@@ -354,7 +354,7 @@ pub struct RawDrain {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawEvictTaint {
-    /// Taint nodes before draining them (default false; not implemented by k0sform yet).
+    /// Taint nodes before draining them (default false).
     #[serde(default)]
     pub enabled: Option<bool>,
     /// Default `k0sctl.k0sproject.io/evict=true`.

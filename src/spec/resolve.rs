@@ -7,7 +7,7 @@
 //! where carrying on would make apply do something different from what the file asks and the
 //! user could not tell (winRM and localhost hosts, `privateInterface`, URL or glob `files` sources);
 //! a **warning** where the field is ignored and the outcome is still the cluster the file
-//! describes (`os`, `connect` hooks, `k0sDownloadURL`, `options.evictTaint`,
+//! describes (`os`, `connect` hooks, `k0sDownloadURL`,
 //! `versionChannel`, `openSSH.disableMultiplexing`, a missing `k0s.version`). k0sctl's own
 //! smoke-test files use several of the latter and must keep loading.
 
@@ -555,18 +555,9 @@ fn resolve_options(o: Option<&RawOptions>, sink: &mut Sink) -> Options {
             "skipWaitForDeleteTimeout",
             &mut dr.skip_wait_for_delete_timeout,
         );
-        if dr.skip_wait_for_delete_timeout > 0 {
-            sink.warn_key(
-                "spec.options.drain.skipWaitForDeleteTimeout",
-                "not implemented: k0sform drains without --skip-wait-for-delete-timeout",
-            );
-        }
     }
-    if o.evict_taint.as_ref().and_then(|e| e.enabled) == Some(true) {
-        sink.warn_key(
-            "spec.options.evictTaint",
-            "not implemented: k0sform drains nodes without an evict taint",
-        );
+    if let Some(e) = o.evict_taint.as_ref().filter(|e| e.enabled == Some(true)) {
+        out.evict_taint = resolve_evict_taint(e, sink);
     }
     if let Some(c) = &o.concurrency {
         if let Some(l) = c.limit {
@@ -586,6 +577,33 @@ fn resolve_options(o: Option<&RawOptions>, sink: &mut Sink) -> Options {
         }
     }
     out
+}
+
+/// An enabled `evictTaint`, checked as k0sctl's `EvictTaintOption.Validate` checks it: the taint
+/// is `key=value`, the effect one of Kubernetes' three.
+fn resolve_evict_taint(e: &RawEvictTaint, sink: &mut Sink) -> Option<EvictTaint> {
+    let taint = set(&e.taint).unwrap_or_else(|| "k0sctl.k0sproject.io/evict=true".into());
+    let effect = set(&e.effect).unwrap_or_else(|| "NoExecute".into());
+    let mut ok = true;
+    if !taint.contains('=') || taint.starts_with('=') || taint.contains(char::is_whitespace) {
+        sink.error(
+            "spec.options.evictTaint.taint",
+            format!("`{taint}` must be in the form key=value"),
+        );
+        ok = false;
+    }
+    if !["NoExecute", "NoSchedule", "PreferNoSchedule"].contains(&effect.as_str()) {
+        sink.error(
+            "spec.options.evictTaint.effect",
+            format!("`{effect}` is not one of NoExecute, NoSchedule, PreferNoSchedule"),
+        );
+        ok = false;
+    }
+    ok.then(|| EvictTaint {
+        taint,
+        effect,
+        controller_workers: e.controller_workers.unwrap_or(false),
+    })
 }
 
 /// A Go `time.Duration` string (`2m`, `1h30m`, `90s`, `1.5h`, `0`) in whole seconds.

@@ -6,6 +6,7 @@
 mod bootstrap;
 mod cluster;
 mod deadline;
+mod drain;
 mod files;
 mod hooks;
 mod install;

@@ -1,6 +1,6 @@
 //! Taking a host out: `RemoveMember` (by the member ID recorded in state, checked against what
-//! its peer URL carries now), `Drain`, `DeleteObjects` (Node, EtcdMember, ControlNode) and
-//! `ResetHost` (only the machine recorded in state).
+//! its peer URL carries now), `DeleteObjects` (Node, EtcdMember, ControlNode) and `ResetHost`
+//! (only the machine recorded in state). `Drain` lives in drain.rs.
 
 use super::deadline::Deadline;
 use super::remote::failed;
@@ -117,28 +117,6 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 .map_err(failed)?;
         }
         Ok(vec![StateChange::ClearEtcd(host.clone())])
-    }
-
-    pub(super) async fn drain(
-        &self,
-        ctx: &StepContext,
-        node: &str,
-        via: &HostId,
-    ) -> Result<Vec<StateChange>, StepError> {
-        if !self.spec.options.drain.enabled {
-            ctx.progress("drain disabled (options.drain.enabled: false)");
-            return Ok(vec![]);
-        }
-        let p = self.paths(via);
-        let cmd = k0s::drain(&p.bin, &p.data_dir, node, &self.spec.options.drain);
-        let out = self.exec(via, cmd).await.map_err(failed)?;
-        if !out.success() && !k0s::kubectl_not_found(&out) {
-            return Err(failed(format!(
-                "{via}: draining Node \"{node}\" failed: {}",
-                out.error_line()
-            )));
-        }
-        Ok(vec![])
     }
 
     pub(super) async fn delete_objects(

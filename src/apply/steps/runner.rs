@@ -92,7 +92,19 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 self.remove_member(step, ctx, member_id, peer_url, via, gate)
                     .await
             }
-            StepKind::Drain { node, via } => self.drain(ctx, node, via).await,
+            StepKind::Drain {
+                node,
+                via,
+                evict_taint,
+            } => {
+                self.drain(ctx, host, node, via, evict_taint.as_deref())
+                    .await
+            }
+            StepKind::Uncordon {
+                node,
+                via,
+                evict_taint,
+            } => self.uncordon(ctx, node, via, evict_taint.as_deref()).await,
             StepKind::DeleteObjects { node, objects, via } => {
                 self.delete_objects(node, objects, via).await
             }

@@ -65,6 +65,7 @@ fn follows_install(kind: &StepKind) -> bool {
         StepKind::RunHooks { action, stage, .. } => !(action == "apply" && stage == "before"),
         StepKind::UploadFiles { .. }
         | StepKind::RestoreBackup { .. }
+        | StepKind::Drain { .. }
         | StepKind::Bootstrap
         | StepKind::JoinController { .. }
         | StepKind::JoinWorker { .. }
@@ -121,21 +122,44 @@ impl Planner<'_> {
                     self.name_of(via)
                 ),
             )),
-            StepKind::Drain { node, via } => {
+            StepKind::Drain {
+                node,
+                via,
+                evict_taint,
+            } => {
                 let deleted = own.iter().any(|x| {
                     matches!(&x.kind, StepKind::DeleteObjects { node: n, objects, .. }
                         if n == node && objects.contains(&ObjectKind::Node))
                 });
-                let what = if deleted {
-                    "drained and deleted"
-                } else {
-                    "drained"
-                };
-                out.push(line(
-                    '-',
-                    format!("Node \"{node}\" {what} via {}", self.name_of(via)),
-                ))
+                let restarts = own
+                    .iter()
+                    .any(|x| matches!(&x.kind, StepKind::Uncordon { node: n, .. } if n == node));
+                let via = self.name_of(via);
+                out.push(match (restarts, evict_taint) {
+                    (true, Some(t)) => line(
+                        '~',
+                        format!("Node \"{node}\" cordoned, tainted {t} and drained via {via}"),
+                    ),
+                    (true, None) => line(
+                        '~',
+                        format!("Node \"{node}\" cordoned and drained via {via}"),
+                    ),
+                    (false, _) if deleted => line(
+                        '-',
+                        format!("Node \"{node}\" drained and deleted via {via}"),
+                    ),
+                    (false, _) => line('-', format!("Node \"{node}\" drained via {via}")),
+                })
             }
+            StepKind::Uncordon {
+                node, evict_taint, ..
+            } => out.push(line(
+                '~',
+                match evict_taint {
+                    Some(t) => format!("Node \"{node}\" uncordoned and {t} removed once Ready"),
+                    None => format!("Node \"{node}\" uncordoned once Ready"),
+                },
+            )),
             StepKind::DeleteObjects { node, objects, via } => {
                 let drained = own
                     .iter()

@@ -6,6 +6,7 @@ mod cluster;
 mod decide;
 mod decision;
 mod details;
+mod drain;
 mod hooks;
 mod hosts;
 mod quorum;

@@ -25,16 +25,14 @@ impl Planner<'_> {
         let via = c.vias.for_subject(&h.id, &name)?;
         // The controller acted through may have joined in this plan: wait for the chain.
         let mut first_dep = c.gate;
-        if h.role().has_node()
-            && self.spec.options.drain.enabled
-            && self.cluster.nodes.contains_key(&name)
-        {
+        if h.role().has_node() && self.drains() && self.cluster.nodes.contains_key(&name) {
             c.b.push(
                 p.idx,
                 &h.id,
                 StepKind::Drain {
                     node: name.clone(),
                     via: via.clone(),
+                    evict_taint: None,
                 },
                 [first_dep.take()],
             );

@@ -133,7 +133,7 @@ impl Planner<'_> {
         {
             self.build_removal(&mut c, p)?;
         }
-        self.restart_workers(&mut c.b, plans, controllers_done);
+        self.restart_workers(&mut c.b, &c.vias, plans, controllers_done);
         self.record_adopted(&mut c.b, plans);
         let summary = c.quorum.summary();
         Ok((c.b.steps, c.b.owner, summary))
@@ -284,11 +284,22 @@ impl Planner<'_> {
             let prev = c.b.last.get(&p.idx).copied();
             let kind = restart_kind(p);
             c.quorum.restart();
-            let s = c.b.push(p.idx, &h.id, kind, [prev, c.gate]);
+            // A controller+worker's Node is drained first, through another controller when
+            // there is one, and uncordoned once the restart passed its health gate.
+            let drain = self.restart_drain(h, &via);
+            let before = match &drain {
+                Some(d) => Some(d.push_drain(&mut c.b, p.idx, &h.id, vec![prev, c.gate])),
+                None => prev,
+            };
+            let s = c.b.push(p.idx, &h.id, kind, [before, c.gate]);
             let w =
                 c.b.push(p.idx, &h.id, StepKind::WaitHealthy { via }, [Some(s)]);
             c.gate = Some(w);
-            c.b.push(p.idx, &h.id, StepKind::RecordHost, [Some(w)]);
+            let back = match &drain {
+                Some(d) => d.push_uncordon(&mut c.b, p.idx, &h.id, w),
+                None => w,
+            };
+            c.b.push(p.idx, &h.id, StepKind::RecordHost, [Some(back)]);
         }
     }
 
@@ -325,10 +336,15 @@ impl Planner<'_> {
         Ok(())
     }
 
-    /// Worker restarts in batches of worker_disruption_percent, after every controller.
+    /// Worker restarts in batches of worker_disruption_percent, after every controller. As in
+    /// k0sctl (phase/upgrade_workers.go `BatchedParallelEach`), a batch starts once the previous
+    /// one is done: each worker's Node is cordoned and drained just before its restart and
+    /// uncordoned once Ready, so at most a batch of Nodes is unschedulable at a time, and a
+    /// failed drain stops the batches after it.
     fn restart_workers(
         &self,
         b: &mut Builder,
+        vias: &ViaPicker,
         plans: &[HostPlan],
         controllers_done: Option<usize>,
     ) {
@@ -354,7 +370,18 @@ impl Planner<'_> {
                     .map(|x| Some(*x))
                     .chain([prev, controllers_done])
                     .collect();
-                let s = b.push(p.idx, &h.id, kind, deps);
+                let drain = vias
+                    .for_subject(&h.id, &h.name())
+                    .ok()
+                    .and_then(|via| self.restart_drain(h, &via));
+                let s = match &drain {
+                    Some(d) => {
+                        let dr = d.push_drain(b, p.idx, &h.id, deps);
+                        let s = b.push(p.idx, &h.id, kind, [Some(dr)]);
+                        d.push_uncordon(b, p.idx, &h.id, s)
+                    }
+                    None => b.push(p.idx, &h.id, kind, deps),
+                };
                 let r = b.push(p.idx, &h.id, StepKind::RecordHost, [Some(s)]);
                 this_batch.push(r);
             }
