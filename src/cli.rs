@@ -186,6 +186,9 @@ pub struct TargetArgs {
     /// Restart hosts without cordoning and draining their Nodes first (as k0sctl's --no-drain)
     #[arg(long = "no-drain")]
     pub no_drain: bool,
+    /// Plan a spec.k0s.version older than what a host runs (refused otherwise, as k0sctl)
+    #[arg(long = "allow-downgrade")]
+    pub allow_downgrade: bool,
     /// Hosts probed (and steps run) at once
     #[arg(long = "parallelism", value_name = "N", default_value_t = 32)]
     pub parallelism: usize,

@@ -2,8 +2,12 @@
 //! hosts (or read a saved probe), compute the desired facts, and diff. Commands only choose what
 //! to print and which exit code to return.
 
+use crate::binaries;
 use crate::exit::Exit;
-use crate::plan::{self, Desired, DesiredHost, LocalBinary, Plan, PlanOptions, Refusal};
+use crate::k0s::release::Mirror;
+use crate::plan::{
+    self, Desired, DesiredHost, LocalBinary, Plan, PlanOptions, Refusal, ResolvedVersion,
+};
 use crate::probe::{self, ProbeOptions};
 use crate::reality::Reality;
 use crate::spec::{self, Loaded, Spec};
@@ -132,6 +136,7 @@ pub fn desired(spec: &Spec) -> Result<Desired, Failure> {
                 Some(LocalBinary {
                     sha256: sha,
                     version: spec.k0s.version.clone(),
+                    url: None,
                 })
             }
             None => None,
@@ -140,6 +145,7 @@ pub fn desired(spec: &Spec) -> Result<Desired, Failure> {
         hosts.push(DesiredHost {
             host: h.id(),
             local_binary,
+            host_download: None,
             files,
         });
     }
@@ -220,19 +226,48 @@ pub struct Planned {
     pub loaded: Loaded,
     pub state: StateCtx,
     pub reality: Reality,
+    pub desired: Desired,
     pub plan: Plan,
+}
+
+/// The release endpoints (`K0SFORM_K0S_DOWNLOAD_URL`, `K0SFORM_K0S_VERSION_URL`).
+pub fn mirror() -> Result<Mirror, Failure> {
+    Mirror::from_env().map_err(Failure::error)
+}
+
+/// After the probe: choose the k0s version when the spec names none (`pinned` by a saved plan,
+/// else what runs, else a lookup), write it into the spec, and find every release binary the
+/// hosts need with its sha256. Network lookups run here, never in `plan::diff`.
+pub async fn release_sources(
+    spec: &mut Spec,
+    state: &State,
+    reality: &Reality,
+    desired: &mut Desired,
+    pinned: Option<&ResolvedVersion>,
+) -> Result<Option<ResolvedVersion>, Failure> {
+    let mirror = mirror()?;
+    // curl runs synchronously; let the runtime move its other tasks (SSH masters) elsewhere.
+    tokio::task::block_in_place(|| {
+        let resolved = binaries::resolve_version(spec, state, reality, pinned, &mirror)
+            .map_err(Failure::error)?;
+        if let Some(r) = &resolved {
+            spec.k0s.version = Some(r.version.clone());
+        }
+        binaries::release_binaries(spec, reality, desired, &mirror).map_err(Failure::error)?;
+        Ok(resolved)
+    })
 }
 
 /// Probe and diff for an already loaded spec and state.
 pub async fn plan_with(
-    loaded: Loaded,
+    mut loaded: Loaded,
     state: StateCtx,
     transport: &SshTransport,
     (opts, parallelism): (&PlanOptions, usize),
     probe_in: Option<&Path>,
     probe_out: Option<&Path>,
 ) -> Result<Planned, Failure> {
-    let (desired, reality) = desired_and_reality(
+    let (mut desired, reality) = desired_and_reality(
         &loaded,
         &state,
         transport,
@@ -241,11 +276,15 @@ pub async fn plan_with(
         probe_out,
     )
     .await?;
-    let plan = plan::diff(&loaded.spec, &state.state, &reality, &desired, opts)?;
+    let resolved =
+        release_sources(&mut loaded.spec, &state.state, &reality, &mut desired, None).await?;
+    let mut plan = plan::diff(&loaded.spec, &state.state, &reality, &desired, opts)?;
+    plan.k0s_version = resolved;
     Ok(Planned {
         loaded,
         state,
         reality,
+        desired,
         plan,
     })
 }
@@ -292,7 +331,7 @@ impl From<Failure> for SavedPlanFailure {
 /// plan and nothing the plan was made against moved. The file's steps are never run as such.
 pub async fn rederive_saved(
     saved: &plan::SavedPlan,
-    loaded: Loaded,
+    mut loaded: Loaded,
     state: StateCtx,
     transport: &SshTransport,
     (cli, parallelism): (&PlanOptions, usize),
@@ -300,18 +339,29 @@ pub async fn rederive_saved(
     let opts = saved
         .options_for_apply(cli)
         .map_err(SavedPlanFailure::Stale)?;
-    let (desired, reality) =
+    let (mut desired, reality) =
         desired_and_reality(&loaded, &state, transport, (&opts, parallelism), None, None).await?;
     saved
         .verify(&state.sealed_view(), &loaded.sha256, &reality)
         .map_err(SavedPlanFailure::Stale)?;
-    let derived = plan::diff(&loaded.spec, &state.state, &reality, &desired, &opts)
+    // The version the saved plan chose is the one installed, whatever the index says now.
+    let resolved = release_sources(
+        &mut loaded.spec,
+        &state.state,
+        &reality,
+        &mut desired,
+        saved.plan.k0s_version.as_ref(),
+    )
+    .await?;
+    let mut derived = plan::diff(&loaded.spec, &state.state, &reality, &desired, &opts)
         .map_err(|r| SavedPlanFailure::Other(r.into()))?;
+    derived.k0s_version = resolved;
     saved.matches(&derived).map_err(SavedPlanFailure::Stale)?;
     Ok(Planned {
         loaded,
         state,
         reality,
+        desired,
         plan: derived,
     })
 }

@@ -5,8 +5,10 @@
 
 pub mod apply;
 pub mod backup;
+pub mod binaries;
 pub mod cli;
 pub mod commands;
+pub mod download;
 pub mod engine;
 pub mod exit;
 pub mod files;

@@ -41,6 +41,7 @@ fn plan_of(steps: Vec<Step>) -> Plan {
         warnings: vec![],
         state_serial: None,
         first_contacts: vec![],
+        k0s_version: None,
     }
 }
 

@@ -870,8 +870,9 @@ fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
     let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
     let hosts = ["c1", "c2", "c3", "w1"];
 
-    // A newer version without a binary to upload (no k0sBinaryPath; k0sform does not download
-    // k0s): refused at plan time, so apply restarts nothing on the old binary.
+    // A newer version without a binary to upload (no k0sBinaryPath): the hosts would download
+    // it, but its release cannot be checked (the harness points the release URL at a closed
+    // port): an error at plan time, so apply restarts nothing on the old binary.
     c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
     c.write_spec(&hosts);
     let text = std::fs::read_to_string(&c.spec).expect("spec");
@@ -884,13 +885,12 @@ fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
     std::fs::write(&c.spec, without).expect("spec");
     plan_changes_nothing(&c, &[])
         .expect(1)
-        .contains("c1 (")
-        .contains("upgrading k0s to v1.33.5+k0s.0 needs that binary")
-        .contains("set k0sBinaryPath");
+        .contains("checking k0s v1.33.5+k0s.0: cannot fetch http://127.0.0.1:9/releases/v1.33.5%2Bk0s.0/sha256sums.txt")
+        .contains("K0SFORM_K0S_DOWNLOAD_URL");
     let before: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
     c.run(&["apply", "-auto-approve"])
         .expect(1)
-        .contains("needs that binary");
+        .contains("checking k0s v1.33.5+k0s.0");
     let after: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
     assert_eq!(before, after, "a refused apply changed a host");
 
@@ -1912,4 +1912,184 @@ fn upgrade_drains_workers_in_batches_and_a_failed_drain_stops() {
         c.state_host("w3").expect("recorded")["k0s_version"],
         "v1.33.5+k0s.0"
     );
+}
+
+/// An apply that must fail before any host changes: exit 1 with `needle`, every host's
+/// installed k0s binary, service, config and data as before, the state file byte for byte as
+/// before. A host whose own download succeeded keeps that verified binary staged beside the
+/// installed one (`k0s.k0sform-new`, not installed, not running); the next run stages over it.
+fn apply_fails_and_changes_nothing(c: &Cluster, names: &[&str], needle: &str) {
+    let snapshot = |h: &str| -> String {
+        format!(
+            "{}\n{}",
+            c.host_snapshot(h),
+            c.lab.ssh_ok(h, "k0s version; ls /usr/local/bin")
+        )
+        .lines()
+        .filter(|l| !l.contains("k0s.k0sform-new"))
+        .collect::<Vec<_>>()
+        .join("\n")
+    };
+    let hosts: Vec<String> = names.iter().map(|h| snapshot(h)).collect();
+    let state = std::fs::read(&c.state).expect("state");
+    c.run(&["apply", "-auto-approve"])
+        .expect(1)
+        .contains(needle);
+    let after: Vec<String> = names.iter().map(|h| snapshot(h)).collect();
+    assert_eq!(hosts, after, "a failed download changed a host");
+    assert_eq!(
+        state,
+        std::fs::read(&c.state).expect("state"),
+        "a failed download changed the state"
+    );
+}
+
+/// Every host runs `version`, and nothing is left staged beside its binary.
+#[track_caller]
+fn runs_swapped_in(c: &Cluster, hosts: &[&str], version: &str) {
+    for h in hosts {
+        assert_eq!(c.lab.ssh_ok(h, "k0s version").trim(), version, "{h}");
+        c.lab.ssh_ok(h, "test ! -e /usr/local/bin/k0s.k0sform-new");
+    }
+}
+
+/// k0sctl's default: no k0sBinaryPath, no uploadBinary, no version. The version comes from the
+/// (loopback) version index, each host downloads k0s from the release mirror with its
+/// published sha256; a downgrade is refused; every broken download (checksum, 404, timeout,
+/// no curl/wget) fails before any host or the state changes; an upgrade swaps binaries in.
+#[test]
+fn hosts_download_k0s_from_a_release_mirror() {
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            from_release: true,
+            ..SpecOptions::default()
+        },
+    );
+    let mirror = c.lab.start_mirror();
+    for v in ["v1.33.3+k0s.0", "v1.33.4+k0s.0", "v1.33.5+k0s.0"] {
+        mirror.publish(v, &c.lab.k0s_double_with_version(v));
+    }
+    mirror.set_index("v1.33.4+k0s.0", "v1.33.5+k0s.0");
+    c.use_mirror(&mirror);
+    let hosts = ["c1", "w1"];
+
+    // New cluster without a version: the stable one, shown with where it came from.
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("k0s version v1.33.4+k0s.0 (latest stable release, from http://")
+        .contains("k0s v1.33.4+k0s.0 downloaded by the host from http://");
+    c.apply().contains("Apply complete");
+    runs_swapped_in(&c, &hosts, "v1.33.4+k0s.0");
+    assert_eq!(c.state_json()["cluster"]["k0s_version"], "v1.33.4+k0s.0");
+    assert_eq!(
+        mirror.downloads("v1.33.4+k0s.0"),
+        2,
+        "one download per host"
+    );
+    // Converged: the running version is kept, nothing to do, nothing downloaded.
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    // Downgrade: refused naming the hosts, unless -allow-downgrade.
+    c.spec_opts.k0s_version = Some("v1.33.3+k0s.0".into());
+    c.write_spec(&hosts);
+    plan_changes_nothing(&c, &[])
+        .expect(1)
+        .contains("c1 (")
+        .contains("w1 (")
+        .contains("would be downgraded from v1.33.4+k0s.0 to v1.33.3+k0s.0")
+        .contains("-allow-downgrade");
+    plan_changes_nothing(&c, &["-allow-downgrade"])
+        .expect(0)
+        .contains("(-allow-downgrade)");
+
+    // Upgrade, first against broken downloads.
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.write_spec(&hosts);
+    let good = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
+    mirror.corrupt("v1.33.5+k0s.0");
+    apply_fails_and_changes_nothing(&c, &hosts, "checksum mismatch");
+    mirror.remove_binary("v1.33.5+k0s.0");
+    apply_fails_and_changes_nothing(&c, &hosts, "404");
+    mirror.publish("v1.33.5+k0s.0", &good);
+    mirror.stall("v1.33.5+k0s.0");
+    c.env
+        .push(("K0SFORM_K0S_DOWNLOAD_TIMEOUT".into(), "3s".into()));
+    apply_fails_and_changes_nothing(&c, &hosts, "timed out");
+    c.env.pop();
+    std::fs::remove_file(format!(
+        "{}.stall",
+        mirror.binary_path("v1.33.5+k0s.0").display()
+    ))
+    .expect("unstall");
+    c.lab.hide("w1", &["/usr/bin/curl", "/usr/bin/wget"]);
+    apply_fails_and_changes_nothing(&c, &hosts, "neither curl nor wget is installed");
+    // Power-cycled, w1 has curl again (and runs k0s again from its unit).
+    c.lab.power_off("w1");
+    c.lab.power_on("w1");
+    c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("k0s version v1.33.4+k0s.0 → v1.33.5+k0s.0");
+    c.apply().contains("Apply complete");
+    runs_swapped_in(&c, &hosts, "v1.33.5+k0s.0");
+    for h in hosts {
+        assert_eq!(
+            c.state_host(h).expect("recorded")["k0s_version"],
+            "v1.33.5+k0s.0"
+        );
+    }
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// `uploadBinary: true`: k0sform downloads each release once into its local cache and uploads
+/// it to every host.
+#[test]
+fn upload_binary_downloads_once_locally_for_every_host() {
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker"), ("w2", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            from_release: true,
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            host_yaml: ["c1", "w1", "w2"]
+                .iter()
+                .map(|h| (h.to_string(), "uploadBinary: true".to_string()))
+                .collect(),
+            ..SpecOptions::default()
+        },
+    );
+    let mirror = c.lab.start_mirror();
+    mirror.publish(
+        "v1.33.4+k0s.0",
+        &c.lab.k0s_double_with_version("v1.33.4+k0s.0"),
+    );
+    c.use_mirror(&mirror);
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("uploaded (sha256 ")
+        .contains(", downloaded locally from http://");
+    assert_eq!(
+        mirror.downloads("v1.33.4+k0s.0"),
+        0,
+        "plan downloads no binary"
+    );
+    c.apply().contains("Apply complete");
+    assert_eq!(mirror.downloads("v1.33.4+k0s.0"), 1, "one local download");
+    for h in ["c1", "w1", "w2"] {
+        assert_eq!(
+            c.lab.ssh_ok(h, "k0s version").trim(),
+            "v1.33.4+k0s.0",
+            "{h}"
+        );
+    }
+    let cached = c
+        .lab
+        .dir()
+        .join("cache/k0sform/k0s/linux")
+        .join(lab::k0s_arch())
+        .join("k0s-1.33.4+k0s.0");
+    assert!(cached.is_file(), "{} cached", cached.display());
 }

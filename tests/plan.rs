@@ -611,6 +611,7 @@ fn build(case: &Case) -> Inputs {
             LocalBinary {
                 sha256: sha256_hex(format!("k0s {v}")),
                 version: Some(v.clone()),
+                url: None,
             },
         ),
         None => Desired::default(),
@@ -625,6 +626,7 @@ fn build(case: &Case) -> Inputs {
             None => desired.hosts.push(k0sform::plan::DesiredHost {
                 host: id,
                 local_binary: None,
+                host_download: None,
                 files,
             }),
         }
@@ -759,6 +761,13 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                 let f = f.expect("upload to an unreachable host");
                 f.k0s_binary_sha256 = Some(sha256.clone());
                 f.k0s_version = version.clone();
+            }
+            StepKind::DownloadBinary {
+                sha256, version, ..
+            } => {
+                let f = f.expect("download on an unreachable host");
+                f.k0s_binary_sha256 = Some(sha256.clone());
+                f.k0s_version = Some(version.clone());
             }
             StepKind::WriteConfig { sha256 } => {
                 let f = f.expect("config to an unreachable host");

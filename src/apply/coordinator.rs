@@ -171,9 +171,20 @@ pub async fn run_plan<R: StepRunner>(
 
     loop {
         if stop.is_none() {
+            // Preflight: while a k0s binary is still being staged (uploaded, or downloaded and
+            // verified on its host), nothing else starts, so a failed download or checksum
+            // stops the run before it changed anything anywhere.
+            let staging = plan
+                .steps
+                .iter()
+                .zip(&status)
+                .any(|(s, st)| s.kind.is_staging() && !matches!(st, Status::Succeeded));
             for (i, step) in plan.steps.iter().enumerate() {
                 if set.len() >= parallelism {
                     break;
+                }
+                if staging && !step.kind.is_staging() {
+                    continue;
                 }
                 if !matches!(status[i], Status::Pending)
                     || !step

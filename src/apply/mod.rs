@@ -56,6 +56,8 @@ pub struct ExecOptions {
     pub names: HashMap<HostId, String>,
     /// How often a long step gets a "Still …" line.
     pub still_running_every: Duration,
+    /// Limit for a host's k0s download (`DownloadBinary`).
+    pub download_timeout: Duration,
 }
 
 impl Default for ExecOptions {
@@ -70,6 +72,7 @@ impl Default for ExecOptions {
             hostnames: HashMap::new(),
             names: HashMap::new(),
             still_running_every: Duration::from_secs(10),
+            download_timeout: Duration::from_secs(600),
         }
     }
 }

@@ -43,6 +43,11 @@ pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'st
             "Uploaded",
             "uploading",
         ),
+        StepKind::DownloadBinary { version, .. } => (
+            format!("Downloading k0s {version} on the host"),
+            "Downloaded and verified",
+            "downloading",
+        ),
         StepKind::WriteConfig { .. } => ("Writing the k0s config".into(), "Written", "writing"),
         StepKind::RestoreBackup { archive, .. } => (
             format!("Restoring the cluster from {}", file_name(archive)),
@@ -176,6 +181,9 @@ pub fn step_label(step: &Step) -> String {
             Some(v) => format!("upload_binary k0s {v}"),
             None => format!("upload_binary (sha256 {})", short(sha256)),
         },
+        StepKind::DownloadBinary { version, url, .. } => {
+            format!("download_binary k0s {version} from {url}")
+        }
         StepKind::WriteConfig { .. } => "write_config".to_string(),
         StepKind::RestoreBackup { archive, sha256 } => {
             format!(

@@ -207,7 +207,16 @@ async fn execute(
         state: mut ctx,
         plan,
         reality,
+        desired,
     } = planned;
+    // uploadBinary: every release binary the plan uploads, downloaded once into the local
+    // cache before any step runs, so a failed download changes no host.
+    let mirror = engine::mirror()?;
+    let progress = !args.json && ui::stderr_is_tty();
+    let binaries = tokio::task::block_in_place(|| {
+        crate::binaries::cache_uploads(&plan, &desired, &mirror, progress)
+    })
+    .map_err(Failure::error)?;
     let remote = Remote {
         transport: Arc::new(transport.clone()),
         prober: Arc::new(engine::SshProber::new(
@@ -229,6 +238,8 @@ async fn execute(
         parallelism: args.target.parallelism.max(1),
         hostnames,
         names,
+        binaries,
+        download_timeout: mirror.timeout,
         ..ExecOptions::default()
     };
     let mut human = HumanSink::new(

@@ -104,7 +104,7 @@ fn build_hosts(
 }
 
 /// The spec text. Written by hand rather than serialized so it can carry the comments a new
-/// user needs (k0sform does not download k0s).
+/// user needs (where the k0s binary comes from).
 fn spec_yaml(args: &InitArgs, lines: &[String]) -> Result<String, String> {
     let hosts = build_hosts(lines, args.controller_count, args.user.as_deref())?;
     let mut out = String::new();
@@ -112,8 +112,8 @@ fn spec_yaml(args: &InitArgs, lines: &[String]) -> Result<String, String> {
     let _ = writeln!(out, "  name: {}", scalar(&args.cluster_name));
     out.push_str("  user: admin\nspec:\n");
     out.push_str(
-        "  # k0sform does not download k0s: give each host k0sBinaryPath (a k0s binary on this\n  \
-         # machine, uploaded and checked by sha256), or install k0s on the hosts yourself.\n",
+        "  # Each host downloads k0s (curl or wget) and k0sform checks its sha256; set\n  \
+         # uploadBinary: true to download it here and upload it, or k0sBinaryPath for your own.\n",
     );
     out.push_str("  hosts:\n");
     for h in &hosts {

@@ -82,6 +82,7 @@ fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
         refresh_only: t.refresh_only,
         refuse_first_contact: !t.trust_new_host_keys,
         no_drain: t.no_drain,
+        allow_downgrade: t.allow_downgrade,
         restore: match &t.restore_from {
             Some(p) => Some(engine::restore_archive(p)?),
             None => None,

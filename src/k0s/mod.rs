@@ -2,7 +2,8 @@
 //! `commands` builds `RemoteCommand`s (argv + timeout), `parse` reads k0s's outputs and error lines,
 //! `probe_script` is the one batched read-only command the probe runs per host, `desired` (the
 //! planner's) computes what a host should have, `redact` keeps k0s.yaml's secrets out of diffs,
-//! `kubeconfig` rewrites the admin kubeconfig as k0sctl does, `backup` reads backup archives.
+//! `kubeconfig` rewrites the admin kubeconfig as k0sctl does, `backup` reads backup archives,
+//! `release` says where k0s releases are and how a host downloads one.
 
 pub mod backup;
 pub mod commands;
@@ -13,6 +14,7 @@ pub mod kubeconfig;
 pub mod parse;
 pub mod probe_script;
 pub mod redact;
+pub mod release;
 pub mod token_file;
 
 pub use commands::*;

@@ -34,6 +34,10 @@ pub struct Plan {
     /// `ssh.hostKey` pin (or `-replace` dropped the recorded one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub first_contacts: Vec<FirstContact>,
+    /// The k0s version the plan installs where the spec names none, and where it came from;
+    /// `apply FILE` uses it instead of looking the version up again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k0s_version: Option<ResolvedVersion>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -43,6 +47,14 @@ pub struct FirstContact {
     pub name: String,
     /// `SHA256:…` of the key it offered and this run trusts.
     pub fingerprint: String,
+}
+
+/// A k0s version k0sform chose because `spec.k0s.version` is empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ResolvedVersion {
+    pub version: String,
+    /// Why this one, e.g. "the version the cluster runs", "latest stable release (…/stable.txt)".
+    pub source: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -206,10 +218,18 @@ pub enum ObjectKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StepKind {
-    /// Upload the k0s binary (staged, sha256-verified, then moved into place).
+    /// Upload the k0s binary beside the installed one (sha256-verified); the install or
+    /// upgrade step swaps it in.
     UploadBinary {
         sha256: String,
         version: Option<String>,
+    },
+    /// The host downloads k0s from `url` beside the installed one and checks its sha256;
+    /// the install or upgrade step swaps it in.
+    DownloadBinary {
+        url: String,
+        sha256: String,
+        version: String,
     },
     /// Write /etc/k0s/k0s.yaml for a controller.
     WriteConfig { sha256: String },
@@ -291,10 +311,20 @@ impl StepKind {
         )
     }
 
+    /// Puts a new k0s binary beside the installed one, changing nothing that runs: the
+    /// executor runs every such step before any other (a preflight), and they wait for none.
+    pub fn is_staging(&self) -> bool {
+        matches!(
+            self,
+            StepKind::UploadBinary { .. } | StepKind::DownloadBinary { .. }
+        )
+    }
+
     /// Short machine-readable name, e.g. `remove_member`.
     pub fn name(&self) -> &'static str {
         match self {
             StepKind::UploadBinary { .. } => "upload_binary",
+            StepKind::DownloadBinary { .. } => "download_binary",
             StepKind::WriteConfig { .. } => "write_config",
             StepKind::RestoreBackup { .. } => "restore_backup",
             StepKind::Bootstrap => "bootstrap",
@@ -348,6 +378,9 @@ pub struct PlanOptions {
     /// `-restore-from`: bootstrap the cluster from this backup archive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreArchive>,
+    /// `-allow-downgrade`: plan a spec version older than what a host runs (refused otherwise).
+    #[serde(default)]
+    pub allow_downgrade: bool,
 }
 
 /// A k0s backup archive on the machine running k0sform (`apply -restore-from FILE`), as read
@@ -375,13 +408,24 @@ impl PlanOptions {
     }
 }
 
-/// A k0s binary on the machine running k0sform (from `k0sBinaryPath`), to be uploaded to a
-/// host. k0sform does not download k0s.
+/// A k0s binary on the machine running k0sform, to be uploaded to a host: `k0sBinaryPath`, or
+/// with `uploadBinary: true` a release downloaded into the local cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LocalBinary {
     pub sha256: String,
     /// `k0s version` of that binary, when known.
     pub version: Option<String>,
+    /// The release URL it is downloaded from (`uploadBinary: true`); None for `k0sBinaryPath`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// A k0s release the host downloads itself (k0sctl's default), and the sha256 it must have.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HostDownload {
+    pub url: String,
+    pub sha256: String,
+    pub version: String,
 }
 
 /// Facts about the desired outcome that need I/O to compute (hashing local files); the caller
@@ -397,6 +441,9 @@ pub struct Desired {
 pub struct DesiredHost {
     pub host: HostId,
     pub local_binary: Option<LocalBinary>,
+    /// The release the host downloads itself when it needs a binary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_download: Option<HostDownload>,
     /// The host's `files:`, expanded (sorted by remote path).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<crate::files::DesiredFile>,
@@ -417,6 +464,10 @@ impl Desired {
         self.host(id).and_then(|h| h.local_binary.as_ref())
     }
 
+    pub fn host_download(&self, id: &HostId) -> Option<&HostDownload> {
+        self.host(id).and_then(|h| h.host_download.as_ref())
+    }
+
     /// The files the host should have (none when the spec names none).
     pub fn files(&self, id: &HostId) -> &[crate::files::DesiredFile] {
         self.host(id).map(|h| h.files.as_slice()).unwrap_or(&[])
@@ -429,6 +480,7 @@ impl Desired {
             .map(|h| DesiredHost {
                 host: h.clone(),
                 local_binary: Some(bin.clone()),
+                host_download: None,
                 files: Vec::new(),
             })
             .collect();
@@ -472,13 +524,17 @@ pub enum RefusalKind {
     /// `-restore-from` where a cluster exists (in the state or on a host), or where the restored
     /// etcd member could not work.
     Restore,
+    /// The spec's version is older than what a host runs, and `-allow-downgrade` was not given.
+    Downgrade,
 }
 
 impl RefusalKind {
     /// Exit 1 for what the operator fixes in the spec or the network; exit 3 for the unsafe.
     pub fn exit(self) -> crate::exit::Exit {
         match self {
-            RefusalKind::Unreachable | RefusalKind::NoK0sBinary => crate::exit::Exit::Error,
+            RefusalKind::Unreachable | RefusalKind::NoK0sBinary | RefusalKind::Downgrade => {
+                crate::exit::Exit::Error
+            }
             _ => crate::exit::Exit::Refused,
         }
     }
@@ -503,7 +559,9 @@ mod tests {
             local_binary: Some(LocalBinary {
                 sha256: sha.into(),
                 version: None,
+                url: None,
             }),
+            host_download: None,
             files: Vec::new(),
         }
     }
@@ -539,6 +597,7 @@ mod tests {
             LocalBinary {
                 sha256: "s".into(),
                 version: None,
+                url: None,
             },
         );
         assert!(same.hosts.windows(2).all(|w| w[0].host < w[1].host));

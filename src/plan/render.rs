@@ -85,6 +85,15 @@ pub fn text(plan: &Plan, color: bool) -> String {
         escape(&plan.cluster_name)
     );
     out.push('\n');
+    if let Some(v) = &plan.k0s_version {
+        // The spec names no version: say which one and why (a lookup, or what runs).
+        let _ = writeln!(
+            out,
+            "k0s version {} ({})\n",
+            escape(&v.version),
+            escape(&v.source)
+        );
+    }
 
     if !plan.outside_changes.is_empty() {
         out.push_str("Changed outside k0sform:\n");

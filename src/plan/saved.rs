@@ -254,6 +254,8 @@ impl SavedPlan {
             no_drain: cli.no_drain,
             // The archive the plan was made with; its sha256 is checked again before it is used.
             restore: self.options.restore.clone(),
+            // As reviewed: the plan was made with (or without) -allow-downgrade.
+            allow_downgrade: self.options.allow_downgrade,
         })
     }
 

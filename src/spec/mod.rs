@@ -11,9 +11,7 @@
 //! k0sctl fields k0sform does not implement (decided and documented in `resolve.rs`):
 //! errors: `winRM`, `localhost`, `privateInterface`, URL/glob `files[].src`;
 //! warnings (ignored, the cluster is still what the file describes): `os`, `connect`
-//! hooks, `k0sDownloadURL`, `k0s.versionChannel`,
-//! `openSSH.disableMultiplexing`, a missing `k0s.version`, a `keyPath`/`configPath` that does
-//! not exist yet.
+//! hooks, `openSSH.disableMultiplexing`, a `keyPath`/`configPath` that does not exist yet.
 
 mod check;
 mod diag;

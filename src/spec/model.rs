@@ -94,7 +94,13 @@ pub struct HostSpec {
     pub environment: BTreeMap<String, String>,
     /// Local k0s binary to upload (absolute path).
     pub k0s_binary_path: Option<PathBuf>,
+    /// `k0sDownloadURL` as written (tokens `%v %p %x %%` expanded per host and version).
     pub k0s_download_url: Option<String>,
+    /// `k0sDownloadSha256`, k0sform's extension: the sha256 a downloaded binary must have,
+    /// instead of the release's published checksum.
+    pub k0s_download_sha256: Option<String>,
+    /// `uploadBinary`: download k0s on the machine running k0sform (cached) and upload it.
+    /// Without it and without `k0sBinaryPath`, the host downloads k0s itself.
     pub upload_binary: bool,
     pub use_existing_k0s: bool,
     /// Remote path of the k0s binary (default /usr/local/bin/k0s).
@@ -179,6 +185,7 @@ impl HostSpec {
             environment: BTreeMap::new(),
             k0s_binary_path: None,
             k0s_download_url: None,
+            k0s_download_sha256: None,
             upload_binary: false,
             use_existing_k0s: false,
             k0s_install_path: DEFAULT_K0S_INSTALL_PATH.into(),
@@ -222,8 +229,10 @@ pub const DEFAULT_KUBECONFIG_USER: &str = "admin";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct K0sSpec {
-    /// Desired k0s version, e.g. `v1.33.4+k0s.0`. None = keep what runs (no online lookup).
+    /// Desired k0s version, e.g. `v1.33.4+k0s.0`. None = keep what runs; a new cluster gets
+    /// the newest release of `version_channel` (looked up by `engine`, not here).
     pub version: Option<String>,
+    /// `stable` (default) or `latest` (pre-releases too), as k0sctl.
     pub version_channel: Option<String>,
     pub dynamic_config: bool,
     /// `spec.k0s.config` merged with any ClusterConfig documents, as JSON. None = k0s defaults.

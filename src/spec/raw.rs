@@ -94,6 +94,10 @@ pub struct RawHost {
     /// Custom download URL with `%v` (version), `%p` (arch), `%x` (extension) tokens.
     #[serde(default, rename = "k0sDownloadURL")]
     pub k0s_download_url: Option<String>,
+    /// k0sform's extension: the sha256 the downloaded k0s binary must have (else the release's
+    /// published `sha256sums.txt` is used).
+    #[serde(default)]
+    pub k0s_download_sha256: Option<String>,
     /// Remote path of the k0s binary (default `/usr/local/bin/k0s`).
     #[serde(default)]
     pub k0s_install_path: Option<String>,

@@ -7,8 +7,7 @@
 //! where carrying on would make apply do something different from what the file asks and the
 //! user could not tell (winRM and localhost hosts, `privateInterface`, URL or glob `files` sources);
 //! a **warning** where the field is ignored and the outcome is still the cluster the file
-//! describes (`os`, `connect` hooks, `k0sDownloadURL`,
-//! `versionChannel`, `openSSH.disableMultiplexing`, a missing `k0s.version`). k0sctl's own
+//! describes (`os`, `connect` hooks, `openSSH.disableMultiplexing`). k0sctl's own
 //! smoke-test files use several of the latter and must keep loading.
 
 use crate::spec::Diagnostic;
@@ -246,12 +245,7 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
     host.upload_binary = h.upload_binary.unwrap_or(false);
     host.k0s_binary_path = set(&h.k0s_binary_path).map(|b| env.path(&b));
     host.k0s_download_url = set(&h.k0s_download_url);
-    if host.k0s_download_url.is_some() {
-        sink.warn_key(
-            &format!("{p}.k0sDownloadURL"),
-            "not used: k0sform does not download k0s; it uploads k0sBinaryPath, or uses the binary already on the host when it is the version spec.k0s.version names",
-        );
-    }
+    host.k0s_download_sha256 = set(&h.k0s_download_sha256).map(|s| s.to_ascii_lowercase());
     host.use_existing_k0s = h.use_existing_k0s.unwrap_or(false);
     if let Some(ip) = set(&h.k0s_install_path) {
         host.k0s_install_path = ip;
@@ -497,24 +491,14 @@ fn resolve_file(f: &RawUploadFile, p: &str, env: &Env, sink: &mut Sink) -> Optio
 fn resolve_k0s(k: Option<&RawK0s>, sink: &mut Sink) -> K0sSpec {
     let version = k.and_then(|k| set(&k.version));
     let channel = k.and_then(|k| set(&k.version_channel));
-    if version.is_none() {
-        sink.warn_key(
-            "spec.k0s.version",
-            "no k0s version: k0sform does not look up the latest release online as k0sctl would; a running cluster keeps its version, new installs need spec.k0s.version",
+    if let Some(c) = &channel
+        && c != "stable"
+        && c != "latest"
+    {
+        sink.error(
+            "spec.k0s.versionChannel",
+            format!("`{c}` is not a version channel: use `stable` or `latest`"),
         );
-    }
-    if let Some(c) = &channel {
-        if c != "stable" && c != "latest" {
-            sink.error(
-                "spec.k0s.versionChannel",
-                format!("`{c}` is not a version channel: use `stable` or `latest`"),
-            );
-        } else {
-            sink.warn_key(
-                "spec.k0s.versionChannel",
-                "ignored: k0sform does not look up releases online",
-            );
-        }
     }
     K0sSpec {
         version,

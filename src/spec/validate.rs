@@ -248,6 +248,17 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
             "conflicts with k0sBinaryPath: choose one source for the k0s binary",
         );
     }
+    if let Some(sha) = &h.k0s_download_sha256 {
+        let f = format!("{p}.k0sDownloadSha256");
+        if !crate::k0s::release::is_sha256(sha) {
+            sink.error(&f, "not a sha256: expected 64 hexadecimal characters");
+        } else if h.k0s_binary_path.is_some() || h.use_existing_k0s {
+            sink.error(
+                &f,
+                "only for a downloaded binary: k0sBinaryPath and useExistingK0s download nothing",
+            );
+        }
+    }
     if let Some(b) = &h.k0s_binary_path {
         let f = format!("{p}.k0sBinaryPath");
         match std::fs::metadata(b) {

@@ -597,6 +597,22 @@ def cmd_exec(a):
     os.execvpe("nsenter", ["nsenter", "-t", str(pid), "-m", "-u", "-p", "--wd=/", "--"] + cmd, env)
 
 
+def cmd_hide(a):
+    """Hide programs inside a running host (e.g. /usr/bin/curl): an empty, non-executable file
+    is bind-mounted over each path in the host's mount namespace, until it powers off."""
+    lab = Lab(a.dir)
+    state = lab.state()
+    if not lab.is_on(state, a.name):
+        raise LabError(f"host {a.name} is powered off")
+    empty = os.path.join(lab.host_dir(a.name), "hidden")
+    open(empty, "w").close()
+    os.chmod(empty, 0o644)
+    pid = state["hosts"][a.name]["init_pid"]
+    for path in a.paths:
+        subprocess.run(["nsenter", "-t", str(pid), "-m", "--", "mount", "--bind",
+                        f"{HOST_LAB_DIR}/hidden", path], check=True)
+
+
 def cmd_status(a):
     lab = Lab(a.dir)
     info = lab.info()
@@ -845,6 +861,10 @@ def main(argv=None):
     e.add_argument("dir")
     e.add_argument("name")
     e.add_argument("cmd", nargs=argparse.REMAINDER)
+    h = sub.add_parser("hide", help="hide programs inside a host until it powers off: hide DIR NAME PATH…")
+    h.add_argument("dir")
+    h.add_argument("name")
+    h.add_argument("paths", nargs="+")
     t = sub.add_parser("teardown-all", help="kill leftovers of crashed labs")
     t.add_argument("--all", action="store_true", help="also tear down labs that are still live")
     b = sub.add_parser("_boot")
@@ -858,7 +878,7 @@ def main(argv=None):
     handlers = {
         "create": cmd_create, "power-on": cmd_power_on, "power-off": cmd_power_off,
         "wipe": cmd_wipe, "destroy": cmd_destroy, "teardown": cmd_teardown, "status": cmd_status,
-        "exec": cmd_exec, "teardown-all": cmd_teardown_all, "_boot": cmd_boot, "_keeper": cmd_keeper,
+        "exec": cmd_exec, "hide": cmd_hide, "teardown-all": cmd_teardown_all, "_boot": cmd_boot, "_keeper": cmd_keeper,
     }
     try:
         handlers[a.command](a)

@@ -14,6 +14,10 @@ pub struct Cluster {
     pub spec: PathBuf,
     pub state: PathBuf,
     pub spec_opts: SpecOptions,
+    /// Environment of every k0sform run (later entries win). By default the k0s release and
+    /// version URLs point at a closed loopback port, so no test ever reaches the internet, and
+    /// the download cache is the lab's own.
+    pub env: Vec<(String, String)>,
 }
 
 /// What one k0sform run printed and returned.
@@ -64,11 +68,26 @@ impl Cluster {
         let lab = Lab::create_with(hosts, lab_opts);
         let spec = lab.dir().join("k0sctl.yaml");
         let state = lab.dir().join("k0sform.state.json");
+        let env = vec![
+            (
+                "K0SFORM_K0S_DOWNLOAD_URL".into(),
+                "http://127.0.0.1:9/releases".into(),
+            ),
+            (
+                "K0SFORM_K0S_VERSION_URL".into(),
+                "http://127.0.0.1:9".into(),
+            ),
+            (
+                "XDG_CACHE_HOME".into(),
+                lab.dir().join("cache").display().to_string(),
+            ),
+        ];
         let c = Cluster {
             lab,
             spec,
             state,
             spec_opts,
+            env,
         };
         let names: Vec<&str> = hosts
             .iter()
@@ -77,6 +96,14 @@ impl Cluster {
             .collect();
         c.write_spec(&names);
         c
+    }
+
+    /// Point k0sform's release and version lookups at `mirror`.
+    pub fn use_mirror(&mut self, mirror: &crate::lab::Mirror) {
+        self.env
+            .push(("K0SFORM_K0S_DOWNLOAD_URL".into(), mirror.download_url()));
+        self.env
+            .push(("K0SFORM_K0S_VERSION_URL".into(), mirror.version_url()));
     }
 
     /// Rewrite the spec with these hosts (lab names), keeping the options.
@@ -96,6 +123,9 @@ impl Cluster {
             .env("NO_COLOR", "1")
             // The lab's client key is named in the spec; keep the user's agent out of it.
             .env_remove("SSH_AUTH_SOCK");
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
         c
     }
 

@@ -60,6 +60,8 @@ pub struct SpecOptions {
     pub private_address: bool,
     /// `k0sBinaryPath`; `None` = the double in testdata/lab.
     pub k0s_binary: Option<PathBuf>,
+    /// Write no `k0sBinaryPath`: hosts get k0s from a release (a `Mirror`).
+    pub from_release: bool,
     /// `spec.k0s.version`.
     pub k0s_version: Option<String>,
     /// YAML placed under `spec.k0s.config` (unindented; it is indented here).
@@ -78,6 +80,7 @@ impl Default for SpecOptions {
             pin_host_keys: false,
             private_address: true,
             k0s_binary: None,
+            from_release: false,
             k0s_version: None,
             k0s_config: None,
             host_yaml: Default::default(),
@@ -498,7 +501,9 @@ impl Lab {
             if opts.private_address {
                 let _ = writeln!(y, "    privateAddress: {}", h.address);
             }
-            let _ = writeln!(y, "    k0sBinaryPath: {}", binary.display());
+            if !opts.from_release {
+                let _ = writeln!(y, "    k0sBinaryPath: {}", binary.display());
+            }
             for l in opts
                 .host_yaml
                 .get(*name)
@@ -535,6 +540,49 @@ impl Lab {
         std::fs::write(path, self.spec_yaml(names, opts)).expect("lab: write k0sctl.yaml");
     }
 
+    /// Hides programs (e.g. `/usr/bin/curl`) inside a running host until it powers off.
+    pub fn hide(&self, name: &str, paths: &[&str]) {
+        let mut cmd = python();
+        cmd.arg("hide").arg(&self.path).arg(name).args(paths);
+        run_checked(cmd, "lab.py hide");
+    }
+
+    /// Starts a k0s release mirror (`testdata/lab/mirror.py`) on an address of the lab's range;
+    /// it stops when the `Mirror` is dropped (or this test process dies).
+    pub fn start_mirror(&self) -> Mirror {
+        let first = self.hosts().first().expect("lab: a host").address.clone();
+        let (net, _) = first.rsplit_once('.').expect("lab: IPv4 address");
+        let addr = format!("{net}.2");
+        let root = self.path.join("mirror").join("www");
+        std::fs::create_dir_all(root.join("releases")).expect("lab: mirror dir");
+        let mut child = Command::new("/usr/bin/python3")
+            .arg(repo_root().join("testdata/lab/mirror.py"))
+            .arg("--bind")
+            .arg(&addr)
+            .arg("--dir")
+            .arg(&root)
+            .arg("--owner-pid")
+            .arg(std::process::id().to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("lab: start mirror.py");
+        let mut line = String::new();
+        {
+            use std::io::BufRead;
+            let out = child.stdout.take().expect("lab: mirror stdout");
+            std::io::BufReader::new(out)
+                .read_line(&mut line)
+                .expect("lab: mirror port");
+        }
+        let port: u16 = line.trim().parse().expect("lab: mirror printed its port");
+        Mirror {
+            child,
+            root,
+            url: format!("http://{addr}:{port}"),
+        }
+    }
+
     /// Stops every host and releases the address range; idempotent (Drop calls it too).
     pub fn teardown(&mut self) {
         if self.torn_down {
@@ -550,6 +598,111 @@ impl Lab {
             Ok(_) => {}
             Err(e) => eprintln!("lab: cannot run lab.py teardown: {e}"),
         }
+    }
+}
+
+/// A k0s release mirror on loopback: GitHub's release layout under `<url>/releases`, the
+/// version index at `<url>/stable.txt` and `<url>/latest.txt`.
+pub struct Mirror {
+    child: std::process::Child,
+    root: PathBuf,
+    pub url: String,
+}
+
+/// k0s's name for this machine's architecture (the lab's hosts share it).
+pub fn k0s_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+fn sha256_of(path: &Path) -> String {
+    let o = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum");
+    stdout(&o)
+        .split_whitespace()
+        .next()
+        .expect("sha256")
+        .to_string()
+}
+
+impl Mirror {
+    /// `K0SFORM_K0S_DOWNLOAD_URL` for this mirror.
+    pub fn download_url(&self) -> String {
+        format!("{}/releases", self.url)
+    }
+    /// `K0SFORM_K0S_VERSION_URL` for this mirror.
+    pub fn version_url(&self) -> String {
+        self.url.clone()
+    }
+    fn release_dir(&self, version: &str) -> PathBuf {
+        self.root.join("releases").join(version)
+    }
+    /// The binary of `version` as the mirror serves it.
+    pub fn binary_path(&self, version: &str) -> PathBuf {
+        self.release_dir(version)
+            .join(format!("k0s-{version}-{}", k0s_arch()))
+    }
+    /// Publishes `binary` as release `version` with its `sha256sums.txt`.
+    pub fn publish(&self, version: &str, binary: &Path) {
+        let dir = self.release_dir(version);
+        std::fs::create_dir_all(&dir).expect("mirror: release dir");
+        let dest = self.binary_path(version);
+        std::fs::copy(binary, &dest).expect("mirror: copy binary");
+        let name = dest
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .to_string();
+        std::fs::write(
+            dir.join("sha256sums.txt"),
+            format!("{}  {name}\n", sha256_of(&dest)),
+        )
+        .expect("mirror: sha256sums.txt");
+    }
+    /// Sets `stable.txt` (and `latest.txt` to `latest`).
+    pub fn set_index(&self, stable: &str, latest: &str) {
+        std::fs::write(self.root.join("stable.txt"), format!("{stable}\n")).expect("stable.txt");
+        std::fs::write(self.root.join("latest.txt"), format!("{latest}\n")).expect("latest.txt");
+    }
+    /// How many times the binary of `version` was served (status 200).
+    pub fn downloads(&self, version: &str) -> usize {
+        let log =
+            std::fs::read_to_string(self.root.parent().expect("mirror dir").join("mirror.log"))
+                .unwrap_or_default();
+        let name = format!("k0s-{}-{}", version.replace('+', "%2B"), k0s_arch());
+        let plain = format!("k0s-{version}-{}", k0s_arch());
+        log.lines()
+            .filter(|l| (l.contains(&name) || l.contains(&plain)) && l.ends_with(" 200"))
+            .count()
+    }
+    /// Makes the served binary differ from its published checksum.
+    pub fn corrupt(&self, version: &str) {
+        let p = self.binary_path(version);
+        let mut data = std::fs::read(&p).expect("mirror: read");
+        data.extend_from_slice(b"\n# tampered\n");
+        std::fs::write(&p, data).expect("mirror: write");
+    }
+    /// Removes the binary (a 404), keeping its checksum.
+    pub fn remove_binary(&self, version: &str) {
+        std::fs::remove_file(self.binary_path(version)).expect("mirror: remove");
+    }
+    /// GETs of the binary send headers and a few bytes, then stall.
+    pub fn stall(&self, version: &str) {
+        let mut p = self.binary_path(version).into_os_string();
+        p.push(".stall");
+        std::fs::write(p, "").expect("mirror: stall marker");
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

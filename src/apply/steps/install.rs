@@ -11,8 +11,8 @@ use crate::spec::{HostSpec, Role};
 use crate::transport::Transport;
 use std::path::PathBuf;
 
-/// A k0s binary on this machine that steps may upload besides the hosts' `k0sBinaryPath`
-/// (none yet: k0sform downloads nothing, so `ExecOptions::binaries` is always empty).
+/// A k0s binary on this machine that steps may upload besides the hosts' `k0sBinaryPath`:
+/// releases downloaded into the local cache for `uploadBinary: true` (`binaries::cache_uploads`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalK0s {
     pub path: PathBuf,
@@ -48,6 +48,44 @@ impl<T: Transport + 'static> K0sRunner<T> {
         // --force: a leftover unit from an earlier, half-done run is replaced, not an error.
         let cmd = k0s::install(&p.bin, kind, args, &hs.environment, true);
         self.exec_ok(&hs.id(), cmd, "k0s install").await.map(|_| ())
+    }
+
+    /// The host downloads k0s from `url` beside the installed binary and checks its sha256.
+    pub(super) async fn download_binary(
+        &self,
+        host: &HostId,
+        url: &str,
+        sha256: &str,
+        version: &str,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let hs = self.host_spec(host)?;
+        let staged = k0s::staged_binary_path(&hs.k0s_install_path);
+        let cmd = k0s::release::download_on_host(url, &staged, sha256, self.opts.download_timeout);
+        let out = self.exec(host, cmd).await.map_err(failed)?;
+        if out.success() {
+            if let Ok(mut s) = self.staged_binaries.lock() {
+                s.insert(host.clone());
+            }
+            return Ok(vec![]);
+        }
+        // The script's own lines (and curl's or wget's) say what went wrong.
+        let stderr = out.stderr_str();
+        let why: Vec<&str> = stderr
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let why = if why.is_empty() {
+            match out.status {
+                Some(c) => format!("exit {c}"),
+                None => "killed or timed out".into(),
+            }
+        } else {
+            why.join("; ")
+        };
+        Err(failed(format!(
+            "{host}: downloading k0s {version} failed, nothing on the host was changed: {why}"
+        )))
     }
 
     pub(super) fn local_binary(

@@ -148,7 +148,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
 
     /// Write a new k0s.yaml as k0sctl does: staged beside the old one, checked with `k0s config
     /// validate` by the host's binary, then renamed in place (k0sctl `phase/configure_k0s.go`).
-    /// A config k0s refuses never replaces the one the host runs with.
+    /// A config k0s refuses never replaces the one the host runs with. When this run staged a
+    /// new binary on the host, that binary checks it, as k0sctl checks with its staged binary.
     pub(super) async fn put_config(&self, host: &HostId, yaml: String) -> Result<(), StepError> {
         let mut bin = self.paths(host).bin;
         // A binary staged for an upgrade or install is the one that will read this config.

@@ -256,7 +256,7 @@ impl<'a> Planner<'a> {
         if !self.in_cluster(h) {
             return self.decide_rejoin(idx, f);
         }
-        Ok(Some(self.decide_running(idx, f, spec_host)))
+        self.decide_running(idx, f, spec_host).map(Some)
     }
 
     /// The recorded machine is no longer in the cluster: remove its stale member, reset it, and

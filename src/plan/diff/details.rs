@@ -39,6 +39,16 @@ impl Install {
                         short(sha256)
                     ));
                 }
+                StepKind::DownloadBinary {
+                    url,
+                    sha256,
+                    version,
+                } => {
+                    i.binary = Some(format!(
+                        "k0s {version} downloaded by the host from {url} (sha256 {})",
+                        short(sha256)
+                    ));
+                }
                 StepKind::WriteConfig { .. } => i.config = true,
                 _ => {}
             }
@@ -81,6 +91,18 @@ impl Planner<'_> {
         let h = &self.hosts[p.idx];
         let own: Vec<&Step> = steps.iter().filter(|s| s.host == h.id).collect();
         let mut install = Install::of(&own);
+        // uploadBinary: say where k0sform itself downloads the binary from.
+        if let (Some(b), Some(u)) = (
+            install.binary.as_mut(),
+            self.desired
+                .local_binary(&h.id)
+                .and_then(|l| l.url.as_deref()),
+        ) && b.contains(" uploaded (")
+            && b.ends_with(')')
+        {
+            b.pop();
+            b.push_str(&format!(", downloaded locally from {u})"));
+        }
         let mut out = Vec::new();
         for s in &own {
             if follows_install(&s.kind) {

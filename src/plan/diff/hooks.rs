@@ -48,6 +48,8 @@ impl Planner<'_> {
             if let Some(&idx) = owner.get(&s.id)
                 && s.host == self.hosts[idx].id
                 && runs_on_host(&s.kind)
+                // Staging waits for nothing (a preflight): no hook goes before it.
+                && !s.kind.is_staging()
             {
                 on_hosts.entry(idx).or_default().push(s);
             }
@@ -142,6 +144,7 @@ fn runs_on_host(kind: &StepKind) -> bool {
     matches!(
         kind,
         StepKind::UploadBinary { .. }
+            | StepKind::DownloadBinary { .. }
             | StepKind::UploadFiles { .. }
             | StepKind::WriteConfig { .. }
             | StepKind::RestoreBackup { .. }

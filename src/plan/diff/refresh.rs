@@ -179,6 +179,7 @@ impl Planner<'_> {
             warnings: std::mem::take(&mut self.warnings),
             state_serial: self.state_serial(),
             first_contacts: Vec::new(),
+            k0s_version: None,
         }
     }
 }

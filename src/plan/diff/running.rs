@@ -6,7 +6,7 @@ use super::hosts::HostCtx;
 use super::{Planner, reason};
 use crate::hash::short;
 use crate::k0s::desired;
-use crate::plan::model::{LocalBinary, Reason, ReasonCode};
+use crate::plan::model::{LocalBinary, Reason, ReasonCode, Refusal, RefusalKind};
 use crate::reality::HostFacts;
 use crate::spec::HostSpec;
 
@@ -16,7 +16,7 @@ impl Planner<'_> {
         idx: usize,
         f: &HostFacts,
         spec_host: &HostSpec,
-    ) -> HostPlan {
+    ) -> Result<HostPlan, Refusal> {
         let h = &self.hosts[idx];
         // In the cluster: version, then config and flags.
         let running_version = f
@@ -60,11 +60,24 @@ impl Planner<'_> {
                 want_version.as_deref().and_then(version_key),
             ) && want < have
             {
-                self.warnings.push(format!(
-                    "{} ({}) would be downgraded from {} to {to}; k0s does not support downgrades",
+                let what = format!(
+                    "{} ({}) would be downgraded from {} to {to}",
                     h.name(),
                     h.id,
                     running_version.as_deref().unwrap_or_default()
+                );
+                // k0sctl refuses too (phase/validate_facts.go), unless --disable-downgrade-check.
+                if !self.opts.allow_downgrade {
+                    return Err(Refusal {
+                        kind: RefusalKind::Downgrade,
+                        message: format!("{what}: k0s does not support downgrades"),
+                        details: vec![
+                            "set spec.k0s.version to the running version or newer, or plan with -allow-downgrade".into(),
+                        ],
+                    });
+                }
+                self.warnings.push(format!(
+                    "{what} (-allow-downgrade); k0s does not support downgrades"
                 ));
             }
             reasons.insert(
@@ -77,7 +90,7 @@ impl Planner<'_> {
                     &to,
                 ),
             );
-            return HostPlan {
+            return Ok(HostPlan {
                 config_diff,
                 ..HostPlan::new(
                     idx,
@@ -88,15 +101,15 @@ impl Planner<'_> {
                     },
                     reasons,
                 )
-            };
+            });
         }
         if !reasons.is_empty() {
-            return HostPlan {
+            return Ok(HostPlan {
                 config_diff,
                 ..HostPlan::new(idx, Decision::Reconfigure { write_config }, reasons)
-            };
+            });
         }
-        HostPlan::new(idx, Decision::Noop, vec![])
+        Ok(HostPlan::new(idx, Decision::Noop, vec![]))
     }
 
     /// The controller's k0s.yaml against the spec's, compared and shown in k0s's normal form

@@ -21,6 +21,8 @@ pub(super) struct Builder {
     pub(super) owner: BTreeMap<usize, usize>,
     /// host plan index → its latest step.
     pub(super) last: BTreeMap<usize, usize>,
+    /// host plan index → its binary staging step, which every later step of it follows.
+    pub(super) staged: BTreeMap<usize, usize>,
 }
 
 impl Builder {
@@ -32,7 +34,13 @@ impl Builder {
         after: impl IntoIterator<Item = Option<usize>>,
     ) -> usize {
         let id = self.steps.len();
-        let mut after: Vec<usize> = after.into_iter().flatten().filter(|a| *a < id).collect();
+        let staged = self.staged.get(&owner).copied();
+        let mut after: Vec<usize> = after
+            .into_iter()
+            .chain([staged])
+            .flatten()
+            .filter(|a| *a < id)
+            .collect();
         after.sort_unstable();
         after.dedup();
         self.steps.push(Step {
@@ -109,6 +117,14 @@ impl Planner<'_> {
             gate: None,
             vias: self.via_picker(plans),
         };
+        // Binaries are staged first and wait for nothing: the executor runs every staging
+        // step before any other (a preflight), and each host's later steps follow its own.
+        for p in plans {
+            if let Some(kind) = self.staging(p) {
+                let id = c.b.push(p.idx, &self.hosts[p.idx].id, kind, []);
+                c.b.staged.insert(p.idx, id);
+            }
+        }
         self.remove_stale_members(&mut c, plans)?;
         self.delete_stale_objects(&mut c, plans)?;
         let controller_ready = self.bootstrap(&mut c, plans)?;
@@ -406,8 +422,8 @@ impl Planner<'_> {
         }
     }
 
-    /// Reset leftovers, upload the binary, write the config: what a host needs before
-    /// join/upgrade/reconfigure.
+    /// Reset leftovers and write the config (the binary is staged already): what a host needs
+    /// before join/upgrade/reconfigure.
     fn build_prep(&self, b: &mut Builder, p: &HostPlan) {
         let h = &self.hosts[p.idx];
         let reset = match &p.decision {
@@ -422,22 +438,6 @@ impl Planner<'_> {
                 p.idx,
                 &h.id,
                 StepKind::ResetHost { machine_id: mid },
-                [prev],
-            );
-        }
-        let upload = match &p.decision {
-            Decision::Upgrade { .. } => true,
-            d => d.installs(),
-        };
-        if upload && let Some(bin) = self.desired.local_binary(&h.id) {
-            let prev = b.last.get(&p.idx).copied();
-            b.push(
-                p.idx,
-                &h.id,
-                StepKind::UploadBinary {
-                    sha256: bin.sha256.clone(),
-                    version: bin.version.clone(),
-                },
                 [prev],
             );
         }

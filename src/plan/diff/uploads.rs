@@ -5,7 +5,7 @@
 use super::decision::{Decision, HostPlan};
 use super::{Planner, reason};
 use crate::hostid::HostId;
-use crate::plan::model::{ReasonCode, Refusal, RefusalKind};
+use crate::plan::model::{ReasonCode, Refusal, RefusalKind, StepKind};
 
 impl Planner<'_> {
     /// The spec's `files:` that are missing or differ on the host (content, mode, owner where
@@ -59,12 +59,14 @@ impl Planner<'_> {
     }
 
     /// A plan that installs or upgrades k0s needs a binary of the wanted version: a local one
-    /// to upload (`k0sBinaryPath`), or for an install the one already on the host. Refused up
+    /// to upload (`k0sBinaryPath`, `uploadBinary`), a release the host downloads, or for an
+    /// install the one already on the host. Refused up
     /// front (exit 1), before any step could remove a member or reset a host; otherwise an
     /// "upgrade" would restart k0s on its old binary and record the new version.
     pub(super) fn k0s_binary_for(&self, p: &HostPlan) -> Result<(), Refusal> {
         let h = &self.hosts[p.idx];
-        if self.desired.local_binary(&h.id).is_some() {
+        if self.desired.local_binary(&h.id).is_some() || self.desired.host_download(&h.id).is_some()
+        {
             return Ok(());
         }
         let path = h
@@ -89,7 +91,7 @@ impl Planner<'_> {
             details: vec![if h.spec.is_some_and(|s| s.use_existing_k0s) {
                 "useExistingK0s: k0sform uses the k0s binary on the host as it is; make spec.k0s.version name that binary's version".into()
             } else {
-                "set k0sBinaryPath to a k0s binary of the version spec.k0s.version names: k0sform uploads it (it does not download k0s)".into()
+                "set spec.k0s.version (the host then downloads that release, or with uploadBinary k0sform does), or k0sBinaryPath to a k0s binary of that version".into()
             }],
         })
     }
@@ -98,6 +100,33 @@ impl Planner<'_> {
         self.desired
             .local_binary(id)
             .and_then(|b| b.version.clone())
+            .or_else(|| self.desired.host_download(id).map(|d| d.version.clone()))
             .or_else(|| self.spec.k0s.version.clone())
+    }
+
+    /// The step that puts the host's new k0s binary beside the installed one, when the host
+    /// installs or upgrades k0s and gets it from k0sform (upload) or a release (download).
+    pub(super) fn staging(&self, p: &HostPlan) -> Option<StepKind> {
+        let h = &self.hosts[p.idx];
+        let needs = match &p.decision {
+            Decision::Upgrade { .. } => true,
+            d => d.installs(),
+        };
+        if !needs {
+            return None;
+        }
+        if let Some(bin) = self.desired.local_binary(&h.id) {
+            return Some(StepKind::UploadBinary {
+                sha256: bin.sha256.clone(),
+                version: bin.version.clone(),
+            });
+        }
+        self.desired
+            .host_download(&h.id)
+            .map(|d| StepKind::DownloadBinary {
+                url: d.url.clone(),
+                sha256: d.sha256.clone(),
+                version: d.version.clone(),
+            })
     }
 }

@@ -1,0 +1,233 @@
+//! Where each host's k0s binary comes from, decided before the planner runs (which stays pure):
+//! the version to install when the spec names none, and per host either `k0sBinaryPath`, a
+//! release downloaded locally and uploaded (`uploadBinary: true`), or a release the host
+//! downloads itself (k0sctl's default), each with the sha256 it must have.
+//!
+//! k0sctl's rules (`phase/default_k0s_version.go`, `phase/validate_facts.go`): no version →
+//! the newest release of `versionChannel`, but a running cluster keeps its version (no implicit
+//! upgrade). Checksums: the release's published `sha256sums.txt`, or the host's
+//! `k0sDownloadSha256` (k0sform's extension; k0sctl verifies nothing).
+
+use crate::apply::LocalK0s;
+use crate::download;
+use crate::hostid::HostId;
+use crate::k0s::release::{self, Channel, Mirror};
+use crate::plan::{
+    Desired, DesiredHost, HostDownload, LocalBinary, Plan, ResolvedVersion, StepKind,
+};
+use crate::reality::Reality;
+use crate::spec::{HostSpec, Spec};
+use crate::state::State;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Does this host get k0s from a release (on the host or through the local cache)?
+fn from_release(h: &HostSpec) -> bool {
+    !h.reset && h.k0s_binary_path.is_none() && !h.use_existing_k0s
+}
+
+/// The version to install when `spec.k0s.version` is empty; None when the spec names one (or
+/// nothing needs a version). `pinned` (from a saved plan) wins; then what the cluster runs;
+/// then, for a new cluster with hosts that get k0s from a release, the version index.
+pub fn resolve_version(
+    spec: &Spec,
+    state: &State,
+    reality: &Reality,
+    pinned: Option<&ResolvedVersion>,
+    mirror: &Mirror,
+) -> Result<Option<ResolvedVersion>, String> {
+    if spec.k0s.version.is_some() {
+        return Ok(None);
+    }
+    if let Some(p) = pinned {
+        return Ok(Some(p.clone()));
+    }
+    // k0sctl takes the leader's running version; controllers first, in spec order.
+    let running = spec
+        .controllers()
+        .chain(spec.hosts.iter().filter(|h| !h.role.is_controller()))
+        .find_map(|h| {
+            let v = reality.facts(&h.id())?.status.as_ref()?.version.trim();
+            (!v.is_empty()).then(|| (v.to_string(), h.id()))
+        });
+    if let Some((v, on)) = running {
+        return Ok(Some(ResolvedVersion {
+            version: v,
+            source: format!("the version the cluster runs (on {on})"),
+        }));
+    }
+    if let Some(v) = state.cluster.as_ref().and_then(|c| c.k0s_version.clone()) {
+        return Ok(Some(ResolvedVersion {
+            version: v,
+            source: "the version the state records".into(),
+        }));
+    }
+    if !spec.hosts.iter().any(from_release) {
+        return Ok(None);
+    }
+    let channel = Channel::from_spec(spec.k0s.version_channel.as_deref());
+    let url = mirror.version_index_url(channel);
+    let text = download::fetch_text(&url, download::TEXT_TIMEOUT).map_err(|e| {
+        format!(
+            "looking up the k0s version: {e}; set spec.k0s.version, or point {} at a mirror",
+            release::VERSION_URL_ENV
+        )
+    })?;
+    let version = release::parse_version_index(&text)
+        .map_err(|e| format!("looking up the k0s version at {url}: {e}"))?;
+    Ok(Some(ResolvedVersion {
+        version,
+        source: format!("{}, from {url}", channel.describe()),
+    }))
+}
+
+/// Does the host already have what it needs (installed and running `version`)?
+fn has_version(reality: &Reality, id: &HostId, version: &str) -> bool {
+    let Some(f) = reality.facts(id) else {
+        // Unreachable: the planner refuses or skips it; nothing to fetch.
+        return true;
+    };
+    f.k0s_version.as_deref() == Some(version)
+        && f.status.as_ref().is_none_or(|s| s.version == version)
+}
+
+/// Fill in the release binary of every host that gets k0s from a release and does not have
+/// `spec.k0s.version` yet: a `HostDownload`, or with `uploadBinary` a `LocalBinary` with its
+/// URL. Checksums are fetched once per version. Errors name the host.
+pub fn release_binaries(
+    spec: &Spec,
+    reality: &Reality,
+    desired: &mut Desired,
+    mirror: &Mirror,
+) -> Result<(), String> {
+    let Some(version) = spec.k0s.version.as_deref() else {
+        return Ok(());
+    };
+    let mut sums: BTreeMap<String, String> = BTreeMap::new();
+    for h in spec.hosts.iter().filter(|h| from_release(h)) {
+        let id = h.id();
+        if has_version(reality, &id, version) {
+            continue;
+        }
+        let Some(facts) = reality.facts(&id) else {
+            continue;
+        };
+        let arch = release::k0s_arch(&facts.arch);
+        if arch.is_empty() {
+            return Err(format!(
+                "{id}: the probe did not report the host's architecture"
+            ));
+        }
+        let url = match &h.k0s_download_url {
+            Some(t) => release::expand_tokens(t, version, &arch),
+            None => mirror.binary_url(version, &arch),
+        };
+        let sha256 = match &h.k0s_download_sha256 {
+            Some(s) => s.clone(),
+            None => {
+                let sums_url = mirror.checksums_url(version);
+                if !sums.contains_key(&sums_url) {
+                    let text = download::fetch_text(&sums_url, download::TEXT_TIMEOUT)
+                        .map_err(|e| format!("{id}: checking k0s {version}: {e}; set k0sDownloadSha256 on the host, or point {} at a mirror", release::DOWNLOAD_URL_ENV))?;
+                    sums.insert(sums_url.clone(), text);
+                }
+                let asset = release::asset_name(version, &arch);
+                release::checksum_for(&sums[&sums_url], &asset).ok_or_else(|| {
+                    format!("{id}: {sums_url} lists no sha256 for {asset}; set k0sDownloadSha256 on the host")
+                })?
+            }
+        };
+        let entry = match desired.hosts.binary_search_by(|d| d.host.cmp(&id)) {
+            Ok(i) => &mut desired.hosts[i],
+            Err(i) => {
+                desired.hosts.insert(
+                    i,
+                    DesiredHost {
+                        host: id.clone(),
+                        local_binary: None,
+                        host_download: None,
+                        files: Vec::new(),
+                    },
+                );
+                &mut desired.hosts[i]
+            }
+        };
+        if h.upload_binary {
+            entry.local_binary = Some(LocalBinary {
+                sha256,
+                version: Some(version.to_string()),
+                url: Some(url),
+            });
+        } else {
+            entry.host_download = Some(HostDownload {
+                url,
+                sha256,
+                version: version.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Download (or find in the cache) every release binary the plan uploads, once per URL and
+/// sha256, so the upload steps find them by sha256.
+pub fn cache_uploads(
+    plan: &Plan,
+    desired: &Desired,
+    mirror: &Mirror,
+    progress: bool,
+) -> Result<Vec<LocalK0s>, String> {
+    let mut out: Vec<LocalK0s> = Vec::new();
+    for s in &plan.steps {
+        let StepKind::UploadBinary { sha256, .. } = &s.kind else {
+            continue;
+        };
+        let Some(bin) = desired.local_binary(&s.host) else {
+            continue;
+        };
+        let (Some(url), Some(version)) = (&bin.url, &bin.version) else {
+            continue;
+        };
+        if &bin.sha256 != sha256 || out.iter().any(|l| &l.sha256 == sha256) {
+            continue;
+        }
+        let arch = url_arch(url, version);
+        let dest: PathBuf = download::cache_path(&download::cache_dir()?, version, &arch);
+        let path = download::ensure_cached(url, &dest, sha256, mirror.timeout, progress)
+            .map_err(|e| format!("{}: downloading k0s {version} locally: {e}", s.host))?;
+        out.push(LocalK0s {
+            path,
+            sha256: sha256.clone(),
+            version: Some(version.clone()),
+        });
+    }
+    Ok(out)
+}
+
+/// The cache keys entries by version and architecture; the architecture is the asset name's
+/// suffix (`k0s-<version>-<arch>`), or the sha256's start for a custom URL of another shape.
+fn url_arch(url: &str, version: &str) -> String {
+    let file = url.rsplit('/').next().unwrap_or(url);
+    let prefix = format!("k0s-{version}-");
+    match file.strip_prefix(&prefix) {
+        Some(a) if !a.is_empty() && a.bytes().all(|b| b.is_ascii_alphanumeric()) => a.to_string(),
+        _ => format!("url-{}", &crate::hash::sha256_hex(url)[..12]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_entries_are_keyed_by_architecture() {
+        assert_eq!(
+            url_arch(
+                "http://m/v1.2.3%2Bk0s.0/k0s-v1.2.3+k0s.0-arm64",
+                "v1.2.3+k0s.0"
+            ),
+            "arm64"
+        );
+        assert!(url_arch("http://m/custom/k0s", "v1.2.3+k0s.0").starts_with("url-"));
+    }
+}

@@ -1,0 +1,222 @@
+//! Downloads on the machine running k0sform: the version index and a release's checksums (small
+//! texts, at plan time), and release binaries for `uploadBinary: true`, kept in a local cache
+//! (`$XDG_CACHE_HOME/k0sform/k0s/linux/<arch>/k0s-<version>`, as k0sctl's
+//! `pkg/k0s/binprovider/local_upload.go` keeps `$XDG_CACHE_HOME/k0sctl/k0s/…`), sha256-checked.
+//!
+//! Through the local `curl`, as k0sform already runs the local `ssh`: an HTTP client crate with
+//! TLS (rustls + ring, or native-tls) would add minutes to a 2-core build and a second trust
+//! store to configure, where curl already honours the machine's CA store and proxy variables
+//! (`HTTPS_PROXY`, `NO_PROXY`). Where curl itself is missing the error says so.
+
+use sha2::{Digest, Sha256};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Limit for fetching a small text (version index, checksums).
+pub const TEXT_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn curl(url: &str, timeout: Duration) -> Command {
+    let mut c = Command::new("curl");
+    c.args(["-fsSL", "--connect-timeout", "30", "--max-time"])
+        .arg(timeout.as_secs().max(1).to_string())
+        .arg("--url")
+        .arg(url)
+        .stdin(Stdio::null());
+    c
+}
+
+/// What curl's exit status means, for messages (curl's own stderr line is added when there is one).
+fn curl_failure(url: &str, code: Option<i32>, stderr: &str, timeout: Duration) -> String {
+    let detail = stderr.lines().rev().find(|l| !l.trim().is_empty());
+    let what = match code {
+        Some(28) => format!("timed out after {}s", timeout.as_secs()),
+        Some(22) => "the server answered with an error".to_string(),
+        Some(6) | Some(7) => "cannot connect".to_string(),
+        Some(c) => format!("curl exited {c}"),
+        None => "curl was killed".to_string(),
+    };
+    match detail {
+        Some(d) => format!("cannot fetch {url}: {what} ({})", d.trim()),
+        None => format!("cannot fetch {url}: {what}"),
+    }
+}
+
+fn spawn_error(e: std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        "curl is not installed on this machine: k0sform runs it to look up and download k0s".into()
+    } else {
+        format!("cannot run curl: {e}")
+    }
+}
+
+/// GET a small text (at most 1 MiB).
+pub fn fetch_text(url: &str, timeout: Duration) -> Result<String, String> {
+    let out = curl(url, timeout)
+        .arg("--max-filesize")
+        .arg("1048576")
+        .output()
+        .map_err(spawn_error)?;
+    if !out.status.success() {
+        return Err(curl_failure(
+            url,
+            out.status.code(),
+            &String::from_utf8_lossy(&out.stderr),
+            timeout,
+        ));
+    }
+    String::from_utf8(out.stdout).map_err(|_| format!("{url} is not text"))
+}
+
+/// The local cache folder: `$XDG_CACHE_HOME/k0sform/k0s`, else `$HOME/.cache/k0sform/k0s`.
+pub fn cache_dir() -> Result<PathBuf, String> {
+    let base =
+        match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+            Some(x) => PathBuf::from(x),
+            None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+                Some(h) => PathBuf::from(h).join(".cache"),
+                None => return Err(
+                    "neither XDG_CACHE_HOME nor HOME is set: no place for the k0s download cache"
+                        .into(),
+                ),
+            },
+        };
+    Ok(base.join("k0sform").join("k0s"))
+}
+
+/// Where the cache keeps `version` for `arch` (the version without its `v`, as k0sctl).
+pub fn cache_path(dir: &Path, version: &str, arch: &str) -> PathBuf {
+    dir.join("linux")
+        .join(arch)
+        .join(format!("k0s-{}", version.trim_start_matches('v')))
+}
+
+/// A cached binary whose sha256 is `sha256`, downloading it from `url` first when it is
+/// missing or differs. The download goes to a temporary file beside the cache entry, is
+/// hashed while it streams and renamed into place only when it matches. With `progress`,
+/// a bar on stderr counts the bytes.
+pub fn ensure_cached(
+    url: &str,
+    dest: &Path,
+    sha256: &str,
+    timeout: Duration,
+    progress: bool,
+) -> Result<PathBuf, String> {
+    if dest.is_file() {
+        let have = crate::hash::sha256_file(dest)
+            .map_err(|e| format!("cannot read {}: {e}", dest.display()))?;
+        if have == sha256 {
+            return Ok(dest.to_path_buf());
+        }
+    }
+    let dir = dest
+        .parent()
+        .ok_or_else(|| format!("{} has no folder", dest.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
+    let mut child = curl(url, timeout)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_error)?;
+    let bar = progress.then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} downloading {msg}: {bytes} ({bytes_per_sec}, {elapsed})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        b.set_message(url.to_string());
+        b.enable_steady_tick(Duration::from_millis(200));
+        b
+    });
+    let mut hasher = Sha256::new();
+    let copied = (|| -> std::io::Result<()> {
+        let mut out = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("no pipe from curl"))?;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = out.read(&mut buf)?;
+            if n == 0 {
+                return Ok(());
+            }
+            hasher.update(&buf[..n]);
+            tmp.write_all(&buf[..n])?;
+            if let Some(b) = &bar {
+                b.inc(n as u64);
+            }
+        }
+    })();
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("cannot wait for curl: {e}"))?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    if !status.success() {
+        return Err(curl_failure(url, status.code(), &stderr, timeout));
+    }
+    copied.map_err(|e| format!("cannot write {}: {e}", tmp.path().display()))?;
+    let got = hex::encode(hasher.finalize());
+    if got != sha256 {
+        return Err(format!(
+            "checksum mismatch: {url} has sha256 {got}, expected {sha256}"
+        ));
+    }
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| format!("cannot write {}: {e}", tmp.path().display()))?;
+    tmp.persist(dest)
+        .map_err(|e| format!("cannot store {}: {e}", dest.display()))?;
+    Ok(dest.to_path_buf())
+}
+
+/// A cached entry's sha256 when it exists (for planning without a network).
+pub fn cached_sha256(dest: &Path) -> Option<String> {
+    dest.is_file()
+        .then(|| crate::hash::sha256_file(dest).ok())
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::sha256_hex;
+
+    /// curl reads `file://` URLs, so the cache is tested without a server.
+    #[test]
+    fn the_cache_keeps_only_verified_downloads_and_reuses_them() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("k0s-v1.33.4+k0s.0-amd64");
+        std::fs::write(&src, "binary").unwrap();
+        let url = format!("file://{}", src.display());
+        let dest = cache_path(&d.path().join("cache"), "v1.33.4+k0s.0", "amd64");
+        assert!(dest.ends_with("linux/amd64/k0s-1.33.4+k0s.0"));
+        let t = Duration::from_secs(5);
+        let err = ensure_cached(&url, &dest, &"0".repeat(64), t, false).unwrap_err();
+        assert!(err.contains("checksum mismatch"), "{err}");
+        assert!(!dest.exists());
+        assert_eq!(
+            std::fs::read_dir(dest.parent().unwrap()).unwrap().count(),
+            0,
+            "no temporary file left behind"
+        );
+        let good = sha256_hex("binary");
+        assert_eq!(ensure_cached(&url, &dest, &good, t, false).unwrap(), dest);
+        assert_eq!(cached_sha256(&dest), Some(good.clone()));
+        // Cached: the source may go away.
+        std::fs::remove_file(&src).unwrap();
+        assert_eq!(ensure_cached(&url, &dest, &good, t, false).unwrap(), dest);
+        let err = fetch_text(&url, t).unwrap_err();
+        assert!(err.starts_with("cannot fetch file://"), "{err}");
+    }
+}
