@@ -20,6 +20,8 @@ pub const VERSION_URL_ENV: &str = "K0SFORM_K0S_VERSION_URL";
 /// Limit for one binary download, on a host or locally (seconds).
 pub const DOWNLOAD_TIMEOUT_ENV: &str = "K0SFORM_K0S_DOWNLOAD_TIMEOUT";
 /// The file of published checksums in each release (`sha256sum` output).
+// k0s publishes it with every release: `.github/workflows/release.yml` runs
+// `sha256sum -b -- * >../sha256sums.txt` over the release assets and uploads it.
 pub const CHECKSUMS_FILE: &str = "sha256sums.txt";
 
 /// The release endpoints of one run: GitHub and docs.k0sproject.io, or a mirror.
