@@ -996,7 +996,7 @@ fn lab_plan_apply_saved_plans_and_failures_with_the_state_in_etcd() {
 
     // apply killed -9 in the middle: its lock outlives it until the lease (3 s) expires, and the
     // state is its last checkpoint.
-    let (seen, _, out) = apply_until(&c, &url, &[], "join_worker", |child| {
+    let (seen, _, out) = apply_until(&c, &url, &[], "Joining the cluster as worker", |child| {
         let _ = child.kill();
     });
     assert!(seen, "the apply never reached join_worker: {out}");
@@ -1051,11 +1051,17 @@ fn lab_plan_apply_saved_plans_and_failures_with_the_state_in_etcd() {
     // and the apply stops.
     c.lab.wipe("w1");
     let at_revoke = std::cell::Cell::new(0);
-    let (seen, code, out) = apply_until(&c, &url, &["-replace", &w1], "join_worker", |_| {
-        let lease = etcd.lease_of("/k0sform/lab/lock");
-        etcd.etcdctl(&["lease", "revoke", &format!("{lease:x}")]);
-        at_revoke.set(load(&url).serial);
-    });
+    let (seen, code, out) = apply_until(
+        &c,
+        &url,
+        &["-replace", &w1],
+        "Joining the cluster as worker",
+        |_| {
+            let lease = etcd.lease_of("/k0sform/lab/lock");
+            etcd.etcdctl(&["lease", "revoke", &format!("{lease:x}")]);
+            at_revoke.set(load(&url).serial);
+        },
+    );
     assert!(seen, "{out}");
     assert_ne!(code, 0, "{out}");
     assert!(out.contains("lock") && out.contains("was lost"), "{out}");
@@ -1068,8 +1074,13 @@ fn lab_plan_apply_saved_plans_and_failures_with_the_state_in_etcd() {
 
     // etcd stopped in the middle of an apply: it stops with a clear error; once etcd is back,
     // plan and apply go on from the last checkpoint.
-    let (seen, code, out) =
-        apply_until(&c, &url, &["-replace", &w1], "join_worker", |_| etcd.stop());
+    let (seen, code, out) = apply_until(
+        &c,
+        &url,
+        &["-replace", &w1],
+        "Joining the cluster as worker",
+        |_| etcd.stop(),
+    );
     assert!(seen, "{out}");
     assert_ne!(code, 0, "{out}");
     assert!(out.contains(&format!("the state at {url}")), "{out}");
