@@ -53,6 +53,43 @@ impl RemoteCommand {
     }
 }
 
+/// Permission bits and owner a written file gets while it is still a fresh temp file, before it
+/// is renamed into place: nothing is ever chmod-ed or chown-ed by its final name, which a user
+/// owning the folder could have turned into a link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileAttrs {
+    pub mode: u32,
+    /// `chown` user (name or number); None keeps root.
+    pub user: Option<String>,
+    /// `chown` group (name or number); None keeps the user's (or root's) group.
+    pub group: Option<String>,
+}
+
+impl FileAttrs {
+    /// Owned by root, with `mode`.
+    pub fn mode(mode: u32) -> Self {
+        FileAttrs {
+            mode,
+            user: None,
+            group: None,
+        }
+    }
+    pub fn owned_by(mut self, user: Option<String>, group: Option<String>) -> Self {
+        self.user = user;
+        self.group = group;
+        self
+    }
+    /// The `chown` argument (`user`, `user:group`, `:group`), when an owner is set.
+    pub fn chown_spec(&self) -> Option<String> {
+        match (&self.user, &self.group) {
+            (Some(u), Some(g)) => Some(format!("{u}:{g}")),
+            (Some(u), None) => Some(u.clone()),
+            (None, Some(g)) => Some(format!(":{g}")),
+            (None, None) => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CommandOutput {
     /// Exit status; None when killed by a signal or the timeout.
@@ -118,16 +155,17 @@ pub trait Transport: Send + Sync {
         cmd: RemoteCommand,
     ) -> impl Future<Output = Result<CommandOutput, TransportError>> + Send;
 
-    /// Write `data` to `path` on the host with `mode`, atomically (temp file + rename), as root.
+    /// Write `data` to `path` on the host with `attrs`, atomically (a fresh temp file in the
+    /// same folder, given its owner and mode, then renamed over `path`), as root.
     fn write_file(
         &self,
         host: &HostId,
         path: &str,
         data: Vec<u8>,
-        mode: u32,
+        attrs: &FileAttrs,
     ) -> impl Future<Output = Result<(), TransportError>> + Send;
 
-    /// Put the local file `local` at `remote` with `mode` (as root) and return the sha256 (hex)
+    /// Put the local file `local` at `remote` with `attrs` (as root) and return the sha256 (hex)
     /// of what is now at `remote`. A real transport stages the upload, verifies the sha256 on the
     /// host and skips it when the remote file is already identical (`ssh::SshTransport`); this
     /// default reads the whole file and goes through `write_file` (fine for tests and fakes).
@@ -136,7 +174,7 @@ pub trait Transport: Send + Sync {
         host: &HostId,
         local: &std::path::Path,
         remote: &str,
-        mode: u32,
+        attrs: &FileAttrs,
     ) -> impl Future<Output = Result<String, TransportError>> + Send {
         async move {
             let data = tokio::fs::read(local)
@@ -146,7 +184,7 @@ pub trait Transport: Send + Sync {
                     message: format!("reading {}: {e}", local.display()),
                 })?;
             let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&data));
-            self.write_file(host, remote, data, mode).await?;
+            self.write_file(host, remote, data, attrs).await?;
             Ok(sha)
         }
     }

@@ -564,7 +564,7 @@ mod fake {
     use k0sform::apply::Prober;
     use k0sform::hostid::HostId;
     use k0sform::reality::{ClusterView, HostFacts, MemberView};
-    use k0sform::transport::{CommandOutput, RemoteCommand, Transport, TransportError};
+    use k0sform::transport::{CommandOutput, FileAttrs, RemoteCommand, Transport, TransportError};
     use std::collections::{BTreeMap, HashMap};
     use std::io::Write;
     use std::sync::{Arc, Mutex, MutexGuard};
@@ -936,7 +936,7 @@ mod fake {
                 }
                 ["config", "validate", _config] => ok(""),
                 // `mv -f STAGED PATH` / `rm -f STAGED` (argv[0] is the command: no k0s in it).
-                ["-f", from, to] if argv[0] == "mv" => {
+                ["-fT", "--", from, to] if argv[0] == "mv" => {
                     let h = self.hosts.get_mut(host).unwrap();
                     if let Some(f) = h.files.remove(*from) {
                         h.files.insert(to.to_string(), f);
@@ -1010,8 +1010,9 @@ mod fake {
             host: &HostId,
             path: &str,
             data: Vec<u8>,
-            mode: u32,
+            attrs: &FileAttrs,
         ) -> Result<(), TransportError> {
+            let mode = attrs.mode;
             let delay = self.enter(
                 host,
                 CallKind::Write {

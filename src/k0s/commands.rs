@@ -35,9 +35,10 @@ pub fn config_validate(bin: &str, path: &str) -> RemoteCommand {
     k0s(bin, &["config", "validate", &format!("--config={path}")]).timeout(QUICK)
 }
 
-/// Put a validated staged k0s.yaml in place (`mv -f`: a rename within /etc/k0s, atomic).
+/// Put a validated staged k0s.yaml in place (`mv -fT`: a rename within /etc/k0s, atomic; a
+/// folder at `path` is an error, not a place to move into).
 pub fn install_staged_config(staged: &str, path: &str) -> RemoteCommand {
-    RemoteCommand::new(["mv", "-f", staged, path]).timeout(QUICK)
+    RemoteCommand::new(["mv", "-fT", "--", staged, path]).timeout(QUICK)
 }
 
 /// Remove a staged k0s.yaml that k0s refused.
@@ -109,7 +110,7 @@ pub fn swap_in_binary(bin: &str) -> RemoteCommand {
     RemoteCommand::new([
         "sh".to_string(),
         "-c".into(),
-        r#"if [ -e "$1" ]; then mv -f -- "$1" "$2"; fi"#.into(),
+        r#"if [ -e "$1" ]; then mv -fT -- "$1" "$2"; fi"#.into(),
         "k0sform-swap".into(),
         staged_binary_path(bin),
         bin.to_string(),

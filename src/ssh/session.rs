@@ -6,7 +6,7 @@ use super::exec::Input;
 use super::hostkey::ConnectedHost;
 use super::master::HostConn;
 use crate::hostid::HostId;
-use crate::transport::{CommandOutput, RemoteCommand, Transport, TransportError};
+use crate::transport::{CommandOutput, FileAttrs, RemoteCommand, Transport, TransportError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
@@ -113,10 +113,10 @@ impl Transport for SshTransport {
         host: &HostId,
         local: &Path,
         remote: &str,
-        mode: u32,
+        attrs: &FileAttrs,
     ) -> Result<String, TransportError> {
         Ok(self
-            .upload_file_report(host, local, remote, mode)
+            .upload_file_report(host, local, remote, attrs)
             .await?
             .sha256)
     }
@@ -138,9 +138,9 @@ impl Transport for SshTransport {
         host: &HostId,
         path: &str,
         data: Vec<u8>,
-        mode: u32,
+        attrs: &FileAttrs,
     ) -> Result<(), TransportError> {
-        self.write_file_atomic(host, path, data, mode).await
+        self.write_file_atomic(host, path, data, attrs).await
     }
 }
 

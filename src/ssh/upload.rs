@@ -1,10 +1,11 @@
-//! Putting bytes and local files on a host as root: atomic writes (temp file + rename) and staged
-//! uploads checked by sha256 on the host, skipped when the remote file is already identical.
+//! Putting bytes and local files on a host as root: a fresh temp file beside the destination,
+//! checked by sha256 on the host, given its owner and mode, renamed into place; skipped when the
+//! remote file is already identical.
 
 use super::exec::Input;
 use super::session::{SshTransport, other};
 use crate::hostid::HostId;
-use crate::transport::{RemoteCommand, TransportError};
+use crate::transport::{FileAttrs, RemoteCommand, TransportError};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::time::Duration;
@@ -19,32 +20,100 @@ pub struct Uploaded {
     pub skipped: bool,
 }
 
+/// Shell shared by the scripts below. Arguments: `$1` destination, `$2` mode (octal), `$3`
+/// sha256, `$4` chown argument or empty, `$5`/`$6` the owner's user and group as `find` takes
+/// them. `place` gives the fresh temp file `$tmp` its owner and mode (`chown -h`: never through
+/// a link) and renames it over the destination (`mv -T`: a folder or link planted at the
+/// destination is replaced, never followed). The traps remove the temp file whatever happens,
+/// also when the connection drops (HUP) or the command is killed (TERM).
+const PLACE: &str = r#"set -e
+umask 077
+dst=$1 mode=$2 sum=$3 owner=$4
+fresh() {
+  tmp=$(mktemp -- "$dst.k0sform-XXXXXX")
+  trap 'rm -f -- "$tmp"' EXIT
+  trap 'exit 129' HUP
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+sum_of() { sha256sum < "$1" | cut -d' ' -f1; }
+place() {
+  if [ -n "$owner" ]; then chown -h -- "$owner" "$tmp"; fi
+  chmod -- "$mode" "$tmp"
+  mv -fT -- "$tmp" "$dst"
+  trap - EXIT
+}
+"#;
+
+/// Prints `same` when the destination already has the bytes, owner and mode: a regular file,
+/// not a link. Same bytes with another owner or mode: a copy made on the host gets them.
+const CHECK: &str = r#"[ -f "$dst" ] && [ ! -L "$dst" ] || exit 0
+[ "$(sum_of "$dst")" = "$sum" ] || exit 0
+if [ -n "$(find "$dst" -maxdepth 0 -type f -perm "$mode" -user "$5" -group "$6")" ]; then
+  echo same
+  exit 0
+fi
+fresh
+cp -- "$dst" "$tmp"
+[ "$(sum_of "$tmp")" = "$sum" ] || exit 0
+place
+echo same"#;
+
+/// Stdin to a fresh temp file beside the destination, checked, placed.
+const PUT: &str = r#"mkdir -p -- "$(dirname -- "$dst")"
+fresh
+cat > "$tmp"
+got=$(sum_of "$tmp")
+if [ "$got" != "$sum" ]; then
+  echo "sha256 mismatch after upload: expected $sum, got $got" >&2
+  exit 3
+fi
+place"#;
+
+/// The argv of one of the scripts above for `remote` with `attrs`.
+fn place_command(
+    script: &str,
+    name: &str,
+    remote: &str,
+    sha256: &str,
+    attrs: &FileAttrs,
+) -> RemoteCommand {
+    let mode = format!("{:o}", attrs.mode);
+    // Without an owner the file stays root's (uid and gid 0), as a fresh file of root is.
+    let user = attrs.user.clone().unwrap_or_else(|| "0".into());
+    let group = attrs.group.clone().unwrap_or_else(|| "0".into());
+    RemoteCommand::new([
+        "sh".to_string(),
+        "-c".into(),
+        format!("{PLACE}{script}"),
+        name.into(),
+        remote.into(),
+        mode,
+        sha256.into(),
+        attrs.chown_spec().unwrap_or_default(),
+        user,
+        group,
+    ])
+}
+
 impl SshTransport {
-    /// Write `local` to `remote` (mode `mode`, as root): streamed to `<remote>.k0sform-tmp`,
-    /// sha256-checked on the host, then renamed into place, so a half upload is never at
-    /// `remote`. Skipped when the remote file already has the same sha256 (its mode is still set).
-    /// `Transport::upload_file` returns only the sha256; this also says whether it was skipped.
+    /// Write `local` to `remote` (with `attrs`, as root): streamed to a fresh temp file beside
+    /// it, sha256-checked on the host, given its owner and mode, then renamed into place, so a
+    /// half upload is never at `remote`. Skipped when the remote file already has the same
+    /// sha256 (its owner and mode are still set, on a copy). `Transport::upload_file` returns
+    /// only the sha256; this also says whether it was skipped.
     pub async fn upload_file_report(
         &self,
         host: &HostId,
         local: &Path,
         remote: &str,
-        mode: u32,
+        attrs: &FileAttrs,
     ) -> Result<Uploaded, TransportError> {
         let (sha256, size) = local_sha256(local)
             .await
             .map_err(|e| other(host, format!("reading {}: {e}", local.display())))?;
-        let mode_s = format!("{mode:o}");
-        let check = RemoteCommand::new([
-            "sh",
-            "-c",
-            r#"if [ -f "$1" ] && [ "$(sha256sum < "$1" | cut -d' ' -f1)" = "$3" ]; then chmod "$2" "$1" && echo same; fi"#,
-            "k0sform-upload-check",
-            remote,
-            &mode_s,
-            &sha256,
-        ])
-        .timeout(Duration::from_secs(120));
+        let check = place_command(CHECK, "k0sform-upload-check", remote, &sha256, attrs)
+            .timeout(Duration::from_secs(120));
         let out = self.run_with(host, &check, Input::None).await?;
         if !out.success() {
             return Err(other(
@@ -61,28 +130,8 @@ impl SshTransport {
 
         // Generous: 2 minutes plus 1 s per MiB.
         let secs = 120 + size / (1024 * 1024);
-        let put = RemoteCommand::new([
-            "sh",
-            "-c",
-            r#"set -e
-umask 077
-mkdir -p "$(dirname -- "$1")"
-tmp="$1.k0sform-tmp"
-cat > "$tmp"
-sum=$(sha256sum < "$tmp" | cut -d' ' -f1)
-if [ "$sum" != "$3" ]; then
-  rm -f "$tmp"
-  echo "sha256 mismatch after upload: expected $3, got $sum" >&2
-  exit 3
-fi
-chmod "$2" "$tmp"
-mv -f "$tmp" "$1""#,
-            "k0sform-upload",
-            remote,
-            &mode_s,
-            &sha256,
-        ])
-        .timeout(Duration::from_secs(secs));
+        let put = place_command(PUT, "k0sform-upload", remote, &sha256, attrs)
+            .timeout(Duration::from_secs(secs));
         let out = self.run_with(host, &put, Input::File(local)).await?;
         if !out.success() {
             return Err(other(
@@ -100,32 +149,17 @@ mv -f "$tmp" "$1""#,
         })
     }
 
-    /// `Transport::write_file`: `data` to `path` with `mode`, as root, atomically.
+    /// `Transport::write_file`: `data` to `path` with `attrs`, as root, atomically.
     pub(super) async fn write_file_atomic(
         &self,
         host: &HostId,
         path: &str,
         data: Vec<u8>,
-        mode: u32,
+        attrs: &FileAttrs,
     ) -> Result<(), TransportError> {
-        let mode_s = format!("{mode:o}");
-        // mktemp creates the temp file 0600 in the target's directory; rename is atomic there.
-        let cmd = RemoteCommand::new([
-            "sh",
-            "-c",
-            r#"set -e
-mkdir -p "$(dirname -- "$1")"
-tmp=$(mktemp "$1.k0sform-XXXXXX")
-trap 'rm -f "$tmp"' EXIT
-cat > "$tmp"
-chmod "$2" "$tmp"
-mv -f "$tmp" "$1"
-trap - EXIT"#,
-            "k0sform-write",
-            path,
-            &mode_s,
-        ])
-        .timeout(Duration::from_secs(60));
+        let sha256 = hex::encode(Sha256::digest(&data));
+        let cmd = place_command(PUT, "k0sform-write", path, &sha256, attrs)
+            .timeout(Duration::from_secs(60));
         let out = self.run_with(host, &cmd, Input::Bytes(&data)).await?;
         if !out.success() {
             return Err(other(host, format!("writing {path}: {}", out.error_line())));

@@ -1,12 +1,13 @@
 //! `UploadFiles`: the spec's `files:` put on a host, each checked against the content the plan
-//! saw, its folders created with their `dirPerm`, its owner set when the spec names one.
+//! saw, its folders created with their `dirPerm`, its owner and mode set before it is renamed into
+//! place.
 
 use super::remote::failed;
 use super::runner::K0sRunner;
 use crate::apply::{StateChange, StepContext, StepError};
 use crate::files::DesiredFile;
 use crate::hostid::HostId;
-use crate::transport::{RemoteCommand, Transport};
+use crate::transport::{FileAttrs, RemoteCommand, Transport};
 
 impl<T: Transport + 'static> K0sRunner<T> {
     pub(super) async fn upload_files(
@@ -54,14 +55,15 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .await?;
         for (want, content) in files.iter().zip(sources) {
             ctx.progress(format!("uploading {}", want.remote));
+            // Owner and mode are set on the fresh temp file before it is renamed into place:
+            // a chown by the final name would follow a link planted there.
+            let attrs = FileAttrs::mode(want.mode).owned_by(want.user.clone(), want.group.clone());
             let got = match content {
                 crate::files::Content::Local(path) => {
-                    self.upload_local(host, path, &want.remote, want.mode)
-                        .await?
+                    self.upload_local(host, path, &want.remote, &attrs).await?
                 }
                 crate::files::Content::Inline(data) => {
-                    self.write(host, &want.remote, data.clone(), want.mode)
-                        .await?;
+                    self.write(host, &want.remote, data.clone(), &attrs).await?;
                     want.sha256.clone()
                 }
             };
@@ -70,20 +72,6 @@ impl<T: Transport + 'static> K0sRunner<T> {
                     "{host}: {} has sha256 {got} after the upload, not {}",
                     want.remote, want.sha256
                 )));
-            }
-            let owner = match (&want.user, &want.group) {
-                (Some(u), Some(g)) => Some(format!("{u}:{g}")),
-                (Some(u), None) => Some(u.clone()),
-                (None, Some(g)) => Some(format!(":{g}")),
-                (None, None) => None,
-            };
-            if let Some(o) = owner {
-                self.exec_ok(
-                    host,
-                    RemoteCommand::new(["chown", "--", o.as_str(), want.remote.as_str()]),
-                    &format!("chown {o} {}", want.remote),
-                )
-                .await?;
             }
         }
         Ok(vec![])

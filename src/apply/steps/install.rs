@@ -8,7 +8,7 @@ use crate::hostid::HostId;
 use crate::k0s::{self, desired};
 use crate::reality::ServiceKind;
 use crate::spec::{HostSpec, Role};
-use crate::transport::Transport;
+use crate::transport::{FileAttrs, Transport};
 use std::path::PathBuf;
 
 /// A k0s binary on this machine that steps may upload besides the hosts' `k0sBinaryPath`:
@@ -121,7 +121,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
         // Staged beside the install path: k0s's unit restarts k0s by itself, and would start a
         // binary put at the install path now at its next crash, out of the upgrade order.
         let staged = k0s::staged_binary_path(&hs.k0s_install_path);
-        let got = self.upload_local(&id, &local, &staged, 0o755).await?;
+        let got = self
+            .upload_local(&id, &local, &staged, &FileAttrs::mode(0o755))
+            .await?;
         if let Ok(mut s) = self.staged_binaries.lock() {
             s.insert(id.clone());
         }

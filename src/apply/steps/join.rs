@@ -10,7 +10,7 @@ use crate::hostid::HostId;
 use crate::k0s::probe_script::peer_url_host as peer_host;
 use crate::k0s::{self, TokenRole, desired};
 use crate::spec::HostSpec;
-use crate::transport::Transport;
+use crate::transport::{FileAttrs, Transport};
 
 impl<T: Transport + 'static> K0sRunner<T> {
     pub(super) async fn join_controller(
@@ -74,7 +74,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 &host,
                 desired::TOKEN_FILE,
                 token.0.as_bytes().to_vec(),
-                0o600,
+                &FileAttrs::mode(0o600),
             )
             .await?;
             self.swap_in_binary(hs).await?;
@@ -97,7 +97,12 @@ impl<T: Transport + 'static> K0sRunner<T> {
         self.give_back_token(ctx, via, role, &token_id).await;
         let placeholder = k0s::placeholder_token(role).into_bytes();
         if let Err(e) = self
-            .write(&host, desired::TOKEN_FILE, placeholder, 0o600)
+            .write(
+                &host,
+                desired::TOKEN_FILE,
+                placeholder,
+                &FileAttrs::mode(0o600),
+            )
             .await
         {
             ctx.progress(format!(

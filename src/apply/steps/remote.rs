@@ -9,7 +9,7 @@ use crate::k0s::{self, desired};
 use crate::reality::HostFacts;
 use crate::spec::HostSpec;
 use crate::state::HostState;
-use crate::transport::{CommandOutput, RemoteCommand, Transport};
+use crate::transport::{CommandOutput, FileAttrs, RemoteCommand, Transport};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -136,12 +136,12 @@ impl<T: Transport + 'static> K0sRunner<T> {
         host: &HostId,
         path: &str,
         data: Vec<u8>,
-        mode: u32,
+        attrs: &FileAttrs,
     ) -> Result<(), StepError> {
         let _permit = self.limits.permit(host).await;
         self.remote
             .transport
-            .write_file(host, path, data, mode)
+            .write_file(host, path, data, attrs)
             .await
             .map_err(failed)
     }
@@ -156,8 +156,13 @@ impl<T: Transport + 'static> K0sRunner<T> {
         if self.staged_binaries.lock().is_ok_and(|s| s.contains(host)) {
             bin = k0s::staged_binary_path(&bin);
         }
-        self.write(host, desired::STAGED_CONFIG_FILE, yaml.into_bytes(), 0o600)
-            .await?;
+        self.write(
+            host,
+            desired::STAGED_CONFIG_FILE,
+            yaml.into_bytes(),
+            &FileAttrs::mode(0o600),
+        )
+        .await?;
         let out = self
             .exec(
                 host,
@@ -198,13 +203,13 @@ impl<T: Transport + 'static> K0sRunner<T> {
         host: &HostId,
         local: &std::path::Path,
         remote: &str,
-        mode: u32,
+        attrs: &FileAttrs,
     ) -> Result<String, StepError> {
         let _upload = self.uploads.clone().acquire_owned().await.ok();
         let _permit = self.limits.permit(host).await;
         self.remote
             .transport
-            .upload_file(host, local, remote, mode)
+            .upload_file(host, local, remote, attrs)
             .await
             .map_err(failed)
     }

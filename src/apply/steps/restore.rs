@@ -9,7 +9,7 @@ use super::runner::K0sRunner;
 use crate::apply::{StateChange, StepError};
 use crate::hostid::HostId;
 use crate::k0s::{self, backup as remote};
-use crate::transport::Transport;
+use crate::transport::{FileAttrs, Transport};
 
 impl<T: Transport + 'static> K0sRunner<T> {
     pub(super) async fn restore_backup(
@@ -56,7 +56,12 @@ impl<T: Transport + 'static> K0sRunner<T> {
         .await?;
         let target = format!("{dir}/k0s_backup.tar.gz");
         let sent = self
-            .upload_local(host, std::path::Path::new(archive), &target, 0o600)
+            .upload_local(
+                host,
+                std::path::Path::new(archive),
+                &target,
+                &FileAttrs::mode(0o600),
+            )
             .await?;
         if sent != sha256 {
             return Err(failed(format!(
