@@ -578,6 +578,39 @@ async fn uploads_never_follow_links_planted_at_the_destination() {
     t.close_all().await;
 }
 
+/// Issue 14 (low): a host cannot exhaust k0sform's memory with output; more than 16 MiB on
+/// either stream is an error that says so, and the connection stays usable.
+#[tokio::test(flavor = "multi_thread")]
+async fn endless_output_from_a_host_is_cut_off() {
+    let sshd = Sshd::start();
+    let t = connected(&sshd, "root").await;
+    for script in ["head -c 20000000 /dev/zero", "yes >&2"] {
+        let started = Instant::now();
+        let err = t
+            .run(&sshd.id(), cmd(&["sh", "-c", script]))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("more than 16 MiB of output"),
+            "{script}: {err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{script}: not stopped"
+        );
+    }
+    // Exactly at the limit is fine.
+    let out = t
+        .run(&sshd.id(), cmd(&["head", "-c", "16777216", "/dev/zero"]))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.len(), 16 << 20);
+    let out = t.run(&sshd.id(), cmd(&["echo", "ok"])).await.unwrap();
+    assert_eq!(out.stdout, b"ok\n");
+    t.close_all().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn bastion_connection_carries_keys_and_options() {
     let bastion = Sshd::start();

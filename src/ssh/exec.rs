@@ -15,6 +15,32 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// reports the timeout itself (and has killed the command).
 const LOCAL_TIMEOUT_GRACE: Duration = Duration::from_secs(10);
 
+/// Most bytes read from one output stream of one command: a host cannot make k0sform hold more.
+pub const OUTPUT_LIMIT: usize = 16 << 20;
+
+/// Why reading a command's streams ended early.
+enum Stop {
+    /// A stream had more than `OUTPUT_LIMIT` bytes.
+    Over,
+    Read(std::io::Error),
+    Feed(std::io::Error),
+}
+
+/// Read `stream` to its end, or fail with `Stop::Over` past `OUTPUT_LIMIT` bytes.
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(stream: Option<R>) -> Result<Vec<u8>, Stop> {
+    let mut bytes = Vec::new();
+    if let Some(s) = stream {
+        s.take(OUTPUT_LIMIT as u64 + 1)
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(Stop::Read)?;
+    }
+    if bytes.len() > OUTPUT_LIMIT {
+        return Err(Stop::Over);
+    }
+    Ok(bytes)
+}
+
 /// What to feed a command's stdin.
 pub(super) enum Input<'a> {
     None,
@@ -102,46 +128,54 @@ impl HostConn {
             Err(e) => return Err(self.lost_or(e, "cannot start the command").await),
         };
         let stdin = child.stdin().take();
-        let mut stdout = child.stdout().take();
-        let mut stderr = child.stderr().take();
+        let stdout = child.stdout().take();
+        let stderr = child.stderr().take();
         let feed = async {
             let Some(mut w) = stdin else {
-                return Ok::<(), std::io::Error>(());
+                return Ok(());
             };
-            match input {
-                Input::None => {}
-                Input::Bytes(b) => w.write_all(b).await?,
-                Input::File(p) => {
-                    let mut f = tokio::fs::File::open(p).await?;
-                    tokio::io::copy(&mut f, &mut w).await?;
+            let fed = async {
+                match input {
+                    Input::None => {}
+                    Input::Bytes(b) => w.write_all(b).await?,
+                    Input::File(p) => {
+                        let mut f = tokio::fs::File::open(p).await?;
+                        tokio::io::copy(&mut f, &mut w).await?;
+                    }
                 }
+                w.shutdown().await
+            };
+            match fed.await {
+                // A command that exits without reading all its input breaks the pipe: not our
+                // error.
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Stop::Feed(e)),
+                _ => Ok(()),
             }
-            w.shutdown().await?;
-            Ok(())
         };
-        let read_out = async {
-            let mut v = Vec::new();
-            if let Some(s) = stdout.as_mut() {
-                s.read_to_end(&mut v).await?;
+        // The first stream over the limit ends the wait at once: the command may well keep
+        // writing on the other one. It is not waited for (its remote `timeout` still holds).
+        let (_, stdout, stderr) = match tokio::try_join!(
+            feed,
+            read_capped(stdout),
+            read_capped(stderr)
+        ) {
+            Ok(all) => all,
+            Err(Stop::Over) => {
+                return Err(other(
+                    &self.host,
+                    format!(
+                        "the command wrote more than {} MiB of output; k0sform stopped reading it",
+                        OUTPUT_LIMIT >> 20
+                    ),
+                ));
             }
-            Ok::<Vec<u8>, std::io::Error>(v)
-        };
-        let read_err = async {
-            let mut v = Vec::new();
-            if let Some(s) = stderr.as_mut() {
-                s.read_to_end(&mut v).await?;
+            Err(Stop::Read(e)) => {
+                return Err(other(&self.host, format!("reading output: {e}")));
             }
-            Ok::<Vec<u8>, std::io::Error>(v)
+            Err(Stop::Feed(e)) => {
+                return Err(other(&self.host, format!("sending input: {e}")));
+            }
         };
-        let (fed, out, err) = tokio::join!(feed, read_out, read_err);
-        let stdout = out.map_err(|e| other(&self.host, format!("reading output: {e}")))?;
-        let stderr = err.map_err(|e| other(&self.host, format!("reading output: {e}")))?;
-        // A command that exits without reading all its input breaks the pipe: not our error.
-        if let Err(e) = fed
-            && e.kind() != std::io::ErrorKind::BrokenPipe
-        {
-            return Err(other(&self.host, format!("sending input: {e}")));
-        }
         let status = match child.wait().await {
             Ok(st) => st.code(),
             // The mux protocol reports exit 127 as an error of its own.
