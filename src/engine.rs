@@ -501,4 +501,40 @@ pub async fn healthy_controller<'a>(
             why.join("\n  ")
         ),
     })
+/// What a killed or failed earlier run left on the reachable hosts of the spec (a join token
+/// not yet blanked, upload staging files) is removed; run by `apply` under the state lock, so no
+/// other run of this cluster is writing them now. Returns one line per settled file, for the
+/// user; a host that cannot be settled is reported, never fatal.
+pub async fn settle_leftovers(planned: &Planned, transport: &SshTransport) -> Vec<String> {
+    use crate::transport::Transport;
+    let spec = &planned.loaded.spec;
+    let mut notes = Vec::new();
+    for hr in &planned.reality.hosts {
+        let (Some(hs), crate::reality::Probe::Reached(_)) = (spec.host(&hr.id), &hr.probe) else {
+            continue;
+        };
+        let mut destinations = vec![
+            hs.k0s_install_path.clone(),
+            crate::k0s::desired::CONFIG_FILE.to_string(),
+            crate::k0s::desired::TOKEN_FILE.to_string(),
+        ];
+        if let Ok(files) = crate::files::desired(hs) {
+            destinations.extend(files.into_iter().map(|f| f.remote));
+        }
+        let cmd = crate::k0s::settle_leftovers(crate::k0s::desired::TOKEN_FILE, &destinations);
+        match transport.run(&hr.id, cmd).await {
+            Ok(out) if out.success() => notes.extend(
+                out.stdout_str()
+                    .lines()
+                    .map(|f| format!("{}: removed {} left by an earlier run", hr.id, f.trim())),
+            ),
+            Ok(out) => notes.push(format!(
+                "{}: could not remove what an earlier run left: {}",
+                hr.id,
+                out.error_line()
+            )),
+            Err(e) => notes.push(format!("could not remove what an earlier run left: {e}")),
+        }
+    }
+    notes
 }

@@ -46,6 +46,35 @@ pub fn remove_staged_config(staged: &str) -> RemoteCommand {
     RemoteCommand::new(["rm", "-f", staged]).timeout(QUICK)
 }
 
+/// Settle what a killed or failed earlier run left on a host: a join token still in
+/// `token_file` is blanked (it would stay valid for up to 30 minutes), and staging files beside
+/// each of `destinations` (`DEST.k0sform-XXXXXX` from uploads, `DEST.k0sform-tmp` from older
+/// versions, `DEST.k0sform-new` of a staged k0s.yaml) are removed; a link there is removed, never
+/// followed. Prints one line per file it settled.
+pub fn settle_leftovers(token_file: &str, destinations: &[String]) -> RemoteCommand {
+    let script = r#"tok=$1
+shift
+if [ -f "$tok" ] && [ ! -L "$tok" ] && [ -s "$tok" ]; then
+  : > "$tok" && echo "$tok"
+fi
+for d; do
+  for f in "$d".k0sform-?????? "$d".k0sform-tmp "$d".k0sform-new; do
+    [ -d "$f" ] && [ ! -L "$f" ] && continue
+    if [ -e "$f" ] || [ -L "$f" ]; then rm -f -- "$f" && echo "$f"; fi
+  done
+done
+exit 0"#;
+    let mut argv = vec![
+        "sh".to_string(),
+        "-c".into(),
+        script.into(),
+        "k0sform-settle".into(),
+        token_file.into(),
+    ];
+    argv.extend(destinations.iter().cloned());
+    RemoteCommand::new(argv).timeout(QUICK)
+}
+
 /// `k0s version`
 pub fn version(bin: &str) -> RemoteCommand {
     k0s(bin, &["version"]).timeout(QUICK)
