@@ -221,6 +221,10 @@ pub struct PlanArgs {
     /// Plan against a saved probe instead of probing (offline)
     #[arg(long = "probe-in", value_name = "FILE")]
     pub probe_in: Option<PathBuf>,
+    /// -show-secrets: show secret values (passwords, tokens, DSNs) in the k0s.yaml diff instead
+    /// of `(secret, sha256 …)`; never with a saved plan, which holds no secrets
+    #[arg(long = "show-secrets")]
+    pub show_secrets: bool,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -238,6 +242,10 @@ pub struct ApplyArgs {
     /// After a successful apply, write the admin kubeconfig to FILE (0600), as `kubeconfig -out`
     #[arg(long = "kubeconfig-out", value_name = "FILE")]
     pub kubeconfig_out: Option<PathBuf>,
+    /// -show-secrets: show secret values (passwords, tokens, DSNs) in the k0s.yaml diff instead
+    /// of `(secret, sha256 …)`; never with a saved plan, which holds no secrets
+    #[arg(long = "show-secrets")]
+    pub show_secrets: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]

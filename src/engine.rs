@@ -501,11 +501,19 @@ pub async fn healthy_controller<'a>(
             why.join("\n  ")
         ),
     })
-/// What a killed or failed earlier run left on the reachable hosts of the spec (a join token
-/// not yet blanked, upload staging files) is removed; run by `apply` under the state lock, so no
-/// other run of this cluster is writing them now. Returns one line per settled file, for the
-/// user; a host that cannot be settled is reported, never fatal.
-pub async fn settle_leftovers(planned: &Planned, transport: &SshTransport) -> Vec<String> {
+}
+
+/// What a killed or failed earlier run left on the reachable hosts of the spec is removed: upload
+/// staging files, and on `interrupted_joins` (hosts whose join an earlier run began and did not
+/// see finish: its intents) a join token the run did not replace with the placeholder. Run by
+/// `apply` under the state lock, so no other run of this cluster is writing them now. Returns
+/// one line per settled file, for the user; a host that cannot be settled is reported, never
+/// fatal.
+pub async fn settle_leftovers(
+    planned: &Planned,
+    transport: &SshTransport,
+    interrupted_joins: &[crate::hostid::HostId],
+) -> Vec<String> {
     use crate::transport::Transport;
     let spec = &planned.loaded.spec;
     let mut notes = Vec::new();
@@ -521,12 +529,24 @@ pub async fn settle_leftovers(planned: &Planned, transport: &SshTransport) -> Ve
         if let Ok(files) = crate::files::desired(hs) {
             destinations.extend(files.into_iter().map(|f| f.remote));
         }
-        let cmd = crate::k0s::settle_leftovers(crate::k0s::desired::TOKEN_FILE, &destinations);
+        let role = if hs.role.is_controller() {
+            crate::k0s::TokenRole::Controller
+        } else {
+            crate::k0s::TokenRole::Worker
+        };
+        let placeholder = interrupted_joins
+            .contains(&hr.id)
+            .then(|| crate::k0s::placeholder_token(role));
+        let cmd = crate::k0s::settle_leftovers(
+            crate::k0s::desired::TOKEN_FILE,
+            placeholder.as_deref(),
+            &destinations,
+        );
         match transport.run(&hr.id, cmd).await {
             Ok(out) if out.success() => notes.extend(
                 out.stdout_str()
                     .lines()
-                    .map(|f| format!("{}: removed {} left by an earlier run", hr.id, f.trim())),
+                    .map(|f| format!("{}: cleaned up {}, left by an earlier run", hr.id, f.trim())),
             ),
             Ok(out) => notes.push(format!(
                 "{}: could not remove what an earlier run left: {}",

@@ -2075,7 +2075,7 @@ fn reconfigure_writes_config_reinstalls_and_restarts() {
     );
     // The new k0s.yaml is staged, validated by k0s, then renamed into place.
     assert!(at("write /etc/k0s/k0s.yaml.k0sform-new") < at("config validate"));
-    assert!(at("config validate") < at("-f /etc/k0s/k0s.yaml.k0sform-new /etc/k0s/k0s.yaml"));
+    assert!(at("config validate") < at("-fT -- /etc/k0s/k0s.yaml.k0sform-new /etc/k0s/k0s.yaml"));
     // The user's flags go to k0s as written (k0s records `--debug=true`).
     let install = &words[at("install controller")];
     assert!(

@@ -1144,23 +1144,34 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     );
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 
-    // What a killed run leaves (issue 14): a join token not yet blanked, staging files of
-    // uploads (also the older fixed name), a link at a staging name. `plan` touches none of it;
-    // the next `apply` removes it, and never follows the link.
+    // What a killed run leaves (issue 14): a join token not yet replaced by the placeholder
+    // (with the join's intent in the state), staging files of uploads (also the older fixed
+    // name), a link at a staging name. `plan` touches none of it; the next `apply` cleans it up,
+    // and never follows the link.
     facts(
         "printf 'H4sIleftover\\n' > /etc/k0s/k0stoken && touch /srv/app/app.conf.k0sform-tmp /srv/app/app.conf.k0sform-Ab12Cd /usr/local/bin/k0s.k0sform-Xy34Zw && ln -s /etc/hostname /srv/app/inline.txt.k0sform-Qw56Er && cat /etc/hostname > /root/hostname.before",
     );
+    let mut st = c.state_json();
+    st["intents"] = serde_json::json!([{
+        "step": "join_worker w1", "address": c.lab.address("w1"), "port": 22,
+        "kind": "join_worker", "started_at": "2026-01-01T00:00:00Z"
+    }]);
+    std::fs::write(&c.state, serde_json::to_string_pretty(&st).unwrap()).unwrap();
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
-    facts("test -s /etc/k0s/k0stoken && test -e /srv/app/app.conf.k0sform-tmp");
+    facts("grep -q H4sIleftover /etc/k0s/k0stoken && test -e /srv/app/app.conf.k0sform-tmp");
     c.apply()
-        .contains("removed /etc/k0s/k0stoken left by an earlier run")
-        .contains("removed /srv/app/app.conf.k0sform-tmp left by an earlier run");
+        .contains("cleaned up /etc/k0s/k0stoken, left by an earlier run")
+        .contains("cleaned up /srv/app/app.conf.k0sform-tmp, left by an earlier run");
     assert_eq!(
         facts(
-            "test ! -s /etc/k0s/k0stoken && ls -A /srv/app /usr/local/bin | grep -c k0sform- ; cmp /etc/hostname /root/hostname.before && echo same"
+            "test -s /etc/k0s/k0stoken && ! grep -q H4sIleftover /etc/k0s/k0stoken && ls -A /srv/app /usr/local/bin | grep -c k0sform- ; cmp /etc/hostname /root/hostname.before && echo same"
         ),
         "0\nsame\n"
     );
+    // Without an interrupted join, a token file is left alone (it may be k0sctl's placeholder).
+    facts("printf 'H4sIother\\n' > /etc/k0s/k0stoken");
+    c.apply();
+    assert_eq!(facts("cat /etc/k0s/k0stoken"), "H4sIother\n");
 
     // Changed on the host: put back, k0s keeps running (same pid).
     let pid = || {

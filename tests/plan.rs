@@ -1901,3 +1901,141 @@ fn k0s_not_answering_is_refused_as_such() {
     assert!(!text.contains("unreachable ("), "{text}");
     assert!(text.contains(&format!("-exclude {id}")), "{text}");
 }
+
+/// Issue 14, item 7: secret values of k0s.yaml (helm repository passwords, a kine DSN) reach
+/// neither the plan text, `-json` nor a saved plan; a changed secret still shows as a changed
+/// line with another short hash. `-show-secrets` (PlanOptions::show_secrets) shows them, and is
+/// never saved.
+#[test]
+fn secrets_in_the_config_diff_are_redacted_unless_asked_for() {
+    let mut i = case_inputs("reconfigure");
+    let repo = |password: &str| {
+        serde_json::json!({"helm": {"repositories": [
+            {"name": "private", "url": "https://charts.example.com", "username": "ci", "password": password}
+        ]}})
+    };
+    let config = i
+        .spec
+        .k0s
+        .config
+        .get_or_insert_with(|| serde_json::json!({}));
+    config["spec"]["extensions"] = repo("n3w-s3cret");
+    let c01 = HostId::new("10.0.0.1", 22);
+    let f = facts_mut(&mut i.reality, &c01).expect("c01 probed");
+    let host_config = f.config_text.clone().expect("c01 has a k0s.yaml");
+    f.config_text = Some(format!(
+        "{host_config}  extensions:\n    helm:\n      repositories:\n      - name: private\n        url: https://charts.example.com\n        username: ci\n        password: 0ld-s3cret\n"
+    ));
+
+    let p = run(&i).expect("plan");
+    let saved = SavedPlan::new(p.clone(), &i.state, "aaaa", &i.reality).to_json();
+    for (what, out) in [
+        ("text", render::text(&p, false)),
+        ("json", render::json(&p)),
+        ("saved plan", saved),
+    ] {
+        for secret in ["n3w-s3cret", "0ld-s3cret"] {
+            assert!(!out.contains(secret), "{what} shows {secret}:\n{out}");
+        }
+        assert!(out.contains("password: (secret, sha256 "), "{what}:\n{out}");
+    }
+    let text = render::text(&p, false);
+    // c01's diff: the old secret's line removed, the new one's added, with other hashes.
+    let c01 = &text[text.find("(on c01)").expect("c01's diff")..];
+    let secret_line = |sign: char| {
+        c01.lines()
+            .map(str::trim)
+            .find(|l| l.starts_with(sign) && l.contains("password:"))
+            .unwrap_or_else(|| panic!("no {sign} password line:\n{text}"))
+    };
+    let (old, new) = (secret_line('-'), secret_line('+'));
+    assert_ne!(
+        old[1..],
+        new[1..],
+        "a changed secret must show as changed:\n{text}"
+    );
+
+    i.options.show_secrets = true;
+    let shown = render::text(&run(&i).expect("plan"), false);
+    assert!(
+        shown.contains("n3w-s3cret") && shown.contains("0ld-s3cret"),
+        "{shown}"
+    );
+    let mut saved = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    saved.options = i.options.clone();
+    assert!(!saved.to_json().contains("show_secrets"));
+    assert!(!saved.options_for_apply(&i.options).unwrap().show_secrets);
+}
+
+/// Issue 14, item 5: a host being removed goes by the node name the state recorded, not by the
+/// hostname it reports now; a host that renames itself to another host's name cannot make the
+/// drain and the deletion hit that host's Node.
+#[test]
+fn removal_uses_the_recorded_name_not_the_reported_one() {
+    let mut i = case_inputs("remove_worker");
+    let w01 = HostId::new("10.0.1.1", 22);
+    facts_mut(&mut i.reality, &w01)
+        .expect("w01 probed")
+        .hostname = "c01".into();
+    let p = run(&i).expect("plan");
+    let names: Vec<&str> = p
+        .steps
+        .iter()
+        .filter(|s| s.host == w01)
+        .filter_map(|s| match &s.kind {
+            StepKind::Drain { node, .. } | StepKind::DeleteObjects { node, .. } => {
+                Some(node.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names, ["w01", "w01"], "{:#?}", p.steps);
+}
+
+/// Issue 14, item 5: a host without a spec hostname that reports the name another host of the
+/// cluster goes by is refused (exit 3), naming both.
+#[test]
+fn a_host_reporting_another_hosts_name_is_refused() {
+    let mut i = case_inputs("noop");
+    let w01 = HostId::new("10.0.1.1", 22);
+    for h in i.spec.hosts.iter_mut().filter(|h| h.id() == w01) {
+        h.hostname = None;
+    }
+    facts_mut(&mut i.reality, &w01)
+        .expect("w01 probed")
+        .hostname = "c02".into();
+    let r = run(&i).expect_err("refused");
+    assert_eq!(r.kind.exit(), k0sform::exit::Exit::Refused, "{r:?}");
+    let text = format!("{}\n{}", r.message, r.details.join("\n"));
+    assert!(
+        text.contains("10.0.1.1 says its hostname is \"c02\", the name of 10.0.0.2"),
+        "{text}"
+    );
+    // Its own recorded name is fine.
+    facts_mut(&mut i.reality, &w01)
+        .expect("w01 probed")
+        .hostname = "w01".into();
+    run(&i).expect("plan");
+}
+
+/// Issue 14 (low): only controllers' views count in split-brain detection; a worker reporting
+/// another cluster (a hostile or confused host) is no second cluster.
+#[test]
+fn a_workers_view_is_no_vote_on_the_cluster_identity() {
+    let mut i = case_inputs("noop");
+    let w01 = HostId::new("10.0.1.1", 22);
+    let f = facts_mut(&mut i.reality, &w01).expect("w01 probed");
+    f.view = Some(ClusterView {
+        cluster_uid: Some("00000000-0000-4000-8000-000000000bad".into()),
+        members: vec![MemberView {
+            name: "evil".into(),
+            peer_url: "https://10.9.9.9:2380".into(),
+            member_id: Some("1234abcd1234abcd".into()),
+        }],
+        nodes: vec![],
+        control_nodes: vec![],
+        errors: vec![],
+    });
+    let p = run(&i).expect("a worker's view is ignored");
+    assert!(!p.has_changes(), "{}", render::text(&p, false));
+}

@@ -25,6 +25,11 @@ async fn apply(
             "apply needs confirmation but -input=false forbids asking: review the plan and use -auto-approve, or apply a saved plan file",
         ));
     }
+    if args.show_secrets && args.plan_file.is_some() {
+        return Err(Failure::error(
+            "-show-secrets cannot be used with a saved plan: it holds no secret values; run apply without a plan file to see them",
+        ));
+    }
     // The lock comes first: planning against a state another apply is about to change is useless.
     let (loaded, mut ctx) = super::load_inputs(global)?;
     let _lock = ctx.store.lock("apply", global.lock_timeout)?;
@@ -58,7 +63,10 @@ async fn apply(
             planned
         }
         None => {
-            let opts = super::plan_options(&args.target)?;
+            let opts = crate::plan::PlanOptions {
+                show_secrets: args.show_secrets,
+                ..super::plan_options(&args.target)?
+            };
             let planned = engine::plan_with(
                 loaded,
                 ctx,
@@ -75,7 +83,19 @@ async fn apply(
             planned
         }
     };
+    // Known before the intents are settled: where a killed run may have left a join token.
+    let interrupted_joins: Vec<_> = planned
+        .state
+        .state
+        .intents
+        .iter()
+        .filter(|i| i.kind.starts_with("join_"))
+        .map(|i| crate::hostid::HostId::new(&i.address, i.port))
+        .collect();
     resolve_intents(&mut planned)?;
+    for note in engine::settle_leftovers(&planned, transport, &interrupted_joins).await {
+        eprintln!("{}", crate::ui::escape(&note));
+    }
     let spec = planned.loaded.spec.clone();
     let exit = if planned.plan.has_changes() {
         execute(global, args, transport, planned).await?

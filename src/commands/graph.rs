@@ -16,7 +16,14 @@ pub fn run(global: &GlobalArgs, args: &GraphArgs) -> Exit {
         };
     }
     engine::with_ssh(|transport| async move {
-        let planned = super::plan_now(global, &args.target, &transport, None, None).await?;
+        let planned = super::plan_now(
+            global,
+            (&args.target, &super::plan_options(&args.target)?),
+            &transport,
+            None,
+            None,
+        )
+        .await?;
         print!("{}", render::dot(&planned.plan));
         Ok(Exit::Success)
     })

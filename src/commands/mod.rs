@@ -87,24 +87,24 @@ fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
             Some(p) => Some(engine::restore_archive(p)?),
             None => None,
         },
+        show_secrets: false,
     })
 }
 
 /// Load, probe and diff, as `plan` and `graph` do.
 async fn plan_now(
     global: &GlobalArgs,
-    t: &TargetArgs,
+    (t, opts): (&TargetArgs, &PlanOptions),
     transport: &SshTransport,
     probe_in: Option<&Path>,
     probe_out: Option<&Path>,
 ) -> Result<Planned, Failure> {
     let (loaded, state) = load_inputs(global)?;
-    let opts = plan_options(t)?;
     engine::plan_with(
         loaded,
         state,
         transport,
-        (&opts, t.parallelism),
+        (opts, t.parallelism),
         probe_in,
         probe_out,
     )

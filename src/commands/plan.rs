@@ -3,7 +3,7 @@
 use crate::cli::{GlobalArgs, PlanArgs};
 use crate::engine::{self, Failure};
 use crate::exit::Exit;
-use crate::plan::{SavedPlan, render};
+use crate::plan::{PlanOptions, SavedPlan, render};
 
 pub fn run(global: &GlobalArgs, args: &PlanArgs) -> Exit {
     engine::with_ssh(|transport| async move { plan(global, args, &transport).await })
@@ -14,9 +14,18 @@ async fn plan(
     args: &PlanArgs,
     transport: &crate::ssh::SshTransport,
 ) -> Result<Exit, Failure> {
+    if args.show_secrets && args.out.is_some() {
+        return Err(Failure::error(
+            "-show-secrets cannot be used with -out: a saved plan never holds secret values",
+        ));
+    }
+    let opts = PlanOptions {
+        show_secrets: args.show_secrets,
+        ..super::plan_options(&args.target)?
+    };
     let planned = super::plan_now(
         global,
-        &args.target,
+        (&args.target, &opts),
         transport,
         args.probe_in.as_deref(),
         args.probe_out.as_deref(),
@@ -34,7 +43,7 @@ async fn plan(
             &planned.state.sealed_view(),
             &planned.loaded.sha256,
             &planned.reality,
-            super::plan_options(&args.target)?,
+            opts.clone(),
         );
         crate::private_file::write(out, saved.to_json().as_bytes()).map_err(|e| {
             Failure::error(format!("cannot write the plan to {}: {e}", out.display()))

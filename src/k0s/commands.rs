@@ -46,16 +46,21 @@ pub fn remove_staged_config(staged: &str) -> RemoteCommand {
     RemoteCommand::new(["rm", "-f", staged]).timeout(QUICK)
 }
 
-/// Settle what a killed or failed earlier run left on a host: a join token still in
-/// `token_file` is blanked (it would stay valid for up to 30 minutes), and staging files beside
-/// each of `destinations` (`DEST.k0sform-XXXXXX` from uploads, `DEST.k0sform-tmp` from older
-/// versions, `DEST.k0sform-new` of a staged k0s.yaml) are removed; a link there is removed, never
-/// followed. Prints one line per file it settled.
-pub fn settle_leftovers(token_file: &str, destinations: &[String]) -> RemoteCommand {
-    let script = r#"tok=$1
-shift
-if [ -f "$tok" ] && [ ! -L "$tok" ] && [ -s "$tok" ]; then
-  : > "$tok" && echo "$tok"
+/// Settle what a killed or failed earlier run left on a host: with `placeholder` (a join of
+/// this host was interrupted), a join token still in `token_file` is replaced by the placeholder
+/// (the token would stay valid for up to 30 minutes; k0s needs a non-empty file); and staging
+/// files beside each of `destinations` (`DEST.k0sform-XXXXXX` from uploads, `DEST.k0sform-tmp`
+/// from older versions, `DEST.k0sform-new` of a staged k0s.yaml or binary) are removed; a link
+/// there is removed, never followed. Prints one line per file it settled.
+pub fn settle_leftovers(
+    token_file: &str,
+    placeholder: Option<&str>,
+    destinations: &[String],
+) -> RemoteCommand {
+    let script = r#"tok=$1 ph=$2
+shift 2
+if [ -n "$ph" ] && [ -f "$tok" ] && [ ! -L "$tok" ] && [ -s "$tok" ] && [ "$(cat -- "$tok")" != "$ph" ]; then
+  printf '%s' "$ph" > "$tok" && echo "$tok"
 fi
 for d; do
   for f in "$d".k0sform-?????? "$d".k0sform-tmp "$d".k0sform-new; do
@@ -70,6 +75,7 @@ exit 0"#;
         script.into(),
         "k0sform-settle".into(),
         token_file.into(),
+        placeholder.unwrap_or_default().into(),
     ];
     argv.extend(destinations.iter().cloned());
     RemoteCommand::new(argv).timeout(QUICK)

@@ -183,12 +183,17 @@ pub struct ConfigContext<'a> {
 /// Compare the k0s.yaml on a host (`have`; None = no file) with the desired one, semantically
 /// as k0sctl does (parse both, ignore comments and key order; k0sctl `phase/configure_k0s.go`
 /// re-marshals both and compares the bytes) and with k0s's defaults taken as absent. None when
-/// they mean the same; else a unified diff of the two in [`normal_form`].
+/// they mean the same; else a unified diff of the two in [`normal_form`], secret values shown
+/// as `(secret, sha256 …)` unless `show_secrets` (`super::redact`).
 pub fn config_difference(
     have: Option<&str>,
     want: &Value,
     cx: ConfigContext<'_>,
+    show_secrets: bool,
 ) -> Option<String> {
+    let unified = |have: &str, want: &str| {
+        super::redact::config_diff(have, want, "on the host", "from k0sctl.yaml", show_secrets)
+    };
     // Without `k0s config create` output, at least the header k0s fills in itself.
     let defaults = cx.defaults.and_then(parse_config).or_else(|| {
         Some(serde_json::json!({"apiVersion": API_VERSION, "kind": "ClusterConfig", "metadata": {"name": "k0s"}}))
@@ -259,13 +264,19 @@ pub fn controller_config_difference(
     host: &HostSpec,
     facts: &crate::reality::HostFacts,
     host_name: &str,
+    show_secrets: bool,
 ) -> Option<String> {
     let cx = ConfigContext {
         defaults: facts.config_defaults.as_deref(),
         single: host.role == Role::Single,
         dynamic: spec.k0s.dynamic_config,
     };
-    let d = config_difference(facts.config_text.as_deref(), &config_value(spec, host), cx)?;
+    let d = config_difference(
+        facts.config_text.as_deref(),
+        &config_value(spec, host),
+        cx,
+        show_secrets,
+    )?;
     Some(d.replacen(
         "--- on the host\n+++ from k0sctl.yaml\n",
         &format!("--- {CONFIG_FILE} (on {host_name})\n+++ {CONFIG_FILE} (from k0sctl.yaml)\n"),
@@ -276,14 +287,6 @@ pub fn controller_config_difference(
 /// Where a new k0s.yaml is staged and checked with `k0s config validate` before it replaces the
 /// old one (k0sctl `phase/configure_k0s.go` validates a staged copy, then renames it in place).
 pub const STAGED_CONFIG_FILE: &str = "/etc/k0s/k0s.yaml.k0sform-new";
-
-fn unified(have: &str, want: &str) -> String {
-    similar::TextDiff::from_lines(have, want)
-        .unified_diff()
-        .context_radius(3)
-        .header("on the host", "from k0sctl.yaml")
-        .to_string()
-}
 
 /// A k0s.yaml as a JSON value; None when it is not a YAML mapping.
 pub fn parse_config(text: &str) -> Option<Value> {
@@ -990,11 +993,11 @@ spec:
             ("not YAML at all", "spec: [\n", NO_DEFAULTS, true),
         ];
         for (what, have, cx, differs) in cases {
-            let d = config_difference(Some(have), &want, *cx);
+            let d = config_difference(Some(have), &want, *cx, false);
             assert_eq!(d.is_some(), *differs, "{what}: {d:?}");
         }
         assert!(
-            config_difference(None, &want, NO_DEFAULTS).is_some(),
+            config_difference(None, &want, NO_DEFAULTS, false).is_some(),
             "no file"
         );
     }
@@ -1009,7 +1012,7 @@ spec:
             single: false,
             dynamic: false,
         };
-        let d = config_difference(Some(have), &want, cx).expect("differs");
+        let d = config_difference(Some(have), &want, cx, false).expect("differs");
         let changed: Vec<&str> = d
             .lines()
             .filter(|l| {

@@ -381,6 +381,12 @@ pub struct PlanOptions {
     /// `-allow-downgrade`: plan a spec version older than what a host runs (refused otherwise).
     #[serde(default)]
     pub allow_downgrade: bool,
+    /// `-show-secrets`: the k0s.yaml diff shows secret values (kine DSN passwords, tokens)
+    /// instead of `(secret, sha256 …)`. Never saved: a saved plan holds no secrets, and its plan
+    /// is derived again without them.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub show_secrets: bool,
 }
 
 /// A k0s backup archive on the machine running k0sform (`apply -restore-from FILE`), as read

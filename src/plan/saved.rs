@@ -256,6 +256,8 @@ impl SavedPlan {
             restore: self.options.restore.clone(),
             // As reviewed: the plan was made with (or without) -allow-downgrade.
             allow_downgrade: self.options.allow_downgrade,
+            // The saved plan was made without secrets, so it is derived again without them.
+            show_secrets: false,
         })
     }
 

@@ -84,11 +84,19 @@ impl<T: Transport + 'static> K0sRunner<T> {
         Ok(())
     }
 
-    /// The host's Node name: the spec's `hostname`, else the hostname the plan's probe saw,
-    /// else (no probe this run) the hostname the host shows now.
+    /// The Node name to wait for: the spec's `hostname`, else the hostname the plan's probe saw
+    /// (checked by the planner against the other hosts' names), else the state's record, else
+    /// (a host new in this run, never probed) the hostname the host shows now. Only waits use
+    /// this; the destructive calls (drain, delete) take their names from the plan's steps.
     pub(super) async fn node_name(&self, hs: &HostSpec) -> Result<String, StepError> {
         let id = hs.id();
-        match hs.hostname.as_ref().or(self.opts.hostnames.get(&id)) {
+        let recorded = self.known.host(&id).and_then(|h| h.node_name.as_ref());
+        match hs
+            .hostname
+            .as_ref()
+            .or(self.opts.hostnames.get(&id))
+            .or(recorded)
+        {
             Some(h) => Ok(h.trim().to_lowercase()),
             None => Ok(self.probe(&id).await?.hostname.trim().to_lowercase()),
         }

@@ -123,7 +123,12 @@ pub(super) fn identify_cluster(
 
 fn views_by_identity<'h, 'a>(hosts: &'h [HostCtx<'a>]) -> Groups<'h, 'a> {
     let mut groups: Groups = BTreeMap::new();
-    for h in hosts.iter().filter(|h| !h.excluded) {
+    // Only controllers (by the spec or the state, not by what a host says of itself) speak for
+    // the cluster: a worker's answer is no vote in split-brain detection.
+    for h in hosts
+        .iter()
+        .filter(|h| !h.excluded && h.role().is_controller())
+    {
         if let Some(view) = h
             .facts()
             .filter(|f| f.is_running())

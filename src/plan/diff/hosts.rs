@@ -32,10 +32,17 @@ impl<'a> HostCtx<'a> {
         }
     }
     /// The node (and etcd member) name: the spec's hostname, else what the host says, else the
-    /// state's record, else the address.
+    /// state's record, else the address. A host being removed (only in the state, or `reset:
+    /// true`) goes by the state's record first: a host can rename itself, and its removal must
+    /// drain and delete what k0sform recorded, not whatever name it reports now.
     pub(super) fn name(&self) -> String {
         if let Some(h) = self.spec.and_then(|s| s.hostname.as_ref()) {
             return h.to_lowercase();
+        }
+        if self.spec.is_none_or(|s| s.reset)
+            && let Some(n) = self.state.and_then(|s| s.node_name.as_ref())
+        {
+            return n.clone();
         }
         if let Some(f) = self.facts().filter(|f| !f.hostname.is_empty()) {
             return f.hostname.to_lowercase();
@@ -44,6 +51,27 @@ impl<'a> HostCtx<'a> {
             return n.clone();
         }
         self.id.address.clone()
+    }
+    /// The name this host reports about itself, when that is the name it goes by (no spec
+    /// hostname, not overridden by the state's record).
+    pub(super) fn reported_name(&self) -> Option<String> {
+        if self.spec.is_some_and(|s| s.hostname.is_some()) {
+            return None;
+        }
+        let f = self.facts().filter(|f| !f.hostname.is_empty())?;
+        let reported = f.hostname.to_lowercase();
+        (self.name() == reported).then_some(reported)
+    }
+    /// Every name this host is known by: the spec's hostname and the state's record.
+    pub(super) fn known_names(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(h) = self.spec.and_then(|s| s.hostname.as_ref()) {
+            v.push(h.to_lowercase());
+        }
+        if let Some(n) = self.state.and_then(|s| s.node_name.as_ref()) {
+            v.push(n.to_lowercase());
+        }
+        v
     }
     /// The etcd peer addresses this host has (or would have), as [`peer_key`]s.
     pub(super) fn peer_keys(&self) -> Vec<String> {

@@ -82,6 +82,7 @@ impl Planner<'_> {
         if self.opts.refresh_only {
             return Ok(self.refresh_plan(outside_changes, drift));
         }
+        self.check_reported_names()?;
         self.intent_warnings();
         self.selector_warnings();
         self.partial_view_warnings();
@@ -118,6 +119,39 @@ impl Planner<'_> {
             state_serial: self.state_serial(),
             first_contacts: Vec::new(),
             k0s_version: None,
+        })
+    }
+
+    /// A host that names itself (no spec hostname) must not take a name another host of the
+    /// cluster goes by: the drain, delete and wait calls made by that name would act on the
+    /// other host's Node, EtcdMember and ControlNode.
+    fn check_reported_names(&self) -> Result<(), Refusal> {
+        let mut details = Vec::new();
+        for h in self.hosts.iter().filter(|h| !h.excluded) {
+            let Some(name) = h.reported_name() else {
+                continue;
+            };
+            let owner = self.hosts.iter().find(|o| {
+                o.id != h.id
+                    && (o.known_names().contains(&name)
+                        || o.reported_name().as_ref() == Some(&name))
+            });
+            if let Some(o) = owner {
+                details.push(format!(
+                    "{} says its hostname is \"{name}\", the name of {}",
+                    h.id, o.id
+                ));
+            }
+        }
+        if details.is_empty() {
+            return Ok(());
+        }
+        Err(Refusal {
+            kind: RefusalKind::UnknownIdentity,
+            message: "a host reports the name of another host of the cluster; refusing to plan \
+                      (set each host's `hostname` in the spec, or fix the host's hostname)"
+                .into(),
+            details,
         })
     }
 

@@ -115,7 +115,13 @@ impl Planner<'_> {
     /// The controller's k0s.yaml against the spec's, compared and shown in k0s's normal form
     /// (src/k0s/desired.rs), when they differ.
     fn config_diff(&self, h: &HostCtx, f: &HostFacts, spec_host: &HostSpec) -> Option<String> {
-        desired::controller_config_difference(self.spec, spec_host, f, &h.name())
+        desired::controller_config_difference(
+            self.spec,
+            spec_host,
+            f,
+            &h.name(),
+            self.opts.show_secrets,
+        )
     }
 
     /// The flags the service runs with against the spec's, as a reason naming both sides.
