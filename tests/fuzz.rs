@@ -303,7 +303,7 @@ const SECTIONS: &[&str] = &[
 
 fn probe_reader(files: usize) -> (k0sform::k0s::ProbeReader, String) {
     let paths: Vec<String> = (0..files).map(|i| format!("/etc/f{i}")).collect();
-    let p = k0sform::k0s::probe("/usr/local/bin/k0s", "/var/lib/k0s", true, &paths);
+    let p = k0sform::k0s::probe("/usr/local/bin/k0s", "/var/lib/k0s", true, None, &paths);
     // The nonce is the marker argument of the script (`$5`).
     let nonce = p
         .command

@@ -33,8 +33,9 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// kubectl runs as k0sctl runs it (`env KUBECONFIG=<dd>/pki/admin.conf k0s kubectl …`).
 /// Arguments: $1 k0s binary, $2 data dir, $3 "1" to ask a running controller for its view,
-/// $4 the k0s.yaml path, $5 the marker nonce, $6 the resource types of the one `kubectl get`.
-const SCRIPT: &str = r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6 status_bound=10
+/// $4 the k0s.yaml path, $5 the marker nonce, $6 the resource types of the one `kubectl get`,
+/// $7 the sha256 of the k0s.yaml k0sform would write there (or `-`).
+const SCRIPT: &str = r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6 want_cfg=$7 status_bound=10
 t() { timeout -k 2 "$@"; }
 kc() { t 10 env KUBECONFIG="$dd/pki/admin.conf" "$bin" kubectl "$@"; }
 units() {
@@ -62,7 +63,7 @@ emit os_release cat /etc/os-release
 emit units units
 emit etcd_data test -e "$dd/etcd/member/snap/db"
 if [ -f "$cfg" ]; then
-  emit config_sha256 sha256sum "$cfg"
+  begin config_sha256; cfg_sha=$(sha256sum "$cfg"); r=$?; printf '%s' "$cfg_sha"; end config_sha256 "$r"
   emit config cat "$cfg"
 fi
 if [ -e "$bin" ]; then
@@ -80,8 +81,11 @@ if [ -e "$bin" ]; then
   # the binary on every host.
   [ "$role" = none ] && emit version t 10 "$bin" version
   # k0s's own defaults for this host, so a k0s.yaml that spells them out compares equal to one
-  # that leaves them out (what k0sctl bases its config on: `k0s config create`).
-  [ -f "$cfg" ] && emit config_defaults t 10 "$bin" config create
+  # that leaves them out (what k0sctl bases its config on: `k0s config create`). Not needed
+  # when the file is byte for byte the one k0sform would write: that saves a start of k0s.
+  if [ -f "$cfg" ] && [ "${cfg_sha%% *}" != "$want_cfg" ]; then
+    emit config_defaults t 10 "$bin" config create
+  fi
   if [ "$role" = controller ] && [ "$view" = 1 ]; then
     emit member_list t 10 "$bin" etcd member-list --data-dir="$dd"
     # One kubectl for the four lists; one list at a time where a type is missing (autopilot
@@ -96,9 +100,9 @@ if [ -e "$bin" ]; then
     fi
   fi
 fi
-# The spec's files (arguments 7…): one line each, `<sha256> <mode> <user> <group> <uid> <gid>`
+# The spec's files (arguments 8…): one line each, `<sha256> <mode> <user> <group> <uid> <gid>`
 # or `-`.
-shift 6
+shift 7
 if [ $# -gt 0 ]; then
   begin files
   for f in "$@"; do
@@ -129,8 +133,16 @@ pub struct ProbeReader {
 
 /// The batched probe command for one host. `want_view`: ask a running controller for its view
 /// of the cluster (member list with IDs, uid, nodes, control nodes). `files`: remote paths whose
-/// sha256, mode and owner to report (the spec's `files:`).
-pub fn probe(bin: &str, data_dir: &str, want_view: bool, files: &[String]) -> ProbeCommand {
+/// sha256, mode and owner to report (the spec's `files:`). `want_config_sha256`: the sha256 of
+/// the k0s.yaml k0sform would write on the host; when the host's file has it, k0s's defaults
+/// (`k0s config create`, one more start of k0s) are not asked for.
+pub fn probe(
+    bin: &str,
+    data_dir: &str,
+    want_view: bool,
+    want_config_sha256: Option<&str>,
+    files: &[String],
+) -> ProbeCommand {
     let nonce = format!("K0SFORM-{}", uuid::Uuid::new_v4().simple());
     let mut argv: Vec<String> = [
         "sh",
@@ -143,6 +155,7 @@ pub fn probe(bin: &str, data_dir: &str, want_view: bool, files: &[String]) -> Pr
         CONFIG_PATH,
         &nonce,
         CLUSTER_OBJECTS,
+        want_config_sha256.unwrap_or("-"),
     ]
     .into_iter()
     .map(String::from)
@@ -604,7 +617,18 @@ mod tests {
 
     /// Run the real probe script locally (with `cfg` for the k0s.yaml path) and parse it.
     fn probe_locally(bin: &str, dd: &str, view: bool, cfg: &str) -> (CommandOutput, ProbeCommand) {
-        let p = probe(bin, dd, view, &[]);
+        probe_locally_wanting(bin, dd, view, cfg, None)
+    }
+
+    /// [`probe_locally`] with the sha256 of the k0s.yaml k0sform would write.
+    fn probe_locally_wanting(
+        bin: &str,
+        dd: &str,
+        view: bool,
+        cfg: &str,
+        want_cfg: Option<&str>,
+    ) -> (CommandOutput, ProbeCommand) {
+        let p = probe(bin, dd, view, want_cfg, &[]);
         let mut argv = p.command.argv.clone();
         let at = argv.iter().position(|a| a == CONFIG_PATH).unwrap();
         argv[at] = cfg.to_string();
@@ -629,7 +653,7 @@ mod tests {
             d.path().join("gone").display().to_string(),
             d.path().display().to_string(), // a folder is not a file
         ];
-        let p = probe("/nonexistent/k0s", "/nonexistent", false, &files);
+        let p = probe("/nonexistent/k0s", "/nonexistent", false, None, &files);
         let out = Command::new(&p.command.argv[0])
             .args(&p.command.argv[1..])
             .output()
@@ -677,6 +701,7 @@ case "$1" in
 {status_json}
 EOF
   ;;
+  config) echo "$*" >>"{dir}/config-calls" ;;
   etcd) echo '{{"members":{{"c0":"https://127.0.0.10:2380","c1":"https://127.0.0.11:2380"}}}}' ;;
   kubectl)
     shift
@@ -712,6 +737,31 @@ esac
    "Args": ["/usr/local/bin/k0s", "controller", "--config=/etc/k0s/k0s.yaml"],
    "ClusterConfig": {"spec": {"storage": {"etcd": {"peerAddress": "127.0.0.10"}}}}
 }"#;
+
+    #[test]
+    fn k0s_defaults_are_asked_for_only_when_the_config_is_not_the_one_k0sform_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = fake_k0s(dir.path(), RUNNING);
+        let dd = dir.path().join("data");
+        let cfg = dir.path().join("k0s.yaml");
+        let text = "apiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\n";
+        std::fs::write(&cfg, text).unwrap();
+        let calls = dir.path().join("config-calls");
+        let same = crate::hash::sha256_hex(text);
+        let (dd, cfg) = (dd.to_str().unwrap(), cfg.to_str().unwrap());
+        let (out, p) = probe_locally_wanting(&bin, dd, false, cfg, Some(&same));
+        let f = p.reader.parse(&out).unwrap();
+        assert_eq!(f.config_sha256.as_deref(), Some(same.as_str()));
+        assert_eq!(f.config_defaults, None);
+        assert!(
+            !calls.exists(),
+            "`k0s config create` ran for the file k0sform writes"
+        );
+        let other = crate::hash::sha256_hex("something else");
+        let (out, p) = probe_locally_wanting(&bin, dd, false, cfg, Some(&other));
+        p.reader.parse(&out).unwrap();
+        assert_eq!(std::fs::read_to_string(&calls).unwrap(), "config create\n");
+    }
 
     #[test]
     fn probe_script_on_a_running_controller() {
@@ -1040,7 +1090,7 @@ esac
     }
 
     fn machine_id_under(root: &std::path::Path) -> Result<String, ProbeError> {
-        let p = probe("/nonexistent/k0s", "/nonexistent", false, &[]);
+        let p = probe("/nonexistent/k0s", "/nonexistent", false, None, &[]);
         let mut argv = p.command.argv.clone();
         argv[2] = script_with_root(root);
         let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();

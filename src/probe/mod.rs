@@ -51,6 +51,9 @@ pub struct HostProbe {
     pub data_dir: String,
     /// Remote paths of the spec's `files:` to report on.
     pub files: Vec<String>,
+    /// sha256 of the k0s.yaml k0sform would write on this controller: a host whose file has it
+    /// is not asked for k0s's defaults (one start of k0s less per probe).
+    pub want_config_sha256: Option<String>,
     /// Why the host must not be contacted at all (its recorded access is invalid).
     pub refused: Option<String>,
 }
@@ -91,6 +94,10 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             bin: h.k0s_install_path.clone(),
             data_dir: h.data_dir.clone(),
             files: opts.files.get(&id).cloned().unwrap_or_default(),
+            want_config_sha256: h
+                .role
+                .is_controller()
+                .then(|| crate::hash::sha256_hex(k0s::desired::config_yaml(spec, h))),
             refused: None,
             id,
         });
@@ -122,6 +129,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             bin,
             data_dir,
             files: Vec::new(),
+            want_config_sha256: None,
             refused,
             id,
         });
@@ -210,7 +218,13 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
             offered: connected.fingerprint,
         };
     }
-    let k0s::ProbeCommand { command, reader } = k0s::probe(&p.bin, &p.data_dir, true, &p.files);
+    let k0s::ProbeCommand { command, reader } = k0s::probe(
+        &p.bin,
+        &p.data_dir,
+        true,
+        p.want_config_sha256.as_deref(),
+        &p.files,
+    );
     let out = match transport.run(&p.id, command).await {
         Ok(o) => o,
         Err(e) => {

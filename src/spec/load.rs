@@ -221,6 +221,12 @@ fn parse_options() -> serde_saphyr::Options {
         strict_booleans: true,
         // `perm: 0644` keeps its digits instead of becoming the decimal number 644.
         leading_zero_numbers_as_strings: true,
+        // A host is ~20 YAML nodes: the defaults (250,000 nodes, 1,000,000 events) stopped
+        // specs at ~12,000 hosts. Room for ~200,000 hosts; alias and anchor limits unchanged.
+        budget: serde_saphyr::budget! {
+            max_nodes: 5_000_000,
+            max_events: 10_000_000,
+        },
     }
 }
 
