@@ -775,7 +775,7 @@ mod tests {
         // The probe skips `k0s config create` when the host's file is this text: without
         // k0s's defaults it must still compare equal.
         assert_eq!(
-            config_difference(Some(&y), &config_value(&s, &c2), NO_DEFAULTS),
+            config_difference(Some(&y), &config_value(&s, &c2), NO_DEFAULTS, false),
             None
         );
     }
