@@ -358,12 +358,17 @@ pub async fn run_plan<R: StepRunner>(
             continue;
         }
         let step = &plan.steps[i];
+        // Named as an operator reads it: "joining the cluster as controller on c2 failed".
+        let what = |p: usize| {
+            let d = info(p);
+            format!("{} on {}", lower_first(&d.description), d.name)
+        };
         let reason = step
             .after
             .iter()
             .find_map(|&p| match &status[p] {
-                Status::Failed(_) => Some(format!("step {p} failed")),
-                Status::Skipped(_) => Some(format!("step {p} was skipped")),
+                Status::Failed(_) => Some(format!("{} failed", what(p))),
+                Status::Skipped(_) => Some(format!("{} was skipped", what(p))),
                 _ => None,
             })
             .or_else(|| stop.as_ref().map(Stop::describe))
@@ -440,5 +445,14 @@ pub async fn run_plan<R: StepRunner>(
             reason,
             report,
         }),
+    }
+}
+
+/// `Joining the cluster` → `joining the cluster`, for a description inside a sentence.
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => String::new(),
     }
 }

@@ -339,13 +339,16 @@ mod tests {
             });
             ev.push(ApplyEvent::StepSkipped {
                 step: rec.clone(),
-                reason: "step 1 failed".into(),
+                reason: "joining the cluster as controller (token from c1) on c3 failed".into(),
             });
             summary.succeeded.pop();
             summary
                 .failed
                 .push((join, "10.0.0.3: k0s install failed: Error: boom".into()));
-            summary.skipped.push((rec, "step 1 failed".into()));
+            summary.skipped.push((
+                rec,
+                "joining the cluster as controller (token from c1) on c3 failed".into(),
+            ));
         }
         ev.push(ApplyEvent::Summary { summary });
         ev
@@ -388,12 +391,12 @@ Apply complete: 0 added, 1 replaced, 0 changed, 0 removed. 3 steps in 1m15s.
             tail,
             vec![
                 "c3: Joining the cluster as controller (token from c1): FAILED after 3.0s: 10.0.0.3: k0s install failed: Error: boom",
-                "c3: Recording the host in the state: skipped (step 1 failed)",
+                "c3: Recording the host in the state: skipped (joining the cluster as controller (token from c1) on c3 failed)",
                 "",
                 "Apply failed: 1 succeeded, 1 failed, 1 skipped.",
                 "  succeeded c1: Removing etcd member 8e9e05c52164694d (https://10.0.0.1:2380) via c2",
                 "  failed    c3: Joining the cluster as controller (token from c1): 10.0.0.3: k0s install failed: Error: boom",
-                "  skipped   c3: Recording the host in the state (step 1 failed)",
+                "  skipped   c3: Recording the host in the state (joining the cluster as controller (token from c1) on c3 failed)",
             ]
         );
     }
