@@ -953,15 +953,34 @@ async fn hostile_ssh_config_cannot_weaken_the_connection() {
     let marker = dir.path().join("ran");
     let persist = dir.path().join("cm");
     let config = dir.path().join("ssh_config");
+    // An agent the config forwards: a root on the host could use it to reach every other host.
+    // (Sessions use the mux protocol, which never asks for it; ForwardAgent=no is forced too.)
+    let agent_dir = tempfile::tempdir().unwrap();
+    let agent_sock = agent_dir.path().join("agent");
+    let mut agent = Command::new("ssh-agent")
+        .arg("-D")
+        .arg("-a")
+        .arg(&agent_sock)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("ssh-agent");
+    for _ in 0..100 {
+        if agent_sock.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::fs::write(
         &config,
         format!(
             "Host *\n  ControlMaster auto\n  ControlPath {persist}-%C\n  ControlPersist 10m\n  \
              KnownHostsCommand /bin/sh -c 'id > {m}.khc'\n  VerifyHostKeyDNS yes\n  \
              StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  \
-             PermitLocalCommand yes\n  LocalCommand id > {m}.local\n",
+             PermitLocalCommand yes\n  LocalCommand id > {m}.local\n  \
+             ForwardAgent yes\n  IdentityAgent {agent}\n",
             persist = persist.display(),
-            m = marker.display()
+            m = marker.display(),
+            agent = agent_sock.display()
         ),
     )
     .unwrap();
@@ -976,7 +995,21 @@ async fn hostile_ssh_config_cannot_weaken_the_connection() {
     assert!(!info.first_contact);
     let out = t.run(&sshd.id(), cmd(&["echo", "hello"])).await.unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "hello");
+    let out = t
+        .run(
+            &sshd.id(),
+            cmd(&["sh", "-c", "echo \"[${SSH_AUTH_SOCK:-}]\""]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "[]",
+        "the agent was forwarded to the host"
+    );
     t.close_all().await;
+    agent.kill().ok();
+    agent.wait().ok();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let left = Command::new("pgrep")
         .arg("-af")

@@ -353,6 +353,10 @@ impl SshTransport {
         o("KnownHostsCommand=none".into());
         o("VerifyHostKeyDNS=no".into());
         o("PermitLocalCommand=no".into());
+        // Sessions go through the mux protocol, which never asks for agent or X11 forwarding;
+        // forced off as well so that no future change hands hosts the user's agent.
+        o("ForwardAgent=no".into());
+        o("ForwardX11=no".into());
         if depth == 0 {
             o("ControlMaster=yes".into());
         } else {
