@@ -736,6 +736,40 @@ async fn dropping_the_transport_leaves_no_ssh_process() {
     assert!(!dir.exists(), "private directory removed");
 }
 
+/// Two steps connecting to the same host at the same moment share one master; the second
+/// master is closed, not left running beside the recorded one.
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_connects_to_one_host_leave_one_master() {
+    let sshd = Sshd::start();
+    let t = transport();
+    let target = sshd.target("root");
+    let id = sshd.id();
+    let (a, b) = tokio::join!(
+        t.connect(&id, &target, None, false),
+        t.connect(&id, &target, None, false)
+    );
+    let (a, b) = (a.expect("first connect"), b.expect("second connect"));
+    assert_eq!(a.fingerprint, b.fingerprint);
+    let masters = || {
+        ssh_processes(&t)
+            .into_iter()
+            .filter(|p| p.contains(" -M "))
+            .count()
+    };
+    let mut n = masters();
+    for _ in 0..50 {
+        if n == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        n = masters();
+    }
+    assert_eq!(n, 1, "masters running: {:?}", ssh_processes(&t));
+    let out = t.run(&id, cmd(&["echo", "one"])).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "one");
+    t.close_all().await;
+}
+
 #[test]
 fn the_master_dies_with_the_thread_that_started_it_even_without_drop() {
     // Simulates k0sform being killed: no Drop runs (mem::forget), the thread that spawned the
