@@ -587,6 +587,9 @@ mod fake {
         pub files: BTreeMap<String, (Vec<u8>, u32)>,
         /// The API server on this host does not answer.
         pub unhealthy: bool,
+        /// The version k0s runs with since its last start (from the binary installed then:
+        /// `k0s vX.Y.Z` → `vX.Y.Z+k0s.0`), else v1.33.4+k0s.0.
+        pub version: Option<String>,
     }
 
     #[derive(Debug, Clone)]
@@ -663,6 +666,14 @@ mod fake {
         pub cordoned: std::collections::BTreeSet<String>,
         /// Taints put on Nodes with `kubectl taint nodes`, by Node.
         pub taints: BTreeMap<String, Vec<String>>,
+        /// The hosts' clock (seconds; one for all hosts): `date -u +%s` and each k0s start move
+        /// it on by a second.
+        pub clock: i64,
+        /// When each Node's kubelet last posted its status (`lastHeartbeatTime`), by the clock.
+        pub beats: BTreeMap<String, i64>,
+        /// Nodes whose kubelet posts nothing after a start: they keep the Ready condition and
+        /// heartbeat they had (the cached Ready of a stopped kubelet).
+        pub silent_kubelets: std::collections::BTreeSet<String>,
     }
 
     fn ok(stdout: impl Into<Vec<u8>>) -> CommandOutput {
@@ -749,10 +760,15 @@ mod fake {
                 return err("Error: no such host in the fake");
             };
             match w.as_slice() {
+                ["-u", "+%s"] if argv[0] == "date" => {
+                    self.clock = self.clock.max(1_800_000_000) + 1;
+                    ok(format!("{}\n", self.clock))
+                }
                 ["status", "-o", "json"] => {
                     if h.running {
                         ok(format!(
-                            "{{\"Version\":\"v1.33.4+k0s.0\",\"Pid\":1234,\"PPid\":0,\"Role\":\"{}\",\"SysInit\":\"\",\"StubFile\":\"\",\"Output\":\"\",\"Workloads\":false,\"SingleNode\":false,\"Args\":[\"/usr/local/bin/k0s\",\"controller\"],\"ClusterConfig\":null,\"K0sVars\":{{}}}}\n",
+                            "{{\"Version\":\"{}\",\"Pid\":1234,\"PPid\":0,\"Role\":\"{}\",\"SysInit\":\"\",\"StubFile\":\"\",\"Output\":\"\",\"Workloads\":false,\"SingleNode\":false,\"Args\":[\"/usr/local/bin/k0s\",\"controller\"],\"ClusterConfig\":null,\"K0sVars\":{{}}}}\n",
+                            h.version.as_deref().unwrap_or("v1.33.4+k0s.0"),
                             h.installed.as_ref().map_or("controller", |i| i.0.as_str())
                         ))
                     } else {
@@ -773,7 +789,14 @@ mod fake {
                     if h.running {
                         return err("Error: already running");
                     }
-                    self.hosts.get_mut(host).unwrap().running = true;
+                    let version = h.files.get("/usr/local/bin/k0s").and_then(|(d, _)| {
+                        String::from_utf8_lossy(d)
+                            .strip_prefix("k0s ")
+                            .map(|v| format!("{v}+k0s.0"))
+                    });
+                    let fh = self.hosts.get_mut(host).unwrap();
+                    fh.running = true;
+                    fh.version = version;
                     let joining = h
                         .files
                         .get("/etc/k0s/k0stoken")
@@ -791,8 +814,12 @@ mod fake {
                             id: format!("{:016x}", 0xaaaa000000000000u64 + self.next_id),
                         });
                     }
-                    if kind == "worker" || args.iter().any(|a| a == "--enable-worker=true") {
+                    if (kind == "worker" || args.iter().any(|a| a == "--enable-worker=true"))
+                        && !self.silent_kubelets.contains(&h.hostname)
+                    {
                         self.nodes.insert(h.hostname.clone(), true);
+                        self.clock = self.clock.max(1_800_000_000) + 1;
+                        self.beats.insert(h.hostname.clone(), self.clock);
                     }
                     ok("")
                 }
@@ -857,10 +884,13 @@ mod fake {
                     match rest {
                         ["get", "--raw=/readyz"] => ok("ok"),
                         ["get", "nodes", "-o", "json"] => {
-                            let items: Vec<_> = self.nodes.iter().map(|(n, r)| serde_json::json!({
-                                "metadata": {"name": n},
-                                "status": {"conditions": [{"type": "Ready", "status": if *r {"True"} else {"False"}}]}
-                            })).collect();
+                            let items: Vec<_> = self.nodes.iter().map(|(n, r)| {
+                                let beat = self.beats.get(n).map(|t| humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_secs(*t as u64)).to_string());
+                                serde_json::json!({
+                                    "metadata": {"name": n},
+                                    "status": {"conditions": [{"type": "Ready", "status": if *r {"True"} else {"False"}, "lastHeartbeatTime": beat}]}
+                                })
+                            }).collect();
                             ok(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
                         }
                         ["get", res, "-o", "json"] if res.starts_with("etcdmember") => {
@@ -2324,6 +2354,92 @@ fn upgrade_cordons_taints_drains_then_uncordons_once_ready() {
     let w = fake.world();
     assert!(w.cordoned.is_empty(), "uncordoned: {:?}", w.cordoned);
     assert!(w.taints["w1"].is_empty(), "untainted: {:?}", w.taints);
+}
+
+/// Issue 13: a worker is back after its upgrade only when k0s reports the new version and its
+/// Node turned Ready after the restart, by the host's clock. A Node still showing the Ready
+/// (and heartbeat) of the stopped kubelet, as the cluster does for 40 s, does not count: the
+/// step fails at its timeout, the Node stays cordoned and the state keeps the old version.
+#[test]
+fn stale_ready_after_a_restart_does_not_count_as_back() {
+    let (fake, spec, state, w1, mut o, _bin) = worker_to_upgrade();
+    o.wait_timeout = Duration::from_millis(300);
+    o.poll_interval = Duration::from_millis(20);
+    {
+        let mut w = fake.world();
+        w.silent_kubelets.insert("w1".into());
+        w.beats.insert("w1".into(), 1_700_000_000);
+    }
+    let plan = one_step(
+        &w1,
+        StepKind::Upgrade {
+            from: Some("v1.33.4+k0s.0".into()),
+            to: "v1.34.1+k0s.0".into(),
+        },
+    );
+    let r = apply_with(&fake, &plan, &spec, state.clone(), o.clone());
+    let report = r.failure();
+    let (_, why) = &report.summary.failed[0];
+    assert!(
+        why.contains("Node \"w1\" shows Ready from before its restart"),
+        "{why}"
+    );
+    assert!(why.contains("timed out"), "{why}");
+    assert_eq!(
+        r.state.host(&w1).unwrap().k0s_version.as_deref(),
+        Some("v1.33.4+k0s.0")
+    );
+    // The same with a drain: never uncordoned on the stale Ready.
+    let (fake, spec, state, w1, mut o, _bin) = worker_to_upgrade();
+    o.wait_timeout = Duration::from_millis(300);
+    o.poll_interval = Duration::from_millis(20);
+    fake.world().silent_kubelets.insert("w1".into());
+    let r = apply_with(&fake, &drained_upgrade(&w1, None), &spec, state, o);
+    r.failure();
+    assert_eq!(
+        runs_on(&fake, &host(1), "kubectl --data-dir=/var/lib/k0s uncordon"),
+        0
+    );
+    assert!(fake.world().cordoned.contains("w1"));
+
+    // A kubelet that reports again after the restart: back, on the new version.
+    let (fake, spec, state, w1, o, _bin) = worker_to_upgrade();
+    fake.world().beats.insert("w1".into(), 1_700_000_000);
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    r.result.as_ref().expect("upgraded");
+    let calls: Vec<String> = words_on(&fake, &w1);
+    let at = |p: &str| first(&calls, p);
+    assert!(at("stop") < at("-u +%s"), "{calls:#?}");
+    assert!(at("-u +%s") < at("start"), "{calls:#?}");
+    assert!(
+        calls[at("start")..]
+            .iter()
+            .any(|w| w.starts_with("status -o json")),
+        "k0s status asked after the start: {calls:#?}"
+    );
+}
+
+/// A worker whose k0s comes back on another version than the upgrade's (here: no binary of
+/// that version was given, the old one runs on) is not back.
+#[test]
+fn upgrade_waits_for_k0s_to_report_the_new_version() {
+    let (fake, spec, state, w1, mut o, _bin) = worker_to_upgrade();
+    o.wait_timeout = Duration::from_millis(300);
+    o.poll_interval = Duration::from_millis(20);
+    let plan = one_step(
+        &w1,
+        StepKind::Upgrade {
+            from: Some("v1.33.4+k0s.0".into()),
+            to: "v1.34.2+k0s.0".into(),
+        },
+    );
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    let report = r.failure();
+    let (_, why) = &report.summary.failed[0];
+    assert!(
+        why.contains("k0s reports version v1.33.4+k0s.0, not v1.34.2+k0s.0"),
+        "{why}"
+    );
 }
 
 #[test]

@@ -2122,3 +2122,77 @@ fn upload_binary_downloads_once_locally_for_every_host() {
         .join("k0s-1.33.4+k0s.0");
     assert!(cached.is_file(), "{} cached", cached.display());
 }
+
+/// The Node operations on `via` with their times (the double's kubectl.log): (time, verb, node).
+fn timed_node_ops(c: &Cluster, via: &str) -> Vec<(f64, String, String)> {
+    let out = c.lab.ssh(via, "cat /var/lib/k0s/logs/kubectl.log");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                w.first()?.parse().ok()?,
+                w.get(1)?.to_string(),
+                w.get(2)?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Issue 13: after a kubelet stops, the cluster keeps showing its Node Ready with the old
+/// heartbeat for node-monitor-grace-period (here 60 s); a restarted worker's kubelet posts
+/// again only seconds after k0s is up (here 6 s). An upgrade counts the worker back, and
+/// uncordons it, only once its Node turned Ready anew: never on the Ready cached from before.
+#[test]
+fn upgraded_worker_is_back_only_when_its_node_reports_ready_anew() {
+    let hosts = [("c1", "controller"), ("w1", "worker")];
+    let mut c = Cluster::with(
+        &hosts,
+        LabOptions::default(),
+        SpecOptions {
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            ..SpecOptions::default()
+        },
+    );
+    bootstrap(&c);
+    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    const LATENCY: f64 = 6.0;
+    for h in ["c1", "w1"] {
+        c.lab.exec_ok(
+            h,
+            &format!(
+                "printf 'node_grace 60\\nkubelet_latency {LATENCY}\\n' > /etc/k0s-lab/k0s-knobs"
+            ),
+        );
+    }
+    let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(newer);
+    c.write_spec(&["c1", "w1"]);
+    c.apply().contains("Apply complete");
+
+    let ops = timed_node_ops(&c, "c1");
+    let at = |verb: &str| {
+        ops.iter()
+            .rev()
+            .find(|(_, v, n)| v == verb && n == "w1")
+            .map(|(t, _, _)| *t)
+            .unwrap_or_else(|| panic!("no {verb} of w1: {ops:#?}"))
+    };
+    // The restart comes after the drain; the new kubelet reports LATENCY s after k0s is up.
+    let gap = at("uncordon") - at("drain");
+    assert!(
+        gap >= LATENCY,
+        "w1 was uncordoned {gap:.1}s after its drain, before its kubelet reported again: {ops:#?}"
+    );
+    let status = c.lab.exec_ok("w1", "k0s status");
+    assert!(status.contains("Version: v1.33.5+k0s.0"), "{status}");
+    // Uncordoned, Ready from a heartbeat of the new kubelet.
+    let node = c.lab.ssh_ok(
+        "c1",
+        "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl get node w1 -o json",
+    );
+    let node: serde_json::Value = serde_json::from_str(&node).expect("node json");
+    assert!(node["spec"]["unschedulable"].is_null(), "{node}");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}

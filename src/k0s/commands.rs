@@ -81,6 +81,12 @@ exit 0"#;
     RemoteCommand::new(argv).timeout(QUICK)
 }
 
+/// The host's clock, seconds since the epoch (`parse::parse_host_time`). Kubelets stamp Node
+/// conditions with their host's clock, so a restart is timed on that host, never locally.
+pub fn host_time() -> RemoteCommand {
+    RemoteCommand::new(["date", "-u", "+%s"]).timeout(QUICK)
+}
+
 /// `k0s version`
 pub fn version(bin: &str) -> RemoteCommand {
     k0s(bin, &["version"]).timeout(QUICK)

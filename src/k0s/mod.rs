@@ -85,6 +85,34 @@ pub struct EtcdMemberObject {
     pub leave: bool,
 }
 
+/// A Node's Ready condition as `kubectl get nodes -o json` shows it, with its times (seconds
+/// since the epoch; `None` when absent or unreadable). `lastHeartbeatTime` is set by the kubelet
+/// from its host's clock at every status post; the Node lifecycle controller keeps a Ready=True
+/// condition for `node-monitor-grace-period` (40 s) after the kubelet stops posting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeReady {
+    pub name: String,
+    pub ready: bool,
+    pub last_heartbeat: Option<i64>,
+    pub last_transition: Option<i64>,
+}
+
+impl NodeReady {
+    /// Ready, as posted by a kubelet that started after `restarted` (seconds, the Node's host
+    /// clock, taken once the old k0s was stopped): its Ready condition was posted or turned
+    /// True in a later second. A condition from the second of the restart itself may still be
+    /// the old kubelet's (RFC 3339 times in Node objects have whole seconds), so it waits for
+    /// the next post.
+    pub fn ready_since(&self, restarted: i64) -> bool {
+        self.ready
+            && self
+                .last_heartbeat
+                .into_iter()
+                .chain(self.last_transition)
+                .any(|t| t > restarted)
+    }
+}
+
 /// A k0s output k0sform could not read. Messages never quote secrets (tokens).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum K0sError {

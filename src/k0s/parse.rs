@@ -1,6 +1,6 @@
 //! Parsers of k0s output and classifiers of k0s error lines (reference/k0s-cli.md §1–5).
 
-use super::{EtcdMemberObject, K0sError, TokenInfo, TokenRole};
+use super::{EtcdMemberObject, K0sError, NodeReady, TokenInfo, TokenRole};
 use crate::reality::{K0sStatus, NodeView};
 use crate::transport::CommandOutput;
 use base64::Engine;
@@ -229,6 +229,59 @@ fn nodes_of<'a>(
         name,
         ready: condition(item, "Ready").unwrap_or(false),
     })
+}
+
+/// `kubectl get nodes -o json`, sorted by name, with each Node's Ready condition and its
+/// `lastHeartbeatTime` / `lastTransitionTime` (`NodeReady::ready_since`).
+pub fn parse_node_ready(out: &str) -> Result<Vec<NodeReady>, K0sError> {
+    const WHAT: &str = "Node objects";
+    let v = json(out, WHAT)?;
+    by_name(
+        items(&v, WHAT)?,
+        WHAT,
+        "a node has no name",
+        |name, item| {
+            let cond = item
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|cs| {
+                    cs.iter()
+                        .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+                });
+            let time = |k: &str| {
+                cond.and_then(|c| c.get(k))
+                    .and_then(Value::as_str)
+                    .and_then(parse_kube_time)
+            };
+            NodeReady {
+                name,
+                ready: cond.and_then(|c| c.get("status")).and_then(Value::as_str) == Some("True"),
+                last_heartbeat: time("lastHeartbeatTime"),
+                last_transition: time("lastTransitionTime"),
+            }
+        },
+    )
+}
+
+/// A Kubernetes `metav1.Time` (RFC 3339, `2026-12-03T12:00:00Z`) as seconds since the epoch.
+fn parse_kube_time(s: &str) -> Option<i64> {
+    let t = humantime::parse_rfc3339_weak(s.trim()).ok()?;
+    let secs = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    i64::try_from(secs).ok()
+}
+
+/// `date -u +%s` (`commands::host_time`): the host's clock, seconds since the epoch.
+pub fn parse_host_time(out: &str) -> Result<i64, K0sError> {
+    let t = out.trim();
+    t.parse::<i64>()
+        .ok()
+        .filter(|s| *s > 0 && t.chars().all(|c| c.is_ascii_digit()))
+        .ok_or_else(|| {
+            K0sError::parse(
+                "the host's clock (date -u +%s)",
+                format!("unexpected output {:?}", crate::hash::short_n(t, 40)),
+            )
+        })
 }
 
 /// What the probe reads from a controller's API in one `kubectl get` of several types
@@ -844,6 +897,42 @@ users:
         );
         assert!(parse_uid("").is_err());
         assert!(parse_uid("Error from server (NotFound)").is_err());
+    }
+
+    #[test]
+    fn node_ready_times_and_restart_rule() {
+        let nodes = r#"{"kind":"List","items":[
+            {"metadata":{"name":"w2"},"status":{"conditions":[{"type":"Ready","status":"Unknown","lastHeartbeatTime":"2026-12-03T12:00:00Z","lastTransitionTime":"2026-12-03T12:00:40Z"}]}},
+            {"metadata":{"name":"w1"},"status":{"conditions":[{"type":"MemoryPressure","status":"False","lastHeartbeatTime":"2026-12-03T13:00:00Z"},{"type":"Ready","status":"True","lastHeartbeatTime":"2026-12-03T12:00:10Z","lastTransitionTime":"2026-12-01T08:00:00Z"}]}},
+            {"metadata":{"name":"w3"},"status":{}}]}"#;
+        let n = parse_node_ready(nodes).unwrap();
+        assert_eq!(
+            n.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+            ["w1", "w2", "w3"]
+        );
+        // 2026-12-03T12:00:10Z
+        let beat = 1_796_299_210;
+        assert_eq!(n[0].last_heartbeat, Some(beat));
+        assert!(n[0].ready);
+        assert!(!n[1].ready && !n[2].ready);
+        assert_eq!(n[2].last_heartbeat, None);
+        // Ready with a heartbeat posted after the restart: back. From the restart's own second
+        // or before (a cached Ready of the old kubelet): not yet.
+        assert!(n[0].ready_since(beat - 1));
+        assert!(!n[0].ready_since(beat));
+        assert!(!n[0].ready_since(beat + 5));
+        // Not Ready: never back, whatever its times.
+        assert!(!n[1].ready_since(0));
+        assert!(parse_node_ready("error: You must be logged in").is_err());
+        assert!(parse_node_ready(r#"{"items":[{"metadata":{}}]}"#).is_err());
+    }
+
+    #[test]
+    fn host_time() {
+        assert_eq!(parse_host_time("1796299210\n").unwrap(), 1_796_299_210);
+        assert!(parse_host_time("").is_err());
+        assert!(parse_host_time("-5").is_err());
+        assert!(parse_host_time("Thu Dec  3 12:00:10 UTC 2026").is_err());
     }
 
     #[test]

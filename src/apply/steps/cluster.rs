@@ -9,7 +9,6 @@ use crate::apply::{StateChange, StepContext, StepError};
 use crate::hostid::HostId;
 use crate::k0s;
 use crate::k0s::probe_script::peer_url_host as peer_host;
-use crate::reality::NodeView;
 use crate::spec::HostSpec;
 use crate::state::HostState;
 use crate::transport::Transport;
@@ -17,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub(super) type NodePoll = (Instant, Result<Arc<Vec<NodeView>>, String>);
+pub(super) type NodePoll = (Instant, Result<Arc<Vec<k0s::NodeReady>>, String>);
 
 impl<T: Transport + 'static> K0sRunner<T> {
     /// The host (spec or state) that carries etcd peer address `addr`.
@@ -187,17 +186,24 @@ impl<T: Transport + 'static> K0sRunner<T> {
         }
     }
 
+    /// Wait until Node `node` is Ready; with `since` (its host's k0s restarted then, by that
+    /// host's clock), Ready as posted by a kubelet that started after it, not the Ready the
+    /// cluster keeps showing for up to 40 s (node-monitor-grace-period) after a kubelet stops.
     pub(super) async fn wait_node_ready(
         &self,
         ctx: &StepContext,
         via: &HostId,
         node: &str,
+        since: Option<i64>,
     ) -> Result<(), StepError> {
         let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
         loop {
             let why = match self.nodes_via(via, Instant::now()).await {
                 Ok(nodes) => match nodes.iter().find(|n| n.name == node) {
-                    Some(n) if n.ready => return Ok(()),
+                    Some(n) if since.map_or(n.ready, |t| n.ready_since(t)) => return Ok(()),
+                    Some(n) if n.ready => format!(
+                        "Node \"{node}\" shows Ready from before its restart; waiting for its kubelet to report again"
+                    ),
                     Some(_) => format!("Node \"{node}\" is not Ready yet"),
                     None => format!("Node \"{node}\" does not exist yet"),
                 },
@@ -217,7 +223,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         &self,
         via: &HostId,
         not_before: Instant,
-    ) -> Result<Arc<Vec<NodeView>>, String> {
+    ) -> Result<Arc<Vec<k0s::NodeReady>>, String> {
         let slot = {
             let mut polls = self
                 .node_polls
@@ -234,7 +240,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         let asked = Instant::now();
         let p = self.paths(via);
         let result = match self.exec(via, k0s::get_nodes(&p.bin, &p.data_dir)).await {
-            Ok(out) if out.success() => k0s::parse_nodes(&out.stdout_str())
+            Ok(out) if out.success() => k0s::parse_node_ready(&out.stdout_str())
                 .map(Arc::new)
                 .map_err(|e| e.to_string()),
             Ok(out) => Err(out.error_line()),

@@ -64,16 +64,19 @@ impl<T: Transport + 'static> K0sRunner<T> {
         Ok(vec![])
     }
 
-    /// Wait until the Node is Ready (the host is back), then uncordon it and take the evict
+    /// Wait until the Node is Ready (the host is back: Ready posted after its restart in this
+    /// run, if it was restarted), then uncordon it and take the evict
     /// taint off (only if it is there: kubectl fails on a taint the Node lacks).
     pub(super) async fn uncordon(
         &self,
         ctx: &StepContext,
+        host: &HostId,
         node: &str,
         via: &HostId,
         evict_taint: Option<&str>,
     ) -> Result<Vec<StateChange>, StepError> {
-        self.wait_node_ready(ctx, via, node).await?;
+        self.wait_node_ready(ctx, via, node, self.restarted_at(host))
+            .await?;
         let p = self.paths(via);
         let out = self
             .exec(via, k0s::uncordon(&p.bin, &p.data_dir, node))

@@ -80,13 +80,18 @@ impl<T: Transport + 'static> K0sRunner<T> {
             self.swap_in_binary(hs).await?;
             self.install(hs, &desired::install_args(&self.spec, hs))
                 .await?;
+            // A Node of that name may be left from the host's earlier life, still Ready.
+            self.mark_restart(&host).await?;
             self.start_k0s(&host).await?;
             match &node {
                 None => {
                     self.wait_member(ctx, via, peer_addr).await?;
                     self.wait_ready(ctx, &host).await
                 }
-                Some(node) => self.wait_node_ready(ctx, via, node).await,
+                Some(node) => {
+                    self.wait_node_ready(ctx, via, node, self.restarted_at(&host))
+                        .await
+                }
             }
         }
         .await;

@@ -36,6 +36,9 @@ pub struct K0sRunner<T> {
     pub(super) staged_binaries: Mutex<std::collections::HashSet<HostId>>,
     /// The last `kubectl get nodes` per controller and when it was asked (see `nodes_via`).
     pub(super) node_polls: Mutex<HashMap<HostId, Arc<tokio::sync::Mutex<Option<NodePoll>>>>>,
+    /// When k0s was last (re)started on a host in this run, by that host's clock (seconds):
+    /// a Node counts as back only when its kubelet posted Ready after that (`NodeReady`).
+    pub(super) restarts: Mutex<HashMap<HostId, i64>>,
     /// Worker join tokens in use, per controller (see `take_token`).
     pub(super) worker_tokens: tokio::sync::Mutex<HashMap<HostId, SharedToken>>,
     pub(super) opts: ExecOptions,
@@ -52,6 +55,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             seen_objects: Mutex::new(HashMap::new()),
             staged_binaries: Mutex::new(std::collections::HashSet::new()),
             node_polls: Mutex::new(HashMap::new()),
+            restarts: Mutex::new(HashMap::new()),
             worker_tokens: tokio::sync::Mutex::new(HashMap::new()),
             opts: opts.clone(),
         }
@@ -109,7 +113,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 node,
                 via,
                 evict_taint,
-            } => self.uncordon(ctx, node, via, evict_taint.as_deref()).await,
+            } => {
+                self.uncordon(ctx, host, node, via, evict_taint.as_deref())
+                    .await
+            }
             StepKind::DeleteObjects { node, objects, via } => {
                 self.delete_objects(node, objects, via).await
             }

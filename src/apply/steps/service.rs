@@ -60,13 +60,73 @@ impl<T: Transport + 'static> K0sRunner<T> {
         Ok(())
     }
 
-    /// Wait until the host runs k0s again and, where it has one, its Node is Ready.
+    /// Take the host's clock as the moment its k0s (re)starts, after the old process stopped:
+    /// from then on its Node counts as back only on a Ready posted later (`NodeReady`), never
+    /// on the Ready condition the cluster keeps for up to 40 s after a kubelet stops.
+    pub(super) async fn mark_restart(&self, host: &HostId) -> Result<(), StepError> {
+        let out = self.exec(host, k0s::host_time()).await.map_err(failed)?;
+        if !out.success() {
+            return Err(failed(format!(
+                "{host}: cannot read the host's clock: {}",
+                out.error_line()
+            )));
+        }
+        let t =
+            k0s::parse_host_time(&out.stdout_str()).map_err(|e| failed(format!("{host}: {e}")))?;
+        if let Ok(mut r) = self.restarts.lock() {
+            r.insert(host.clone(), t);
+        }
+        Ok(())
+    }
+
+    /// When k0s was (re)started on `host` in this run (`mark_restart`), by its clock.
+    pub(super) fn restarted_at(&self, host: &HostId) -> Option<i64> {
+        self.restarts.lock().ok()?.get(host).copied()
+    }
+
+    /// Wait until `k0s status` on the host reports a running k0s, of `version` when given.
+    async fn wait_running(
+        &self,
+        ctx: &StepContext,
+        host: &HostId,
+        version: Option<&str>,
+    ) -> Result<(), StepError> {
+        let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
+        let p = self.paths(host);
+        let norm = |v: &str| v.trim().trim_start_matches('v').to_string();
+        loop {
+            let why = match self.exec(host, k0s::status_json(&p.bin)).await {
+                Ok(out) if out.success() => match k0s::parse_status(&out.stdout_str()) {
+                    Ok(s) => match version {
+                        Some(v) if norm(&s.version) != norm(v) => {
+                            format!("k0s reports version {}, not {v}", s.version)
+                        }
+                        _ => return Ok(()),
+                    },
+                    Err(e) => e.to_string(),
+                },
+                Ok(out) => out.error_line(),
+                Err(e) => e,
+            };
+            ctx.progress(format!("waiting for k0s to run on {host}: {why}"));
+            let what = match version {
+                Some(v) => format!("k0s {v} to run on {host}"),
+                None => format!("k0s to run on {host}"),
+            };
+            dl.retry(&what, &why).await.map_err(failed)?;
+        }
+    }
+
+    /// Wait until the host runs k0s again (of `version` when given), and, where it has one, its
+    /// Node turned Ready after the restart (`mark_restart`).
     pub(super) async fn wait_back(
         &self,
         ctx: &StepContext,
         hs: &HostSpec,
+        version: Option<&str>,
     ) -> Result<(), StepError> {
         let id = hs.id();
+        self.wait_running(ctx, &id, version).await?;
         if hs.role.is_controller() {
             self.wait_ready(ctx, &id).await?;
         }
@@ -78,7 +138,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
             };
             if let Some(via) = via {
                 let node = self.node_name(hs).await?;
-                self.wait_node_ready(ctx, &via, &node).await?;
+                self.wait_node_ready(ctx, &via, &node, self.restarted_at(&id))
+                    .await?;
             }
         }
         Ok(())

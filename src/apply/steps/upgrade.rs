@@ -20,6 +20,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         gate().await?;
         let args = self.reinstall_args(host, hs).await;
         self.stop_k0s(host).await?;
+        self.mark_restart(host).await?;
         // Usually an UploadBinary step already put it there; uploading again is a no-op
         // for an identical file and covers plans that left that step out.
         if self.local_binary(hs, None, Some(to)).is_some() {
@@ -28,7 +29,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         self.swap_in_binary(hs).await?;
         self.install(hs, &args).await?;
         self.start_k0s(host).await?;
-        self.wait_back(ctx, hs).await?;
+        self.wait_back(ctx, hs, Some(to)).await?;
         Ok(vec![StateChange::SetHostVersion {
             host: host.clone(),
             version: to.to_string(),
@@ -50,8 +51,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
         let args = self.reinstall_args(host, hs).await;
         self.install(hs, &args).await?;
         self.stop_k0s(host).await?;
+        self.mark_restart(host).await?;
         self.start_k0s(host).await?;
-        self.wait_back(ctx, hs).await?;
+        self.wait_back(ctx, hs, None).await?;
         Ok(vec![])
     }
 
