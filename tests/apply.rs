@@ -674,6 +674,9 @@ mod fake {
         /// Nodes whose kubelet posts nothing after a start: they keep the Ready condition and
         /// heartbeat they had (the cached Ready of a stopped kubelet).
         pub silent_kubelets: std::collections::BTreeSet<String>,
+        /// etcd learners by peer address (k0s v1.35.5+): their EtcdMember object appears (with
+        /// Joined=True) only after this many more object listings that show them as members.
+        pub learners: BTreeMap<String, usize>,
     }
 
     fn ok(stdout: impl Into<Vec<u8>>) -> CommandOutput {
@@ -764,6 +767,10 @@ mod fake {
                     self.clock = self.clock.max(1_800_000_000) + 1;
                     ok(format!("{}\n", self.clock))
                 }
+                ["version"] => ok(format!(
+                    "{}\n",
+                    h.version.as_deref().unwrap_or("v1.33.4+k0s.0")
+                )),
                 ["status", "-o", "json"] => {
                     if h.running {
                         ok(format!(
@@ -894,7 +901,13 @@ mod fake {
                             ok(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
                         }
                         ["get", res, "-o", "json"] if res.starts_with("etcdmember") => {
-                            let items: Vec<_> = self.members.iter().filter(|m| !m.name.is_empty() && !self.deleted_objects.contains(&m.name)).map(|m| {
+                            let hidden: Vec<String> = self.learners.iter().filter(|(_, n)| **n > 0).map(|(a, _)| a.clone()).collect();
+                            for (a, n) in self.learners.iter_mut() {
+                                if *n > 0 && self.members.iter().any(|m| addr_of(&m.peer_url) == *a) {
+                                    *n -= 1;
+                                }
+                            }
+                            let items: Vec<_> = self.members.iter().filter(|m| !m.name.is_empty() && !self.deleted_objects.contains(&m.name) && !hidden.contains(&addr_of(&m.peer_url))).map(|m| {
                                 let a = addr_of(&m.peer_url);
                                 let id = self.object_id_override.get(&a).cloned().unwrap_or(m.id.clone());
                                 serde_json::json!({
@@ -1735,6 +1748,89 @@ fn join_refused_while_a_member_is_unhealthy() {
     );
     assert_eq!(runs_on(&fake, &c1, "token create"), 0);
     assert!(r.checkpoints.iter().all(|s| s.intents.is_empty()));
+}
+
+/// Three controllers on k0s v1.35.5 (joiners become etcd learners) and c4 to join via c1.
+fn learner_cluster() -> (Fake, Spec, State, HostId, HostId) {
+    let (fake, mut spec, state, _) = three_controllers();
+    let (c1, c4) = (host(1), host(4));
+    spec.hosts.push(spec_host(Role::Controller, &c4, "c4", 4));
+    {
+        let mut w = fake.world();
+        w.add_host(&c4, "c4");
+        for h in w.hosts.values_mut() {
+            h.version = Some("v1.35.5+k0s.0".into());
+        }
+    }
+    (fake, spec, state, c1, c4)
+}
+
+/// Issue 13: on k0s v1.35.5+ a joined controller is a learner until the leader promotes it
+/// (its EtcdMember object shows Joined=True only then); the join step ends only once it is a
+/// voter, even when its API already answers.
+#[test]
+fn controller_join_waits_until_the_learner_is_promoted() {
+    let (fake, spec, state, c1, c4) = learner_cluster();
+    fake.world().learners.insert(c4.address.clone(), 5);
+    let plan = one_step(&c4, StepKind::JoinController { via: c1.clone() });
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    r.result.as_ref().expect("joined");
+    assert_eq!(
+        fake.world().learners[&c4.address],
+        0,
+        "the step ended before c4's EtcdMember object showed it promoted"
+    );
+}
+
+/// A learner that is never promoted: the join fails at its timeout, saying so.
+#[test]
+fn controller_join_fails_clearly_when_the_learner_is_never_promoted() {
+    let (fake, spec, state, c1, c4) = learner_cluster();
+    fake.world().learners.insert(c4.address.clone(), usize::MAX);
+    let plan = one_step(&c4, StepKind::JoinController { via: c1.clone() });
+    let mut o = opts(2);
+    o.wait_timeout = Duration::from_millis(200);
+    o.poll_interval = Duration::from_millis(20);
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    let report = r.failure();
+    let (_, why) = &report.summary.failed[0];
+    assert!(
+        why.contains("timed out") && why.contains("to be promoted from learner to voter"),
+        "{why}"
+    );
+    // Before v1.35.5 nothing waits for a promotion: members join as voters.
+    let (fake, spec, state, c1, c4) = learner_cluster();
+    {
+        let mut w = fake.world();
+        w.learners.insert(c4.address.clone(), usize::MAX);
+        for h in w.hosts.values_mut() {
+            h.version = Some("v1.35.4+k0s.0".into());
+        }
+    }
+    let plan = one_step(&c4, StepKind::JoinController { via: c1.clone() });
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    r.result.as_ref().expect("joined");
+}
+
+/// A learner counts as no voter in the health gate before a membership change: the next
+/// join is refused (exit 3) while a member is not promoted, before any token exists.
+#[test]
+fn join_refused_while_a_member_is_still_a_learner() {
+    let (fake, spec, state, c1, c4) = learner_cluster();
+    fake.world()
+        .learners
+        .insert(host(3).address.clone(), usize::MAX);
+    let plan = one_step(&c4, StepKind::JoinController { via: c1.clone() });
+    let mut o = opts(2);
+    o.health_grace = Duration::from_millis(20);
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    let reason = r.refusal();
+    assert!(
+        reason.contains("\"c3\"") && reason.contains("not a voter yet"),
+        "{reason}"
+    );
+    assert_eq!(runs_on(&fake, &c1, "token create"), 0);
+    assert_eq!(runs_on(&fake, &c4, "install"), 0);
 }
 
 #[test]

@@ -2196,3 +2196,81 @@ fn upgraded_worker_is_back_only_when_its_node_reports_ready_anew() {
     assert!(node["spec"]["unschedulable"].is_null(), "{node}");
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
+
+/// The `time="…"` of each line of `path` on `host` that contains `needle`.
+fn log_times(c: &Cluster, host: &str, path: &str, needle: &str) -> Vec<String> {
+    let out = c.lab.exec(host, &format!("cat {path}"));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(needle))
+        .filter_map(|l| Some(l.strip_prefix("time=\"")?.split('"').next()?.to_string()))
+        .collect()
+}
+
+/// Issue 13: k0s v1.35.5+ adds a joining controller to etcd as a learner; the leader promotes
+/// it (here every 6 s, once it has caught up). k0sform starts the next membership step only
+/// once the learner is a voter: c3's k0s starts after c2's promotion, and never meets etcd's
+/// "too many learner members".
+#[test]
+fn controllers_joining_as_learners_join_one_after_the_others_promotion() {
+    let hosts = [
+        ("c1", "controller"),
+        ("c2", "controller"),
+        ("c3", "controller"),
+    ];
+    let mut c = Cluster::with(&hosts, LabOptions::default(), SpecOptions::default());
+    for h in ["c1", "c2", "c3"] {
+        c.lab
+            .exec_ok(h, "printf 'promote_every 6\\n' > /etc/k0s-lab/k0s-knobs");
+    }
+    let v = "v1.35.5+k0s.0";
+    c.spec_opts.k0s_version = Some(v.into());
+    c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version(v));
+    c.write_spec(&["c1", "c2", "c3"]);
+    c.apply().contains("Apply complete");
+
+    let log = "/var/lib/k0s/logs/k0scontroller.log";
+    // The promotion of c2, as the leader logged it.
+    let c2_promoted: String = ["c1", "c2", "c3"]
+        .iter()
+        .flat_map(|h| {
+            let text = lab::stdout(&c.lab.exec(h, &format!("cat {log}")));
+            text.lines()
+                .filter(|l| l.contains("promoted learner") && l.contains("memberName=c2"))
+                .filter_map(|l| Some(l.strip_prefix("time=\"")?.split('"').next()?.to_string()))
+                .collect::<Vec<_>>()
+        })
+        .min()
+        .expect("c2 was promoted by the leader");
+    let c3_first: String = log_times(&c, "c3", log, "time=")
+        .into_iter()
+        .next()
+        .expect("c3 logged");
+    assert!(
+        c3_first >= c2_promoted,
+        "c3's k0s started at {c3_first}, before c2 was promoted at {c2_promoted}"
+    );
+    let c3_log = lab::stdout(&c.lab.exec("c3", &format!("cat {log}")));
+    assert!(
+        !c3_log.contains("Failed to join etcd cluster"),
+        "c3 tried to join while c2 was a learner:\n{c3_log}"
+    );
+    // No learner left: every member is a voter.
+    let out = c.lab.ssh_ok(
+        "c1",
+        &format!(
+            "ETCDCTL_API=3 etcdctl --endpoints=http://{}:2379 member list -w json",
+            c.lab.address("c1")
+        ),
+    );
+    let m: serde_json::Value = serde_json::from_str(&out).expect("etcdctl JSON");
+    let members = m["members"].as_array().expect("members");
+    assert_eq!(members.len(), 3, "{m}");
+    assert!(
+        members
+            .iter()
+            .all(|x| !x["isLearner"].as_bool().unwrap_or(false)),
+        "{m}"
+    );
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}

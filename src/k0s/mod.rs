@@ -85,6 +85,28 @@ pub struct EtcdMemberObject {
     pub leave: bool,
 }
 
+/// Does a controller of k0s `version` add joining controllers to etcd as learners, to be
+/// promoted by the leader's EtcdMember reconciler? From v1.35.5 and v1.36.1 on (cmd/api/api.go
+/// `AddMemberAsLearner`, pkg/component/controller/etcd_member_reconciler.go `promoteLearners`),
+/// pre-releases of those included. Such a member serves nothing until promoted; its EtcdMember
+/// object shows Joined=True only once it is a voter. An unreadable version is taken as yes.
+pub fn learner_joins(version: &str) -> bool {
+    let core = version.trim().trim_start_matches('v');
+    let core = core.split(['+', '-']).next().unwrap_or("");
+    let mut it = core.split('.').map(|p| p.parse::<u64>().ok());
+    match (
+        it.next().flatten(),
+        it.next().flatten(),
+        it.next().flatten(),
+    ) {
+        (Some(a), Some(b), Some(c)) => {
+            let v = (a, b, c);
+            ((1, 35, 5)..(1, 36, 0)).contains(&v) || v >= (1, 36, 1)
+        }
+        _ => true,
+    }
+}
+
 /// A Node's Ready condition as `kubectl get nodes -o json` shows it, with its times (seconds
 /// since the epoch; `None` when absent or unreadable). `lastHeartbeatTime` is set by the kubelet
 /// from its host's clock at every status post; the Node lifecycle controller keeps a Ready=True
@@ -128,6 +150,36 @@ impl K0sError {
         K0sError::Parse {
             what,
             message: message.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::learner_joins;
+
+    #[test]
+    fn learner_joins_from_v1_35_5_and_v1_36_1() {
+        for v in [
+            "v1.35.5+k0s.0",
+            "v1.35.5-rc.0+k0s.0",
+            "v1.35.7+k0s.0",
+            "v1.36.1+k0s.0",
+            "v1.36.3+k0s.2",
+            "v1.37.0-alpha.1+k0s.0-258-gdff90cee9a",
+            "v2.0.0",
+            "garbage",
+        ] {
+            assert!(learner_joins(v), "{v}");
+        }
+        for v in [
+            "v1.35.4+k0s.0",
+            "v1.35.1+k0s.1",
+            "v1.36.0+k0s.0",
+            "v1.34.9+k0s.0",
+            "v1.30.0+k0s.0",
+        ] {
+            assert!(!learner_joins(v), "{v}");
         }
     }
 }

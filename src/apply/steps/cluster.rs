@@ -98,9 +98,32 @@ impl<T: Transport + 'static> K0sRunner<T> {
         self.seen_objects.lock().ok()?.get(addr).cloned()
     }
 
+    /// The k0s version of `host` (`k0s version`; cached for the run until the host restarts).
+    pub(super) async fn k0s_version(&self, host: &HostId) -> Result<String, String> {
+        if let Some(v) = self.versions.lock().ok().and_then(|v| v.get(host).cloned()) {
+            return Ok(v);
+        }
+        let p = self.paths(host);
+        let out = self.exec(host, k0s::version(&p.bin)).await?;
+        if !out.success() {
+            return Err(format!(
+                "cannot read the k0s version on {host}: {}",
+                out.error_line()
+            ));
+        }
+        let v = k0s::parse_version(&out.stdout_str()).map_err(|e| format!("{host}: {e}"))?;
+        if let Ok(mut m) = self.versions.lock() {
+            m.insert(host.clone(), v.clone());
+        }
+        Ok(v)
+    }
+
     /// Is every etcd member (except the one at `exclude`, which is being removed) healthy, as
     /// seen through `via`? Healthy: listed as started, its EtcdMember object (if any) joined, and
-    /// the API server on its host ready. Returns the member list (name → peer URL).
+    /// the API server on its host ready; where `via`'s k0s adds joiners as learners
+    /// (v1.35.5+/v1.36.1+), also a voter: its EtcdMember object shows Joined=True (k0s stamps
+    /// it only once the member is promoted), so a learner never counts toward quorum. Returns
+    /// the member list (name → peer URL).
     async fn health(
         &self,
         via: &HostId,
@@ -108,8 +131,14 @@ impl<T: Transport + 'static> K0sRunner<T> {
     ) -> Result<BTreeMap<String, String>, String> {
         self.readyz(via).await?;
         let members = self.member_list(via).await?;
-        // Objects exist from k0s 1.30 on; older clusters are judged on the other checks.
-        let objects = self.etcd_member_objects(via).await.unwrap_or_default();
+        let learners = k0s::learner_joins(&self.k0s_version(via).await?);
+        // Objects exist from k0s 1.30 on; older clusters are judged on the other checks. Where
+        // joiners are learners, only an object tells a voter from a learner.
+        let objects = if learners {
+            self.etcd_member_objects(via).await?
+        } else {
+            self.etcd_member_objects(via).await.unwrap_or_default()
+        };
         for (name, url) in &members {
             let addr = peer_host(url);
             if exclude == Some(addr) {
@@ -117,6 +146,21 @@ impl<T: Transport + 'static> K0sRunner<T> {
             }
             if name.is_empty() {
                 return Err(format!("etcd member {url} was added but has not started"));
+            }
+            if learners {
+                let object = objects
+                    .iter()
+                    .find(|o| o.peer_address.as_deref() == Some(addr));
+                if object.is_none_or(|o| o.joined != Some(true)) {
+                    return Err(format!(
+                        "etcd member \"{name}\" ({url}) is not a voter yet: {}; k0s v1.35.5+/v1.36.1+ adds a joining controller as a learner, and the leader promotes it once it has caught up",
+                        match object {
+                            None => "it has no EtcdMember object".to_string(),
+                            Some(o) =>
+                                format!("EtcdMember \"{}\" does not show Joined=True", o.name),
+                        }
+                    ));
+                }
             }
             if let Some(o) = objects
                 .iter()

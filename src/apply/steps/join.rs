@@ -34,6 +34,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
         gate().await?;
         self.join(ctx, hs, via, TokenRole::Controller, &addr)
             .await?;
+        if k0s::learner_joins(&self.k0s_version(via).await.map_err(failed)?) {
+            self.wait_promoted(ctx, via, &addr).await?;
+        }
         Ok(vec![])
     }
 
@@ -116,6 +119,49 @@ impl<T: Transport + 'static> K0sRunner<T> {
             ));
         }
         joined
+    }
+
+    /// k0s v1.35.5+/v1.36.1+: the join API added the member at `addr` as a learner; wait until
+    /// the leader promoted it to a voter (its EtcdMember object shows Joined=True, which k0s
+    /// stamps on promotion) before the step ends, so the next membership change (another join
+    /// or a removal) starts from voters only.
+    async fn wait_promoted(
+        &self,
+        ctx: &StepContext,
+        via: &HostId,
+        addr: &str,
+    ) -> Result<(), StepError> {
+        let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
+        loop {
+            let why = match self.etcd_member_objects(via).await {
+                Ok(objects) => {
+                    match objects
+                        .iter()
+                        .find(|o| o.peer_address.as_deref() == Some(addr))
+                    {
+                        Some(o) if o.joined == Some(true) && o.member_id.is_some() => {
+                            return Ok(());
+                        }
+                        Some(o) => {
+                            format!("EtcdMember \"{}\" does not show Joined=True yet", o.name)
+                        }
+                        None => format!("no EtcdMember object for {addr} yet"),
+                    }
+                }
+                Err(e) => e,
+            };
+            ctx.progress(format!(
+                "waiting for etcd learner {addr} to be promoted: {why}"
+            ));
+            dl.retry(
+                &format!(
+                    "etcd member {addr} to be promoted from learner to voter (via {via}); k0s's leader promotes one learner about every 10 s once it has caught up, see its log (\"learner not ready for promotion yet\")"
+                ),
+                &why,
+            )
+            .await
+            .map_err(failed)?;
+        }
     }
 
     async fn wait_member(

@@ -39,6 +39,9 @@ pub struct K0sRunner<T> {
     /// When k0s was last (re)started on a host in this run, by that host's clock (seconds):
     /// a Node counts as back only when its kubelet posted Ready after that (`NodeReady`).
     pub(super) restarts: Mutex<HashMap<HostId, i64>>,
+    /// `k0s version` of controllers asked during this run, until their next (re)start: whether
+    /// they add joining controllers as etcd learners (`k0s::learner_joins`).
+    pub(super) versions: Mutex<HashMap<HostId, String>>,
     /// Worker join tokens in use, per controller (see `take_token`).
     pub(super) worker_tokens: tokio::sync::Mutex<HashMap<HostId, SharedToken>>,
     pub(super) opts: ExecOptions,
@@ -56,6 +59,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             staged_binaries: Mutex::new(std::collections::HashSet::new()),
             node_polls: Mutex::new(HashMap::new()),
             restarts: Mutex::new(HashMap::new()),
+            versions: Mutex::new(HashMap::new()),
             worker_tokens: tokio::sync::Mutex::new(HashMap::new()),
             opts: opts.clone(),
         }

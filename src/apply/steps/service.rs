@@ -76,6 +76,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
         if let Ok(mut r) = self.restarts.lock() {
             r.insert(host.clone(), t);
         }
+        if let Ok(mut v) = self.versions.lock() {
+            v.remove(host);
+        }
         Ok(())
     }
 
