@@ -1161,3 +1161,56 @@ fn double_v1_35_5_controllers_join_as_learners() {
     );
     wait_ready(&lab, "c2");
 }
+
+/// Knobs `node_grace` and `kubelet_latency`: a stopped kubelet's Node keeps showing Ready with
+/// its old heartbeat for the grace time; a restarted worker posts again only after the latency,
+/// and the Ready condition keeps its lastTransitionTime (it never showed otherwise).
+#[test]
+fn double_stale_ready_until_the_restarted_kubelet_posts() {
+    let lab = Lab::create(&[("c1", "controller"), ("w1", "worker")]);
+    bootstrap(&lab, "c1");
+    start_joining(&lab, "c1", "w1", "worker");
+    let ready_of = || -> serde_json::Value {
+        let node: serde_json::Value =
+            serde_json::from_str(&lab.ssh_ok("c1", "k0s kubectl get node w1 -o json")).unwrap();
+        node["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .cloned()
+            .unwrap()
+    };
+    assert!(lab.wait_until(Duration::from_secs(20), || ready_of()["status"] == "True"));
+    for h in ["c1", "w1"] {
+        lab.exec_ok(
+            h,
+            "printf 'node_grace 30\\nkubelet_latency 4\\n' > /etc/k0s-lab/k0s-knobs",
+        );
+    }
+    lab.ssh_ok("w1", "k0s stop");
+    let before = ready_of();
+    std::thread::sleep(Duration::from_secs(3));
+    // Past the 2 s heartbeat: still Ready, the heartbeat of the stopped kubelet.
+    let stale = ready_of();
+    assert_eq!(stale["status"], "True", "{stale}");
+    assert_eq!(stale["lastHeartbeatTime"], before["lastHeartbeatTime"]);
+    lab.ssh_ok("w1", "k0s start");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        ready_of()["lastHeartbeatTime"],
+        before["lastHeartbeatTime"],
+        "posted before kubelet_latency"
+    );
+    assert!(
+        lab.wait_until(Duration::from_secs(10), || ready_of()["lastHeartbeatTime"]
+            != before["lastHeartbeatTime"]),
+        "the restarted kubelet never posted"
+    );
+    let fresh = ready_of();
+    assert_eq!(fresh["status"], "True");
+    assert_eq!(
+        fresh["lastTransitionTime"], before["lastTransitionTime"],
+        "{fresh}"
+    );
+}
