@@ -52,6 +52,11 @@ pub struct HostFacts {
     pub k0s_binary_sha256: Option<String>,
     /// Installed service unit, if any.
     pub service: Option<ServiceKind>,
+    /// The installed service's environment (`k0s install -e NAME=VALUE`), as name → sha256 of
+    /// the value (values may be secrets); None when no service is installed or the probe did
+    /// not read it (older probe files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_env: Option<std::collections::BTreeMap<String, String>>,
     /// `k0s status -o json`; None = not running.
     pub status: Option<K0sStatus>,
     /// sha256 and text of /etc/k0s/k0s.yaml on the host, if present.

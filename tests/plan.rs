@@ -905,6 +905,19 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
             StepKind::ForgetHost => {
                 state.remove_host(&step.host);
             }
+            StepKind::MoveHost { from } => {
+                let f = f.expect("move of an unreachable host");
+                assert!(
+                    state.host(&step.host).is_none(),
+                    "move onto a recorded address"
+                );
+                let mut rec = state.remove_host(from).expect("move of an unrecorded host");
+                assert_eq!(rec.machine_id, f.machine_id, "move of another machine");
+                assert_eq!(rec.host_key, f.host_key, "move of another machine");
+                rec.address = step.host.address.clone();
+                rec.port = step.host.port;
+                state.upsert_host(rec);
+            }
             StepKind::UploadFiles { files } => {
                 let f = f.expect("files for an unreachable host");
                 for want in files {
@@ -2038,4 +2051,71 @@ fn a_workers_view_is_no_vote_on_the_cluster_identity() {
     });
     let p = run(&i).expect("a worker's view is ignored");
     assert!(!p.has_changes(), "{}", render::text(&p, false));
+}
+
+/// Issue 16: `environment` is what `k0s install -e` put in the service; the probe reads it
+/// (values as sha256 only). A difference is a reconfigure (reinstall with the new environment,
+/// restart, with the drain of any restart); the same environment plans nothing; values stay
+/// hidden unless `-show-secrets`.
+#[test]
+fn environment_changes_are_a_planned_reconfigure_with_hidden_values() {
+    let mut i = case_inputs("noop");
+    let w01 = HostId::new("10.0.1.1", 22);
+    let hash = |v: &str| sha256_hex(v);
+    let env = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let installed = env(&[("HTTP_PROXY", "http://proxy:3128"), ("TOKEN", "0ld-s3cret")]);
+    facts_mut(&mut i.reality, &w01).unwrap().service_env = Some(
+        installed
+            .iter()
+            .map(|(k, v)| (k.clone(), hash(v)))
+            .collect(),
+    );
+    let at = i.spec.hosts.iter().position(|h| h.id() == w01).unwrap();
+
+    // The same environment: nothing to do.
+    i.spec.hosts[at].environment = installed.clone();
+    let p = run(&i).expect("plan");
+    assert!(!p.has_changes(), "{}", render::text(&p, false));
+
+    // A changed secret, an added and a removed variable: reconfigured, drained, values hidden.
+    i.spec.hosts[at].environment = env(&[("TOKEN", "n3w-s3cret"), ("NO_PROXY", "10.0.0.0/8")]);
+    let p = run(&i).expect("plan");
+    let ch = p
+        .changes
+        .iter()
+        .find(|c| c.host == w01)
+        .expect("w01 changes");
+    assert_eq!(ch.action, Action::Reconfigure);
+    let kinds: Vec<&str> = ch.steps.iter().map(|s| p.steps[*s].kind.name()).collect();
+    assert_eq!(kinds, ["drain", "reconfigure", "uncordon", "record_host"]);
+    let text = render::text(&p, false);
+    assert!(
+        text.contains(
+            "the service environment differs (added: NO_PROXY; changed: TOKEN; removed: HTTP_PROXY, values hidden (-show-secrets))"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("reinstalled with the spec's flags and environment"),
+        "{text}"
+    );
+    for out in [text, render::json(&p)] {
+        assert!(
+            !out.contains("s3cret") && !out.contains("10.0.0.0/8"),
+            "{out}"
+        );
+    }
+    i.options.show_secrets = true;
+    let shown = render::text(&run(&i).expect("plan"), false);
+    assert!(shown.contains("changed: TOKEN=n3w-s3cret"), "{shown}");
+
+    // No service environment read (an older probe file): not compared.
+    i.options.show_secrets = false;
+    facts_mut(&mut i.reality, &w01).unwrap().service_env = None;
+    assert!(!run(&i).expect("plan").has_changes());
 }

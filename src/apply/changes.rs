@@ -13,6 +13,14 @@ pub enum StateChange {
     UpsertHost(Box<HostState>),
     /// Drop the host from the state.
     ForgetHost(HostId),
+    /// The host's record moves from `from` to `to` (everything kept but the address, its
+    /// access settings and the key text, which the fresh probe gives).
+    MoveHost {
+        from: HostId,
+        to: HostId,
+        access: Option<crate::state::HostAccess>,
+        host_public_key: Option<String>,
+    },
     /// The host's etcd member was removed: forget its member ID and peer URL.
     ClearEtcd(HostId),
     /// The cluster's identity (bootstrap, or adoption of a running cluster).
@@ -29,6 +37,27 @@ impl StateChange {
             StateChange::UpsertHost(h) => state.upsert_host((**h).clone()),
             StateChange::ForgetHost(id) => {
                 state.remove_host(id);
+            }
+            StateChange::MoveHost {
+                from,
+                to,
+                access,
+                host_public_key,
+            } => {
+                if state.host(to).is_some() {
+                    return;
+                }
+                if let Some(mut h) = state.remove_host(from) {
+                    h.address = to.address.clone();
+                    h.port = to.port;
+                    if access.is_some() {
+                        h.access = access.clone();
+                    }
+                    if host_public_key.is_some() {
+                        h.host_public_key = host_public_key.clone();
+                    }
+                    state.upsert_host(h);
+                }
             }
             StateChange::ClearEtcd(id) => {
                 if let Some(h) = state.host_mut(id) {

@@ -152,6 +152,11 @@ pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'st
             "Uploaded",
             "uploading",
         ),
+        StepKind::MoveHost { from } => (
+            format!("Moving the host's state record from {from}"),
+            "Moved in the state",
+            "moving",
+        ),
         StepKind::RecordHost => (
             "Recording the host in the state".into(),
             "Recorded",
@@ -227,6 +232,7 @@ pub fn step_label(step: &Step) -> String {
             files.len(),
             if files.len() == 1 { "" } else { "s" }
         ),
+        StepKind::MoveHost { from } => format!("move_host from {from}"),
         StepKind::RecordHost => "record_host".to_string(),
         StepKind::ForgetHost => "forget_host".to_string(),
     }
@@ -261,9 +267,11 @@ pub fn change_counts(plan: &Plan) -> ChangeCounts {
         match ch.action {
             Action::Add => c.added += 1,
             Action::Replace => c.replaced += 1,
-            Action::Upgrade | Action::Reconfigure | Action::Rejoin | Action::UpdateFiles => {
-                c.changed += 1
-            }
+            Action::Upgrade
+            | Action::Reconfigure
+            | Action::Rejoin
+            | Action::UpdateFiles
+            | Action::Move => c.changed += 1,
             Action::Remove => c.removed += 1,
             Action::Adopt => c.adopted += 1,
         }

@@ -61,6 +61,18 @@ emit hostname uname -n
 emit arch uname -m
 emit os_release cat /etc/os-release
 emit units units
+# The installed service's environment, as `k0s install -e` wrote it (pkg/install/systemd_linux.go
+# `Environment="NAME=VALUE"`, openrc_linux.go `export NAME=VALUE`). Values may be secrets: the
+# parser keeps only their sha256.
+service_env() {
+  for u in k0scontroller k0sworker k0sserver; do
+    for f in "/etc/systemd/system/$u.service" "/etc/init.d/$u"; do
+      if [ -f "$f" ]; then grep -e '^Environment=' -e '^export ' -- "$f"; fi
+    done
+  done
+  return 0
+}
+emit service_env service_env
 emit etcd_data test -e "$dd/etcd/member/snap/db"
 if [ -f "$cfg" ]; then
   begin config_sha256; cfg_sha=$(sha256sum "$cfg"); r=$?; printf '%s' "$cfg_sha"; end config_sha256 "$r"
@@ -333,6 +345,37 @@ fn sections(out: &CommandOutput, nonce: &str) -> Result<BTreeMap<String, Section
 }
 
 /// `os-release` → `"<ID> <VERSION_ID>"` (e.g. `debian 12`), else PRETTY_NAME, else "linux".
+/// The `Environment="NAME=VALUE"` (systemd) and `export NAME=VALUE` (OpenRC) lines of the
+/// installed k0s service, as name → sha256 of the value: the values may be secrets and never
+/// leave this function. A later line for the same name wins, as in systemd.
+pub fn parse_service_env(text: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut env = BTreeMap::new();
+    for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
+        let assignment = if let Some(rest) = line.strip_prefix("Environment=") {
+            rest.strip_prefix('"')
+                .and_then(|r| r.strip_suffix('"'))
+                .unwrap_or(rest)
+        } else if let Some(rest) = line.strip_prefix("export ") {
+            rest
+        } else {
+            continue;
+        };
+        let Some((name, value)) = assignment.split_once('=') else {
+            return Err(
+                "the k0s service has an environment line without `NAME=` (edited by hand?)".into(),
+            );
+        };
+        if !crate::spec::valid_env_name(name) {
+            return Err(format!(
+                "the k0s service sets an environment variable with an invalid name ({:?})",
+                name.chars().take(64).collect::<String>()
+            ));
+        }
+        env.insert(name.to_string(), crate::hash::sha256_hex(value));
+    }
+    Ok(env)
+}
+
 fn os_name(os_release: &str) -> String {
     let field = |k: &str| {
         os_release.lines().find_map(|l| {
@@ -558,6 +601,13 @@ fn parse_probe(
     } else {
         None
     };
+    if f.service.is_some() {
+        let env = sec("service_env")
+            .filter(|x| x.ok())
+            .map(|x| x.out.as_str())
+            .unwrap_or_default();
+        f.service_env = Some(parse_service_env(env).map_err(ProbeError::Host)?);
+    }
     f.config_sha256 = text("config_sha256").and_then(|v| first_word(&v));
     f.config_text = sec("config").filter(|x| x.ok()).map(|x| {
         // The shell's command substitution drops trailing newlines; files end with one.
@@ -1150,6 +1200,22 @@ esac
             assert_eq!(err, ProbeError::K0sNotAnswering(STATUS_BOUND_SECS));
             assert!(err.to_string().starts_with("k0s not answering"), "{err}");
         }
+    }
+
+    /// The unit lines `k0s install -e` writes (pkg/install/systemd_linux.go, openrc_linux.go),
+    /// read as name → sha256 of the value; nothing of a value is kept.
+    #[test]
+    fn service_environment_is_read_as_hashes() {
+        let unit = "[Service]\nExecStart=/usr/local/bin/k0s worker\nEnvironment=\"HTTP_PROXY=http://p:3128\"\nEnvironment=\"TOKEN=a=b\"\nRestartSec=10\n";
+        let env = parse_service_env(unit).unwrap();
+        assert_eq!(env.len(), 2);
+        assert_eq!(env["HTTP_PROXY"], crate::hash::sha256_hex("http://p:3128"));
+        assert_eq!(env["TOKEN"], crate::hash::sha256_hex("a=b"));
+        let openrc = parse_service_env("export EMPTY=\nexport X=1\n").unwrap();
+        assert_eq!(openrc["EMPTY"], crate::hash::sha256_hex(""));
+        assert!(parse_service_env("").unwrap().is_empty());
+        assert!(parse_service_env("Environment=\"NOEQUALS\"\n").is_err());
+        assert!(parse_service_env("Environment=\"BAD-NAME=1\"\n").is_err());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod diff;
 pub mod graph;
 mod model;
+pub mod moves;
 pub mod render;
 mod restore;
 pub mod saved;

@@ -101,6 +101,9 @@ pub enum Action {
     Remove,
     /// Only the spec's `files:` differ: they are uploaded, k0s is not restarted.
     UpdateFiles,
+    /// The recorded host answers at a new address (same machine-id and host key): its state
+    /// record follows it, nothing runs on the host.
+    Move,
 }
 
 impl Action {
@@ -109,7 +112,11 @@ impl Action {
         match self {
             Action::Add => "+",
             Action::Adopt => "<=",
-            Action::Upgrade | Action::Reconfigure | Action::Rejoin | Action::UpdateFiles => "~",
+            Action::Upgrade
+            | Action::Reconfigure
+            | Action::Rejoin
+            | Action::UpdateFiles
+            | Action::Move => "~",
             Action::Replace => "-/+",
             Action::Remove => "-",
         }
@@ -137,6 +144,8 @@ pub enum ReasonCode {
     VersionChange,
     ConfigChange,
     InstallFlagsChange,
+    /// The installed service's environment (`k0s install -e`) differs from `environment`.
+    EnvironmentChange,
     LeftCluster,
     NotRunning,
     MachineIdChanged,
@@ -148,6 +157,8 @@ pub enum ReasonCode {
     UnknownNode,
     /// A file of the spec's `files:` is missing or differs on the host.
     FilesChange,
+    /// The host answers at a new address with the recorded machine-id and host key.
+    Moved,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -169,6 +180,9 @@ pub struct HostChange {
     pub details: Vec<Detail>,
     /// Unified diff of k0s.yaml (reconfigure), if any.
     pub config_diff: Option<String>,
+    /// The address the state recorded this host at, when it moved (`host` is the new one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<HostId>,
     /// Ids of this change's steps.
     pub steps: Vec<usize>,
 }
@@ -293,6 +307,10 @@ pub enum StepKind {
         stage: String,
         lines: Vec<String>,
     },
+    /// The host moved: its state record at `from` goes to this address (node name, etcd
+    /// member, identity kept), once a fresh probe shows the recorded machine-id and host key
+    /// here. Changes nothing on the host.
+    MoveHost { from: HostId },
     /// Write the host's probed identity into the state.
     RecordHost,
     /// Drop the host from the state.
@@ -340,6 +358,7 @@ impl StepKind {
             StepKind::Reconfigure => "reconfigure",
             StepKind::RunHooks { .. } => "run_hooks",
             StepKind::UploadFiles { .. } => "upload_files",
+            StepKind::MoveHost { .. } => "move_host",
             StepKind::RecordHost => "record_host",
             StepKind::ForgetHost => "forget_host",
         }
@@ -532,6 +551,9 @@ pub enum RefusalKind {
     Restore,
     /// The spec's version is older than what a host runs, and `-allow-downgrade` was not given.
     Downgrade,
+    /// A controller moved to an address that changes its etcd peer address: k0s has no command
+    /// to change a member's peer URL, so it is left to the operator (steps in the details).
+    PeerAddressChange,
 }
 
 impl RefusalKind {

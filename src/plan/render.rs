@@ -52,6 +52,7 @@ fn verb(a: Action) -> &'static str {
         Action::Replace => "replaced",
         Action::Remove => "removed",
         Action::UpdateFiles => "given its files",
+        Action::Move => "moved",
     }
 }
 
@@ -135,20 +136,45 @@ pub fn text(plan: &Plan, color: bool) -> String {
     }
 
     for c in &plan.changes {
-        let reasons: Vec<&str> = c.reasons.iter().map(|r| r.message.as_str()).collect();
+        // A move is said the way Terraform says it ("has moved to"); what else happens to the
+        // host at its new address follows as usual.
+        if let Some(from) = &c.moved_from {
+            let why: Vec<&str> = c
+                .reasons
+                .iter()
+                .filter(|r| r.code == ReasonCode::Moved)
+                .map(|r| r.message.as_str())
+                .collect();
+            let _ = writeln!(
+                out,
+                "  # {} {} ({from}) has moved to {}: {}",
+                c.role,
+                escape(&c.name),
+                c.host,
+                escape(&why.join("; "))
+            );
+        }
+        let reasons: Vec<&str> = c
+            .reasons
+            .iter()
+            .filter(|r| c.moved_from.is_none() || r.code != ReasonCode::Moved)
+            .map(|r| r.message.as_str())
+            .collect();
         let what = if plan.refresh_only {
             "recorded".to_string()
         } else {
             verb(c.action).to_string()
         };
-        let _ = writeln!(
-            out,
-            "  # {} {} ({}) will be {what}: {}",
-            c.role,
-            escape(&c.name),
-            c.host,
-            escape(&reasons.join("; "))
-        );
+        if !reasons.is_empty() {
+            let _ = writeln!(
+                out,
+                "  # {} {} ({}) will be {what}: {}",
+                c.role,
+                escape(&c.name),
+                c.host,
+                escape(&reasons.join("; "))
+            );
+        }
         let sym = format!("{:>3}", c.action.symbol());
         let _ = writeln!(
             out,
@@ -217,9 +243,19 @@ pub fn text(plan: &Plan, color: bool) -> String {
     } else {
         String::new()
     };
+    let moved = plan
+        .changes
+        .iter()
+        .filter(|c| c.moved_from.is_some())
+        .count();
+    let move_txt = if moved > 0 {
+        format!(", {moved} to move")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "Plan: {add} to add, {adopt_txt}{change} to change, {replace} to replace, {remove} to remove."
+        "Plan: {add} to add, {adopt_txt}{change} to change, {replace} to replace, {remove} to remove{move_txt}."
     );
     let e = &plan.etcd;
     if e.members_before == 0 && e.members_after > 0 {

@@ -21,6 +21,8 @@ pub(super) fn review(
 ) -> Result<Review, Refusal> {
     let mut first_contacts = Vec::new();
     let mut warnings = Vec::new();
+    // A host that moved offered the key recorded for it at its old address: not a first contact.
+    let (moves, _) = super::moves::find_moves(spec, state, reality, opts);
     for h in &reality.hosts {
         let Some(facts) = reality.facts(&h.id) else {
             continue;
@@ -29,7 +31,8 @@ pub(super) fn review(
         let pinned = spec_host.is_some_and(|s| s.ssh.host_key.is_some());
         let recorded = state
             .host(&h.id)
-            .is_some_and(|s| !s.host_key.is_empty() && !opts.is_replaced(&h.id));
+            .is_some_and(|s| !s.host_key.is_empty() && !opts.is_replaced(&h.id))
+            || moves.iter().any(|m| m.to == h.id);
         if !pinned && !recorded {
             first_contacts.push(FirstContact {
                 host: h.id.clone(),

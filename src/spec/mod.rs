@@ -32,4 +32,4 @@ pub use load::{
 };
 pub use model::*;
 pub(crate) use validate::{TargetFinding, remote_path_problem, target_findings};
-pub use validate::{check_k0s_version, shell_words};
+pub use validate::{check_k0s_version, shell_words, valid_env_name};

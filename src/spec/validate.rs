@@ -183,7 +183,7 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
     }
     for (k, v) in &h.environment {
         let f = format!("{p}.environment.{k}");
-        if !is_env_name(k) {
+        if !valid_env_name(k) {
             sink.error(
                 &f,
                 format!("`{k}` is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
@@ -418,7 +418,7 @@ fn check_text(sink: &mut Sink, field: &str, v: &str) -> bool {
     }
 }
 
-fn is_env_name(k: &str) -> bool {
+pub fn valid_env_name(k: &str) -> bool {
     let mut chars = k.chars();
     chars
         .next()
@@ -632,9 +632,9 @@ mod tests {
         assert!(!is_dns_name("under_score"));
         assert!(!is_dns_name("10.0.0.300"));
         assert!(!is_dns_name("a b"));
-        assert!(is_env_name("HTTPS_PROXY"));
-        assert!(!is_env_name("FOO-BAR"));
-        assert!(!is_env_name("1X"));
+        assert!(valid_env_name("HTTPS_PROXY"));
+        assert!(!valid_env_name("FOO-BAR"));
+        assert!(!valid_env_name("1X"));
         assert!(check_host_key("SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU").is_ok());
         assert!(check_host_key("MD5:aa:bb").is_err());
         assert!(check_host_key("SHA256:short").is_err());

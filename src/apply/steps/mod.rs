@@ -11,6 +11,7 @@ mod files;
 mod hooks;
 mod install;
 mod join;
+mod moved;
 mod record;
 mod remote;
 mod remove;

@@ -18,7 +18,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         host: &HostId,
     ) -> Result<Vec<StateChange>, StepError> {
         let hs = self.spec.host(host);
-        let before = self.known.host(host);
+        let before = self.recorded(host);
         let role = hs
             .map(|h| h.role)
             .or(before.map(|b| b.role))

@@ -45,6 +45,8 @@ pub struct K0sRunner<T> {
     /// Worker join tokens in use, per controller (see `take_token`).
     pub(super) worker_tokens: tokio::sync::Mutex<HashMap<HostId, SharedToken>>,
     pub(super) opts: ExecOptions,
+    /// Hosts whose state record moved in this run: new address → recorded one.
+    pub(super) moves: Mutex<HashMap<HostId, HostId>>,
 }
 
 impl<T: Transport + 'static> K0sRunner<T> {
@@ -62,6 +64,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             versions: Mutex::new(HashMap::new()),
             worker_tokens: tokio::sync::Mutex::new(HashMap::new()),
             opts: opts.clone(),
+            moves: Mutex::new(HashMap::new()),
         }
     }
 
@@ -133,6 +136,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 lines,
             } => self.run_hooks(ctx, host, action, stage, lines, gate).await,
             StepKind::UploadFiles { files } => self.upload_files(ctx, host, files, gate).await,
+            StepKind::MoveHost { from } => self.move_host(host, from).await,
             StepKind::RecordHost => self.record_host(ctx, host).await,
             StepKind::ForgetHost => Ok(vec![StateChange::ForgetHost(host.clone())]),
         }

@@ -154,7 +154,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
     /// this; the destructive calls (drain, delete) take their names from the plan's steps.
     pub(super) async fn node_name(&self, hs: &HostSpec) -> Result<String, StepError> {
         let id = hs.id();
-        let recorded = self.known.host(&id).and_then(|h| h.node_name.as_ref());
+        let recorded = self.recorded(&id).and_then(|h| h.node_name.as_ref());
         match hs
             .hostname
             .as_ref()

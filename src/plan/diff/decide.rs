@@ -53,10 +53,108 @@ impl<'a> Planner<'a> {
             message: format!("{} is not in the spec", h.id),
             details: vec![],
         })?;
-        match h.state {
-            None => self.decide_unrecorded(idx, f),
-            Some(st) => self.decide_recorded(idx, f, st, spec_host),
+        let Some(from) = h.moved_from.clone() else {
+            return match h.state {
+                None => self.decide_unrecorded(idx, f),
+                Some(st) => self.decide_recorded(idx, f, st, spec_host),
+            };
+        };
+        let st = h.state.ok_or_else(|| Refusal {
+            kind: RefusalKind::UnknownIdentity,
+            message: format!("{}: moved from {from} without a record", h.id),
+            details: vec![],
+        })?;
+        self.check_peer_move(idx, &from, f, st, spec_host)?;
+        let moved = reason(
+            ReasonCode::Moved,
+            format!(
+                "it answers with the machine-id {} and host key {} recorded at {from}",
+                short(&st.machine_id),
+                short_key(&st.host_key)
+            ),
+        );
+        let mut plan = match self.decide_recorded(idx, f, st, spec_host)? {
+            Some(p) => p,
+            None => HostPlan::new(idx, Decision::Noop, vec![]),
+        };
+        if matches!(plan.decision, Decision::Noop) {
+            plan.decision = Decision::Move;
         }
+        plan.reasons.insert(0, moved);
+        Ok(Some(plan))
+    }
+
+    /// A controller whose move changes its etcd peer address: etcd still knows the member by
+    /// the old peer URL, and k0s has no command to change it (`k0s etcd` has only `leave` and
+    /// `member-list`: cmd/etcd in k0s). Refused with the steps to take by hand, before any
+    /// step: nothing of the membership is half done.
+    fn check_peer_move(
+        &self,
+        idx: usize,
+        from: &crate::hostid::HostId,
+        f: &HostFacts,
+        st: &HostState,
+        spec_host: &HostSpec,
+    ) -> Result<(), Refusal> {
+        let h = &self.hosts[idx];
+        if !h.role().is_controller() || h.role() == crate::spec::Role::Single {
+            return Ok(());
+        }
+        let old = st
+            .etcd
+            .as_ref()
+            .map(|e| crate::k0s::peer_url_host(&e.peer_url).to_string())
+            .or_else(|| f.status.as_ref().and_then(|s| s.peer_address.clone()));
+        let new = spec_host.peer_address().to_string();
+        let Some(old) = old.filter(|o| o.trim_matches(['[', ']']) != new) else {
+            return Ok(());
+        };
+        let name = h.name();
+        let member = st
+            .etcd
+            .as_ref()
+            .map(|e| e.member_id.clone())
+            .unwrap_or_else(|| "<member ID from `k0s etcd member-list`>".into());
+        let via = self
+            .hosts
+            .iter()
+            .find(|o| o.id != h.id && self.cluster.healthy.contains(&o.id))
+            .map(|o| format!("{} ({})", o.name(), o.id))
+            .unwrap_or_else(|| "a healthy controller".into());
+        let dd = &spec_host.data_dir;
+        let new_url = if new.contains(':') {
+            format!("https://[{new}]:2380")
+        } else {
+            format!("https://{new}:2380")
+        };
+        Err(Refusal {
+            kind: RefusalKind::PeerAddressChange,
+            message: format!(
+                "controller {name} moved from {from} to {} and its etcd peer address changes \
+                 ({old} → {new}); k0s has no command to change a member's peer URL, so \
+                 k0sform does not move it: refusing to plan",
+                h.id
+            ),
+            details: vec![
+                format!(
+                    "{name}: 1. on {via}, change the member's peer URL with etcdctl (k0s's etcd \
+                     client certificate): etcdctl --endpoints=https://127.0.0.1:2379 \
+                     --cacert={dd}/pki/etcd/ca.crt --cert={dd}/pki/apiserver-etcd-client.crt \
+                     --key={dd}/pki/apiserver-etcd-client.key member update {member} \
+                     --peer-urls={new_url}"
+                ),
+                format!(
+                    "{name}: 2. k0sform state mv {from} {}; 3. k0sform apply (writes \
+                     storage.etcd.peerAddress {new} into its k0s.yaml and restarts it, with the \
+                     health gates)",
+                    h.id
+                ),
+                format!(
+                    "{name}: or keep its old address: put {from} back in the spec (or give the \
+                     host its old address again)"
+                ),
+            ],
+        })
     }
 
     /// Not in the spec, or `reset: true`: remove the member and the objects, and reset the host

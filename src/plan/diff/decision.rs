@@ -45,6 +45,8 @@ pub(super) enum Decision {
     },
     /// Only `files:` differ.
     Files,
+    /// Only the address changed: the state record follows the host.
+    Move,
 }
 
 impl Decision {
@@ -59,6 +61,7 @@ impl Decision {
             Decision::Replace { .. } => Action::Replace,
             Decision::Remove { .. } => Action::Remove,
             Decision::Files => Action::UpdateFiles,
+            Decision::Move => Action::Move,
         })
     }
     /// Restarts k0s in place (upgrade or reconfigure).

@@ -257,8 +257,31 @@ impl Planner<'_> {
             )),
             StepKind::Reconfigure => out.push(line(
                 '~',
-                "service reinstalled with the spec's flags and restarted".into(),
+                if p.reasons
+                    .iter()
+                    .any(|r| r.code == crate::plan::model::ReasonCode::EnvironmentChange)
+                {
+                    "service reinstalled with the spec's flags and environment, and restarted"
+                        .into()
+                } else {
+                    "service reinstalled with the spec's flags and restarted".into()
+                },
             )),
+            StepKind::MoveHost { from } => {
+                let mut kept = vec![format!("node name {}", h.name())];
+                if let Some(e) = h.state.and_then(|s| s.etcd.as_ref()) {
+                    kept.push(format!("etcd member {}", e.member_id));
+                }
+                kept.push("machine-id and host key".into());
+                out.push(line(
+                    '~',
+                    format!(
+                        "state record moved from {from} to {} ({} kept)",
+                        h.id,
+                        kept.join(", ")
+                    ),
+                ));
+            }
             StepKind::RecordHost if matches!(p.decision, Decision::Adopt) => {
                 let f = h.facts().cloned().unwrap_or_default();
                 let mid = self.member_of(&h.id).and_then(|m| m.member_id.clone());

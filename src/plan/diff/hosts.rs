@@ -16,6 +16,8 @@ pub(super) struct HostCtx<'a> {
     pub(super) state: Option<&'a HostState>,
     pub(super) probe: Option<&'a Probe>,
     pub(super) excluded: bool,
+    /// The recorded address this host moved from (`plan::moves`): `state` is that record.
+    pub(super) moved_from: Option<HostId>,
 }
 
 impl<'a> HostCtx<'a> {
@@ -118,6 +120,7 @@ pub(super) fn collect_hosts<'a>(
     state: &'a State,
     reality: &'a Reality,
     opts: &PlanOptions,
+    moves: &[crate::plan::moves::Move],
 ) -> Vec<HostCtx<'a>> {
     let mut ids: BTreeSet<HostId> = spec.hosts.iter().map(|h| h.id()).collect();
     ids.extend(state.hosts.iter().map(|h| h.id()));
@@ -139,14 +142,28 @@ pub(super) fn collect_hosts<'a>(
             .entry((h.id.address.as_str(), h.id.port))
             .or_insert(&h.probe);
     }
+    // A moved host's record goes with it to its new address; its old address is not a host of
+    // this plan any more (it is unreachable, or another machine k0sform never recorded there,
+    // or the same machine by another address: nothing there may be removed or reset).
+    for m in moves {
+        ids.remove(&m.from);
+    }
     ids.into_iter()
         .map(|id| {
             let k = (id.address.as_str(), id.port);
+            let moved = moves.iter().find(|m| m.to == id);
+            let state = match moved {
+                Some(m) => by_state
+                    .get(&(m.from.address.as_str(), m.from.port))
+                    .copied(),
+                None => by_state.get(&k).copied(),
+            };
             HostCtx {
                 spec: by_spec.get(&k).copied(),
-                state: by_state.get(&k).copied(),
+                state,
                 probe: by_probe.get(&k).copied(),
                 excluded: opts.is_excluded(&id),
+                moved_from: moved.map(|m| m.from.clone()),
                 id,
             }
         })

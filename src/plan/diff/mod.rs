@@ -41,7 +41,8 @@ pub fn diff(
     if opts.restore.is_some() {
         crate::plan::restore::check_new_hosts(state, reality)?;
     }
-    let hosts = collect_hosts(spec, state, reality, opts);
+    let (moves, move_warnings) = crate::plan::moves::find_moves(spec, state, reality, opts);
+    let hosts = collect_hosts(spec, state, reality, opts, &moves);
     let cluster = identify_cluster(spec, state, &hosts, opts)?;
     if let Some(archive) = &opts.restore {
         crate::plan::restore::check_bootstrap(spec, &cluster.action, archive)?;
@@ -53,7 +54,7 @@ pub fn diff(
         opts,
         hosts,
         cluster,
-        warnings: Vec::new(),
+        warnings: move_warnings,
     };
     planner.plan()
 }
@@ -198,6 +199,7 @@ impl Planner<'_> {
                     reasons: p.reasons.clone(),
                     details: self.details(p, steps),
                     config_diff: p.config_diff.clone(),
+                    moved_from: h.moved_from.clone(),
                     steps: step_owner
                         .iter()
                         .filter(|(_, owner)| **owner == p.idx)

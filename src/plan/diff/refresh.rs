@@ -133,17 +133,35 @@ impl Planner<'_> {
             }
             let f = h.facts().map(|f| (*f).clone()).unwrap_or_default();
             let member_id = self.member_of(&h.id).and_then(|m| m.member_id.clone());
-            let reasons = refresh_reasons(h, &f, member_id.as_deref());
-            if reasons.is_empty() {
+            let mut reasons = refresh_reasons(h, &f, member_id.as_deref());
+            if reasons.is_empty() && h.moved_from.is_none() {
                 continue;
+            }
+            let mut own = Vec::new();
+            if let Some(from) = &h.moved_from {
+                reasons.insert(
+                    0,
+                    reason(
+                        ReasonCode::Moved,
+                        format!("the host recorded at {from} answers here"),
+                    ),
+                );
+                own.push(steps.len());
+                steps.push(Step {
+                    id: steps.len(),
+                    host: h.id.clone(),
+                    kind: StepKind::MoveHost { from: from.clone() },
+                    after: vec![],
+                });
             }
             let id = steps.len();
             steps.push(Step {
                 id,
                 host: h.id.clone(),
                 kind: StepKind::RecordHost,
-                after: vec![],
+                after: own.clone(),
             });
+            own.push(id);
             changes.push(HostChange {
                 host: h.id.clone(),
                 role: h.role(),
@@ -155,7 +173,8 @@ impl Planner<'_> {
                     text: identity_text(&f, member_id.as_deref()),
                 }],
                 config_diff: None,
-                steps: vec![id],
+                moved_from: h.moved_from.clone(),
+                steps: own,
             });
         }
         let n = self.cluster.members.len();

@@ -50,6 +50,9 @@ impl Planner<'_> {
         if let Some(r) = self.install_flags_change(f, spec_host) {
             reasons.push(r);
         }
+        if let Some(r) = self.environment_change(f, spec_host) {
+            reasons.push(r);
+        }
         if version_differs {
             let to = want_version
                 .clone()
@@ -122,6 +125,60 @@ impl Planner<'_> {
             &h.name(),
             self.opts.show_secrets,
         )
+    }
+
+    /// The installed service's environment (`k0s install -e`) against the spec's `environment`,
+    /// as a reason naming the variables. Values may be secrets: only `-show-secrets` shows the
+    /// wanted ones (the host's are known by sha256 only).
+    fn environment_change(&self, f: &HostFacts, spec_host: &HostSpec) -> Option<Reason> {
+        let have = f.service_env.as_ref()?;
+        let want = &spec_host.environment;
+        let shown = |k: &str| {
+            if self.opts.show_secrets {
+                format!("{k}={}", want[k])
+            } else {
+                k.to_string()
+            }
+        };
+        let added: Vec<String> = want
+            .keys()
+            .filter(|k| !have.contains_key(*k))
+            .map(|k| shown(k))
+            .collect();
+        let changed: Vec<String> = want
+            .iter()
+            .filter(|(k, v)| {
+                have.get(*k)
+                    .is_some_and(|h| h != &crate::hash::sha256_hex(v.as_str()))
+            })
+            .map(|(k, _)| shown(k))
+            .collect();
+        let removed: Vec<String> = have
+            .keys()
+            .filter(|k| !want.contains_key(*k))
+            .cloned()
+            .collect();
+        let mut parts = Vec::new();
+        for (what, list) in [("added", added), ("changed", changed), ("removed", removed)] {
+            if !list.is_empty() {
+                parts.push(format!("{what}: {}", list.join(" ")));
+            }
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        let values = if self.opts.show_secrets {
+            ""
+        } else {
+            ", values hidden (-show-secrets)"
+        };
+        Some(reason(
+            ReasonCode::EnvironmentChange,
+            format!(
+                "the service environment differs ({}{values})",
+                parts.join("; ")
+            ),
+        ))
     }
 
     /// The flags the service runs with against the spec's, as a reason naming both sides.

@@ -125,6 +125,18 @@ impl Planner<'_> {
                 c.b.staged.insert(p.idx, id);
             }
         }
+        // A moved host's record follows it before anything else happens to it.
+        for p in plans {
+            if let Some(from) = &self.hosts[p.idx].moved_from {
+                let prev = c.b.last.get(&p.idx).copied();
+                c.b.push(
+                    p.idx,
+                    &self.hosts[p.idx].id,
+                    StepKind::MoveHost { from: from.clone() },
+                    [prev],
+                );
+            }
+        }
         self.remove_stale_members(&mut c, plans)?;
         self.delete_stale_objects(&mut c, plans)?;
         let controller_ready = self.bootstrap(&mut c, plans)?;
@@ -416,7 +428,11 @@ impl Planner<'_> {
             b.push(p.idx, &h.id, StepKind::RecordHost, [None]);
         }
         for p in plans.iter().filter(|p| {
-            !p.files.is_empty() && matches!(p.decision, Decision::Files | Decision::Adopt)
+            !p.files.is_empty()
+                && matches!(
+                    p.decision,
+                    Decision::Files | Decision::Adopt | Decision::Move
+                )
         }) {
             self.push_files(b, p);
         }

@@ -48,7 +48,7 @@ impl Planner<'_> {
             .filter(|p| {
                 !matches!(
                     p.decision,
-                    Decision::Noop | Decision::Adopt | Decision::Files
+                    Decision::Noop | Decision::Adopt | Decision::Files | Decision::Move
                 ) && self.hosts[p.idx].role().is_controller()
             })
             .map(|p| self.hosts[p.idx].id.clone())
