@@ -303,6 +303,14 @@ pub enum StateCommand {
         /// ADDR or ADDR:PORT
         address: String,
     },
+    /// Move a host's record to a new address (it was re-addressed; same machine): node name,
+    /// etcd member and identity kept
+    Mv {
+        /// The recorded host: ADDR or ADDR:PORT
+        old: String,
+        /// Its new address: ADDR, ADDR:PORT or [IPv6]:PORT (the port stays when not given)
+        new: String,
+    },
     /// Print the raw state JSON (-serial N: a kept previous version)
     Pull {
         /// Print the kept version with this serial instead of the current one

@@ -9,6 +9,7 @@
 mod child;
 use child::ChildProc;
 
+use k0sform::hostid::HostId;
 use k0sform::spec::Role;
 use k0sform::state::{
     self, ClusterState, EtcdMemberState, HostState, Intent, LocalStore, State, StateError,
@@ -1101,6 +1102,106 @@ unfinished steps:
         assert_eq!(run(&["state", "rm", a]).0, 0);
     }
     assert_eq!(run(&["state", "list"]).1, "No hosts in state.\n");
+}
+
+/// Issue 16: `state mv OLD NEW` moves a record to a new address under the lock (serial + 1,
+/// backup kept), keeping everything else; refused when OLD is unknown, NEW is taken or NEW is
+/// not an address the spec would accept; nothing is written then.
+#[test]
+fn state_mv_moves_a_record_and_refuses_what_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let path = d.join("k0sform.state.json");
+    let s = sample_state();
+    create(&path, &s);
+    let state_arg = ["-state", path.to_str().unwrap()];
+    let run = |extra: &[&str]| k0sform(&[&state_arg[..], extra].concat(), d);
+
+    let before = std::fs::read(&path).unwrap();
+    let (code, out, err) = run(&["state", "mv", "127.0.0.2", "127.0.0.9"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Moved host 127.0.0.2 to 127.0.0.9 in the state (serial 1 -> 2)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("etcd peer URL is still recorded as https://127.0.0.2:2380"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read(format!("{}.backup", path.display())).unwrap(),
+        before
+    );
+    let now = LocalStore::new(&path).load().unwrap().unwrap();
+    assert_eq!(now.serial, 2);
+    assert!(now.host(&HostId::new("127.0.0.2", 22)).is_none());
+    let moved = now.host(&HostId::new("127.0.0.9", 22)).expect("moved");
+    let old = s.host(&HostId::new("127.0.0.2", 22)).unwrap();
+    assert_eq!(
+        (
+            &moved.node_name,
+            &moved.machine_id,
+            &moved.host_key,
+            &moved.etcd
+        ),
+        (&old.node_name, &old.machine_id, &old.host_key, &old.etcd)
+    );
+    // Its unfinished step follows it.
+    assert_eq!(now.intents[0].address, "127.0.0.9");
+    // Sorted by address: the moved host comes after 127.0.0.1:2222 and before 127.0.1.1.
+    let order: Vec<String> = now.hosts.iter().map(|h| h.id().to_string()).collect();
+    assert_eq!(
+        order,
+        ["127.0.0.1", "127.0.0.1:2222", "127.0.0.9", "127.0.1.1"]
+    );
+    // The lock was released.
+    LocalStore::new(&path).lock("test", Duration::ZERO).unwrap();
+
+    // A port: ADDR:PORT and [IPv6]:PORT; without one the port stays.
+    assert_eq!(run(&["state", "mv", "127.0.0.9", "127.0.0.9:2200"]).0, 0);
+    assert_eq!(run(&["state", "mv", "127.0.0.9:2200", "[::1]:2201"]).0, 0);
+    assert_eq!(run(&["state", "mv", "::1", "127.0.0.8"]).0, 0);
+    let now = LocalStore::new(&path).load().unwrap().unwrap();
+    assert_eq!(now.serial, 5);
+    assert!(
+        now.host(&HostId::new("127.0.0.8", 2201)).is_some(),
+        "{:?}",
+        now.hosts
+    );
+
+    let unchanged = std::fs::read(&path).unwrap();
+    for (args, want) in [
+        (
+            ["state", "mv", "127.0.0.7", "127.0.0.6"],
+            "host 127.0.0.7 is not in the state",
+        ),
+        (
+            ["state", "mv", "127.0.1.1", "127.0.0.8:2201"],
+            "127.0.0.8:2201 is already in the state",
+        ),
+        (
+            ["state", "mv", "127.0.1.1", "127.0.0.1"],
+            "127.0.0.1 is already in the state",
+        ),
+        (
+            ["state", "mv", "127.0.1.1", "evil;host"],
+            "is neither an IP address nor a DNS name",
+        ),
+        (
+            ["state", "mv", "127.0.1.1", "10.0.0.1:0"],
+            "0 is not a valid port",
+        ),
+        (
+            ["state", "mv", "127.0.1.1", "10.0.0.1:ssh"],
+            "`ssh` is not a port",
+        ),
+        (["state", "mv", "127.0.1.1", "[::1"], "`[` without `]`"),
+    ] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 1, "{args:?}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), unchanged);
 }
 
 #[test]

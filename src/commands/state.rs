@@ -1,9 +1,10 @@
-//! `k0sform state list|show|rm|pull|push` and `force-unlock`: read the state through the store
+//! `k0sform state list|show|rm|mv|pull|push` and `force-unlock`: read the state through the store
 //! `-state` names (a file or etcd), print it for people (or raw for `pull`), forget hosts and
 //! replace the whole state (`push`) under the lock.
 
 use crate::cli::{ForceUnlockArgs, GlobalArgs, StateCommand};
 use crate::exit::Exit;
+use crate::hostid::HostId;
 use crate::state::{
     self, ForceUnlockOutcome, HostState, LocalStore, State, StateError, StateStore, WriteOutcome,
 };
@@ -23,6 +24,7 @@ pub fn run(global: &GlobalArgs, cmd: &StateCommand) -> Exit {
         StateCommand::List => list(store),
         StateCommand::Show { address } => show(store, address),
         StateCommand::Rm { address } => rm(store, global, address),
+        StateCommand::Mv { old, new } => mv(store, global, old, new),
         StateCommand::Pull { serial } => pull(store, *serial),
         StateCommand::Push { file, force } => push(store, global, file, *force),
     };
@@ -250,6 +252,105 @@ fn rm(store: &mut dyn StateStore, global: &GlobalArgs, selector: &str) -> Result
     {
         out.push_str(
             "Note: the state still records unfinished steps for this host (see `state pull`).\n",
+        );
+    }
+    Ok(out)
+}
+
+/// `NEW` of `state mv`: `ADDR`, `ADDR:PORT` or `[IPv6]:PORT`; without a port, `port` stays.
+/// Checked as the spec checks a host's `ssh.address` and `ssh.port`.
+pub(crate) fn parse_new_address(new: &str, port: u16) -> Result<HostId, String> {
+    let bad_port = |p: &str| format!("{new}: `{p}` is not a port (1 to 65535)");
+    let (addr, port) = if let Some(rest) = new.strip_prefix('[') {
+        let (a, tail) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("{new}: `[` without `]`"))?;
+        match tail.strip_prefix(':') {
+            Some(p) => (a, p.parse::<u16>().map_err(|_| bad_port(p))?),
+            None if tail.is_empty() => (a, port),
+            None => return Err(format!("{new}: expected [IPv6]:PORT")),
+        }
+    } else if new.matches(':').count() == 1 {
+        let (a, p) = new.split_once(':').unwrap_or((new, ""));
+        (a, p.parse::<u16>().map_err(|_| bad_port(p))?)
+    } else {
+        (new, port)
+    };
+    let target = crate::spec::SshTarget::new(addr.to_string(), port);
+    let problems: Vec<String> = crate::spec::target_findings(&target, "NEW")
+        .into_iter()
+        .filter_map(|f| match f {
+            crate::spec::TargetFinding::Error { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    if !problems.is_empty() {
+        return Err(format!("{new}: {}", problems.join("; ")));
+    }
+    Ok(HostId::new(addr.to_string(), port))
+}
+
+/// Move a host's record to a new address under the lock: everything recorded is kept (node
+/// name, etcd member, machine-id, host key), the address and the recorded access follow, and
+/// so do its unfinished steps. Refused when NEW is already recorded or OLD is not.
+fn mv(
+    store: &mut dyn StateStore,
+    global: &GlobalArgs,
+    old: &str,
+    new: &str,
+) -> Result<String, Failure> {
+    let location = store.location();
+    if store.load()?.is_none() {
+        return Err(no_state(&location));
+    }
+    let guard = store.lock("state mv", global.lock_timeout)?;
+    let Some(mut state) = store.load()? else {
+        return Err(no_state(&location));
+    };
+    let from = find_host(&state, old, &location)?.id();
+    let to = parse_new_address(new, from.port).map_err(Failure::Usage)?;
+    if let Some(h) = state
+        .hosts
+        .iter()
+        .find(|h| h.address.eq_ignore_ascii_case(&to.address) && h.port == to.port)
+    {
+        return Err(Failure::Usage(format!(
+            "{to} is already in the state {location} (as {}); `state rm` it first if that record is stale",
+            h.node_name
+                .as_deref()
+                .unwrap_or("a host without a node name")
+        )));
+    }
+    let Some(mut h) = state.remove_host(&from) else {
+        return Err(Failure::Usage(format!("host {from} is not in the state")));
+    };
+    h.address = to.address.clone();
+    h.port = to.port;
+    if let Some(a) = &mut h.access {
+        a.ssh.address = to.address.clone();
+        a.ssh.port = to.port;
+    }
+    let peer = h.etcd.as_ref().map(|e| e.peer_url.clone());
+    state.upsert_host(h);
+    for i in &mut state.intents {
+        if i.address == from.address && i.port == from.port {
+            i.address = to.address.clone();
+            i.port = to.port;
+        }
+    }
+    let before = state.serial;
+    let outcome = store.write(&state)?;
+    guard.unlock()?;
+    let mut out = format!(
+        "Moved host {from} to {to} in the state (serial {before} -> {}). The previous version is kept in {}.\n",
+        outcome.serial(),
+        store.history_hint()
+    );
+    if let Some(p) = peer {
+        let _ = writeln!(
+            out,
+            "Note: its etcd peer URL is still recorded as {}; `apply` records the one the cluster shows.",
+            crate::ui::escape(&p)
         );
     }
     Ok(out)
