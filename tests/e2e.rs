@@ -2274,3 +2274,137 @@ fn controllers_joining_as_learners_join_one_after_the_others_promotion() {
     );
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
+
+/// Issue 16: a worker whose address changed (same machine: machine-id and host key) is planned
+/// as a move, never a removal plus a join; its recorded key is checked (no first contact); the
+/// apply moves the record (node name and identity kept) and reinstalls it for its new
+/// `--node-ip` (privateAddress is its address in the lab), with a drain; then nothing to do.
+#[test]
+fn readdressed_worker_is_moved_never_removed_and_joined() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    bootstrap(&c);
+    let old = c.lab.address("w1");
+    let before = c.state_host("w1").expect("w1 recorded");
+    let serial = c.state_serial();
+    let new = c.lab.readdress("w1");
+    assert_ne!(old, new);
+    c.write_spec(&["c1", "w1"]);
+
+    let r = plan_changes_nothing(&c, &[]);
+    r.expect(0)
+        .contains(&format!("# worker w1 ({old}) has moved to {new}"))
+        .contains(&format!("state record moved from {old} to {new}"))
+        .contains(&format!("--node-ip={new}"))
+        .contains("1 to move.");
+    for never in [
+        "will be removed",
+        "will be added",
+        "joins the cluster",
+        "First contact",
+    ] {
+        assert!(!r.stdout.contains(never), "{never:?} in\n{}", r.stdout);
+    }
+    let j = c.run(&["plan", "-json"]);
+    j.expect(0);
+    let plan: serde_json::Value = serde_json::from_str(&j.stdout).expect("plan JSON");
+    let changes = plan["changes"].as_array().expect("changes");
+    assert_eq!(changes.len(), 1, "{}", j.stdout);
+    assert_eq!(changes[0]["host"]["address"], new.as_str());
+    assert_eq!(changes[0]["moved_from"]["address"], old.as_str());
+    assert_eq!(changes[0]["action"], "reconfigure");
+
+    c.apply().contains("Apply complete");
+    let after = c.state_host("w1").expect("w1 recorded at its new address");
+    for k in ["machine_id", "host_key", "node_name", "role"] {
+        assert_eq!(after[k], before[k], "{k}");
+    }
+    let hosts = c.state_json()["hosts"].as_array().unwrap().clone();
+    assert!(
+        !hosts.iter().any(|h| h["address"] == old.as_str()),
+        "old address still recorded: {hosts:?}"
+    );
+    assert_eq!(hosts.len(), 2);
+    assert!(c.state_serial() > serial);
+    c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    let unit = c
+        .lab
+        .exec_ok("w1", "cat /etc/systemd/system/k0sworker.service");
+    assert!(unit.contains(&format!("--node-ip={new}")), "{unit}");
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("No changes.");
+}
+
+/// Issue 16: a controller that moved to an address that changes its etcd peer address is
+/// refused (exit 3) with the steps to take; nothing changes: not the state, not etcd.
+#[test]
+fn readdressed_controller_whose_peer_address_changes_is_refused_with_steps() {
+    let c = Cluster::new(&[("c1", "controller"), ("c2", "controller")]);
+    bootstrap(&c);
+    let old = c.lab.address("c2");
+    let state_before = std::fs::read(&c.state).unwrap();
+    let members_before = c.members("c1");
+    let new = c.lab.readdress("c2");
+    c.write_spec(&["c1", "c2"]);
+    let r = plan_changes_nothing(&c, &[]);
+    r.expect(3)
+        .contains(&format!(
+            "controller c2 moved from {old} to {new} and its etcd peer address changes ({old} → {new})"
+        ))
+        .contains("member update")
+        .contains(&format!("--peer-urls=https://{new}:2380"))
+        .contains(&format!("k0sform state mv {old} {new}"));
+    c.run(&["apply", "-auto-approve"]).expect(3);
+    assert_eq!(std::fs::read(&c.state).unwrap(), state_before);
+    assert_eq!(c.members("c1"), members_before);
+}
+
+/// Issue 16: `environment` reaches the service as `k0s install -e` writes it; an unchanged
+/// environment plans nothing; a changed one is a reinstall and restart (values hidden in the
+/// plan), after which the service runs with the new values.
+#[test]
+fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
+    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let env = |token: &str| {
+        format!("environment:\n  HTTP_PROXY: http://proxy.invalid:3128\n  TOKEN: {token}")
+    };
+    c.spec_opts.host_yaml.insert("w1".into(), env("s3cret-one"));
+    c.write_spec(&["c1", "w1"]);
+    bootstrap(&c);
+    let unit = || {
+        c.lab
+            .exec_ok("w1", "cat /etc/systemd/system/k0sworker.service")
+    };
+    assert!(
+        unit().contains("Environment=\"TOKEN=s3cret-one\""),
+        "{}",
+        unit()
+    );
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("No changes.");
+
+    c.spec_opts.host_yaml.insert("w1".into(), env("s3cret-two"));
+    c.write_spec(&["c1", "w1"]);
+    let r = plan_changes_nothing(&c, &[]);
+    r.expect(0)
+        .contains("the service environment differs (changed: TOKEN, values hidden (-show-secrets))")
+        .contains("drained")
+        .contains("reinstalled with the spec's flags and environment");
+    assert!(!r.text().contains("s3cret"), "{}", r.text());
+    c.apply();
+    assert!(
+        unit().contains("Environment=\"TOKEN=s3cret-two\""),
+        "{}",
+        unit()
+    );
+    assert!(!unit().contains("s3cret-one"), "{}", unit());
+    let environ = c.lab.exec_ok(
+        "w1",
+        "pid=$(k0s status -o json | sed -n 's/.*\"Pid\": *\\([0-9]*\\).*/\\1/p'); tr '\\0' '\\n' < /proc/$pid/environ",
+    );
+    assert!(environ.contains("TOKEN=s3cret-two"), "{environ}");
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("No changes.");
+}

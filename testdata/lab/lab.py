@@ -569,6 +569,38 @@ def cmd_wipe(a):
     print(json.dumps(h, indent=2))
 
 
+def cmd_readdress(a):
+    """The same machine at a new address (DHCP lease, re-IP): powered off, given another
+    address of the lab's range (ADDRESS, or the first free one from .100), booted again with
+    the same disk, machine-id, host key and installed k0s units."""
+    lab = Lab(a.dir)
+    with DirLock(lab.dir):
+        info = lab.info()
+        h = lab.host(info, a.name)
+        prefix = info["range"].split("/")[0].rsplit(".", 1)[0]
+        used = {x["address"] for x in info["hosts"]}
+        if a.address:
+            new = a.address
+            if not new.startswith(prefix + ".") or new in used:
+                raise LabError(f"{new} is not a free address of the lab's range {info['range']}")
+        else:
+            new = next((f"{prefix}.{i}" for i in range(100, 255) if f"{prefix}.{i}" not in used), None)
+            if new is None:
+                raise LabError(f"no free address left in {info['range']}")
+        lab.power_off(a.name)
+        old = h["address"]
+        h["address"] = new
+        hosts_file = os.path.join(lab.host_dir(a.name), "disk", "hosts")
+        with open(hosts_file) as f:
+            text = f.read()
+        with open(hosts_file, "w") as f:
+            f.write(text.replace(f"{old}\t{h['name']}", f"{new}\t{h['name']}"))
+        write_json(lab.info_path, info)
+        lab.write_client_files(info)
+        lab.power_on_many([a.name])
+    print(json.dumps(h, indent=2))
+
+
 def cmd_destroy(a):
     lab = Lab(a.dir)
     with DirLock(lab.dir):
@@ -855,6 +887,10 @@ def main(argv=None):
         s = sub.add_parser(name)
         s.add_argument("dir")
         s.add_argument("name")
+    r = sub.add_parser("readdress", help="same machine, new address: readdress DIR NAME [ADDRESS]")
+    r.add_argument("dir")
+    r.add_argument("name")
+    r.add_argument("address", nargs="?")
     for name in ("teardown", "status"):
         sub.add_parser(name).add_argument("dir")
     e = sub.add_parser("exec", help="run CMD as root inside a host: exec DIR NAME -- CMD…")
@@ -877,7 +913,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     handlers = {
         "create": cmd_create, "power-on": cmd_power_on, "power-off": cmd_power_off,
-        "wipe": cmd_wipe, "destroy": cmd_destroy, "teardown": cmd_teardown, "status": cmd_status,
+        "wipe": cmd_wipe, "readdress": cmd_readdress, "destroy": cmd_destroy, "teardown": cmd_teardown, "status": cmd_status,
         "exec": cmd_exec, "hide": cmd_hide, "teardown-all": cmd_teardown_all, "_boot": cmd_boot, "_keeper": cmd_keeper,
     }
     try:

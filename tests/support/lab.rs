@@ -338,6 +338,13 @@ impl Lab {
         self.op("wipe", name);
     }
 
+    /// The same machine at a new address of the lab's range (a DHCP lease or re-IP): same
+    /// disk, machine-id and host key; installed k0s units start again. Returns the address.
+    pub fn readdress(&self, name: &str) -> String {
+        self.op("readdress", name);
+        self.address(name)
+    }
+
     /// Removes the host for good.
     pub fn destroy(&self, name: &str) {
         self.op("destroy", name);
