@@ -1606,6 +1606,9 @@ mod props {
         Down,
         /// Rebuilt with a new host key; the user passed -replace.
         RekeyedReplaced,
+        /// Same machine at a new address (issue 16); a controller keeps its old address as
+        /// privateAddress, so its etcd peer address does not change.
+        Moved,
     }
 
     fn fate() -> impl Strategy<Value = Fate> {
@@ -1619,6 +1622,7 @@ mod props {
             1 => Just(Fate::Reset),
             1 => Just(Fate::Down),
             1 => Just(Fate::RekeyedReplaced),
+            1 => Just(Fate::Moved),
         ]
     }
 
@@ -1658,7 +1662,18 @@ mod props {
             }));
         for (addr, name, role, fate) in hosts {
             let fate = if fresh_cluster { Fate::Fresh } else { fate };
-            if !matches!(fate, Fate::Removed) {
+            // A moved host answers at 10.0.2.x (controllers) or 10.0.3.x (workers).
+            let new_addr = match addr.strip_prefix("10.0.0.") {
+                Some(n) => format!("10.0.2.{n}"),
+                None => format!("10.0.3.{}", addr.trim_start_matches("10.0.1.")),
+            };
+            if matches!(fate, Fate::Moved) {
+                let mut hc = HostCase::new(&new_addr, role, &name);
+                if role.is_controller() {
+                    hc.private = Some(addr.clone());
+                }
+                case.spec.hosts.push(hc);
+            } else if !matches!(fate, Fate::Removed) {
                 let mut hc = HostCase::new(&addr, role, &name);
                 hc.reset = matches!(fate, Fate::Reset);
                 case.spec.hosts.push(hc);
@@ -1720,6 +1735,17 @@ mod props {
                         case.reality.members.push(name.clone());
                     }
                 }
+                Fate::Moved => {
+                    r.unreachable = Some("no route to host".into());
+                    case.reality.hosts.push(RealHostCase {
+                        addr: new_addr.clone(),
+                        running: Some(running.into()),
+                        ..Default::default()
+                    });
+                    if role.is_controller() {
+                        case.reality.members.push(name.clone());
+                    }
+                }
             }
             case.reality.hosts.push(r);
         }
@@ -1763,6 +1789,34 @@ mod props {
                 Ok(p) => {
                     if let Err(e) = check_invariants(&p, &i) {
                         prop_assert!(false, "{}\n{}", e, render::text(&p, false));
+                    }
+                    // A moved host is a move: its record follows, it is never removed, added
+                    // or reset at either address.
+                    let moved = ctrl
+                        .iter()
+                        .map(|(f, _)| *f)
+                        .enumerate()
+                        .map(|(n, f)| (f, format!("10.0.0.{}", n + 1), format!("10.0.2.{}", n + 1)))
+                        .chain(workers.iter().enumerate().map(|(n, f)| {
+                            (*f, format!("10.0.1.{}", n + 1), format!("10.0.3.{}", n + 1))
+                        }))
+                        .filter(|(f, _, _)| !fresh && matches!(f, Fate::Moved));
+                    for (_, old, new) in moved {
+                        let ch = p.changes.iter().find(|c| c.host.address == new);
+                        prop_assert!(
+                            ch.is_some_and(|c| c.moved_from.as_ref().is_some_and(|f| f.address == old)
+                                && !matches!(c.action, Action::Add | Action::Remove | Action::Replace)),
+                            "{} → {} not planned as a move:\n{}", old, new, render::text(&p, false)
+                        );
+                        prop_assert!(
+                            !p.changes.iter().any(|c| c.host.address == old),
+                            "the old address {} is planned:\n{}", old, render::text(&p, false)
+                        );
+                        prop_assert!(
+                            !p.steps.iter().any(|s| (s.host.address == old || s.host.address == new)
+                                && matches!(s.kind, StepKind::ResetHost { .. } | StepKind::JoinController { .. } | StepKind::JoinWorker { .. } | StepKind::ForgetHost)),
+                            "a moved host is reset, joined or forgotten:\n{}", render::text(&p, false)
+                        );
                     }
                     // Any topological order the executor may pick must work.
                     let order = random_topological_order(&p, seed);
