@@ -2408,3 +2408,62 @@ fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
         .expect(0)
         .contains("No changes.");
 }
+
+/// Issue 16: a move with nothing else to do (no privateAddress, so no `--node-ip`) is a state
+/// update only: planned, saved and applied from the file; then a second re-address is recorded
+/// by `apply -refresh-only`. k0s never restarts on the host.
+#[test]
+fn pure_move_through_a_saved_plan_and_refresh_only() {
+    let spec_opts = SpecOptions {
+        private_address: false,
+        ..SpecOptions::default()
+    };
+    let c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        spec_opts,
+    );
+    bootstrap(&c);
+    let pid = || {
+        c.lab
+            .exec_ok("w1", "cat /run/k0s-service/k0sworker.service.pid")
+    };
+    let before = c.state_host("w1").expect("w1");
+    let old = c.lab.address("w1");
+    let new = c.lab.readdress("w1");
+    c.write_spec(&["c1", "w1"]);
+    let started = pid();
+    let plan_file = c.lab.dir().join("move.plan");
+    c.run(&["plan", "-out", plan_file.to_str().unwrap()])
+        .expect(0)
+        .contains(&format!("# worker w1 ({old}) has moved to {new}"))
+        .contains("Plan: 0 to add, 0 to change, 0 to replace, 0 to remove, 1 to move.");
+    c.run(&["apply", plan_file.to_str().unwrap()])
+        .expect(0)
+        .contains("Apply complete");
+    let after = c.state_host("w1").expect("w1 at its new address");
+    for k in ["machine_id", "host_key", "node_name"] {
+        assert_eq!(after[k], before[k], "{k}");
+    }
+    assert_eq!(after["access"]["ssh"]["address"], new.as_str());
+    assert_eq!(pid(), started, "k0s restarted on a pure move");
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("No changes.");
+
+    let newer = c.lab.readdress("w1");
+    c.write_spec(&["c1", "w1"]);
+    c.run(&["apply", "-refresh-only", "-auto-approve"])
+        .expect(0)
+        .contains(&format!("has moved to {newer}"));
+    let hosts = c.state_json()["hosts"].as_array().unwrap().clone();
+    let addrs: Vec<&str> = hosts.iter().filter_map(|h| h["address"].as_str()).collect();
+    assert!(
+        addrs.contains(&newer.as_str()) && !addrs.contains(&new.as_str()),
+        "{addrs:?}"
+    );
+    assert_eq!(hosts.len(), 2);
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("No changes.");
+}

@@ -2173,3 +2173,58 @@ fn environment_changes_are_a_planned_reconfigure_with_hidden_values() {
     facts_mut(&mut i.reality, &w01).unwrap().service_env = None;
     assert!(!run(&i).expect("plan").has_changes());
 }
+
+/// Issue 16: a match that is not one recorded host at one new address of the same role is not
+/// a move (and says why): one machine answering at two spec addresses, or another role.
+#[test]
+fn ambiguous_or_role_changing_matches_are_not_moves() {
+    let base = case_inputs("move_worker");
+    let w02 = HostId::new("10.0.1.9", 22);
+    let p = run(&base).expect("plan");
+    assert_eq!(p.changes[0].moved_from, Some(HostId::new("10.0.1.2", 22)));
+
+    // The same machine at a second spec address too.
+    let mut i = case_inputs("move_worker");
+    let mut twin = i.spec.hosts.iter().find(|h| h.id() == w02).unwrap().clone();
+    twin.ssh.address = "10.0.1.8".into();
+    twin.hostname = Some("w02b".into());
+    i.spec.hosts.push(twin);
+    let facts = base.reality.facts(&w02).unwrap().clone();
+    i.reality.hosts.push(HostReality {
+        id: HostId::new("10.0.1.8", 22),
+        probe: Probe::Reached(Box::new(facts)),
+    });
+    i.reality.sort();
+    let p = run(&i).expect("plan");
+    assert!(
+        p.changes.iter().all(|c| c.moved_from.is_none()),
+        "{}",
+        render::text(&p, false)
+    );
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("answers at several addresses of the spec (10.0.1.8, 10.0.1.9)")),
+        "{:?}",
+        p.warnings
+    );
+
+    // Recorded as a worker, now a controller in the spec.
+    let mut i = case_inputs("move_worker");
+    let at = i.spec.hosts.iter().position(|h| h.id() == w02).unwrap();
+    i.spec.hosts[at].role = Role::Controller;
+    let p = run(&i);
+    let text = match &p {
+        Ok(p) => {
+            assert!(p.changes.iter().all(|c| c.moved_from.is_none()));
+            p.warnings.join("\n")
+        }
+        Err(r) => refusal_text(r),
+    };
+    let warned = p.as_ref().is_ok_and(|p| {
+        p.warnings.iter().any(|w| {
+            w.contains("makes it a controller where it was a worker: not treated as a move")
+        })
+    });
+    assert!(warned, "{text}");
+}

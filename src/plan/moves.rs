@@ -80,10 +80,11 @@ pub fn find_moves(
     // One recorded host cannot move to two addresses (a machine reachable at both).
     let mut moves = Vec::new();
     for m in &candidates {
-        let targets: Vec<&Move> = candidates.iter().filter(|c| c.from == m.from).collect();
+        let mut targets: Vec<&Move> = candidates.iter().filter(|c| c.from == m.from).collect();
+        targets.sort_by(|a, b| a.to.cmp(&b.to));
         if targets.len() == 1 {
             moves.push(m.clone());
-        } else if targets[0].to == m.to {
+        } else if candidates.iter().find(|c| c.from == m.from).map(|c| &c.to) == Some(&m.to) {
             warnings.push(format!(
                 "the machine recorded at {} answers at several addresses of the spec ({}): not \
                  treated as a move",
