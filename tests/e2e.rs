@@ -2383,6 +2383,19 @@ fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
     plan_changes_nothing(&c, &[])
         .expect(0)
         .contains("No changes.");
+    // As k0sctl leaves it: the environment in its systemd drop-in (rig v2), not in the unit.
+    // The same values plan nothing.
+    c.lab.exec_ok(
+        "w1",
+        "sed -i '/^Environment=/d' /etc/systemd/system/k0sworker.service && \
+         mkdir -p /etc/systemd/system/k0sworker.service.d && \
+         printf '[Service]\\nEnvironment=HTTP_PROXY=http://proxy.invalid:3128\\nEnvironment=TOKEN=s3cret-one\\n' \
+         > /etc/systemd/system/k0sworker.service.d/env.conf",
+    );
+    assert!(!unit().contains("Environment="), "{}", unit());
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("No changes.");
 
     c.spec_opts.host_yaml.insert("w1".into(), env("s3cret-two"));
     c.write_spec(&["c1", "w1"]);
@@ -2399,6 +2412,12 @@ fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
         unit()
     );
     assert!(!unit().contains("s3cret-one"), "{}", unit());
+    // k0sctl's drop-in would override the unit's values: it is gone.
+    let dropin = c.lab.exec(
+        "w1",
+        "test -e /etc/systemd/system/k0sworker.service.d/env.conf",
+    );
+    assert!(!dropin.status.success(), "k0sctl's env.conf is still there");
     let environ = c.lab.exec_ok(
         "w1",
         "pid=$(k0s status -o json | sed -n 's/.*\"Pid\": *\\([0-9]*\\).*/\\1/p'); tr '\\0' '\\n' < /proc/$pid/environ",

@@ -126,6 +126,24 @@ pub fn install(
     RemoteCommand::new(argv).timeout(SERVICE)
 }
 
+/// The systemd drop-in k0sctl writes a host's `environment` to (rig v2
+/// initsystem/systemd.go `ServiceEnvironmentPath`: `/etc/systemd/system/<unit>.service.d/env.conf`).
+/// k0sform gives the service its environment with `k0s install -e`; a drop-in left by k0sctl
+/// would override those values (systemd reads drop-ins after the unit), so it goes before each
+/// install. Nothing else in the folder is touched.
+pub fn remove_k0sctl_env_dropin(kind: ServiceKind) -> RemoteCommand {
+    let unit = match kind {
+        ServiceKind::Controller => "k0scontroller",
+        ServiceKind::Worker => "k0sworker",
+    };
+    RemoteCommand::new([
+        "rm".to_string(),
+        "-f".into(),
+        format!("/etc/systemd/system/{unit}.service.d/env.conf"),
+    ])
+    .timeout(QUICK)
+}
+
 /// `k0s start` (returns once systemd accepted the job; poll `status` for readiness).
 pub fn start(bin: &str) -> RemoteCommand {
     k0s(bin, &["start"]).timeout(SERVICE)

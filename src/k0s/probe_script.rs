@@ -62,11 +62,13 @@ emit arch uname -m
 emit os_release cat /etc/os-release
 emit units units
 # The installed service's environment, as `k0s install -e` wrote it (pkg/install/systemd_linux.go
-# `Environment="NAME=VALUE"`, openrc_linux.go `export NAME=VALUE`). Values may be secrets: the
-# parser keeps only their sha256.
+# `Environment="NAME=VALUE"`, openrc_linux.go `export NAME=VALUE`), then systemd drop-ins in
+# their order (k0sctl writes its hosts' `environment` to `<unit>.service.d/env.conf`: rig v2
+# initsystem/systemd.go), which systemd reads after the unit. Values may be secrets: the parser
+# keeps only their sha256.
 service_env() {
   for u in k0scontroller k0sworker k0sserver; do
-    for f in "/etc/systemd/system/$u.service" "/etc/init.d/$u"; do
+    for f in "/etc/systemd/system/$u.service" "/etc/init.d/$u" "/etc/systemd/system/$u.service.d"/*.conf; do
       if [ -f "$f" ]; then grep -e '^Environment=' -e '^export ' -- "$f"; fi
     done
   done
@@ -345,35 +347,94 @@ fn sections(out: &CommandOutput, nonce: &str) -> Result<BTreeMap<String, Section
 }
 
 /// `os-release` → `"<ID> <VERSION_ID>"` (e.g. `debian 12`), else PRETTY_NAME, else "linux".
-/// The `Environment="NAME=VALUE"` (systemd) and `export NAME=VALUE` (OpenRC) lines of the
-/// installed k0s service, as name → sha256 of the value: the values may be secrets and never
-/// leave this function. A later line for the same name wins, as in systemd.
+/// The `Environment=` (systemd: k0s writes `Environment="NAME=VALUE"`, k0sctl's drop-in
+/// `Environment=NAME=VALUE` or `Environment='NAME=VALUE'`) and `export NAME=VALUE` (OpenRC) lines
+/// of the installed k0s service, in the order systemd reads them, as name → sha256 of the value:
+/// the values may be secrets and never leave this function. A later assignment wins and an
+/// empty `Environment=` clears the list, as in systemd.
 pub fn parse_service_env(text: &str) -> Result<BTreeMap<String, String>, String> {
     let mut env = BTreeMap::new();
     for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
-        let assignment = if let Some(rest) = line.strip_prefix("Environment=") {
-            rest.strip_prefix('"')
-                .and_then(|r| r.strip_suffix('"'))
-                .unwrap_or(rest)
+        let rest = if let Some(rest) = line.strip_prefix("Environment=") {
+            rest
         } else if let Some(rest) = line.strip_prefix("export ") {
             rest
         } else {
             continue;
         };
-        let Some((name, value)) = assignment.split_once('=') else {
-            return Err(
-                "the k0s service has an environment line without `NAME=` (edited by hand?)".into(),
-            );
-        };
-        if !crate::spec::valid_env_name(name) {
-            return Err(format!(
-                "the k0s service sets an environment variable with an invalid name ({:?})",
-                name.chars().take(64).collect::<String>()
-            ));
+        let words = unquote_words(rest)?;
+        if words.is_empty() && line.starts_with("Environment=") {
+            env.clear();
         }
-        env.insert(name.to_string(), crate::hash::sha256_hex(value));
+        for assignment in words {
+            let Some((name, value)) = assignment.split_once('=') else {
+                return Err(
+                    "the k0s service has an environment line without `NAME=` (edited by hand?)"
+                        .into(),
+                );
+            };
+            if !crate::spec::valid_env_name(name) {
+                return Err(format!(
+                    "the k0s service sets an environment variable with an invalid name ({:?})",
+                    name.chars().take(64).collect::<String>()
+                ));
+            }
+            env.insert(name.to_string(), crate::hash::sha256_hex(value));
+        }
     }
     Ok(env)
+}
+
+/// Words as systemd (and a shell) split an `Environment=` value: whitespace separates,
+/// `'…'` is literal, `"…"` takes `\"` and `\\` escapes, a backslash outside quotes escapes
+/// the next character, and adjacent pieces join (`'a'"'"'b'` is `a'b`).
+fn unquote_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur: Option<String> = None;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if let Some(w) = cur.take() {
+                    words.push(w);
+                }
+            }
+            '\'' => {
+                let w = cur.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => w.push(c),
+                        None => return Err("unterminated ' in the service environment".into()),
+                    }
+                }
+            }
+            '"' => {
+                let w = cur.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c) => w.push(c),
+                            None => return Err("unterminated \" in the service environment".into()),
+                        },
+                        Some(c) => w.push(c),
+                        None => return Err("unterminated \" in the service environment".into()),
+                    }
+                }
+            }
+            '\\' => {
+                if let Some(c) = chars.next() {
+                    cur.get_or_insert_with(String::new).push(c);
+                }
+            }
+            c => cur.get_or_insert_with(String::new).push(c),
+        }
+    }
+    if let Some(w) = cur {
+        words.push(w);
+    }
+    Ok(words)
 }
 
 fn os_name(os_release: &str) -> String {
@@ -1215,6 +1276,20 @@ esac
         assert_eq!(openrc["EMPTY"], crate::hash::sha256_hex(""));
         assert!(parse_service_env("").unwrap().is_empty());
         assert!(parse_service_env("Environment=\"NOEQUALS\"\n").is_err());
+        // k0sctl's drop-in (rig v2 ServiceEnvironmentContent: shellescape.Quote), read after the
+        // unit: its values win; an empty Environment= clears what came before.
+        let merged = parse_service_env(
+            "Environment=\"A=unit\"\nEnvironment=\"B=unit\"\nEnvironment=A=dropin\nEnvironment='SP=hello world' 'Q=it'\"'\"'s'\n",
+        )
+        .unwrap();
+        assert_eq!(merged["A"], crate::hash::sha256_hex("dropin"));
+        assert_eq!(merged["B"], crate::hash::sha256_hex("unit"));
+        assert_eq!(merged["SP"], crate::hash::sha256_hex("hello world"));
+        assert_eq!(merged["Q"], crate::hash::sha256_hex("it's"));
+        let cleared =
+            parse_service_env("Environment=\"A=1\"\nEnvironment=\nEnvironment=B=2\n").unwrap();
+        assert_eq!(cleared.keys().collect::<Vec<_>>(), ["B"]);
+        assert!(parse_service_env("Environment='A=1\n").is_err());
         assert!(parse_service_env("Environment=\"BAD-NAME=1\"\n").is_err());
     }
 

@@ -734,16 +734,25 @@ def start_unit(unit):
     if not os.path.exists(path):
         return
     exec_start, env, cond = None, {}, None
-    for line in open(path):
-        line = line.strip()
-        if line.startswith("ExecStart="):
-            exec_start = shlex.split(line[len("ExecStart="):])
-        elif line.startswith("Environment="):
-            for kv in shlex.split(line[len("Environment="):]):
-                k, _, v = kv.partition("=")
-                env[k] = v
-        elif line.startswith("ConditionFileIsExecutable="):
-            cond = line.split("=", 1)[1]
+    # The unit, then its drop-ins in name order (`<unit>.d/*.conf`; k0sctl writes a host's
+    # environment to env.conf there); an empty Environment= clears the list.
+    dropins = path + ".d"
+    files = [path] + (sorted(os.path.join(dropins, n) for n in os.listdir(dropins)
+                             if n.endswith(".conf")) if os.path.isdir(dropins) else [])
+    for f in files:
+        for line in open(f):
+            line = line.strip()
+            if line.startswith("ExecStart="):
+                exec_start = shlex.split(line[len("ExecStart="):])
+            elif line.startswith("Environment="):
+                words = shlex.split(line[len("Environment="):])
+                if not words:
+                    env = {}
+                for kv in words:
+                    k, _, v = kv.partition("=")
+                    env[k] = v
+            elif line.startswith("ConditionFileIsExecutable="):
+                cond = line.split("=", 1)[1]
     if not exec_start or (cond and not os.access(cond, os.X_OK)):
         return
     spawn_service(unit, exec_start, env)

@@ -45,6 +45,12 @@ impl<T: Transport + 'static> K0sRunner<T> {
             ServiceKind::Controller
         };
         let p = self.paths(&hs.id());
+        self.exec_ok(
+            &hs.id(),
+            k0s::remove_k0sctl_env_dropin(kind),
+            "removing k0sctl's environment drop-in",
+        )
+        .await?;
         // --force: a leftover unit from an earlier, half-done run is replaced, not an error.
         let cmd = k0s::install(&p.bin, kind, args, &hs.environment, true);
         self.exec_ok(&hs.id(), cmd, "k0s install").await.map(|_| ())
