@@ -409,6 +409,24 @@ fn double_cli_matches_reference() {
         lab.ssh_ok("c1", "cat /etc/systemd/system/k0scontroller.service"),
         unit
     );
+    // `-e NAME` takes NAME's value from k0s's own environment (cmd/install/util.go
+    // resolveEnvVars), each `-e` one line right after ExecStart, in the order given.
+    assert_eq!(
+        run(&format!(
+            "FROM_ENV=v1 k0s install controller --force {flags} -e FROM_ENV -e UNSET"
+        ))
+        .0,
+        Some(0)
+    );
+    let with_env = lab.ssh_ok("c1", "cat /etc/systemd/system/k0scontroller.service");
+    assert!(
+        with_env.contains("--no-taints=true\nEnvironment=\"HTTP_PROXY=http://proxy:3128\"\nEnvironment=\"FROM_ENV=v1\"\nEnvironment=\"UNSET=\"\n"),
+        "{with_env}"
+    );
+    assert_eq!(
+        run(&format!("k0s install controller --force {flags}")).0,
+        Some(0)
+    );
     assert_eq!(run("k0s stop").2, "Error: already stopped\n");
 
     // start, status
