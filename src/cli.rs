@@ -98,6 +98,9 @@ pub enum Command {
     Plan(PlanArgs),
     /// Plan (or take a saved plan) and carry it out
     Apply(ApplyArgs),
+    /// Reset every host of the cluster and empty the state (as `k0sctl reset`); asks for the
+    /// cluster's name unless -auto-approve
+    Destroy(DestroyArgs),
     /// Show a saved plan, or the state
     Show(ShowArgs),
     /// Print the plan's step graph as Graphviz DOT
@@ -225,6 +228,56 @@ pub struct PlanArgs {
     /// of `(secret, sha256 …)`; never with a saved plan, which holds no secrets
     #[arg(long = "show-secrets")]
     pub show_secrets: bool,
+    /// Plan the destruction of the cluster (what `destroy` would do): every host reset, the
+    /// state emptied. `-out` saves it for `apply FILE`
+    #[arg(long = "destroy")]
+    pub destroy: bool,
+    /// -lock=false: do not take the state lock while reading the state and probing (the plan
+    /// may then see a state an apply is changing)
+    #[arg(long = "lock", value_name = "BOOL", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+    pub lock: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct DestroyArgs {
+    /// Reset this host although its machine-id or host key is not the recorded one (it was
+    /// rebuilt) (repeatable)
+    #[arg(long = "replace", value_name = "ADDR")]
+    pub replace: Vec<String>,
+    /// Drop this host from the state WITHOUT resetting it, e.g. when it cannot be reached
+    /// (repeatable); an unreachable host refuses the destroy otherwise
+    #[arg(long = "exclude", value_name = "ADDR")]
+    pub exclude: Vec<String>,
+    /// Hosts probed (and workers reset) at once
+    #[arg(long = "parallelism", value_name = "N", default_value_t = 32)]
+    pub parallelism: usize,
+    /// -trust-new-host-keys=false: refuse when a host has no host key recorded in the state
+    /// nor pinned with ssh.hostKey (first contact)
+    #[arg(long = "trust-new-host-keys", value_name = "BOOL", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+    pub trust_new_host_keys: bool,
+    /// Do not ask for the cluster's name
+    #[arg(long = "auto-approve")]
+    pub auto_approve: bool,
+    /// Print progress as JSON lines
+    #[arg(long = "json")]
+    pub json: bool,
+}
+
+impl DestroyArgs {
+    /// The host selection flags, as `apply` takes them.
+    pub fn target_args(&self) -> TargetArgs {
+        TargetArgs {
+            replace: self.replace.clone(),
+            target: Vec::new(),
+            exclude: self.exclude.clone(),
+            refresh_only: false,
+            no_drain: false,
+            allow_downgrade: false,
+            parallelism: self.parallelism,
+            trust_new_host_keys: self.trust_new_host_keys,
+            restore_from: None,
+        }
+    }
 }
 
 #[derive(Debug, Args, Clone)]

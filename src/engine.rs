@@ -276,8 +276,12 @@ pub async fn plan_with(
         probe_out,
     )
     .await?;
-    let resolved =
-        release_sources(&mut loaded.spec, &state.state, &reality, &mut desired, None).await?;
+    // A destroy installs nothing: no version to choose, no release to look up.
+    let resolved = if opts.destroy {
+        None
+    } else {
+        release_sources(&mut loaded.spec, &state.state, &reality, &mut desired, None).await?
+    };
     let mut plan = plan::diff(&loaded.spec, &state.state, &reality, &desired, opts)?;
     plan.k0s_version = resolved;
     Ok(Planned {
@@ -298,7 +302,12 @@ async fn desired_and_reality(
     probe_in: Option<&Path>,
     probe_out: Option<&Path>,
 ) -> Result<(Desired, Reality), Failure> {
-    let desired = desired(&loaded.spec)?;
+    // A destroy uploads nothing: local binaries and files are not read (they may be gone).
+    let desired = if opts.destroy {
+        Desired::default()
+    } else {
+        desired(&loaded.spec)?
+    };
     let reality = reality(
         &loaded.spec,
         &state.state,
@@ -345,14 +354,18 @@ pub async fn rederive_saved(
         .verify(&state.sealed_view(), &loaded.sha256, &reality)
         .map_err(SavedPlanFailure::Stale)?;
     // The version the saved plan chose is the one installed, whatever the index says now.
-    let resolved = release_sources(
-        &mut loaded.spec,
-        &state.state,
-        &reality,
-        &mut desired,
-        saved.plan.k0s_version.as_ref(),
-    )
-    .await?;
+    let resolved = if opts.destroy {
+        None
+    } else {
+        release_sources(
+            &mut loaded.spec,
+            &state.state,
+            &reality,
+            &mut desired,
+            saved.plan.k0s_version.as_ref(),
+        )
+        .await?
+    };
     let mut derived = plan::diff(&loaded.spec, &state.state, &reality, &desired, &opts)
         .map_err(|r| SavedPlanFailure::Other(r.into()))?;
     derived.k0s_version = resolved;

@@ -28,6 +28,7 @@ fn plan_of(steps: Vec<Step>) -> Plan {
         cluster_uid: None,
         cluster_action: ClusterAction::Existing,
         refresh_only: false,
+        destroy: false,
         outside_changes: vec![],
         changes: vec![],
         drift: vec![],

@@ -918,6 +918,9 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                 rec.port = step.host.port;
                 state.upsert_host(rec);
             }
+            StepKind::ForgetCluster => {
+                state.cluster = None;
+            }
             StepKind::UploadFiles { files } => {
                 let f = f.expect("files for an unreachable host");
                 for want in files {
@@ -1125,6 +1128,15 @@ fn check_case(name: &str, case: &Case) -> Result<(), String> {
                 .any(|h| matches!(h.probe, Probe::HostKeyChanged { .. }));
             if !p.refresh_only && p.has_changes() && inputs.options.target.is_empty() && !unprobed {
                 let (state2, reality2) = simulate_apply(p, &inputs);
+                if p.destroy {
+                    // A destroy ends with an empty state of the same lineage.
+                    if !state2.hosts.is_empty() || state2.cluster.is_some() {
+                        return Err(format!("state after destroy is not empty: {state2:?}"));
+                    }
+                    if state2.lineage != inputs.state.lineage {
+                        return Err("destroy changed the state's lineage".into());
+                    }
+                }
                 let again = plan::diff(
                     &inputs.spec,
                     &state2,
@@ -1132,6 +1144,7 @@ fn check_case(name: &str, case: &Case) -> Result<(), String> {
                     &inputs.desired,
                     &PlanOptions {
                         exclude: inputs.options.exclude.clone(),
+                        destroy: p.destroy,
                         ..Default::default()
                     },
                 )

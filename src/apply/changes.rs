@@ -29,6 +29,8 @@ pub enum StateChange {
     AdoptCluster(ClusterState),
     /// The host now runs this k0s version.
     SetHostVersion { host: HostId, version: String },
+    /// The cluster was destroyed: forget its identity (the lineage stays).
+    ForgetCluster,
 }
 
 impl StateChange {
@@ -70,6 +72,7 @@ impl StateChange {
                     state.cluster = Some(c.clone());
                 }
             }
+            StateChange::ForgetCluster => state.cluster = None,
             StateChange::SetHostVersion { host, version } => {
                 if let Some(h) = state.host_mut(host) {
                     h.k0s_version = Some(version.clone());

@@ -167,6 +167,11 @@ pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'st
             "Removed from the state",
             "removing",
         ),
+        StepKind::ForgetCluster => (
+            "Removing the cluster's identity from the state".into(),
+            "Cluster removed from the state",
+            "removing the cluster",
+        ),
     }
 }
 
@@ -235,6 +240,7 @@ pub fn step_label(step: &Step) -> String {
         StepKind::MoveHost { from } => format!("move_host from {from}"),
         StepKind::RecordHost => "record_host".to_string(),
         StepKind::ForgetHost => "forget_host".to_string(),
+        StepKind::ForgetCluster => "forget_cluster".to_string(),
     }
 }
 

@@ -2,7 +2,7 @@
 //! state after each one.
 
 use crate::apply::{self, Cancel, ExecOptions, Remote};
-use crate::cli::{ApplyArgs, GlobalArgs};
+use crate::cli::{ApplyArgs, DestroyArgs, GlobalArgs};
 use crate::engine::{self, Failure, Planned};
 use crate::exit::Exit;
 use crate::plan::render;
@@ -12,14 +12,33 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
 pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
-    engine::with_ssh(|transport| async move { apply(global, args, &transport).await })
+    engine::with_ssh(|transport| async move { apply(global, args, false, &transport).await })
+}
+
+/// `k0sform destroy`: `apply` of a destroy plan, confirmed by typing the cluster's name.
+pub fn destroy(global: &GlobalArgs, args: &DestroyArgs) -> Exit {
+    let apply_args = ApplyArgs {
+        plan_file: None,
+        target: args.target_args(),
+        auto_approve: args.auto_approve,
+        json: args.json,
+        kubeconfig_out: None,
+        show_secrets: false,
+    };
+    engine::with_ssh(|transport| async move { apply(global, &apply_args, true, &transport).await })
 }
 
 async fn apply(
     global: &GlobalArgs,
     args: &ApplyArgs,
+    destroy: bool,
     transport: &SshTransport,
 ) -> Result<Exit, Failure> {
+    if destroy && !args.auto_approve && !global.input {
+        return Err(Failure::error(
+            "destroy needs confirmation but -input=false forbids asking: review `k0sform plan -destroy` and use -auto-approve",
+        ));
+    }
     if args.plan_file.is_none() && !args.auto_approve && !global.input {
         return Err(Failure::error(
             "apply needs confirmation but -input=false forbids asking: review the plan and use -auto-approve, or apply a saved plan file",
@@ -32,7 +51,8 @@ async fn apply(
     }
     // The lock comes first: planning against a state another apply is about to change is useless.
     let (loaded, mut ctx) = super::load_inputs(global)?;
-    let _lock = ctx.store.lock("apply", global.lock_timeout)?;
+    let operation = if destroy { "destroy" } else { "apply" };
+    let _lock = ctx.store.lock(operation, global.lock_timeout)?;
     // Re-read under the lock: another run may have written since.
     let fresh = ctx.store.load()?;
     ctx.had_state = fresh.is_some();
@@ -60,11 +80,17 @@ async fn apply(
             })?;
             // What runs is what was derived now (equal to the file's plan, or refused above).
             show_plan(args, &planned.plan, color);
+            // A plan file that destroys the cluster is confirmed like `destroy`: a file swapped
+            // or edited into a destroy plan does not run unasked.
+            if planned.plan.destroy && planned.plan.has_changes() && !args.auto_approve {
+                confirm_destroy(global.input, args.json, &planned.plan.cluster_name)?;
+            }
             planned
         }
         None => {
             let opts = crate::plan::PlanOptions {
                 show_secrets: args.show_secrets,
+                destroy,
                 ..super::plan_options(&args.target)?
             };
             let planned = engine::plan_with(
@@ -78,7 +104,11 @@ async fn apply(
             .await?;
             show_plan(args, &planned.plan, color);
             if planned.plan.has_changes() && !args.auto_approve {
-                confirm(global.input, args.json)?;
+                if destroy {
+                    confirm_destroy(global.input, args.json, &planned.plan.cluster_name)?;
+                } else {
+                    confirm(global.input, args.json)?;
+                }
             }
             planned
         }
@@ -97,6 +127,9 @@ async fn apply(
         eprintln!("{}", crate::ui::escape(&note));
     }
     let spec = planned.loaded.spec.clone();
+    if planned.plan.destroy && !planned.plan.has_changes() {
+        forget_empty_cluster(&mut planned)?;
+    }
     let exit = if planned.plan.has_changes() {
         execute(global, args, transport, planned).await?
     } else {
@@ -142,6 +175,56 @@ fn resolve_intents(planned: &mut Planned) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A destroy with nothing left to reset: a state that still names a cluster but records no host
+/// (hosts removed with `state rm`, or a run killed between its last two checkpoints) is emptied.
+fn forget_empty_cluster(planned: &mut Planned) -> Result<(), Failure> {
+    let state = &mut planned.state.state;
+    if state.cluster.is_none() || !state.hosts.is_empty() {
+        return Ok(());
+    }
+    state.cluster = None;
+    planned.state.store.write(state)?;
+    eprintln!("No host is left: the cluster's identity was removed from the state.");
+    Ok(())
+}
+
+/// Ask for the cluster's name before destroying it; refuse without a terminal or with
+/// `-input=false`.
+fn confirm_destroy(input: bool, json: bool, cluster: &str) -> Result<(), Failure> {
+    if !input {
+        return Err(Failure::error(
+            "destroy needs confirmation but -input=false forbids asking: review the plan and use -auto-approve",
+        ));
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(Failure::error(
+            "destroy needs confirmation but there is no terminal: review the plan and use -auto-approve",
+        ));
+    }
+    let question = format!(
+        "\nDo you really want to destroy cluster \"{}\"?\n  Every host above is stopped and reset (k0s reset: etcd data, certificates, containers); this cannot be undone.\n  Only the cluster's name will be accepted to approve.\n\n  Enter the cluster's name: ",
+        crate::ui::escape(cluster)
+    );
+    if json {
+        eprint!("{question}");
+        let _ = std::io::stderr().flush();
+    } else {
+        print!("{question}");
+        let _ = std::io::stdout().flush();
+    }
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Failure::error(format!("cannot read the answer: {e}")))?;
+    if answer.trim_end_matches(['\n', '\r']) != cluster || cluster.is_empty() {
+        return Err(Failure::error(
+            "destroy cancelled: the answer is not the cluster's name",
+        ));
+    }
+    Ok(())
+}
+
 /// The plan before anything runs: as text on stdout, or with `-json` as a `planned` event line
 /// on stdout, and then as text on stderr when that is a terminal and a `yes` will be asked for,
 /// so the person answering sees what they approve.
@@ -153,7 +236,8 @@ fn show_plan(args: &ApplyArgs, plan: &crate::plan::Plan, color: bool) {
     JsonSink::new(std::io::stdout()).event(&ApplyEvent::Planned {
         plan: Box::new(plan.clone()),
     });
-    let asks = args.plan_file.is_none() && plan.has_changes() && !args.auto_approve;
+    let asks =
+        (args.plan_file.is_none() || plan.destroy) && plan.has_changes() && !args.auto_approve;
     if asks && std::io::stderr().is_terminal() {
         let color = color && ui::stderr_is_tty();
         eprint!("{}", render::text(plan, color));

@@ -41,6 +41,7 @@ pub fn run(cli: Cli) -> Exit {
         Command::ForceUnlock(args) => state::force_unlock(&cli.global, &args),
         Command::Plan(args) => plan::run(&cli.global, &args),
         Command::Apply(args) => apply::run(&cli.global, &args),
+        Command::Destroy(args) => apply::destroy(&cli.global, &args),
         Command::Show(args) => show::run(&cli.global, &args),
         Command::Graph(args) => graph::run(&cli.global, &args),
         Command::Kubeconfig(args) => kubeconfig::run(&cli.global, &args),
@@ -88,6 +89,7 @@ fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
             None => None,
         },
         show_secrets: false,
+        destroy: false,
     })
 }
 

@@ -19,14 +19,44 @@ async fn plan(
             "-show-secrets cannot be used with -out: a saved plan never holds secret values",
         ));
     }
+    if args.destroy {
+        for (given, flag) in [
+            (args.target.refresh_only, "-refresh-only"),
+            (!args.target.target.is_empty(), "-target"),
+            (args.target.restore_from.is_some(), "-restore-from"),
+        ] {
+            if given {
+                return Err(Failure::error(format!(
+                    "-destroy cannot be used with {flag}: a destroy resets every host of the spec and the state"
+                )));
+            }
+        }
+    }
     let opts = PlanOptions {
         show_secrets: args.show_secrets,
+        destroy: args.destroy,
         ..super::plan_options(&args.target)?
     };
-    let planned = super::plan_now(
-        global,
-        (&args.target, &opts),
+    // The lock is held while the state is read and the hosts are probed, so a plan never reads
+    // a state an apply is half-way through (-lock=false skips it; DESIGN.md exit 4 when held).
+    let loaded = engine::load_spec(&global.config)?;
+    let store = super::open_store(global)?;
+    let _lock = if args.lock {
+        let operation = if args.destroy {
+            "plan -destroy"
+        } else {
+            "plan"
+        };
+        Some(store.lock(operation, global.lock_timeout)?)
+    } else {
+        None
+    };
+    let state = engine::load_state(store)?;
+    let planned = engine::plan_with(
+        loaded,
+        state,
         transport,
+        (&opts, args.target.parallelism),
         args.probe_in.as_deref(),
         args.probe_out.as_deref(),
     )

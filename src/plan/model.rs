@@ -17,6 +17,9 @@ pub struct Plan {
     pub cluster_action: ClusterAction,
     /// `-refresh-only`: the plan only records reality into state.
     pub refresh_only: bool,
+    /// `plan -destroy` / `destroy`: every host is reset and the state ends empty (k0sctl reset).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub destroy: bool,
     /// Identities that changed since the state was written ("Changed outside k0sform").
     pub outside_changes: Vec<OutsideChange>,
     /// One entry per host that changes, sorted by host id.
@@ -159,6 +162,8 @@ pub enum ReasonCode {
     FilesChange,
     /// The host answers at a new address with the recorded machine-id and host key.
     Moved,
+    /// `destroy`: the whole cluster is reset.
+    Destroy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -315,6 +320,9 @@ pub enum StepKind {
     RecordHost,
     /// Drop the host from the state.
     ForgetHost,
+    /// Drop the cluster's identity from the state (`destroy`, after the last host): the state
+    /// keeps its lineage, and its serial goes on growing.
+    ForgetCluster,
 }
 
 impl StepKind {
@@ -361,6 +369,7 @@ impl StepKind {
             StepKind::MoveHost { .. } => "move_host",
             StepKind::RecordHost => "record_host",
             StepKind::ForgetHost => "forget_host",
+            StepKind::ForgetCluster => "forget_cluster",
         }
     }
 }
@@ -400,6 +409,10 @@ pub struct PlanOptions {
     /// `-allow-downgrade`: plan a spec version older than what a host runs (refused otherwise).
     #[serde(default)]
     pub allow_downgrade: bool,
+    /// `plan -destroy` / `destroy`: reset every host of the spec and the state (workers first,
+    /// then controllers one at a time) and empty the state.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub destroy: bool,
     /// `-show-secrets`: the k0s.yaml diff shows secret values (kine DSN passwords, tokens)
     /// instead of `(secret, sha256 …)`. Never saved: a saved plan holds no secrets, and its plan
     /// is derived again without them.

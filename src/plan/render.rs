@@ -73,7 +73,11 @@ pub fn text(plan: &Plan, color: bool) -> String {
         1 => "etcd 1 member".to_string(),
         n => format!("etcd {n} members"),
     };
-    let opening = if plan.refresh_only {
+    let opening = if plan.destroy && plan.has_changes() {
+        "k0sform will DESTROY cluster"
+    } else if plan.destroy {
+        "k0sform found nothing to destroy of cluster"
+    } else if plan.refresh_only {
         "k0sform will record the hosts of cluster"
     } else if plan.has_changes() {
         "k0sform will perform the following actions on cluster"
@@ -162,6 +166,8 @@ pub fn text(plan: &Plan, color: bool) -> String {
             .collect();
         let what = if plan.refresh_only {
             "recorded".to_string()
+        } else if plan.destroy {
+            "destroyed".to_string()
         } else {
             verb(c.action).to_string()
         };
@@ -216,7 +222,15 @@ pub fn text(plan: &Plan, color: bool) -> String {
     }
 
     if !plan.has_changes() {
-        out.push_str("No changes. The cluster matches the spec.\n");
+        out.push_str(if plan.destroy {
+            "No changes. No host and no cluster identity are left to destroy.\n"
+        } else {
+            "No changes. The cluster matches the spec.\n"
+        });
+        return out;
+    }
+    if plan.destroy {
+        destroy_summary(plan, &mut out);
         return out;
     }
     if plan.refresh_only {
@@ -285,6 +299,30 @@ pub fn text(plan: &Plan, color: bool) -> String {
         );
     }
     out
+}
+
+/// The last lines of a destroy plan: how many hosts, and how etcd shrinks.
+fn destroy_summary(plan: &Plan, out: &mut String) {
+    let hosts = plan.changes.len();
+    let _ = writeln!(
+        out,
+        "Plan: {hosts} host{} to destroy (workers first, then controllers one at a time); the state keeps its lineage and ends empty.",
+        if hosts == 1 { "" } else { "s" }
+    );
+    let e = &plan.etcd;
+    match e.members_before {
+        0 => {}
+        1 => {
+            let _ = writeln!(out, "etcd: 1 member, reset last with the cluster's data.");
+        }
+        n => {
+            let _ = writeln!(
+                out,
+                "etcd: {n} members before; members leave one at a time, never fewer than {} healthy (largest quorum {}); the last member is reset with the cluster's data.",
+                e.min_healthy, e.quorum
+            );
+        }
+    }
 }
 
 fn members_n(n: usize) -> String {

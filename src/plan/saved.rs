@@ -256,6 +256,9 @@ impl SavedPlan {
             restore: self.options.restore.clone(),
             // As reviewed: the plan was made with (or without) -allow-downgrade.
             allow_downgrade: self.options.allow_downgrade,
+            // As reviewed: a destroy plan is derived again as a destroy (and `apply` asks for the
+            // cluster's name before running one, unless -auto-approve).
+            destroy: self.options.destroy,
             // The saved plan was made without secrets, so it is derived again without them.
             show_secrets: false,
         })

@@ -139,6 +139,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             StepKind::MoveHost { from } => self.move_host(host, from).await,
             StepKind::RecordHost => self.record_host(ctx, host).await,
             StepKind::ForgetHost => Ok(vec![StateChange::ForgetHost(host.clone())]),
+            StepKind::ForgetCluster => Ok(vec![StateChange::ForgetCluster]),
         }
     }
 }

@@ -398,6 +398,21 @@ fn managed_cluster(
     }
 }
 
+/// `destroy` where no controller of the recorded cluster answers (all stopped, or reset by an
+/// earlier, interrupted destroy): no membership to change, only hosts to reset.
+pub(super) fn no_running_cluster(state: &State) -> ClusterCtx {
+    ClusterCtx {
+        action: ClusterAction::Existing,
+        uid: state.cluster.as_ref().map(|c| c.uid.clone()),
+        members: Vec::new(),
+        healthy: BTreeSet::new(),
+        foreign: BTreeSet::new(),
+        nodes: BTreeMap::new(),
+        control_nodes: BTreeSet::new(),
+        nodes_complete: false,
+    }
+}
+
 impl Planner<'_> {
     pub(super) fn member_of(&self, id: &HostId) -> Option<&Member> {
         self.cluster

@@ -464,7 +464,7 @@ impl<'a> Planner<'a> {
     }
 }
 
-fn leftovers(f: &HostFacts) -> bool {
+pub(super) fn leftovers(f: &HostFacts) -> bool {
     f.service.is_some() || f.is_running() || f.has_etcd_data
 }
 
@@ -512,7 +512,7 @@ fn replace_reasons(change: &IdentityChange, f: &HostFacts, st: &HostState) -> Ve
     reasons
 }
 
-fn unreachable_refusal(h: &HostCtx) -> Refusal {
+pub(super) fn unreachable_refusal(h: &HostCtx) -> Refusal {
     let err = match h.probe {
         Some(Probe::Unreachable { error }) => error.clone(),
         _ => "not probed".into(),
@@ -532,7 +532,7 @@ fn unreachable_refusal(h: &HostCtx) -> Refusal {
 
 /// Reachable, but `k0s status` did not answer in time (it can block for minutes on a node that
 /// runs workloads): k0s may run, so nothing can be decided for this host.
-fn not_answering_refusal(h: &HostCtx, error: &str) -> Refusal {
+pub(super) fn not_answering_refusal(h: &HostCtx, error: &str) -> Refusal {
     Refusal {
         kind: RefusalKind::Unreachable,
         message: format!("{} ({}): k0s not answering", h.name(), h.id),
@@ -546,7 +546,7 @@ fn not_answering_refusal(h: &HostCtx, error: &str) -> Refusal {
     }
 }
 
-fn host_key_refusal(h: &HostCtx, expected: &str, offered: &str) -> Refusal {
+pub(super) fn host_key_refusal(h: &HostCtx, expected: &str, offered: &str) -> Refusal {
     Refusal {
         kind: RefusalKind::HostKeyChanged,
         message: format!(

@@ -289,13 +289,21 @@ impl Planner<'_> {
             }
             StepKind::ForgetHost => {
                 if let Decision::Remove { reset: None, .. } = &p.decision {
-                    out.push(line(
-                        '!',
-                        "not reset: unreachable, or no longer the recorded machine".into(),
-                    ));
+                    let text = if !self.opts.destroy {
+                        "not reset: unreachable, or no longer the recorded machine"
+                    } else if h.excluded {
+                        "NOT reset: excluded with -exclude"
+                    } else {
+                        "nothing to reset: no k0s service, process or data on the host"
+                    };
+                    out.push(line('!', text.into()));
                 }
                 out.push(line('-', "forgotten in the state".into()))
             }
+            StepKind::ForgetCluster => out.push(line(
+                '-',
+                "the cluster's identity is forgotten in the state (its lineage is kept)".into(),
+            )),
             _ => {}
         }
     }

@@ -5,6 +5,7 @@
 mod cluster;
 mod decide;
 mod decision;
+mod destroy;
 mod details;
 mod drain;
 mod hooks;
@@ -43,7 +44,17 @@ pub fn diff(
     }
     let (moves, move_warnings) = crate::plan::moves::find_moves(spec, state, reality, opts);
     let hosts = collect_hosts(spec, state, reality, opts, &moves);
-    let cluster = identify_cluster(spec, state, &hosts, opts)?;
+    let cluster = match identify_cluster(spec, state, &hosts, opts) {
+        // Destroy needs no running cluster: with none of its controllers answering there is no
+        // membership left to change, only hosts to reset. Split brain is still refused.
+        Err(r)
+            if opts.destroy
+                && matches!(r.kind, RefusalKind::NoController | RefusalKind::Unreachable) =>
+        {
+            cluster::no_running_cluster(state)
+        }
+        other => other?,
+    };
     if let Some(archive) = &opts.restore {
         crate::plan::restore::check_bootstrap(spec, &cluster.action, archive)?;
     }
@@ -78,6 +89,9 @@ struct Planner<'a> {
 
 impl Planner<'_> {
     fn plan(&mut self) -> Result<Plan, Refusal> {
+        if self.opts.destroy {
+            return self.destroy_plan();
+        }
         let outside_changes = self.outside_changes();
         let drift = self.drift();
         if self.opts.refresh_only {
@@ -111,6 +125,7 @@ impl Planner<'_> {
             cluster_uid: self.cluster.uid.clone(),
             cluster_action: self.cluster.action.clone(),
             refresh_only: false,
+            destroy: false,
             outside_changes,
             changes,
             drift,
@@ -268,7 +283,7 @@ impl Planner<'_> {
     }
 }
 
-fn merge_refusals(mut refusals: Vec<Refusal>) -> Refusal {
+pub(super) fn merge_refusals(mut refusals: Vec<Refusal>) -> Refusal {
     if refusals.len() == 1 {
         return refusals.remove(0);
     }

@@ -48,6 +48,14 @@ impl QuorumSim {
     fn healthy(&self) -> usize {
         self.members.iter().filter(|m| m.2).count()
     }
+    /// (members, healthy members) now.
+    pub(super) fn counts(&self) -> (usize, usize) {
+        (self.members.len(), self.healthy())
+    }
+    /// No members, or at least quorum of them healthy: a membership change is possible.
+    pub(super) fn has_quorum(&self) -> bool {
+        self.members.is_empty() || self.healthy() >= quorum(self.members.len())
+    }
     fn check_start(&self, what: &str) -> Result<(), Refusal> {
         let n = self.members.len();
         if n > 0 && self.healthy() < quorum(n) {

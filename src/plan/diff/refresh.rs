@@ -185,6 +185,7 @@ impl Planner<'_> {
             cluster_uid: self.cluster.uid.clone(),
             cluster_action: self.cluster.action.clone(),
             refresh_only: true,
+            destroy: false,
             outside_changes,
             changes,
             drift,

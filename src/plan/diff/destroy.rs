@@ -1,0 +1,337 @@
+//! `plan -destroy` / `destroy`, k0sform's `k0sctl reset`: every host of the spec and of the
+//! state is reset and forgotten, and the state ends with no hosts and no cluster identity (its
+//! lineage kept). Workers go first, all at once (the executor's `-parallelism` bounds them), then
+//! controllers one at a time. k0sctl's reset (action/reset.go, phase/reset_{workers,controllers,
+//! leader}.go) stops and resets each controller without leaving etcd (`NoLeave: true`), which
+//! takes the remaining members below quorum half-way through; here each controller but the last
+//! leaves etcd first (removed by its recorded member ID through the controller reset last, with
+//! the quorum arithmetic shown), so an interrupted destroy leaves a smaller, healthy cluster that
+//! running destroy again finishes. The last member is simply reset, as k0sctl's ResetLeader does:
+//! etcd cannot remove its only member, and its data goes with `k0s reset`.
+//!
+//! A host is reset only when it is the machine the state recorded (machine-id and host key), or
+//! `-replace` names it; otherwise the plan is refused (exit 3). An unreachable host refuses the
+//! plan (exit 1) unless `-exclude` names it: then it is dropped from the state, not reset, and
+//! the plan says so.
+
+use super::decide::{host_key_refusal, leftovers, not_answering_refusal, unreachable_refusal};
+use super::decision::{Decision, HostPlan};
+use super::hosts::HostCtx;
+use super::quorum::{QuorumSim, quorum};
+use super::steps::Builder;
+use super::{Planner, merge_refusals, reason};
+use crate::hash::{short, short_key};
+use crate::hostid::HostId;
+use crate::plan::model::*;
+use crate::reality::Probe;
+use std::collections::BTreeMap;
+
+/// The steps, their owners, the etcd summary, and extra detail lines per host (the quorum
+/// arithmetic of each removal).
+type DestroySteps = (
+    Vec<Step>,
+    BTreeMap<usize, usize>,
+    QuorumSummary,
+    BTreeMap<HostId, Vec<Detail>>,
+);
+
+impl Planner<'_> {
+    pub(super) fn destroy_plan(&mut self) -> Result<Plan, Refusal> {
+        self.intent_warnings();
+        self.selector_warnings();
+        let mut plans = Vec::new();
+        let mut refusals = Vec::new();
+        for idx in 0..self.hosts.len() {
+            match self.decide_destroy(idx) {
+                Ok(Some(p)) => plans.push(p),
+                Ok(None) => {}
+                Err(r) => refusals.push(r),
+            }
+        }
+        if !refusals.is_empty() {
+            return Err(merge_refusals(refusals));
+        }
+        let (steps, owner, etcd, notes) = self.destroy_steps(&plans)?;
+        let (steps, owner) = self.with_hooks(&plans, steps, owner);
+        let mut changes = self.host_changes(&plans, &steps, &owner);
+        // The quorum arithmetic goes under the removal it is about (or first, for the last
+        // member, which is reset without leaving).
+        for c in &mut changes {
+            if let Some(lines) = notes.get(&c.host) {
+                let at = c
+                    .details
+                    .iter()
+                    .position(|d| d.text.starts_with("etcd member "))
+                    .map_or(0, |i| i + 1);
+                c.details.splice(at..at, lines.iter().cloned());
+            }
+        }
+        super::super::graph::check_acyclic(&steps).map_err(|e| Refusal {
+            kind: RefusalKind::Quorum,
+            message: format!("internal error: the step graph is not a DAG: {e}"),
+            details: vec![],
+        })?;
+        Ok(Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            cluster_name: self.spec.name.clone(),
+            cluster_uid: self.cluster.uid.clone(),
+            cluster_action: ClusterAction::Existing,
+            refresh_only: false,
+            destroy: true,
+            outside_changes: Vec::new(),
+            changes,
+            drift: Vec::new(),
+            steps,
+            etcd,
+            warnings: std::mem::take(&mut self.warnings),
+            state_serial: self.state_serial(),
+            first_contacts: Vec::new(),
+            k0s_version: None,
+        })
+    }
+
+    /// What destroy does to one host: reset it (when something of k0s is there) and forget it,
+    /// its etcd member leaving first; refused when it cannot be reached or is not the recorded
+    /// machine.
+    fn decide_destroy(&mut self, idx: usize) -> Result<Option<HostPlan>, Refusal> {
+        let h = &self.hosts[idx];
+        if h.excluded {
+            let Some(_) = h.state else {
+                return Ok(None);
+            };
+            self.warnings.push(format!(
+                "{} ({}) is excluded: it is NOT reset, only dropped from the state; reset it by \
+                 hand (k0s stop; k0s reset) before using it again",
+                h.name(),
+                h.id
+            ));
+            let member = if h.role().is_controller() {
+                self.stale_member(h)?
+            } else {
+                None
+            };
+            return Ok(Some(HostPlan::new(
+                idx,
+                Decision::Remove {
+                    member,
+                    reset: None,
+                },
+                vec![reason(
+                    ReasonCode::Destroy,
+                    "the cluster is destroyed; -exclude names it: dropped from the state without a reset",
+                )],
+            )));
+        }
+        let f = match h.probe {
+            None | Some(Probe::Unreachable { .. }) => return Err(unreachable_refusal(h)),
+            Some(Probe::K0sNotAnswering { error }) => return Err(not_answering_refusal(h, error)),
+            Some(Probe::HostKeyChanged { expected, offered }) => {
+                return Err(host_key_refusal(h, expected, offered));
+            }
+            Some(Probe::Reached(f)) => f,
+        };
+        if let Some(st) = h.state
+            && (f.machine_id != st.machine_id || f.host_key != st.host_key)
+            && !self.opts.is_replaced(&h.id)
+        {
+            return Err(identity_refusal(h, f, st));
+        }
+        let member = if h.role().is_controller() {
+            self.stale_member(h)?
+        } else {
+            None
+        };
+        let reset = leftovers(f).then(|| f.machine_id.clone());
+        if h.state.is_none() && reset.is_none() && member.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(HostPlan::new(
+            idx,
+            Decision::Remove { member, reset },
+            vec![reason(ReasonCode::Destroy, "the cluster is destroyed")],
+        )))
+    }
+
+    /// Workers first (each independent: the executor runs as many at once as -parallelism
+    /// allows), then controllers one at a time: members that are down first, the controller
+    /// every removal goes through last; then the cluster's identity is forgotten.
+    fn destroy_steps(&mut self, plans: &[HostPlan]) -> Result<DestroySteps, Refusal> {
+        let mut b = Builder::default();
+        let mut notes: BTreeMap<HostId, Vec<Detail>> = BTreeMap::new();
+        let mut workers_done: Vec<Option<usize>> = Vec::new();
+        for p in plans.iter().filter(|p| !self.is_ctrl(p)) {
+            self.push_reset_and_forget(&mut b, p, Vec::new());
+            workers_done.push(b.last.get(&p.idx).copied());
+        }
+
+        let mut controllers: Vec<&HostPlan> = plans.iter().filter(|p| self.is_ctrl(p)).collect();
+        let last = self.last_controller(&controllers);
+        // Down members leave first (each makes the rest safer), the last controller stays last.
+        controllers.sort_by_key(|p| {
+            let down =
+                matches!(&p.decision, Decision::Remove { member: Some(m), .. } if !m.healthy);
+            (Some(p.idx) == last, !down, self.hosts[p.idx].id.clone())
+        });
+        let mut sim = QuorumSim::new(&self.cluster.members);
+        let can_leave = sim.has_quorum() && last.is_some();
+        if !self.cluster.members.is_empty() && !can_leave {
+            let (n, healthy) = sim.counts();
+            self.warnings.push(format!(
+                "etcd has {healthy} healthy of {n} members (quorum {}): no member can leave; the \
+                 controllers are reset without leaving etcd, as k0sctl reset does",
+                quorum(n)
+            ));
+        }
+        let via = last.map(|i| self.hosts[i].id.clone());
+        let mut prev: Vec<Option<usize>> = workers_done.clone();
+        for p in &controllers {
+            let h = &self.hosts[p.idx];
+            let Decision::Remove { member, .. } = &p.decision else {
+                continue;
+            };
+            let mut deps = prev.clone();
+            let is_last = Some(p.idx) == last;
+            match (member, &via) {
+                (Some(m), Some(via)) if can_leave && !is_last => {
+                    let name = h.name();
+                    let (n0, _) = sim.counts();
+                    sim.remove(&m.member_id, &m.peer_url, &name)?;
+                    let (n1, h1) = sim.counts();
+                    notes.entry(h.id.clone()).or_default().push(Detail {
+                        sign: '!',
+                        text: format!(
+                            "etcd {n0} → {n1} member{}, {h1} healthy after; quorum of {n1} is {}",
+                            if n1 == 1 { "" } else { "s" },
+                            quorum(n1)
+                        ),
+                    });
+                    let rm = b.push(
+                        p.idx,
+                        &h.id,
+                        StepKind::RemoveMember {
+                            member_id: m.member_id.clone(),
+                            peer_url: m.peer_url.clone(),
+                            via: via.clone(),
+                        },
+                        deps,
+                    );
+                    let w = b.push(
+                        p.idx,
+                        &h.id,
+                        StepKind::WaitHealthy { via: via.clone() },
+                        [Some(rm)],
+                    );
+                    deps = vec![Some(w)];
+                }
+                (Some(_), _) if is_last => {
+                    notes.entry(h.id.clone()).or_default().push(Detail {
+                        sign: '!',
+                        text: "the last etcd member: reset with the cluster's data, no etcd leave"
+                            .into(),
+                    });
+                }
+                _ => {}
+            }
+            self.push_reset_and_forget(&mut b, p, deps);
+            prev = vec![b.last.get(&p.idx).copied()];
+        }
+
+        if self.state.cluster.is_some()
+            && let Some(p) = controllers.last().copied().or(plans.last())
+        {
+            let all: Vec<Option<usize>> =
+                plans.iter().map(|q| b.last.get(&q.idx).copied()).collect();
+            b.push(p.idx, &self.hosts[p.idx].id, StepKind::ForgetCluster, all);
+        }
+        let mut etcd = sim.summary();
+        etcd.members_after = 0;
+        Ok((b.steps, b.owner, etcd, notes))
+    }
+
+    fn is_ctrl(&self, p: &HostPlan) -> bool {
+        self.hosts[p.idx].role().is_controller()
+    }
+
+    /// `ResetHost` (when there is something to reset) and `ForgetHost` (when the state has the
+    /// host), after `deps`.
+    fn push_reset_and_forget(&self, b: &mut Builder, p: &HostPlan, deps: Vec<Option<usize>>) {
+        let h = &self.hosts[p.idx];
+        let Decision::Remove { reset, .. } = &p.decision else {
+            return;
+        };
+        let mut deps = deps;
+        if let Some(mid) = reset {
+            let r = b.push(
+                p.idx,
+                &h.id,
+                StepKind::ResetHost {
+                    machine_id: mid.clone(),
+                },
+                deps,
+            );
+            deps = vec![Some(r)];
+        }
+        if h.state.is_some() {
+            b.push(p.idx, &h.id, StepKind::ForgetHost, deps);
+        }
+    }
+
+    /// The controller reset last, through which the others leave etcd: a healthy member of the
+    /// cluster that is reset here, the spec's first such (k0sctl's leader), else the first by
+    /// address.
+    fn last_controller(&self, controllers: &[&HostPlan]) -> Option<usize> {
+        let ok = |p: &&&HostPlan| {
+            let h = &self.hosts[p.idx];
+            matches!(&p.decision, Decision::Remove { member: Some(m), reset: Some(_) } if m.healthy)
+                && self.cluster.healthy.contains(&h.id)
+        };
+        let by_spec = self.spec.controllers().find_map(|s| {
+            let id = s.id();
+            controllers
+                .iter()
+                .filter(ok)
+                .find(|p| self.hosts[p.idx].id == id)
+        });
+        by_spec
+            .or_else(|| controllers.iter().find(ok))
+            .map(|p| p.idx)
+    }
+}
+
+/// A recorded host that is another machine now: destroy resets only what the state recorded.
+fn identity_refusal(
+    h: &HostCtx,
+    f: &crate::reality::HostFacts,
+    st: &crate::state::HostState,
+) -> Refusal {
+    let mut what = Vec::new();
+    if f.machine_id != st.machine_id {
+        what.push(format!(
+            "machine-id {}→{}",
+            short(&st.machine_id),
+            short(&f.machine_id)
+        ));
+    }
+    if f.host_key != st.host_key {
+        what.push(format!(
+            "host key {}→{}",
+            short_key(&st.host_key),
+            short_key(&f.host_key)
+        ));
+    }
+    Refusal {
+        kind: RefusalKind::UnknownIdentity,
+        message: format!(
+            "{} ({}) is not the machine the state recorded; refusing to reset it",
+            h.name(),
+            h.id
+        ),
+        details: vec![format!(
+            "{} ({}): {}; if it was rebuilt and should be reset anyway, name it with -replace {}",
+            h.name(),
+            h.id,
+            what.join(", "),
+            h.id
+        )],
+    }
+}
