@@ -264,3 +264,112 @@ fn completion_scripts_for_each_shell() {
         .expect("runs");
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// `destroy` never asks where it cannot: `-input=false` without `-auto-approve` fails before
+/// the state is read, locked or created.
+#[test]
+fn destroy_with_input_false_fails_instead_of_asking() {
+    let dir = tempfile::tempdir().expect("tmp");
+    for args in [
+        &["-input=false", "destroy"][..],
+        &["destroy", "--input=false"][..],
+        &["destroy", "-input=false", "-json"][..],
+    ] {
+        let o = k0sform()
+            .args(["-c", "testdata/specs/valid/ha.yaml", "-state"])
+            .arg(dir.path().join("s.json"))
+            .args(args)
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains("-input=false"), "{}", stderr(&o));
+        assert!(stderr(&o).contains("-auto-approve"), "{}", stderr(&o));
+        assert!(!dir.path().join("s.json").exists());
+        assert!(!dir.path().join("s.json.lock").exists());
+    }
+}
+
+/// `plan -destroy` resets every host: flags that narrow or change what a plan does are refused
+/// before anything is read; `destroy` itself does not take them at all.
+#[test]
+fn destroy_flag_errors() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let archive = dir.path().join("backup.tar.gz");
+    std::fs::write(&archive, b"not read").expect("write");
+    for (extra, needle) in [
+        (vec!["-refresh-only"], "-refresh-only"),
+        (vec!["-target", "10.0.0.1"], "-target"),
+        (
+            vec!["-restore-from", archive.to_str().expect("utf-8")],
+            "-restore-from",
+        ),
+    ] {
+        let o = k0sform()
+            .args(["-c", "testdata/specs/valid/ha.yaml", "-state"])
+            .arg(dir.path().join("s.json"))
+            .args(["plan", "-destroy"])
+            .args(&extra)
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("-destroy cannot be used with {needle}")),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!dir.path().join("s.json.lock").exists());
+    }
+    for flag in ["-target", "-refresh-only", "-restore-from", "-out"] {
+        let o = k0sform()
+            .args(["destroy", flag, "x"])
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(2), "destroy {flag}");
+        assert!(
+            stderr(&o).contains("unexpected argument"),
+            "{flag}: {}",
+            stderr(&o)
+        );
+    }
+    let o = k0sform()
+        .args(["plan", "-lock=maybe"])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("-lock") || stderr(&o).contains("--lock"));
+}
+
+/// `plan` and `destroy` take the state lock before probing: held by someone else, they exit 4
+/// naming the holder, and touch no host (the spec's hosts are not in the lab: a probe would
+/// fail with exit 1, not 4).
+#[test]
+fn plan_and_destroy_exit_4_while_the_state_is_locked() {
+    use k0sform::state::StateStore;
+    let dir = tempfile::tempdir().expect("tmp");
+    let state = dir.path().join("s.json");
+    let store = k0sform::state::LocalStore::new(&state);
+    let guard = store
+        .lock("apply", std::time::Duration::ZERO)
+        .expect("lock");
+    for args in [
+        &["plan"][..],
+        &["plan", "-destroy"][..],
+        &["destroy", "-auto-approve"][..],
+        &["apply", "-auto-approve"][..],
+    ] {
+        let o = k0sform()
+            .args(["-c", "testdata/specs/valid/ha.yaml", "-state"])
+            .arg(&state)
+            .args(args)
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(4), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("locked"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&std::process::id().to_string()),
+            "the holder is not named: {}",
+            stderr(&o)
+        );
+    }
+    drop(guard);
+}

@@ -2486,3 +2486,139 @@ fn pure_move_through_a_saved_plan_and_refresh_only() {
         .expect(0)
         .contains("No changes.");
 }
+
+/// Everything of k0s k0sform could have left on a host: a running k0s, a service unit, anything
+/// in the data dir, an etcd answering on the host's client port.
+fn k0s_traces(c: &Cluster, name: &str) -> Vec<String> {
+    let mut traces = Vec::new();
+    if c.lab.exec(name, "k0s status").status.success() {
+        traces.push("k0s runs".to_string());
+    }
+    let units = c.lab.exec(
+        name,
+        "ls /etc/systemd/system/k0scontroller.service /etc/systemd/system/k0sworker.service 2>/dev/null",
+    );
+    if !lab::stdout(&units).trim().is_empty() {
+        traces.push(format!("service unit: {}", lab::stdout(&units).trim()));
+    }
+    let data = c.lab.exec(name, "ls -A /var/lib/k0s 2>/dev/null");
+    if !lab::stdout(&data).trim().is_empty() {
+        traces.push(format!("data dir holds: {}", lab::stdout(&data).trim()));
+    }
+    let etcd: std::net::SocketAddr = format!("{}:2379", c.lab.address(name))
+        .parse()
+        .expect("address");
+    if std::net::TcpStream::connect_timeout(&etcd, std::time::Duration::from_secs(2)).is_ok() {
+        traces.push("etcd answers on :2379".to_string());
+    }
+    traces
+}
+
+/// Issue 16: `plan` takes the state lock (exit 4 while someone holds it; -lock=false goes on);
+/// destroy refuses a host that is not the recorded machine (exit 3, nothing reset); a destroy
+/// planned with -out runs through `apply FILE`, leaving every host reset (no k0s, no service,
+/// empty data dir, no etcd) and an empty state of the same lineage; destroying again changes
+/// nothing.
+#[test]
+fn destroy_resets_every_host_and_empties_the_state() {
+    let c = Cluster::new(THREE_PLUS_TWO);
+    bootstrap(&c);
+    assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
+    let names = ["c1", "c2", "c3", "w1", "w2"];
+    let before = c.state_json();
+    let lineage = before["lineage"].clone();
+
+    // The lock, taken the way every k0sform run takes it: plan waits for nobody, exits 4.
+    {
+        use k0sform::state::StateStore;
+        let store = k0sform::state::LocalStore::new(&c.state);
+        let guard = store
+            .lock("test holds the lock", std::time::Duration::ZERO)
+            .expect("take the state lock");
+        c.run(&["plan"])
+            .expect(4)
+            .contains("locked")
+            .contains("test holds the lock");
+        c.run(&["plan", "-destroy"]).expect(4);
+        plan_changes_nothing(&c, &["-lock=false"]).expect(0);
+        drop(guard);
+    }
+    c.run(&["plan"]).expect(0);
+
+    // w2 now says it is another machine: destroy refuses (exit 3) and resets nothing.
+    let mid = c.lab.exec_ok("w2", "cat /etc/machine-id");
+    c.lab.exec_ok(
+        "w2",
+        "echo 0123456789abcdef0123456789abcdef > /etc/machine-id",
+    );
+    let snaps: Vec<String> = names.iter().map(|n| c.host_snapshot(n)).collect();
+    let serial = c.state_serial();
+    plan_changes_nothing(&c, &["-destroy"])
+        .expect(3)
+        .contains("not the machine the state recorded")
+        .contains(&format!("-replace {}", c.lab.address("w2")));
+    c.run(&["destroy", "-auto-approve"])
+        .expect(3)
+        .contains("not the machine the state recorded");
+    assert_eq!(
+        snaps,
+        names.iter().map(|n| c.host_snapshot(n)).collect::<Vec<_>>(),
+        "a refused destroy touched a host"
+    );
+    assert_eq!(c.state_serial(), serial);
+    c.lab
+        .exec_ok("w2", &format!("echo {} > /etc/machine-id", mid.trim()));
+
+    // Without a terminal and without -auto-approve, nothing is destroyed.
+    c.run(&["destroy"]).expect(1).contains("no terminal");
+    c.run(&["-input=false", "destroy"])
+        .expect(1)
+        .contains("-input=false");
+
+    // What the checks below must not find any more (so they can fail).
+    for n in names {
+        let traces = k0s_traces(&c, n);
+        let want = if n.starts_with('c') { 4 } else { 3 };
+        assert_eq!(traces.len(), want, "{n} before destroy: {traces:?}");
+    }
+
+    // Planned and saved, then applied from the file.
+    let file = c.lab.dir().join("destroy.plan");
+    let file = file.to_str().expect("utf-8 path");
+    plan_changes_nothing(&c, &["-destroy", "-out", file])
+        .expect(0)
+        .contains("k0sform will DESTROY cluster")
+        .contains("etcd 3 → 2 members")
+        .contains("the last etcd member")
+        .contains("Plan: 5 hosts to destroy");
+    // A destroy plan file asks for the cluster's name like `destroy` does.
+    c.run(&["apply", file])
+        .expect(1)
+        .contains("destroy needs confirmation");
+    assert_eq!(c.state_serial(), serial);
+    c.run(&["apply", "-auto-approve", file])
+        .expect(0)
+        .contains("Apply complete");
+
+    for n in names {
+        let traces = k0s_traces(&c, n);
+        assert!(traces.is_empty(), "{n} was not reset: {traces:?}");
+    }
+    let after = c.state_json();
+    assert_eq!(after["lineage"], lineage, "the lineage changed");
+    assert!(after["serial"].as_u64() > before["serial"].as_u64());
+    assert_eq!(after["hosts"], serde_json::json!([]), "{after}");
+    assert!(after["cluster"].is_null(), "{after}");
+    assert_eq!(
+        after["intents"].as_array().map_or(0, Vec::len),
+        0,
+        "{after}"
+    );
+
+    // Again: nothing is left to destroy.
+    let serial = c.state_serial();
+    c.run(&["destroy", "-auto-approve"])
+        .expect(0)
+        .contains("No changes");
+    assert_eq!(c.state_serial(), serial);
+}
