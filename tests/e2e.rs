@@ -2622,3 +2622,76 @@ fn destroy_resets_every_host_and_empties_the_state() {
         .contains("No changes");
     assert_eq!(c.state_serial(), serial);
 }
+
+/// Issue 16: an unreachable host refuses the destroy (exit 1, nothing reset) until `-exclude`
+/// names it; a destroy killed part-way (during an etcd leave, then during a reset) is finished
+/// by running it again; the excluded host is forgotten but not reset; `-json` prints events.
+#[test]
+fn destroy_killed_part_way_resumes_and_unreachable_hosts_need_exclude() {
+    let c = Cluster::new(THREE_PLUS_ONE);
+    bootstrap(&c);
+    let lineage = c.state_json()["lineage"].clone();
+    let controllers = ["c1", "c2", "c3"];
+    let w1 = c.lab.address("w1");
+
+    c.lab.power_off("w1");
+    let snaps: Vec<String> = controllers.iter().map(|n| c.host_snapshot(n)).collect();
+    let serial = c.state_serial();
+    c.run(&["destroy", "-auto-approve"])
+        .expect(1)
+        .contains(&w1)
+        .contains(&format!("-exclude {w1}"));
+    assert_eq!(
+        snaps,
+        controllers
+            .iter()
+            .map(|n| c.host_snapshot(n))
+            .collect::<Vec<_>>(),
+        "a refused destroy touched a host"
+    );
+    assert_eq!(c.state_serial(), serial);
+
+    let args = ["destroy", "-auto-approve", "-exclude", &w1];
+    assert!(
+        kill_apply_at(&c, &args, "Removing etcd member"),
+        "the destroy never removed a member"
+    );
+    c.run(&["state", "list"]).expect(0);
+    assert!(
+        kill_apply_at(&c, &args, "Stopping and resetting k0s"),
+        "the resumed destroy never reset a host"
+    );
+    c.run(&["state", "list"]).expect(0);
+    let r = c.run(&["destroy", "-auto-approve", "-exclude", &w1, "-json"]);
+    r.expect(0);
+    let events: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        events.iter().any(|e| e["type"] == "summary"),
+        "no summary event: {events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "planned" && e["plan"]["destroy"] == true),
+        "no destroy plan event"
+    );
+
+    for n in controllers {
+        let traces = k0s_traces(&c, n);
+        assert!(traces.is_empty(), "{n} was not reset: {traces:?}");
+    }
+    let after = c.state_json();
+    assert_eq!(after["lineage"], lineage);
+    assert_eq!(after["hosts"], serde_json::json!([]), "{after}");
+    assert!(after["cluster"].is_null(), "{after}");
+    // Excluded means forgotten, not reset: w1 still has its k0s.
+    c.lab.power_on("w1");
+    assert!(
+        !k0s_traces(&c, "w1").is_empty(),
+        "the excluded w1 was reset"
+    );
+}
