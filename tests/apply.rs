@@ -749,6 +749,15 @@ mod fake {
                 }
                 return ok("");
             }
+            // `k0s::remove_files`: rm -f -- PATH…
+            if argv.first().map(String::as_str) == Some("rm") {
+                if let Some(h) = self.hosts.get_mut(host) {
+                    for p in argv.iter().skip_while(|a| *a != "--").skip(1) {
+                        h.files.remove(p);
+                    }
+                }
+                return ok("");
+            }
             let i = argv.iter().position(|a| a.ends_with("k0s")).unwrap_or(0);
             let w: Vec<&str> = argv[i + 1..].iter().map(String::as_str).collect();
             let words = w.join(" ");
@@ -1668,6 +1677,7 @@ fn reset_refused_when_machine_id_differs() {
         &c3,
         StepKind::ResetHost {
             machine_id: "mid-c3".into(),
+            uninstall: false,
         },
     );
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
@@ -1689,6 +1699,7 @@ fn reset_stops_then_resets_the_recorded_machine() {
         &c3,
         StepKind::ResetHost {
             machine_id: "mid-c3".into(),
+            uninstall: false,
         },
     );
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
@@ -1699,6 +1710,69 @@ fn reset_stops_then_resets_the_recorded_machine() {
     assert!(stop < reset, "{words:?}");
     let w = fake.world();
     assert!(!w.hosts[&c3].running && w.hosts[&c3].installed.is_none());
+}
+
+/// Destroy's reset (`uninstall`) also takes the binary, k0s.yaml and the token file off the
+/// host, as k0sctl's reset does, and only after `k0s reset`; a plain reset keeps them.
+#[test]
+fn destroy_reset_removes_binary_and_config_after_the_reset() {
+    for uninstall in [true, false] {
+        let (fake, spec, state, _) = three_controllers();
+        let c3 = host(3);
+        for f in ["/usr/local/bin/k0s", "/etc/k0s/k0s.yaml"] {
+            fake.world()
+                .hosts
+                .get_mut(&c3)
+                .unwrap()
+                .files
+                .insert(f.into(), (b"x".to_vec(), 0o600));
+        }
+        let plan = one_step(
+            &c3,
+            StepKind::ResetHost {
+                machine_id: "mid-c3".into(),
+                uninstall,
+            },
+        );
+        let r = apply_with(&fake, &plan, &spec, state, opts(2));
+        r.result.expect("reset");
+        let runs: Vec<Vec<String>> = fake
+            .calls()
+            .iter()
+            .filter(|c| c.host == c3)
+            .filter_map(|c| match &c.kind {
+                CallKind::Run { argv, .. } => Some(argv.clone()),
+                _ => None,
+            })
+            .collect();
+        let reset = runs
+            .iter()
+            .position(|a| a.iter().any(|w| w == "reset"))
+            .expect("k0s reset ran");
+        let rm = runs
+            .iter()
+            .position(|a| a.first().is_some_and(|w| w == "rm"));
+        let files = &fake.world().hosts[&c3].files;
+        if uninstall {
+            let rm = rm.expect("rm ran");
+            assert!(reset < rm, "{runs:?}");
+            assert_eq!(
+                runs[rm],
+                [
+                    "rm",
+                    "-f",
+                    "--",
+                    "/usr/local/bin/k0s",
+                    "/etc/k0s/k0s.yaml",
+                    "/etc/k0s/k0stoken"
+                ]
+            );
+            assert!(files.is_empty(), "{:?}", files.keys());
+        } else {
+            assert!(rm.is_none(), "{runs:?}");
+            assert_eq!(files.len(), 2);
+        }
+    }
 }
 
 #[test]

@@ -2488,7 +2488,7 @@ fn pure_move_through_a_saved_plan_and_refresh_only() {
 }
 
 /// Everything of k0s k0sform could have left on a host: a running k0s, a service unit, anything
-/// in the data dir, an etcd answering on the host's client port.
+/// in the data dir, the binary, k0s.yaml, an etcd answering on the host's client port.
 fn k0s_traces(c: &Cluster, name: &str) -> Vec<String> {
     let mut traces = Vec::new();
     if c.lab.exec(name, "k0s status").status.success() {
@@ -2504,6 +2504,11 @@ fn k0s_traces(c: &Cluster, name: &str) -> Vec<String> {
     let data = c.lab.exec(name, "ls -A /var/lib/k0s 2>/dev/null");
     if !lab::stdout(&data).trim().is_empty() {
         traces.push(format!("data dir holds: {}", lab::stdout(&data).trim()));
+    }
+    for f in ["/usr/local/bin/k0s", "/etc/k0s/k0s.yaml"] {
+        if c.lab.exec(name, &format!("test -e {f}")).status.success() {
+            traces.push(format!("{f} is there"));
+        }
     }
     let etcd: std::net::SocketAddr = format!("{}:2379", c.lab.address(name))
         .parse()
@@ -2578,7 +2583,8 @@ fn destroy_resets_every_host_and_empties_the_state() {
     // What the checks below must not find any more (so they can fail).
     for n in names {
         let traces = k0s_traces(&c, n);
-        let want = if n.starts_with('c') { 4 } else { 3 };
+        // Controllers: k0s, unit, data, binary, k0s.yaml, etcd; workers: no k0s.yaml, no etcd.
+        let want = if n.starts_with('c') { 6 } else { 4 };
         assert_eq!(traces.len(), want, "{n} before destroy: {traces:?}");
     }
 

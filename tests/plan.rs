@@ -749,7 +749,7 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
         let hs = i.spec.host(&step.host);
         let f = facts_mut(&mut reality, &step.host);
         match &step.kind {
-            StepKind::ResetHost { machine_id } => {
+            StepKind::ResetHost { machine_id, .. } => {
                 let f = f.expect("reset of an unreachable host");
                 assert_eq!(&f.machine_id, machine_id, "reset of another machine");
                 f.status = None;
@@ -1336,7 +1336,7 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
     }
     // A host is reset only after its membership is gone, and only with a machine-id.
     for s in &p.steps {
-        if let StepKind::ResetHost { machine_id } = &s.kind {
+        if let StepKind::ResetHost { machine_id, .. } = &s.kind {
             if machine_id.is_empty() {
                 return Err(format!("reset of {} without a machine-id", s.host));
             }
@@ -2240,4 +2240,39 @@ fn ambiguous_or_role_changing_matches_are_not_moves() {
         })
     });
     assert!(warned, "{text}");
+}
+
+/// A saved destroy plan is derived again as a destroy (the mode is recorded in its options), and
+/// equals what was saved; a normal plan whose options are edited into a destroy (resealed) is
+/// not the plan the file shows, so it is refused as stale.
+#[test]
+fn saved_destroy_plans_are_derived_again_as_destroys() {
+    let i = case_inputs("destroy");
+    let p = run(&i).expect("plan");
+    assert!(p.destroy);
+    let saved = SavedPlan::with_options(p.clone(), &i.state, "aaaa", &i.reality, i.options.clone());
+    let back = SavedPlan::from_json(&saved.to_json()).expect("parses");
+    let cli = PlanOptions::default();
+    let opts = back.options_for_apply(&cli).expect("options");
+    assert!(opts.destroy, "the destroy mode is not taken from the file");
+    let derived = plan::diff(&i.spec, &i.state, &i.reality, &i.desired, &opts).expect("plan");
+    back.matches(&derived)
+        .expect("a saved destroy plan is derived again equal");
+
+    // A normal plan of the same inputs, its options switched to destroy and resealed.
+    let normal_opts = PlanOptions {
+        destroy: false,
+        ..i.options.clone()
+    };
+    let normal = plan::diff(&i.spec, &i.state, &i.reality, &i.desired, &normal_opts).expect("plan");
+    assert!(!normal.destroy);
+    let mut evil = SavedPlan::with_options(normal, &i.state, "aaaa", &i.reality, normal_opts);
+    evil.options.destroy = true;
+    evil.seal();
+    let opts = evil.options_for_apply(&cli).expect("options");
+    let derived = plan::diff(&i.spec, &i.state, &i.reality, &i.desired, &opts).expect("plan");
+    assert!(
+        evil.matches(&derived).is_err(),
+        "an edited mode ran as a destroy"
+    );
 }

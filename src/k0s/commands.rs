@@ -187,6 +187,14 @@ pub fn reset(bin: &str, data_dir: &str, kubelet_root_dir: Option<&str>) -> Remot
     RemoteCommand::new(argv).timeout(RESET)
 }
 
+/// `rm -f -- PATH…`: what destroy takes off a host after `k0s reset` (the binary, the config,
+/// the token file); missing files are no error.
+pub fn remove_files(paths: &[&str]) -> RemoteCommand {
+    let mut argv = vec!["rm".to_string(), "-f".into(), "--".into()];
+    argv.extend(paths.iter().map(|p| p.to_string()));
+    RemoteCommand::new(argv)
+}
+
 /// `k0s token create --role=<role> --expiry=<go duration> --data-dir=…` (prints the token).
 pub fn token_create(bin: &str, data_dir: &str, role: TokenRole, expiry: Duration) -> RemoteCommand {
     RemoteCommand::new([

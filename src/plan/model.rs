@@ -294,7 +294,13 @@ pub enum StepKind {
         via: HostId,
     },
     /// Stop k0s and `k0s reset` the host, only if its machine-id is still this one.
-    ResetHost { machine_id: String },
+    /// `uninstall` (destroy): then remove the k0s binary, /etc/k0s/k0s.yaml and k0sform's token
+    /// file too, as k0sctl's reset removes the binary and the config.
+    ResetHost {
+        machine_id: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        uninstall: bool,
+    },
     /// Replace the binary and restart (one controller at a time).
     Upgrade { from: Option<String>, to: String },
     /// Reinstall with new flags/config and restart.

@@ -152,6 +152,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         &self,
         host: &HostId,
         machine_id: &str,
+        uninstall: bool,
         gate: impl AsyncFnOnce() -> Result<(), StepError>,
     ) -> Result<Vec<StateChange>, StepError> {
         let facts = self.probe(host).await?;
@@ -166,6 +167,17 @@ impl<T: Transport + 'static> K0sRunner<T> {
         let p = self.paths(host);
         let cmd = k0s::reset(&p.bin, &p.data_dir, p.kubelet_root_dir.as_deref());
         self.exec_ok(host, cmd, "k0s reset").await?;
+        if uninstall {
+            // k0sctl's reset phases remove the binary and the config after `k0s reset`, which
+            // keeps them (phase/reset_workers.go, reset_controllers.go, reset_leader.go).
+            let cmd = k0s::remove_files(&[
+                p.bin.as_str(),
+                k0s::desired::CONFIG_FILE,
+                k0s::desired::TOKEN_FILE,
+            ]);
+            self.exec_ok(host, cmd, "removing the k0s binary and config")
+                .await?;
+        }
         Ok(vec![])
     }
 }

@@ -127,7 +127,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
             StepKind::DeleteObjects { node, objects, via } => {
                 self.delete_objects(node, objects, via).await
             }
-            StepKind::ResetHost { machine_id } => self.reset_host(host, machine_id, gate).await,
+            StepKind::ResetHost {
+                machine_id,
+                uninstall,
+            } => self.reset_host(host, machine_id, *uninstall, gate).await,
             StepKind::Upgrade { to, .. } => self.upgrade(ctx, host, to, gate).await,
             StepKind::Reconfigure => self.reconfigure(ctx, host, gate).await,
             StepKind::RunHooks {

@@ -266,6 +266,7 @@ impl Planner<'_> {
                 &h.id,
                 StepKind::ResetHost {
                     machine_id: mid.clone(),
+                    uninstall: true,
                 },
                 deps,
             );

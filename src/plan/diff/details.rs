@@ -212,12 +212,20 @@ impl Planner<'_> {
                 '>',
                 format!("hooks {action}.{stage} run: {}", lines.join(" ; ")),
             )),
-            StepKind::ResetHost { machine_id } => out.push(line(
+            StepKind::ResetHost {
+                machine_id,
+                uninstall,
+            } => out.push(line(
                 '-',
                 format!(
-                    "k0s stopped and reset on {} (machine-id {})",
+                    "k0s stopped and reset on {} (machine-id {}){}",
                     h.name(),
-                    short(machine_id)
+                    short(machine_id),
+                    if *uninstall {
+                        ", its k0s binary and k0s.yaml removed"
+                    } else {
+                        ""
+                    }
                 ),
             )),
             StepKind::RestoreBackup { archive, sha256 } => out.push(line(

@@ -68,6 +68,7 @@ impl Planner<'_> {
                 &h.id,
                 StepKind::ResetHost {
                     machine_id: mid.clone(),
+                    uninstall: false,
                 },
                 [prev],
             );

@@ -453,7 +453,10 @@ impl Planner<'_> {
             b.push(
                 p.idx,
                 &h.id,
-                StepKind::ResetHost { machine_id: mid },
+                StepKind::ResetHost {
+                    machine_id: mid,
+                    uninstall: false,
+                },
                 [prev],
             );
         }
