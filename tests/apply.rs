@@ -750,7 +750,9 @@ mod fake {
                 return ok("");
             }
             // `k0s::remove_files`: rm -f -- PATH…
-            if argv.first().map(String::as_str) == Some("rm") {
+            if argv.first().map(String::as_str) == Some("rm")
+                && argv.get(2).map(String::as_str) == Some("--")
+            {
                 if let Some(h) = self.hosts.get_mut(host) {
                     for p in argv.iter().skip_while(|a| *a != "--").skip(1) {
                         h.files.remove(p);

@@ -310,8 +310,19 @@ fn destroy_summary(plan: &Plan, out: &mut String) {
         if hosts == 1 { "" } else { "s" }
     );
     let e = &plan.etcd;
+    let leaves = plan
+        .steps
+        .iter()
+        .filter(|s| matches!(s.kind, StepKind::RemoveMember { .. }))
+        .count();
     match e.members_before {
         0 => {}
+        n if leaves == 0 && n > 1 => {
+            let _ = writeln!(
+                out,
+                "etcd: {n} members, no quorum to remove any: every controller is reset without leaving etcd."
+            );
+        }
         1 => {
             let _ = writeln!(out, "etcd: 1 member, reset last with the cluster's data.");
         }

@@ -37,6 +37,7 @@ type DestroySteps = (
 
 impl Planner<'_> {
     pub(super) fn destroy_plan(&mut self) -> Result<Plan, Refusal> {
+        let outside_changes = self.outside_changes();
         self.intent_warnings();
         self.selector_warnings();
         let mut plans = Vec::new();
@@ -78,7 +79,7 @@ impl Planner<'_> {
             cluster_action: ClusterAction::Existing,
             refresh_only: false,
             destroy: true,
-            outside_changes: Vec::new(),
+            outside_changes,
             changes,
             drift: Vec::new(),
             steps,
@@ -145,10 +146,19 @@ impl Planner<'_> {
         if h.state.is_none() && reset.is_none() && member.is_none() {
             return Ok(None);
         }
+        let mut reasons = vec![reason(ReasonCode::Destroy, "the cluster is destroyed")];
+        if h.state
+            .is_some_and(|st| f.machine_id != st.machine_id || f.host_key != st.host_key)
+        {
+            reasons.push(reason(
+                ReasonCode::ReplaceRequested,
+                "-replace names it: reset as the machine it is now, not the recorded one",
+            ));
+        }
         Ok(Some(HostPlan::new(
             idx,
             Decision::Remove { member, reset },
-            vec![reason(ReasonCode::Destroy, "the cluster is destroyed")],
+            reasons,
         )))
     }
 
@@ -223,11 +233,17 @@ impl Planner<'_> {
                     );
                     deps = vec![Some(w)];
                 }
-                (Some(_), _) if is_last => {
+                (Some(_), _) if is_last && can_leave => {
                     notes.entry(h.id.clone()).or_default().push(Detail {
                         sign: '!',
                         text: "the last etcd member: reset with the cluster's data, no etcd leave"
                             .into(),
+                    });
+                }
+                (Some(_), _) => {
+                    notes.entry(h.id.clone()).or_default().push(Detail {
+                        sign: '!',
+                        text: "etcd has no quorum: reset without leaving etcd".into(),
                     });
                 }
                 _ => {}
