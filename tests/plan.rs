@@ -2276,3 +2276,54 @@ fn saved_destroy_plans_are_derived_again_as_destroys() {
         "an edited mode ran as a destroy"
     );
 }
+
+/// Destroy's order: the workers' steps wait for nothing of each other (the executor runs them
+/// as -parallelism allows), every controller step waits for every worker, and the controllers
+/// go strictly one after another.
+#[test]
+fn destroy_resets_workers_together_then_controllers_one_at_a_time() {
+    let i = case_inputs("destroy");
+    let p = run(&i).expect("plan");
+    let role_of = |h: &HostId| {
+        i.state
+            .hosts
+            .iter()
+            .find(|s| &s.id() == h)
+            .map(|s| s.role)
+            .expect("recorded")
+    };
+    let (workers, controllers): (Vec<&k0sform::plan::Step>, Vec<&k0sform::plan::Step>) = p
+        .steps
+        .iter()
+        .filter(|s| !matches!(s.kind, StepKind::ForgetCluster))
+        .partition(|s| !role_of(&s.host).is_controller());
+    assert_eq!(workers.len(), 4, "{workers:?}");
+    for a in &workers {
+        for b in &workers {
+            if a.host != b.host {
+                assert!(
+                    !graph::precedes(&p.steps, a.id, b.id),
+                    "{} waits for {}",
+                    b.host,
+                    a.host
+                );
+            }
+        }
+        for c in &controllers {
+            assert!(graph::precedes(&p.steps, a.id, c.id), "{c:?} before {a:?}");
+        }
+    }
+    // Controllers one at a time: of two controllers' steps, one always comes first.
+    for a in &controllers {
+        for b in &controllers {
+            if a.host != b.host {
+                assert!(
+                    graph::precedes(&p.steps, a.id, b.id) || graph::precedes(&p.steps, b.id, a.id),
+                    "{} and {} may run at once",
+                    a.host,
+                    b.host
+                );
+            }
+        }
+    }
+}
