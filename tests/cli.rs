@@ -371,5 +371,19 @@ fn plan_and_destroy_exit_4_while_the_state_is_locked() {
             stderr(&o)
         );
     }
+    // -lock-timeout: plan waits that long for the lock before it gives up.
+    let started = std::time::Instant::now();
+    let o = k0sform()
+        .args(["-c", "testdata/specs/valid/ha.yaml", "-state"])
+        .arg(&state)
+        .args(["plan", "-lock-timeout=1500ms"])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(1500),
+        "plan gave up after {:?}",
+        started.elapsed()
+    );
     drop(guard);
 }
