@@ -176,4 +176,12 @@ impl HostFacts {
     pub fn is_running(&self) -> bool {
         self.status.is_some()
     }
+    /// k0s runs here as a kine controller (its running config says `storage.type: kine`, as
+    /// k0s resolves it: `--single` without a `storage:` key, or the config naming kine). It has
+    /// no etcd membership: `k0s etcd` refuses there.
+    pub fn runs_kine(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.storage_type.as_deref() == Some("kine"))
+    }
 }

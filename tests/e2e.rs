@@ -2703,3 +2703,93 @@ fn destroy_killed_part_way_resumes_and_unreachable_hosts_need_exclude() {
         "the excluded w1 was reset"
     );
 }
+
+/// Issue 13: a `single` host runs kine. k0sform writes it no `storage:` section (any such key
+/// switches k0s to etcd, k0s `pkg/apis/k0s/v1beta1/storage.go`), so k0s reports kine, keeps no
+/// etcd member and has no EtcdMember objects; `k0s etcd member-list` refuses as k0s does; the
+/// next plan changes nothing.
+#[test]
+fn single_host_runs_kine_and_plans_no_changes() {
+    let c = Cluster::new(&[("s1", "single")]);
+    bootstrap(&c);
+    let cfg = c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml");
+    assert!(!cfg.contains("storage"), "{cfg}");
+    let status = c.lab.ssh_ok("s1", "k0s status -o json");
+    let st: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
+    assert_eq!(
+        st["ClusterConfig"]["spec"]["storage"]["type"], "kine",
+        "{status}"
+    );
+    assert_eq!(st["SingleNode"], true);
+    let ml = c
+        .lab
+        .ssh("s1", "k0s etcd member-list --data-dir=/var/lib/k0s");
+    assert_eq!(ml.status.code(), Some(1));
+    assert!(
+        lab::stderr(&ml).contains("wrong storage type: kine"),
+        "{}",
+        lab::stderr(&ml)
+    );
+    // No etcd data and no EtcdMember CRD: k0s applies it only with its own etcd.
+    c.lab.ssh_ok("s1", "test ! -e /var/lib/k0s/etcd");
+    let crd = c.lab.ssh(
+        "s1",
+        "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl get etcdmembers.etcd.k0sproject.io",
+    );
+    assert!(!crd.status.success(), "{}", lab::stdout(&crd));
+    assert!(c.objects("s1", "controlnodes").contains(&"s1".to_string()));
+    assert!(c.state_host("s1").expect("recorded")["etcd"].is_null());
+    assert_eq!(c.nodes("s1").get("s1"), Some(&true));
+    plan_changes_nothing(&c, &["-detailed-exitcode"])
+        .expect(0)
+        .contains("No changes");
+}
+
+/// Issue 13: a single-host kine cluster built exactly as k0sctl v0.32 builds it (k0sctl
+/// `cluster/host.go` `K0sInstallFlags`: `--data-dir`, `--single=true`, `--config`; its k0s.yaml
+/// from `phase/configure_k0s.go`: a timestamp header, the spec's config, the host's address in
+/// `spec.api.sans`, no `storage:` key because k0sctl's storage type for `single` is kine) is
+/// adopted with `apply -refresh-only`: no etcd member is looked for, and the next plan changes
+/// nothing.
+#[test]
+fn single_kine_cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
+    let spec_opts = SpecOptions {
+        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_config: Some("spec:\n  telemetry:\n    enabled: false".into()),
+        ..SpecOptions::default()
+    };
+    let c = Cluster::with(&[("s1", "single")], LabOptions::default(), spec_opts);
+    c.lab.install_double("s1");
+    let addr = c.lab.address("s1");
+    let cfg = format!(
+        "# generated-by-k0sctl 2026-08-01T10:00:00Z\napiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nspec:\n  api:\n    sans:\n    - {addr}\n  telemetry:\n    enabled: false\n"
+    );
+    c.lab.ssh_ok(
+        "s1",
+        &format!("mkdir -p /etc/k0s && printf '%s' '{cfg}' > /etc/k0s/k0s.yaml && chmod 600 /etc/k0s/k0s.yaml"),
+    );
+    c.lab.ssh_ok(
+        "s1",
+        "k0s config validate --config=/etc/k0s/k0s.yaml && k0s install controller --data-dir=/var/lib/k0s --single=true --config=/etc/k0s/k0s.yaml && k0s start",
+    );
+    wait_api_ready(&c, "s1");
+    c.eventually(60, "s1 Ready", || c.nodes("s1").get("s1") == Some(&true));
+    let status = c.lab.ssh_ok("s1", "k0s status -o json");
+    let st: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
+    assert_eq!(
+        st["ClusterConfig"]["spec"]["storage"]["type"], "kine",
+        "{status}"
+    );
+    let uid = c.uid("s1");
+
+    let before = c.host_snapshot("s1");
+    c.run(&["apply", "-refresh-only", "-auto-approve"])
+        .expect(0);
+    assert_eq!(c.state_json()["cluster"]["uid"], uid.as_str());
+    assert!(c.state_host("s1").expect("recorded")["etcd"].is_null());
+    plan_changes_nothing(&c, &["-detailed-exitcode"])
+        .expect(0)
+        .contains("No changes");
+    assert_eq!(before, c.host_snapshot("s1"), "adoption changed the host");
+    assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
+}

@@ -100,6 +100,14 @@ pub fn is_not_running(out: &CommandOutput) -> bool {
         && (line.contains("status.sock") || line.contains("can't do http request"))
 }
 
+/// `k0s etcd …` on a controller whose storage is kine: k0s refuses before it touches etcd, with
+/// `Error: wrong storage type: kine` and exit 1 (`cmd/etcd/etcd.go` `PersistentPreRunE`; the
+/// storage comes from the running controller's runtime config, so `--single` without a
+/// `storage:` key counts). Such a controller has no etcd membership at all.
+pub fn etcd_refused_for_kine(out: &CommandOutput) -> bool {
+    out.status == Some(1) && out.error_line().trim() == "Error: wrong storage type: kine"
+}
+
 /// `k0s etcd member-list`: `{"members":{"<name>":"<first peer URL>",…}}` on stdout, or (k0s
 /// 1.21/1.22) inside a logrus JSON line on stderr — pass either. An unstarted member has name "".
 pub fn parse_member_list(out: &str) -> Result<BTreeMap<String, String>, K0sError> {

@@ -8,9 +8,9 @@
 //! Cluster queries run only when `k0s status` reports a running controller, each under `timeout`.
 
 use super::parse::{
-    CLUSTER_OBJECTS, K0sFailure, classify, is_not_running, parse_cluster_objects,
-    parse_etcd_members, parse_member_list, parse_names_checked, parse_nodes, parse_status,
-    parse_uid, parse_version,
+    CLUSTER_OBJECTS, K0sFailure, classify, etcd_refused_for_kine, is_not_running,
+    parse_cluster_objects, parse_etcd_members, parse_member_list, parse_names_checked, parse_nodes,
+    parse_status, parse_uid, parse_version,
 };
 use super::{EtcdMemberObject, K0sError};
 use crate::reality::{ClusterView, HostFacts, MemberView, ServiceKind};
@@ -101,13 +101,19 @@ if [ -e "$bin" ]; then
     emit config_defaults t 10 "$bin" config create
   fi
   if [ "$role" = controller ] && [ "$view" = 1 ]; then
-    emit member_list t 10 "$bin" etcd member-list --data-dir="$dd"
+    # Its stderr is kept: a kine controller refuses `k0s etcd` (`wrong storage type: kine`,
+    # k0s cmd/etcd/etcd.go) and has no EtcdMember CRD, so the lists leave EtcdMember out.
+    begin member_list
+    { ml_err=$(t 10 "$bin" etcd member-list --data-dir="$dd" 2>&1 1>&3); r=$?; } 3>&1
+    printf '%s' "$ml_err" >&2; end member_list "$r"
+    kine=0
+    case $ml_err in *'Error: wrong storage type: kine'*) kine=1; objects=${objects#etcdmembers.etcd.k0sproject.io,};; esac
     # One kubectl for the four lists; one list at a time where a type is missing (autopilot
     # disabled, EtcdMember before k0s 1.30), not after a timeout.
     emit objects kc get "$objects" -o json
     r=$?
     if [ "$r" != 0 ] && [ "$r" != 124 ] && [ "$r" != 137 ]; then
-      emit etcd_members kc get etcdmembers.etcd.k0sproject.io -o json
+      [ "$kine" = 1 ] || emit etcd_members kc get etcdmembers.etcd.k0sproject.io -o json
       emit cluster_uid kc get namespace kube-system -o json
       emit nodes kc get nodes -o json
       emit control_nodes kc get controlnodes.autopilot.k0sproject.io -o json
@@ -504,7 +510,10 @@ pub fn merge_members(
 fn view(s: &BTreeMap<String, Section>) -> Option<ClusterView> {
     let ml = s.get("member_list")?;
     let mut v = ClusterView::default();
-    let list = if ml.ok() {
+    // A kine controller has no etcd membership: no members, and no error either.
+    let list = if etcd_refused_for_kine(&ml.as_output()) {
+        Some(BTreeMap::new())
+    } else if ml.ok() {
         match parse_member_list(&ml.out) {
             Ok(l) => Some(l),
             Err(e) => {

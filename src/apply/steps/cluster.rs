@@ -55,17 +55,33 @@ impl<T: Transport + 'static> K0sRunner<T> {
         &self,
         via: &HostId,
     ) -> Result<BTreeMap<String, String>, String> {
+        self.etcd_members(via).await?.ok_or_else(|| {
+            format!("cannot list etcd members on {via}: it runs kine (no etcd membership)")
+        })
+    }
+
+    /// The etcd members as `via` lists them, or None when `via` runs kine: k0s refuses `k0s
+    /// etcd` there (`wrong storage type: kine`) and there is no membership to check.
+    pub(super) async fn etcd_members(
+        &self,
+        via: &HostId,
+    ) -> Result<Option<BTreeMap<String, String>>, String> {
         let p = self.paths(via);
         let out = self
             .exec(via, k0s::member_list(&p.bin, &p.data_dir))
             .await?;
+        if k0s::etcd_refused_for_kine(&out) {
+            return Ok(None);
+        }
         if !out.success() {
             return Err(format!(
                 "cannot list etcd members on {via}: {}",
                 out.error_line()
             ));
         }
-        k0s::parse_member_list(&out.stdout_str()).map_err(|e| format!("{via}: {e}"))
+        k0s::parse_member_list(&out.stdout_str())
+            .map(Some)
+            .map_err(|e| format!("{via}: {e}"))
     }
 
     pub(super) async fn etcd_member_objects(
@@ -123,14 +139,17 @@ impl<T: Transport + 'static> K0sRunner<T> {
     /// the API server on its host ready; where `via`'s k0s adds joiners as learners
     /// (v1.35.5+/v1.36.1+), also a voter: its EtcdMember object shows Joined=True (k0s stamps
     /// it only once the member is promoted), so a learner never counts toward quorum. Returns
-    /// the member list (name → peer URL).
+    /// the member list (name → peer URL). A kine controller has no members: its API server
+    /// being ready is all there is.
     async fn health(
         &self,
         via: &HostId,
         exclude: Option<&str>,
     ) -> Result<BTreeMap<String, String>, String> {
         self.readyz(via).await?;
-        let members = self.member_list(via).await?;
+        let Some(members) = self.etcd_members(via).await? else {
+            return Ok(BTreeMap::new());
+        };
         let learners = k0s::learner_joins(&self.k0s_version(via).await?);
         // Objects exist from k0s 1.30 on; older clusters are judged on the other checks. Where
         // joiners are learners, only an object tells a voter from a learner.

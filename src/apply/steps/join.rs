@@ -24,8 +24,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
         let addr = hs.peer_address().to_string();
         // The more specific refusal first: a stale member at this address is also an
         // unhealthy one.
-        let members = self.member_list(via).await.map_err(StepError::Unsafe)?;
-        if let Some((name, url)) = members.iter().find(|(_, u)| peer_host(u) == addr) {
+        // None: `via` runs kine (a shared external datasource), there is no etcd membership.
+        let members = self.etcd_members(via).await.map_err(StepError::Unsafe)?;
+        if let Some((name, url)) = members.iter().flatten().find(|(_, u)| peer_host(u) == addr) {
             return Err(StepError::Unsafe(format!(
                 "{url} is still registered as etcd member \"{name}\": the stale member must be removed before {host} joins"
             )));
@@ -172,8 +173,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
     ) -> Result<(), StepError> {
         let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
         loop {
-            let why = match self.member_list(via).await {
-                Ok(m) => match m.iter().find(|(_, u)| peer_host(u) == addr) {
+            let why = match self.etcd_members(via).await {
+                // kine: a joining controller adds no member; its API server answers.
+                Ok(None) => return Ok(()),
+                Ok(Some(m)) => match m.iter().find(|(_, u)| peer_host(u) == addr) {
                     Some((name, _)) if !name.is_empty() => return Ok(()),
                     Some(_) => format!("member {addr} is added but not started"),
                     None => format!("{addr} is not an etcd member yet"),

@@ -31,7 +31,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
         let dl = Deadline::new(self.opts.health_grace, self.opts.poll_interval);
         let (facts, etcd) = loop {
             let facts = self.probe(host).await?;
-            if !role.is_controller() {
+            // Workers, and kine controllers (no etcd, so no member ID), have no member to wait for.
+            if !role.is_controller() || facts.runs_kine() {
                 break (facts, None);
             }
             let member = facts.view.as_ref().and_then(|v| {

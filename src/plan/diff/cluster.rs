@@ -414,6 +414,23 @@ pub(super) fn no_running_cluster(state: &State) -> ClusterCtx {
 }
 
 impl Planner<'_> {
+    /// The cluster keeps its data in kine, not etcd: no member IDs, no quorum arithmetic. What
+    /// the running controllers report decides (k0s resolves the type, `--single` included);
+    /// with none running, the spec's storage type as k0sctl reads it.
+    pub(super) fn kine(&self) -> bool {
+        let mut running = self
+            .hosts
+            .iter()
+            .filter(|h| self.cluster.healthy.contains(&h.id))
+            .filter_map(|h| h.facts())
+            .peekable();
+        if running.peek().is_some() {
+            running.any(|f| f.runs_kine())
+        } else {
+            crate::k0s::desired::storage_type(self.spec) == "kine"
+        }
+    }
+
     pub(super) fn member_of(&self, id: &HostId) -> Option<&Member> {
         self.cluster
             .members
@@ -428,7 +445,10 @@ impl Planner<'_> {
             return false;
         }
         if h.role().is_controller() {
-            self.cluster.healthy.contains(&h.id) && self.member_of(&h.id).is_some()
+            // A kine controller has no etcd member: answering with the cluster's identity is
+            // all there is to belonging.
+            self.cluster.healthy.contains(&h.id)
+                && (f.runs_kine() || self.member_of(&h.id).is_some())
         } else {
             // A worker has no view of its own: it belongs when a controller lists its Node.
             // When a Node query failed, a running worker is not taken for gone.

@@ -21,6 +21,8 @@ pub(super) struct QuorumSim {
     min_healthy: usize,
     max_quorum: usize,
     changed: bool,
+    /// A kine cluster: no etcd, nothing to count.
+    off: bool,
 }
 
 impl QuorumSim {
@@ -43,7 +45,15 @@ impl QuorumSim {
             max_quorum: if n == 0 { 0 } else { quorum(n) },
             members,
             changed: false,
+            off: false,
         }
+    }
+    /// For a kine cluster: membership changes are no etcd changes, so none is counted or
+    /// refused, and the summary shows no etcd members.
+    pub(super) fn off() -> Self {
+        let mut q = Self::new(&[]);
+        q.off = true;
+        q
     }
     fn healthy(&self) -> usize {
         self.members.iter().filter(|m| m.2).count()
@@ -81,6 +91,9 @@ impl QuorumSim {
         peer_url: &str,
         name: &str,
     ) -> Result<(), Refusal> {
+        if self.off {
+            return Ok(());
+        }
         self.check_start(&format!("removing {name}"))?;
         let Some(pos) = self
             .members
@@ -114,6 +127,9 @@ impl QuorumSim {
         Ok(())
     }
     pub(super) fn join(&mut self, name: &str, bootstrap: bool) -> Result<(), Refusal> {
+        if self.off {
+            return Ok(());
+        }
         if !bootstrap {
             self.check_start(&format!("adding {name}"))?;
             let n = self.members.len() + 1;

@@ -113,7 +113,11 @@ impl Planner<'_> {
     ) -> Result<(Vec<Step>, BTreeMap<usize, usize>, QuorumSummary), Refusal> {
         let mut c = Chain {
             b: Builder::default(),
-            quorum: QuorumSim::new(&self.cluster.members),
+            quorum: if self.kine() {
+                QuorumSim::off()
+            } else {
+                QuorumSim::new(&self.cluster.members)
+            },
             gate: None,
             vias: self.via_picker(plans),
         };
