@@ -38,6 +38,7 @@ fn plan_of(steps: Vec<Step>) -> Plan {
             members_after: 0,
             min_healthy: 0,
             quorum: 0,
+            kine: false,
         },
         warnings: vec![],
         state_serial: None,

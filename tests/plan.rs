@@ -2327,3 +2327,103 @@ fn destroy_resets_workers_together_then_controllers_one_at_a_time() {
         }
     }
 }
+
+/// Turn a case's cluster into a multi-controller kine cluster on an external datasource (k0s
+/// `storage.type: kine` with a `dataSource` other controllers can reach, `IsJoinable` in k0s
+/// `pkg/apis/k0s/v1beta1/storage.go`): every controller's k0s reports kine and no etcd peer
+/// address, no controller lists etcd members (`k0s etcd` refuses on kine), and the state
+/// records no member IDs.
+fn into_kine(i: &mut Inputs) {
+    i.spec.k0s.config = Some(
+        serde_json::json!({"spec": {"storage": {"type": "kine", "kine": {
+        "dataSource": "postgres://k0s:pw@db.example.com:5432/k0s"}}}}),
+    );
+    for h in &mut i.state.hosts {
+        h.etcd = None;
+    }
+    let specs: Vec<HostSpec> = i.spec.hosts.clone();
+    for h in &mut i.reality.hosts {
+        let Probe::Reached(f) = &mut h.probe else {
+            continue;
+        };
+        let Some(st) = f.status.as_mut() else {
+            continue;
+        };
+        if st.role != "controller" {
+            continue;
+        }
+        st.storage_type = Some("kine".into());
+        st.peer_address = None;
+        f.has_etcd_data = false;
+        if let Some(hs) = specs.iter().find(|s| s.id() == h.id) {
+            let text = desired::config_yaml(&i.spec, hs);
+            f.config_sha256 = Some(sha256_hex(&text));
+            f.config_text = Some(text);
+        }
+        if let Some(v) = f.view.as_mut() {
+            v.members.clear();
+        }
+    }
+}
+
+fn step_kinds(p: &Plan, id: &HostId) -> Vec<&'static str> {
+    p.steps
+        .iter()
+        .filter(|s| &s.host == id)
+        .map(|s| s.kind.name())
+        .collect()
+}
+
+/// Issue 13: a multi-controller kine cluster (external datasource) is planned without etcd: no
+/// member IDs looked for, no quorum arithmetic, no member added or removed.
+#[test]
+fn kine_cluster_with_an_external_datasource_is_planned_without_etcd() {
+    // Steady state: nothing to do, nothing refused for want of an etcd member.
+    let mut i = case_inputs("noop");
+    into_kine(&mut i);
+    let p = run(&i).expect("plan");
+    assert!(p.changes.is_empty(), "{:#?}", p.changes);
+    assert_eq!(p.etcd.members_before, 0);
+
+    // A controller joins: a join, no etcd arithmetic.
+    let mut i = case_inputs("add_controller");
+    into_kine(&mut i);
+    let p = run(&i).expect("plan");
+    let c04 = HostId::new("10.0.0.4", 22);
+    assert_eq!(
+        step_kinds(&p, &c04),
+        [
+            "upload_binary",
+            "write_config",
+            "join_controller",
+            "wait_healthy",
+            "record_host"
+        ]
+    );
+    assert_eq!(
+        (
+            p.etcd.members_before,
+            p.etcd.members_after,
+            p.etcd.min_healthy,
+            p.etcd.quorum
+        ),
+        (0, 0, 0, 0)
+    );
+    let text = render::text(&p, false);
+    assert!(!text.contains("etcd:"), "{text}");
+    assert!(text.contains("(kine, no etcd, identity 7c3f"), "{text}");
+    assert!(p.etcd.kine);
+    for h in ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.1.1"] {
+        assert!(step_kinds(&p, &HostId::new(h, 22)).is_empty(), "{h}");
+    }
+
+    // A controller leaves: no member to remove, its objects deleted, the host reset.
+    let mut i = case_inputs("remove_controller");
+    into_kine(&mut i);
+    let p = run(&i).expect("plan");
+    let c03 = HostId::new("10.0.0.3", 22);
+    let kinds = step_kinds(&p, &c03);
+    assert!(!kinds.contains(&"remove_member"), "{kinds:?}");
+    assert_eq!(kinds, ["delete_objects", "reset_host", "forget_host"]);
+    assert_eq!(p.etcd.members_before, 0);
+}

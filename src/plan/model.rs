@@ -214,6 +214,10 @@ pub struct QuorumSummary {
     pub min_healthy: usize,
     /// The largest quorum required at any point of the plan.
     pub quorum: usize,
+    /// The cluster keeps its data in kine (a `single` host, or `storage.type: kine`): it has
+    /// no etcd members and the counts above are all 0.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kine: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

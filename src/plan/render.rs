@@ -69,6 +69,7 @@ pub fn text(plan: &Plan, color: bool) -> String {
         None => "no state yet".into(),
     };
     let members = match plan.etcd.members_before {
+        _ if plan.etcd.kine => "kine, no etcd".to_string(),
         0 => "etcd: no members yet".to_string(),
         1 => "etcd 1 member".to_string(),
         n => format!("etcd {n} members"),

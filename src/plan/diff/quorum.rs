@@ -192,6 +192,7 @@ impl QuorumSim {
                 0
             },
             quorum: self.max_quorum,
+            kine: self.off,
         }
     }
 }

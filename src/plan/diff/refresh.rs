@@ -195,6 +195,7 @@ impl Planner<'_> {
                 members_after: n,
                 min_healthy: healthy,
                 quorum: if n == 0 { 0 } else { quorum(n) },
+                kine: self.kine(),
             },
             warnings: std::mem::take(&mut self.warnings),
             state_serial: self.state_serial(),
