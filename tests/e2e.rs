@@ -2793,3 +2793,52 @@ fn single_kine_cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
     assert_eq!(before, c.host_snapshot("s1"), "adoption changed the host");
     assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
 }
+
+/// Issue 13: k0s names a controller's EtcdMember after its etcd member name (the OS hostname,
+/// lower-cased from v1.34.1) and its ControlNode after the lower-cased OS hostname, whatever
+/// `hostname:` (`--hostname-override`, the Node's name) says. Removing a controller+worker
+/// whose spec sets `hostname:` and whose OS hostname has capitals deletes those objects by
+/// their own names, its Node by the override, and its etcd member.
+#[test]
+fn removed_controller_with_a_hostname_override_leaves_no_objects_behind() {
+    let hosts = [
+        ("Ctl-A", "controller"),
+        ("Ctl-B", "controller"),
+        ("Ctl-C", "controller+worker"),
+    ];
+    let mut c = Cluster::new(&hosts);
+    c.spec_opts.k0s_version = Some("v1.34.1+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.34.1+k0s.0"));
+    c.spec_opts
+        .host_yaml
+        .insert("Ctl-C".into(), "hostname: kube-c".into());
+    c.write_spec(&["Ctl-A", "Ctl-B", "Ctl-C"]);
+    bootstrap(&c);
+    assert_one_cluster(
+        &c,
+        &["Ctl-A", "Ctl-B", "Ctl-C"],
+        &["Ctl-A", "Ctl-B", "Ctl-C"],
+    );
+    c.eventually(60, "EtcdMember objects", || {
+        c.objects("Ctl-A", "etcdmembers") == ["ctl-a", "ctl-b", "ctl-c"]
+    });
+    assert_eq!(
+        c.objects("Ctl-A", "controlnodes"),
+        ["ctl-a", "ctl-b", "ctl-c"]
+    );
+    assert!(c.nodes("Ctl-A").contains_key("kube-c"));
+
+    c.write_spec(&["Ctl-A", "Ctl-B"]);
+    c.run(&["plan"])
+        .expect(0)
+        .contains("1 to remove")
+        .contains("EtcdMember \"ctl-c\"")
+        .contains("ControlNode \"ctl-c\"");
+    c.apply();
+    assert_one_cluster(&c, &["Ctl-A", "Ctl-B"], &["Ctl-A", "Ctl-B"]);
+    assert_eq!(c.objects("Ctl-A", "etcdmembers"), ["ctl-a", "ctl-b"]);
+    assert_eq!(c.objects("Ctl-A", "controlnodes"), ["ctl-a", "ctl-b"]);
+    assert!(!c.nodes("Ctl-A").contains_key("kube-c"));
+    assert!(c.state_host("Ctl-C").is_none());
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}

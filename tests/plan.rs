@@ -841,11 +841,11 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                 members.retain(|m| m.member_id.as_deref() != Some(member_id.as_str()));
                 assert_eq!(members.len() + 1, before, "member {member_id} not found");
             }
-            StepKind::DeleteObjects { node, objects, .. } => {
-                for o in objects {
+            StepKind::DeleteObjects { .. } => {
+                for (o, name) in step.kind.object_names() {
                     match o {
-                        plan::ObjectKind::Node => nodes.retain(|n| &n.name != node),
-                        plan::ObjectKind::ControlNode => control_nodes.retain(|n| n != node),
+                        plan::ObjectKind::Node => nodes.retain(|n| n.name != name),
+                        plan::ObjectKind::ControlNode => control_nodes.retain(|n| n != name),
                         plan::ObjectKind::EtcdMember => {}
                     }
                 }
@@ -2426,4 +2426,54 @@ fn kine_cluster_with_an_external_datasource_is_planned_without_etcd() {
     assert!(!kinds.contains(&"remove_member"), "{kinds:?}");
     assert_eq!(kinds, ["delete_objects", "reset_host", "forget_host"]);
     assert_eq!(p.etcd.members_before, 0);
+}
+
+/// Issue 13: a removed controller's EtcdMember and ControlNode are deleted by the names k0s
+/// gives them (its etcd member name and OS hostname, lower-cased), not by its Node name
+/// (`hostname:`, recorded in the state).
+#[test]
+fn removal_deletes_etcd_member_and_control_node_by_their_own_names() {
+    let mut i = case_inputs("remove_controller");
+    let c03 = HostId::new("10.0.0.3", 22);
+    for h in &mut i.state.hosts {
+        if h.id() == c03 {
+            h.node_name = Some("kube-c03".into());
+        }
+    }
+    facts_mut(&mut i.reality, &c03)
+        .expect("c03 probed")
+        .hostname = "Ctl-C03".into();
+    for h in &mut i.reality.hosts {
+        if let Probe::Reached(f) = &mut h.probe
+            && let Some(v) = &mut f.view
+        {
+            for m in &mut v.members {
+                if m.peer_url == peer_url("10.0.0.3") {
+                    m.name = "Ctl-C03".into();
+                }
+            }
+            v.control_nodes.retain(|n| n != "c03");
+            v.control_nodes.push("ctl-c03".into());
+        }
+    }
+    let p = run(&i).expect("plan");
+    let del = p
+        .steps
+        .iter()
+        .find(|s| s.host == c03 && s.kind.name() == "delete_objects")
+        .expect("delete_objects");
+    assert_eq!(
+        del.kind.object_names(),
+        [
+            (plan::ObjectKind::EtcdMember, "ctl-c03"),
+            (plan::ObjectKind::ControlNode, "ctl-c03")
+        ],
+        "{:#?}",
+        del.kind
+    );
+    let text = render::text(&p, false);
+    assert!(
+        text.contains("EtcdMember \"ctl-c03\", ControlNode \"ctl-c03\", deleted via"),
+        "{text}"
+    );
 }

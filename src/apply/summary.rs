@@ -112,14 +112,15 @@ pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'st
             "Uncordoned",
             "uncordoning",
         ),
-        StepKind::DeleteObjects { node, objects, via } => {
-            let kinds: Vec<&str> = objects.iter().map(|o| object_kind_name(*o)).collect();
-            (
-                format!("Deleting {} \"{node}\" via {}", kinds.join("/"), n(via)),
-                "Deleted",
-                "deleting",
-            )
-        }
+        StepKind::DeleteObjects { via, .. } => (
+            format!(
+                "Deleting {} via {}",
+                named_objects(&step.kind.object_names()),
+                n(via)
+            ),
+            "Deleted",
+            "deleting",
+        ),
         StepKind::ResetHost { .. } => ("Stopping and resetting k0s".into(), "Reset", "resetting"),
         StepKind::Upgrade { from, to } => (
             match from {
@@ -213,9 +214,11 @@ pub fn step_label(step: &Step) -> String {
         } => format!("remove_member {member_id} ({peer_url}) via {via}"),
         StepKind::Drain { node, via, .. } => format!("drain node \"{node}\" via {via}"),
         StepKind::Uncordon { node, via, .. } => format!("uncordon node \"{node}\" via {via}"),
-        StepKind::DeleteObjects { node, objects, via } => {
-            let kinds: Vec<&str> = objects.iter().map(|o| object_kind_name(*o)).collect();
-            format!("delete {} \"{node}\" via {via}", kinds.join("/"))
+        StepKind::DeleteObjects { via, .. } => {
+            format!(
+                "delete {} via {via}",
+                named_objects(&step.kind.object_names())
+            )
         }
         StepKind::ResetHost { .. } => "reset_host".to_string(),
         StepKind::Upgrade { from, to } => match from {
@@ -256,6 +259,21 @@ pub fn step_info(step: &Step, names: &HostNames) -> StepInfo {
         done: done.to_string(),
         still: still.to_string(),
     }
+}
+
+/// `Node/EtcdMember/ControlNode "c1"` when they share a name (as before), else each named:
+/// `Node "ctl-x", EtcdMember "ctl-a", ControlNode "ctl-a"`.
+pub fn named_objects(objects: &[(ObjectKind, &str)]) -> String {
+    let first = objects.first().map(|(_, n)| *n).unwrap_or_default();
+    if objects.iter().all(|(_, n)| *n == first) {
+        let kinds: Vec<&str> = objects.iter().map(|(o, _)| object_kind_name(*o)).collect();
+        return format!("{} \"{first}\"", kinds.join("/"));
+    }
+    objects
+        .iter()
+        .map(|(o, n)| format!("{} \"{n}\"", object_kind_name(*o)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub fn object_kind_name(o: ObjectKind) -> &'static str {

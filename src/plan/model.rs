@@ -291,11 +291,18 @@ pub enum StepKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         evict_taint: Option<String>,
     },
-    /// Delete the named API objects through a controller.
+    /// Delete the named API objects through a controller. The Node is `node`; the EtcdMember
+    /// and ControlNode carry their own names where they differ from it: k0s names them after
+    /// the host's etcd member name and OS hostname, not after `hostname:`
+    /// (`--hostname-override`).
     DeleteObjects {
         node: String,
         objects: Vec<ObjectKind>,
         via: HostId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        etcd_member: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        control_node: Option<String>,
     },
     /// Stop k0s and `k0s reset` the host, only if its machine-id is still this one.
     /// `uninstall` (destroy): then remove the k0s binary, /etc/k0s/k0s.yaml and k0sform's token
@@ -380,6 +387,32 @@ impl StepKind {
             StepKind::RecordHost => "record_host",
             StepKind::ForgetHost => "forget_host",
             StepKind::ForgetCluster => "forget_cluster",
+        }
+    }
+}
+
+impl StepKind {
+    /// The objects a `DeleteObjects` step deletes, each with its name.
+    pub fn object_names(&self) -> Vec<(ObjectKind, &str)> {
+        match self {
+            StepKind::DeleteObjects {
+                node,
+                objects,
+                etcd_member,
+                control_node,
+                ..
+            } => objects
+                .iter()
+                .map(|o| {
+                    let name = match o {
+                        ObjectKind::Node => None,
+                        ObjectKind::EtcdMember => etcd_member.as_deref(),
+                        ObjectKind::ControlNode => control_node.as_deref(),
+                    };
+                    (*o, name.unwrap_or(node))
+                })
+                .collect(),
+            _ => Vec::new(),
         }
     }
 }

@@ -119,18 +119,19 @@ impl<T: Transport + 'static> K0sRunner<T> {
         Ok(vec![StateChange::ClearEtcd(host.clone())])
     }
 
+    /// Delete each object by its own name (`StepKind::object_names`).
     pub(super) async fn delete_objects(
         &self,
-        node: &str,
-        objects: &[ObjectKind],
+        objects: &[(ObjectKind, &str)],
         via: &HostId,
     ) -> Result<Vec<StateChange>, StepError> {
         let p = self.paths(via);
-        if objects.contains(&ObjectKind::EtcdMember) {
+        if objects.iter().any(|(o, _)| *o == ObjectKind::EtcdMember) {
             // Remember the member ID it shows, for a RemoveMember that follows.
             let _ = self.etcd_member_objects(via).await;
         }
-        for o in objects {
+        for (o, node) in objects {
+            let node = *node;
             let cmd = match o {
                 ObjectKind::Node => k0s::delete_node(&p.bin, &p.data_dir, node),
                 ObjectKind::EtcdMember => k0s::delete_etcd_member(&p.bin, &p.data_dir, node),

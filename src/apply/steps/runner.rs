@@ -124,8 +124,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 self.uncordon(ctx, host, node, via, evict_taint.as_deref())
                     .await
             }
-            StepKind::DeleteObjects { node, objects, via } => {
-                self.delete_objects(node, objects, via).await
+            StepKind::DeleteObjects { via, .. } => {
+                self.delete_objects(&step.kind.object_names(), via).await
             }
             StepKind::ResetHost {
                 machine_id,

@@ -182,23 +182,34 @@ impl Planner<'_> {
                     None => format!("Node \"{node}\" uncordoned once Ready"),
                 },
             )),
-            StepKind::DeleteObjects { node, objects, via } => {
+            StepKind::DeleteObjects { node, via, .. } => {
                 let drained = own
                     .iter()
                     .any(|x| matches!(&x.kind, StepKind::Drain { node: n, .. } if n == node));
-                let rest: Vec<ObjectKind> = objects
-                    .iter()
-                    .copied()
-                    .filter(|o| !(drained && *o == ObjectKind::Node))
+                let rest: Vec<(ObjectKind, &str)> = s
+                    .kind
+                    .object_names()
+                    .into_iter()
+                    .filter(|(o, _)| !(drained && *o == ObjectKind::Node))
                     .collect();
-                if !rest.is_empty() {
+                let via = self.name_of(via);
+                if rest.iter().all(|(_, n)| n == node) {
+                    let kinds: Vec<ObjectKind> = rest.iter().map(|(o, _)| *o).collect();
+                    if !kinds.is_empty() {
+                        out.push(line(
+                            '-',
+                            format!("{} \"{node}\", deleted via {via}", object_list(&kinds)),
+                        ))
+                    }
+                } else {
+                    // k0s names them after the OS hostname, the Node after `hostname:`.
+                    let named: Vec<String> = rest
+                        .iter()
+                        .map(|(o, n)| format!("{} \"{n}\"", object_list(&[*o])))
+                        .collect();
                     out.push(line(
                         '-',
-                        format!(
-                            "{} \"{node}\", deleted via {}",
-                            object_list(&rest),
-                            self.name_of(via)
-                        ),
+                        format!("{}, deleted via {via}", named.join(", ")),
                     ))
                 }
             }

@@ -6,6 +6,7 @@ use super::Planner;
 use super::decision::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::steps::Chain;
+use crate::k0s::facts::is_object_name;
 use crate::plan::model::{ObjectKind, Refusal, StepKind};
 
 impl Planner<'_> {
@@ -47,11 +48,7 @@ impl Planner<'_> {
             let del = c.b.push(
                 p.idx,
                 &h.id,
-                StepKind::DeleteObjects {
-                    node: name.clone(),
-                    objects,
-                    via: via.clone(),
-                },
+                self.delete_objects_step(h, objects, via.clone()),
                 [prev, first_dep.take()],
             );
             // The controller it acts through may be the next one to leave: the next
@@ -88,15 +85,84 @@ impl Planner<'_> {
             v.push(ObjectKind::Node);
         }
         if h.role().is_controller() {
-            if self.cluster.members.iter().any(|m| m.name == name)
-                || h.state.and_then(|s| s.etcd.as_ref()).is_some()
-            {
+            // A kine controller has neither a member nor an EtcdMember object.
+            if self.member_of(&h.id).is_some() || h.state.and_then(|s| s.etcd.as_ref()).is_some() {
                 v.push(ObjectKind::EtcdMember);
             }
-            if self.cluster.control_nodes.contains(&name) {
+            if self
+                .cluster
+                .control_nodes
+                .contains(&self.control_node_name(h))
+            {
                 v.push(ObjectKind::ControlNode);
             }
         }
         v
+    }
+
+    /// `DeleteObjects` for `objects` of host `h`, each by the name k0s gives it.
+    pub(super) fn delete_objects_step(
+        &self,
+        h: &HostCtx,
+        objects: Vec<ObjectKind>,
+        via: crate::hostid::HostId,
+    ) -> StepKind {
+        let node = h.name();
+        let other = |kind: ObjectKind, name: String| {
+            (objects.contains(&kind) && name != node).then_some(name)
+        };
+        StepKind::DeleteObjects {
+            etcd_member: other(ObjectKind::EtcdMember, self.etcd_member_object_name(h)),
+            control_node: other(ObjectKind::ControlNode, self.control_node_name(h)),
+            node,
+            objects,
+            via,
+        }
+    }
+
+    /// The host's OS hostname, lower-cased, when it answered the probe (`uname -n`, what Go's
+    /// `os.Hostname` reads).
+    fn os_hostname(h: &HostCtx) -> Option<String> {
+        h.facts()
+            .map(|f| f.hostname.trim().to_lowercase())
+            .filter(|n| is_object_name(n))
+    }
+
+    /// Its etcd member's name (the raw OS hostname, or `storage.etcd.extraArgs.name`),
+    /// lower-cased, as the cluster lists it.
+    fn member_name(&self, h: &HostCtx) -> Option<String> {
+        self.member_of(&h.id)
+            .map(|m| m.name.trim().to_lowercase())
+            .filter(|n| is_object_name(n))
+    }
+
+    /// The EtcdMember object's name: k0s names it after the etcd member name, lower-cased from
+    /// v1.34.1 and as is from v1.30 (k0s `pkg/component/controller/etcd_member_reconciler.go`,
+    /// `nodeutil.GetHostname(memberName)`, before it `EtcdConfig.GetNodeName`). As is, a name
+    /// with capitals is refused by the API server, so no object exists: the lower-cased member
+    /// name finds the object whenever there is one. Never `hostname:`.
+    fn etcd_member_object_name(&self, h: &HostCtx) -> String {
+        self.member_name(h)
+            .or_else(|| Self::os_hostname(h))
+            .unwrap_or_else(|| h.name())
+    }
+
+    /// The ControlNode object's name: the lower-cased OS hostname (autopilot's effective
+    /// hostname, `AUTOPILOT_HOSTNAME` aside: k0s `pkg/autopilot/controller/setup.go`,
+    /// `pkg/autopilot/common/hostname.go`), never `--hostname-override`. For a host that does
+    /// not answer, its etcd member's name (the same OS hostname unless etcd's `name` is set).
+    /// The first of those, then its recorded and Node names, that the cluster lists.
+    fn control_node_name(&self, h: &HostCtx) -> String {
+        let candidates: Vec<String> = [Self::os_hostname(h), self.member_name(h)]
+            .into_iter()
+            .flatten()
+            .chain(h.known_names())
+            .chain([h.name()])
+            .collect();
+        candidates
+            .iter()
+            .find(|n| self.cluster.control_nodes.contains(*n))
+            .unwrap_or(&candidates[0])
+            .clone()
     }
 }

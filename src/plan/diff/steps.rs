@@ -223,11 +223,7 @@ impl Planner<'_> {
             c.b.push(
                 p.idx,
                 &h.id,
-                StepKind::DeleteObjects {
-                    node: h.name(),
-                    objects,
-                    via,
-                },
+                self.delete_objects_step(h, objects, via),
                 [prev],
             );
         }
