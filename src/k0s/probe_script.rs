@@ -822,15 +822,19 @@ case "$1" in
 EOF
   ;;
   config) echo "$*" >>"{dir}/config-calls" ;;
-  etcd) echo '{{"members":{{"c0":"https://127.0.0.10:2380","c1":"https://127.0.0.11:2380"}}}}' ;;
+  etcd)
+    [ -e "{dir}/kine" ] && {{ echo 'Error: wrong storage type: kine' >&2; exit 1; }}
+    echo '{{"members":{{"c0":"https://127.0.0.10:2380","c1":"https://127.0.0.11:2380"}}}}' ;;
   kubectl)
     shift
     [ "$KUBECONFIG" = "{dd}/pki/admin.conf" ] || {{ echo "Error: bad KUBECONFIG" >&2; exit 1; }}
     echo "$2" >>"{dir}/kubectl-calls"
     case "$2" in
       etcdmembers.etcd.k0sproject.io,namespaces,nodes,controlnodes.autopilot.k0sproject.io)
+        [ -e "{dir}/kine" ] && {{ echo 'error: the server doesn'\''t have a resource type "etcdmembers"' >&2; exit 1; }}
         [ -e "{dir}/combined" ] || {{ echo 'error: the server doesn'\''t have a resource type "controlnodes"' >&2; exit 1; }}
         cat "{dir}/combined" ;;
+      namespaces,nodes,controlnodes.autopilot.k0sproject.io) cat "{dir}/combined" ;;
       etcdmembers.etcd.k0sproject.io) echo '{{"items":[{{"metadata":{{"name":"c0"}},"status":{{"peerAddress":"127.0.0.10","memberID":"8e9e05c52164694d","conditions":[{{"type":"Joined","status":"True"}}]}}}},{{"metadata":{{"name":"c1"}},"status":{{"peerAddress":"127.0.0.99","memberID":"1111111111111111"}}}}]}}' ;;
       namespace) echo '{{"metadata":{{"name":"kube-system","uid":"7c3f2b8e-1d2a-4c5b-9e8f-0a1b2c3d4e5f"}}}}' ;;
       nodes) echo '{{"items":[{{"metadata":{{"name":"c0"}},"status":{{"conditions":[{{"type":"Ready","status":"True"}}]}}}}]}}' ;;
@@ -1009,6 +1013,64 @@ esac
         assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
         assert_eq!(f.status, None);
         assert!(f.view.is_none());
+    }
+
+    /// A kine controller: k0s refuses `k0s etcd member-list` (`wrong storage type: kine`) and
+    /// has no EtcdMember CRD. The view has no members and no errors, from one kubectl that
+    /// leaves EtcdMember out.
+    #[test]
+    fn kine_controller_has_no_members_and_no_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = RUNNING.replace(
+            r#""ClusterConfig": {"spec": {"storage": {"etcd": {"peerAddress": "127.0.0.10"}}}}"#,
+            r#""ClusterConfig": {"spec": {"storage": {"type": "kine", "kine": {"dataSource": "sqlite:///var/lib/k0s/db/state.db"}}}}"#,
+        );
+        let bin = fake_k0s(dir.path(), &status);
+        std::fs::write(dir.path().join("kine"), "").unwrap();
+        std::fs::write(
+            dir.path().join("combined"),
+            r#"{"apiVersion":"v1","kind":"List","items":[
+ {"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-system","uid":"7c3f2b8e-1d2a-4c5b-9e8f-0a1b2c3d4e5f"}},
+ {"apiVersion":"v1","kind":"Node","metadata":{"name":"s1"},"status":{"conditions":[{"type":"Ready","status":"True"}]}},
+ {"apiVersion":"autopilot.k0sproject.io/v1beta2","kind":"ControlNode","metadata":{"name":"s1"}}
+]}"#,
+        )
+        .unwrap();
+        let dd = dir.path().join("data");
+        let f = run_script(&bin, dd.to_str().unwrap(), true, "/x/k0s.yaml").unwrap();
+        assert!(f.runs_kine());
+        let calls = std::fs::read_to_string(dir.path().join("kubectl-calls")).unwrap();
+        assert_eq!(
+            calls.trim(),
+            "namespaces,nodes,controlnodes.autopilot.k0sproject.io"
+        );
+        let v = f.view.unwrap();
+        assert_eq!(v.errors, Vec::<String>::new());
+        assert!(v.members.is_empty());
+        assert_eq!(
+            v.cluster_uid.as_deref(),
+            Some("7c3f2b8e-1d2a-4c5b-9e8f-0a1b2c3d4e5f")
+        );
+        assert_eq!(v.control_nodes, ["s1"]);
+
+        // Any other member-list failure is still an error of the view.
+        std::fs::remove_file(dir.path().join("kine")).unwrap();
+        std::fs::write(dir.path().join("combined"), r#"{"kind":"List","items":[]}"#).unwrap();
+        let bin2 = dir.path().join("k0s");
+        let text = std::fs::read_to_string(&bin2).unwrap().replace(
+            "  etcd)\n",
+            "  etcd)\n    echo 'Error: wrong storage type: etcd2' >&2; exit 1\n",
+        );
+        std::fs::write(&bin2, text).unwrap();
+        let v = run_script(&bin, dd.to_str().unwrap(), true, "/x/k0s.yaml")
+            .unwrap()
+            .view
+            .unwrap();
+        assert!(
+            v.errors.iter().any(|e| e.starts_with("member-list")),
+            "{:?}",
+            v.errors
+        );
     }
 
     #[test]
