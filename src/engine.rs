@@ -441,8 +441,14 @@ impl crate::apply::Prober for SshProber {
             crate::reality::Probe::Reached(facts) => Ok(*facts),
             crate::reality::Probe::Unreachable { error }
             | crate::reality::Probe::K0sNotAnswering { error } => Err(error),
-            crate::reality::Probe::HostKeyChanged { expected, offered } => Err(format!(
-                "host key changed: recorded {expected}, offered {offered}"
+            crate::reality::Probe::HostKeyChanged {
+                expected,
+                offered,
+                bastion,
+            } => Err(crate::reality::key_change_text(
+                &expected,
+                &offered,
+                bastion.as_ref(),
             )),
         }
     }
@@ -492,8 +498,13 @@ pub async fn healthy_controller<'a>(
                 }
             }
             Probe::Unreachable { error } => why.push(format!("{id}: unreachable: {error}")),
-            Probe::HostKeyChanged { expected, offered } => why.push(format!(
-                "{id}: host key changed: recorded {expected}, offered {offered}"
+            Probe::HostKeyChanged {
+                expected,
+                offered,
+                bastion,
+            } => why.push(format!(
+                "{id}: {}",
+                crate::reality::key_change_text(&expected, &offered, bastion.as_ref())
             )),
             Probe::K0sNotAnswering { error } => {
                 why.push(format!("{id}: k0s not answering: {error}"))

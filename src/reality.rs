@@ -24,9 +24,13 @@ pub enum Probe {
         error: String,
     },
     /// The host offered another key than the one recorded or pinned; nothing was run on it.
+    /// With `bastion`: that bastion (one of the host's `ssh.bastion` hops) offered it, and the
+    /// host was not reached.
     HostKeyChanged {
         expected: String,
         offered: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bastion: Option<HostId>,
     },
     Reached(Box<HostFacts>),
     /// SSH works but `k0s status` did not answer within its bound (it can block for minutes on
@@ -44,6 +48,9 @@ pub struct HostFacts {
     pub host_key: String,
     /// The offered key itself (`ssh-ed25519 AAAA…`).
     pub host_public_key: Option<String>,
+    /// The bastions the host was reached through (hop order) and the keys they were accepted with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bastions: Vec<BastionKey>,
     pub os: String,
     pub arch: String,
     /// `k0s version` of the installed binary; None = no binary at the install path.
@@ -73,6 +80,24 @@ pub struct HostFacts {
     /// The remote files of the spec's `files:` as they are on the host (probe order).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<RemoteFile>,
+}
+
+/// "host key changed: recorded …, offered …", naming the bastion when it was one.
+pub fn key_change_text(expected: &str, offered: &str, bastion: Option<&HostId>) -> String {
+    match bastion {
+        Some(b) => format!("bastion {b} host key changed: recorded {expected}, offered {offered}"),
+        None => format!("host key changed: recorded {expected}, offered {offered}"),
+    }
+}
+
+/// A bastion hop's key as the connection to a host accepted it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BastionKey {
+    pub bastion: HostId,
+    /// `SHA256:…`
+    pub host_key: String,
+    /// `<type> <base64>`
+    pub host_public_key: String,
 }
 
 /// One remote file the spec names, as the probe found it.

@@ -130,6 +130,14 @@ pub enum TransportError {
         expected: String,
         offered: String,
     },
+    /// A bastion the host is reached through offered another key than the one recorded for it.
+    #[error("{host}: bastion {bastion} host key changed: recorded {expected}, offered {offered}")]
+    BastionKeyChanged {
+        host: HostId,
+        bastion: HostId,
+        expected: String,
+        offered: String,
+    },
     #[error("{host}: `{command}` timed out after {secs}s")]
     Timeout {
         host: HostId,

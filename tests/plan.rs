@@ -375,6 +375,7 @@ fn build(case: &Case) -> Inputs {
         cluster: None,
         hosts: vec![],
         intents: vec![],
+        bastions: vec![],
     };
     if let Some(st) = &case.state {
         state.serial = st.serial;
@@ -476,6 +477,7 @@ fn build(case: &Case) -> Inputs {
             Probe::HostKeyChanged {
                 expected: expected.clone(),
                 offered: offered.clone(),
+                bastion: None,
             }
         } else {
             let hs = name_of_addr(&r.addr, id.port)
@@ -865,6 +867,12 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                 }
                 st.args.truncate(2);
                 st.args.extend(desired::install_args(&i.spec, hs));
+            }
+            StepKind::RecordBastion { .. } => {
+                panic!(
+                    "the simulated cases have no bastions, yet {} is recorded as one",
+                    step.host
+                )
             }
             StepKind::RecordHost => {
                 let f = f.expect("record of an unreachable host").clone();
@@ -1571,6 +1579,150 @@ fn first_contact_is_shown_and_refused_on_request() {
     }
     let p = run(&i).expect("pinned host plans");
     assert!(p.first_contacts.is_empty());
+}
+
+/// Bastions are held to the hosts' rules: a bastion with no recorded key is a first contact
+/// (shown, refused with `-trust-new-host-keys=false`) and gets a `RecordBastion` step; once
+/// recorded it is quiet; a changed bastion key refuses the plan (exit 3) naming the bastion,
+/// whatever `-replace` says about the hosts behind it; `-replace BASTION` accepts the new key.
+#[test]
+fn bastion_keys_are_shown_recorded_and_checked() {
+    use k0sform::reality::BastionKey;
+    use k0sform::state::BastionState;
+    const KEY1: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDvZ/q36TdInhTZoW5bXPQ/Hey6Hm97hfZmb+65XdDbu";
+    const KEY2: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFP+/ojncWRTHg/eH9zkhBM5UfE1so5lUGxA6hGnxOyE";
+    let fp1 = k0sform::ssh::fingerprint(KEY1).unwrap();
+    let fp2 = k0sform::ssh::fingerprint(KEY2).unwrap();
+    let bastion = HostId::new("127.0.0.50", 22);
+    let mut i = case_inputs("noop");
+    for h in &mut i.spec.hosts {
+        h.ssh.bastion = Some(Box::new(SshTarget::new("127.0.0.50", 22)));
+    }
+    let through = |i: &mut Inputs, key: &str| {
+        for h in &mut i.reality.hosts {
+            if let Probe::Reached(f) = &mut h.probe {
+                f.bastions = vec![BastionKey {
+                    bastion: HostId::new("127.0.0.50", 22),
+                    host_key: k0sform::ssh::fingerprint(key).unwrap(),
+                    host_public_key: key.to_string(),
+                }];
+            }
+        }
+    };
+    through(&mut i, KEY1);
+
+    // First contact: shown, and recorded by a step of its own.
+    let p = run(&i).expect("plan");
+    let fc: Vec<_> = p.first_contacts.iter().filter(|f| f.bastion).collect();
+    assert_eq!(fc.len(), 1, "{:?}", p.first_contacts);
+    assert_eq!(fc[0].host, bastion);
+    assert_eq!(fc[0].fingerprint, fp1);
+    let text = render::text(&p, false);
+    assert!(
+        text.contains(&format!(
+            "bastion (127.0.0.50): first contact: trusting {fp1}"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("1 bastion host key to record"), "{text}");
+    let rec: Vec<_> = p
+        .steps
+        .iter()
+        .filter(|s| matches!(s.kind, StepKind::RecordBastion { .. }))
+        .collect();
+    assert_eq!(rec.len(), 1, "{:?}", p.steps);
+    assert_eq!(rec[0].host, bastion);
+    assert!(
+        matches!(&rec[0].kind, StepKind::RecordBastion { fingerprint, public_key } if fingerprint == &fp1 && public_key == KEY1)
+    );
+
+    // -trust-new-host-keys=false refuses the unpinned bastion.
+    i.options.refuse_first_contact = true;
+    let r = run(&i).unwrap_err();
+    assert_eq!(r.exit_code(), 3);
+    assert!(
+        r.details
+            .iter()
+            .any(|d| d.contains("bastion 127.0.0.50") && d.contains(&fp1)),
+        "{r:?}"
+    );
+    i.options.refuse_first_contact = false;
+
+    // Recorded: no first contact, nothing to do.
+    i.state.upsert_bastion(BastionState {
+        address: "127.0.0.50".into(),
+        port: 22,
+        host_key: fp1.clone(),
+        host_public_key: KEY1.into(),
+    });
+    let p = run(&i).expect("plan");
+    assert!(p.first_contacts.is_empty(), "{:?}", p.first_contacts);
+    assert!(!p.has_changes(), "{:?}", p.steps);
+    i.options.refuse_first_contact = true;
+    run(&i).expect("a recorded bastion is no first contact");
+    i.options.refuse_first_contact = false;
+
+    // The bastion's key changed: refused naming the bastion, even with -replace on the hosts.
+    let victim = i.reality.hosts[0].id.clone();
+    let reached = i.reality.hosts[0].probe.clone();
+    i.reality.hosts[0].probe = Probe::HostKeyChanged {
+        expected: fp1.clone(),
+        offered: fp2.clone(),
+        bastion: Some(bastion.clone()),
+    };
+    let r = run(&i).unwrap_err();
+    assert_eq!(r.exit_code(), 3);
+    assert!(r.message.contains("bastion"), "{r:?}");
+    assert!(
+        r.details
+            .iter()
+            .any(|d| d.contains("bastion 127.0.0.50") && d.contains(&fp2)),
+        "{r:?}"
+    );
+    i.options.replace = vec![victim.to_string()];
+    let r = run(&i).unwrap_err();
+    assert_eq!(
+        r.exit_code(),
+        3,
+        "-replace HOST does not accept a bastion's key"
+    );
+
+    // -replace BASTION: the probe accepted the new key; it is first contact and recorded again.
+    i.options.replace = vec!["127.0.0.50".into()];
+    i.reality.hosts[0].probe = reached;
+    through(&mut i, KEY2);
+    let p = run(&i).expect("plan with -replace bastion");
+    assert!(
+        !p.warnings.iter().any(|w| w.contains("names no host")),
+        "{:?}",
+        p.warnings
+    );
+    assert!(
+        p.first_contacts
+            .iter()
+            .any(|f| f.bastion && f.fingerprint == fp2)
+    );
+    assert!(p.steps.iter().any(
+        |s| matches!(&s.kind, StepKind::RecordBastion { fingerprint, .. } if fingerprint == &fp2)
+    ));
+
+    // Two connections that saw two keys for one bastion: refused.
+    let mut i2 = case_inputs("noop");
+    for h in &mut i2.spec.hosts {
+        h.ssh.bastion = Some(Box::new(SshTarget::new("127.0.0.50", 22)));
+    }
+    through(&mut i2, KEY1);
+    let last = i2.reality.hosts.len() - 1;
+    if let Probe::Reached(f) = &mut i2.reality.hosts[last].probe {
+        f.bastions[0].host_key = fp2.clone();
+        f.bastions[0].host_public_key = KEY2.into();
+    }
+    assert!(i2.reality.hosts.len() > 1);
+    let r = run(&i2).unwrap_err();
+    assert_eq!(r.exit_code(), 3);
+    assert!(r.message.contains("different SSH host keys"), "{r:?}");
 }
 
 // ---------------------------------------------------------------------------------------------

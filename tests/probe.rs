@@ -137,7 +137,8 @@ async fn changed_key_is_reported_and_replace_accepts_it() {
         r.get(&a.id()),
         Some(&Probe::HostKeyChanged {
             expected: old_fp.clone(),
-            offered: a.host_fingerprint()
+            offered: a.host_fingerprint(),
+            bastion: None,
         })
     );
     assert_eq!(

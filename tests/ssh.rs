@@ -41,7 +41,7 @@ fn cmd(argv: &[&str]) -> RemoteCommand {
 /// A transport already connected to `sshd` as `user` (first contact: no recorded key).
 async fn connected(sshd: &Sshd, user: &str) -> SshTransport {
     let t = transport();
-    t.connect(&sshd.id(), &sshd.target(user), None, false)
+    t.connect(&sshd.id(), &sshd.target(user), None, false, &[])
         .await
         .unwrap();
     t
@@ -209,7 +209,7 @@ async fn first_contact_records_the_key_and_later_runs_check_it() {
     let sshd = Sshd::start();
     let t = transport();
     let info = t
-        .connect(&sshd.id(), &sshd.target("root"), None, false)
+        .connect(&sshd.id(), &sshd.target("root"), None, false, &[])
         .await
         .unwrap();
     assert_eq!(info.fingerprint, sshd.host_fingerprint());
@@ -225,6 +225,7 @@ async fn first_contact_records_the_key_and_later_runs_check_it() {
             &sshd.target("root"),
             Some(&info.public_key),
             false,
+            &[],
         )
         .await
         .unwrap();
@@ -238,6 +239,7 @@ async fn first_contact_records_the_key_and_later_runs_check_it() {
         &pinned(&sshd, &info.fingerprint),
         Some(&info.public_key),
         false,
+        &[],
     )
     .await
     .unwrap();
@@ -255,7 +257,7 @@ async fn changed_host_key_is_refused_with_both_fingerprints_unless_accepted() {
 
     let t = transport();
     let err = t
-        .connect(&sshd.id(), &sshd.target("root"), Some(&old_key), false)
+        .connect(&sshd.id(), &sshd.target("root"), Some(&old_key), false, &[])
         .await
         .unwrap_err();
     match &err {
@@ -276,7 +278,7 @@ async fn changed_host_key_is_refused_with_both_fingerprints_unless_accepted() {
 
     // -replace: the old key is dropped, the new one trusted.
     let info = t
-        .connect(&sshd.id(), &sshd.target("root"), Some(&old_key), true)
+        .connect(&sshd.id(), &sshd.target("root"), Some(&old_key), true, &[])
         .await
         .unwrap();
     assert_eq!(info.fingerprint, new_fp);
@@ -286,7 +288,13 @@ async fn changed_host_key_is_refused_with_both_fingerprints_unless_accepted() {
     // A pin of the new key together with accept_changed: accepted.
     let t2 = transport();
     let info = t2
-        .connect(&sshd.id(), &pinned(&sshd, &new_fp), Some(&old_key), true)
+        .connect(
+            &sshd.id(),
+            &pinned(&sshd, &new_fp),
+            Some(&old_key),
+            true,
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!(info.fingerprint, new_fp);
@@ -299,7 +307,7 @@ async fn pin_mismatch_is_refused_before_any_command() {
     let t = transport();
     let wrong = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".to_string();
     let err = t
-        .connect(&sshd.id(), &pinned(&sshd, &wrong), None, false)
+        .connect(&sshd.id(), &pinned(&sshd, &wrong), None, false, &[])
         .await
         .unwrap_err();
     match err {
@@ -331,7 +339,7 @@ async fn unreachable_host_fails_fast() {
     let target = SshTarget::new(address.clone(), port);
     let started = Instant::now();
     let err = t
-        .connect(&HostId::new(address, port), &target, None, false)
+        .connect(&HostId::new(address, port), &target, None, false, &[])
         .await
         .unwrap_err();
     assert!(
@@ -621,7 +629,7 @@ async fn bastion_connection_carries_keys_and_options() {
     b.host_key = Some(bastion.host_fingerprint());
     target.bastion = Some(Box::new(b));
     let info = t
-        .connect(&target_sshd.id(), &target, None, false)
+        .connect(&target_sshd.id(), &target, None, false, &[])
         .await
         .unwrap();
     assert_eq!(info.fingerprint, target_sshd.host_fingerprint());
@@ -649,11 +657,96 @@ async fn bastion_connection_carries_keys_and_options() {
         b.host_key = Some("SHA256:wrongwrongwrongwrongwrongwrongwrongwrongwro".into());
     }
     let err = t2
-        .connect(&target_sshd.id(), &target, None, false)
+        .connect(&target_sshd.id(), &target, None, false, &[])
         .await
         .unwrap_err();
     assert!(err.to_string().contains("bastion"), "{err}");
     assert!(t2.connected(&target_sshd.id()).is_none());
+}
+
+/// A bastion's key as the state records it: first contact reports it, a recorded key is checked
+/// strictly (a rebuilt bastion is refused as `BastionKeyChanged` naming the bastion, and nothing
+/// reaches the target), and accepting the change trusts the new key.
+#[tokio::test(flavor = "multi_thread")]
+async fn bastion_keys_are_reported_and_checked_against_the_recorded_one() {
+    use k0sform::ssh::BastionTrust;
+    let mut bastion = Sshd::start();
+    let target_sshd = Sshd::start();
+    let mut target = target_sshd.target("root");
+    target.bastion = Some(Box::new(bastion.target("root")));
+    let bastion_id = HostId::new(bastion.address.clone(), bastion.port);
+
+    // First contact: the hop's key is reported, marked as trusted on first use.
+    let t = transport();
+    let info = t
+        .connect(&target_sshd.id(), &target, None, false, &[])
+        .await
+        .unwrap();
+    assert_eq!(info.bastions.len(), 1, "{info:?}");
+    assert_eq!(info.bastions[0].id, bastion_id);
+    assert_eq!(info.bastions[0].fingerprint, bastion.host_fingerprint());
+    assert_eq!(info.bastions[0].public_key, bastion.host_public_key());
+    assert!(info.bastions[0].first_contact);
+    t.close_all().await;
+
+    // Recorded: checked strictly, not first contact.
+    let recorded = [BastionTrust {
+        recorded_key: Some(bastion.host_public_key()),
+        accept_changed: false,
+    }];
+    let t = transport();
+    let info = t
+        .connect(&target_sshd.id(), &target, None, false, &recorded)
+        .await
+        .unwrap();
+    assert!(!info.bastions[0].first_contact);
+    t.close_all().await;
+
+    // The bastion is rebuilt (new key): refused, naming the bastion; the target is not reached.
+    let old_fp = bastion.host_fingerprint();
+    bastion.rebuild();
+    let logins = target_sshd.accepted_logins();
+    let t = transport();
+    let err = t
+        .connect(&target_sshd.id(), &target, None, false, &recorded)
+        .await
+        .unwrap_err();
+    match &err {
+        TransportError::BastionKeyChanged {
+            bastion: b,
+            expected,
+            offered,
+            ..
+        } => {
+            assert_eq!(b, &bastion_id);
+            assert_eq!(expected, &old_fp);
+            assert_eq!(offered, &bastion.host_fingerprint());
+        }
+        other => panic!("expected BastionKeyChanged, got {other:?}"),
+    }
+    assert!(
+        err.to_string().contains(&format!("bastion {bastion_id}")),
+        "{err}"
+    );
+    assert_eq!(
+        target_sshd.accepted_logins(),
+        logins,
+        "the target was reached"
+    );
+    assert!(t.connected(&target_sshd.id()).is_none());
+
+    // Accepting the change (-replace BASTION) trusts the offered key.
+    let accept = [BastionTrust {
+        recorded_key: recorded[0].recorded_key.clone(),
+        accept_changed: true,
+    }];
+    let info = t
+        .connect(&target_sshd.id(), &target, None, false, &accept)
+        .await
+        .unwrap();
+    assert_eq!(info.bastions[0].fingerprint, bastion.host_fingerprint());
+    assert!(info.bastions[0].first_contact);
+    t.close_all().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -745,8 +838,8 @@ async fn concurrent_connects_to_one_host_leave_one_master() {
     let target = sshd.target("root");
     let id = sshd.id();
     let (a, b) = tokio::join!(
-        t.connect(&id, &target, None, false),
-        t.connect(&id, &target, None, false)
+        t.connect(&id, &target, None, false, &[]),
+        t.connect(&id, &target, None, false, &[])
     );
     let (a, b) = (a.expect("first connect"), b.expect("second connect"));
     assert_eq!(a.fingerprint, b.fingerprint);
@@ -784,7 +877,7 @@ fn the_master_dies_with_the_thread_that_started_it_even_without_drop() {
             .unwrap();
         rt.block_on(async {
             let t = transport();
-            t.connect(&id, &target, None, false).await.unwrap();
+            t.connect(&id, &target, None, false, &[]).await.unwrap();
             let p = t.control_dir().to_str().unwrap().to_string();
             assert!(!ssh_processes(&t).is_empty());
             std::mem::forget(t);
@@ -820,7 +913,7 @@ async fn openssh_alias_from_config_path_and_user_from_config_decides_sudo() {
     target.config_path = Some(cfg.clone());
     let id = HostId::new("k0sform-test-alias", 22);
     let t = transport();
-    let info = t.connect(&id, &target, None, false).await.unwrap();
+    let info = t.connect(&id, &target, None, false, &[]).await.unwrap();
     assert_eq!(info.fingerprint, sshd.host_fingerprint());
     let out = t.run(&id, cmd(&["id", "-un"])).await.unwrap();
     assert_eq!(out.stdout_str().trim(), "root");
@@ -833,7 +926,7 @@ async fn openssh_alias_from_config_path_and_user_from_config_decides_sudo() {
             .replace("User root", "User k0slab");
         std::fs::write(&cfg, text).unwrap();
         let t = transport();
-        t.connect(&id, &target, None, false).await.unwrap();
+        t.connect(&id, &target, None, false, &[]).await.unwrap();
         let as_root = t.run(&id, cmd(&["id", "-un"])).await.unwrap();
         assert_eq!(
             as_root.stdout_str().trim(),
@@ -856,7 +949,7 @@ async fn lost_connection_is_unreachable_and_can_be_reopened() {
     let sshd = Sshd::start();
     let t = transport();
     let info = t
-        .connect(&sshd.id(), &sshd.target("root"), None, false)
+        .connect(&sshd.id(), &sshd.target("root"), None, false, &[])
         .await
         .unwrap();
     // Cut the connection under the transport's feet: kill the master.
@@ -889,6 +982,7 @@ async fn lost_connection_is_unreachable_and_can_be_reopened() {
             &sshd.target("root"),
             Some(&info.public_key),
             false,
+            &[],
         )
         .await
         .unwrap();
@@ -921,6 +1015,7 @@ async fn silent_host_times_out_as_unreachable() {
             &SshTarget::new(address, port),
             None,
             false,
+            &[],
         )
         .await
         .unwrap_err();
@@ -948,7 +1043,7 @@ async fn commands_run_under_a_non_posix_login_shell() {
     .unwrap();
     std::fs::set_permissions(&fishy, std::fs::Permissions::from_mode(0o755)).unwrap();
     let t = transport();
-    t.connect(&sshd.id(), &sshd.target("root"), None, false)
+    t.connect(&sshd.id(), &sshd.target("root"), None, false, &[])
         .await
         .unwrap();
     let out = t
@@ -1023,7 +1118,13 @@ async fn hostile_ssh_config_cannot_weaken_the_connection() {
 
     let t = transport();
     let info = t
-        .connect(&sshd.id(), &target, Some(&sshd.host_public_key()), false)
+        .connect(
+            &sshd.id(),
+            &target,
+            Some(&sshd.host_public_key()),
+            false,
+            &[],
+        )
         .await
         .expect("connect through a hostile ssh_config");
     assert!(!info.first_contact);
@@ -1071,7 +1172,10 @@ async fn hostile_ssh_config_cannot_weaken_the_connection() {
         .collect::<Vec<_>>()
         .join(" ");
     let t = transport();
-    match t.connect(&sshd.id(), &target, Some(&wrong), false).await {
+    match t
+        .connect(&sshd.id(), &target, Some(&wrong), false, &[])
+        .await
+    {
         Err(TransportError::HostKeyChanged { offered, .. }) => {
             assert_eq!(offered, sshd.host_fingerprint())
         }

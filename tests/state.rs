@@ -640,7 +640,7 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
         (
             "newer",
             serde_json::to_string_pretty(&newer).unwrap(),
-            "format_version 3, newer than this k0sform understands (up to 2)",
+            "format_version 4, newer than this k0sform understands (up to 3)",
         ),
         (
             "missing-lineage",
@@ -874,7 +874,7 @@ fn tool_version_is_updated_on_write() {
 
 /// Format 1 (before `hosts[].access`) is read as it is and written back as the current format.
 #[test]
-fn format_1_state_is_read_and_written_as_format_2() {
+fn format_1_state_is_read_and_written_as_the_current_format() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.json");
     let mut v1: serde_json::Value =
@@ -891,7 +891,75 @@ fn format_1_state_is_read_and_written_as_format_2() {
     loaded.serial += 1;
     store.write(&loaded).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains("\"format_version\": 2,"), "{text}");
+    assert!(text.contains("\"format_version\": 3,"), "{text}");
+}
+
+/// Format 2 (before `bastions`) is read as it is (no bastion recorded) and written as format 3
+/// with the bastion keys a run recorded. Bastion entries are checked when read: a key that is
+/// not the one fingerprinted, a duplicate, or an unknown key type is refused naming the bastion.
+#[test]
+fn format_2_state_is_read_and_bastions_are_checked() {
+    const KEY: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDvZ/q36TdInhTZoW5bXPQ/Hey6Hm97hfZmb+65XdDbu";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let mut v2: serde_json::Value =
+        serde_json::from_str(&sample_state().to_canonical_json().unwrap()).unwrap();
+    v2["format_version"] = 2.into();
+    assert!(v2.get("bastions").is_none());
+    std::fs::write(&path, serde_json::to_string_pretty(&v2).unwrap()).unwrap();
+    let mut store = LocalStore::new(&path);
+    let _g = store.lock("test", Duration::ZERO).unwrap();
+    let mut loaded = store.load().unwrap().expect("a format 2 state loads");
+    assert!(loaded.bastions.is_empty());
+    let mut want = sample_state();
+    want.sort();
+    assert_eq!(loaded.hosts, want.hosts);
+    loaded.serial += 1;
+    loaded.upsert_bastion(state::BastionState {
+        address: "127.0.0.50".into(),
+        port: 22,
+        host_key: k0sform::ssh::fingerprint(KEY).unwrap(),
+        host_public_key: KEY.into(),
+    });
+    store.write(&loaded).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"format_version\": 3,"), "{text}");
+    assert!(text.contains("\"bastions\": ["), "{text}");
+    let back = store.load().unwrap().unwrap();
+    assert_eq!(back.bastions, loaded.bastions);
+
+    let good: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let bad = |edit: &dyn Fn(&mut serde_json::Value), want: &str| {
+        let mut v = good.clone();
+        edit(&mut v);
+        let p = dir.path().join("bad.json");
+        std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+        let e = LocalStore::new(&p).load().unwrap_err().to_string();
+        assert!(e.contains("bastion 127.0.0.50") && e.contains(want), "{e}");
+    };
+    bad(
+        &|v| v["bastions"][0]["host_key"] = "SHA256:other".into(),
+        "does not have the fingerprint",
+    );
+    bad(
+        &|v| {
+            let b = v["bastions"][0].clone();
+            v["bastions"].as_array_mut().unwrap().push(b);
+        },
+        "more than once",
+    );
+    bad(
+        &|v| v["bastions"][0]["host_public_key"] = "ssh-ed25519".into(),
+        "host_public_key",
+    );
+    bad(
+        &|v| {
+            v["bastions"][0]["host_public_key"] =
+                KEY.replace("ssh-ed25519", "ssh-ed25519,ssh-rsa").into()
+        },
+        "unknown key type",
+    );
 }
 
 #[test]
@@ -902,7 +970,7 @@ fn state_file_is_sorted_stable_pretty_json() {
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.ends_with("}\n") && !text.ends_with("\n\n"));
     assert!(
-        text.starts_with("{\n  \"format_version\": 2,\n  \"lineage\": \""),
+        text.starts_with("{\n  \"format_version\": 3,\n  \"lineage\": \""),
         "{text}"
     );
     let loaded = LocalStore::new(&path).load().unwrap().unwrap();

@@ -21,6 +21,8 @@ pub enum StateChange {
         access: Option<crate::state::HostAccess>,
         host_public_key: Option<String>,
     },
+    /// Insert or replace a bastion's recorded host key.
+    UpsertBastion(crate::state::BastionState),
     /// The host's etcd member was removed: forget its member ID and peer URL.
     ClearEtcd(HostId),
     /// The cluster's identity (bootstrap, or adoption of a running cluster).
@@ -61,6 +63,7 @@ impl StateChange {
                     state.upsert_host(h);
                 }
             }
+            StateChange::UpsertBastion(b) => state.upsert_bastion(b.clone()),
             StateChange::ClearEtcd(id) => {
                 if let Some(h) = state.host_mut(id) {
                     h.etcd = None;

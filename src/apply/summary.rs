@@ -163,6 +163,11 @@ pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'st
             "Recorded",
             "recording",
         ),
+        StepKind::RecordBastion { fingerprint, .. } => (
+            format!("Recording the bastion's host key {fingerprint} in the state"),
+            "Recorded",
+            "recording",
+        ),
         StepKind::ForgetHost => (
             "Removing the host from the state".into(),
             "Removed from the state",
@@ -242,6 +247,7 @@ pub fn step_label(step: &Step) -> String {
         ),
         StepKind::MoveHost { from } => format!("move_host from {from}"),
         StepKind::RecordHost => "record_host".to_string(),
+        StepKind::RecordBastion { fingerprint, .. } => format!("record_bastion {fingerprint}"),
         StepKind::ForgetHost => "forget_host".to_string(),
         StepKind::ForgetCluster => "forget_cluster".to_string(),
     }

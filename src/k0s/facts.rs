@@ -56,6 +56,21 @@ pub fn check(f: &HostFacts) -> Result<(), String> {
     if !is_hex(&f.machine_id, 16, 64) {
         return bad("machine-id", &f.machine_id);
     }
+    // Bastion keys become known_hosts lines once recorded: a key, with its own fingerprint.
+    for b in &f.bastions {
+        let ok = crate::ssh::PublicKey::parse(&b.host_public_key).is_ok_and(|k| {
+            k.fingerprint() == b.host_key
+                && k.key_type
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-@.".contains(c))
+        });
+        if !ok {
+            return bad(
+                &format!("for bastion {} the host key", b.bastion),
+                &b.host_public_key,
+            );
+        }
+    }
     if !f.hostname.is_empty() && !is_object_name(&f.hostname.to_lowercase()) {
         return Err(format!(
             "the host's name {:?} is not a valid Kubernetes node name (RFC 1123): set `hostname` in the spec or fix the host",

@@ -31,5 +31,17 @@ pub fn diff(
     let mut plan = diff::diff(spec, state, reality, desired, opts)?;
     plan.first_contacts = review.first_contacts;
     plan.warnings.extend(review.warnings);
+    // A bastion key trusted this run is recorded as soon as apply starts; it waits for nothing.
+    for (bastion, fingerprint, public_key) in review.bastion_records {
+        plan.steps.push(Step {
+            id: plan.steps.len(),
+            host: bastion,
+            kind: StepKind::RecordBastion {
+                fingerprint,
+                public_key,
+            },
+            after: Vec::new(),
+        });
+    }
     Ok(plan)
 }

@@ -50,6 +50,9 @@ pub struct FirstContact {
     pub name: String,
     /// `SHA256:…` of the key it offered and this run trusts.
     pub fingerprint: String,
+    /// `host` is a bastion (`ssh.bastion`) other hosts are reached through, not a host.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bastion: bool,
 }
 
 /// A k0s version k0sform chose because `spec.k0s.version` is empty.
@@ -335,6 +338,12 @@ pub enum StepKind {
     MoveHost { from: HostId },
     /// Write the host's probed identity into the state.
     RecordHost,
+    /// Record the host key a bastion (the step's `host`) was accepted with this run in the
+    /// state's `bastions`, to be checked strictly from then on. Runs nothing anywhere.
+    RecordBastion {
+        fingerprint: String,
+        public_key: String,
+    },
     /// Drop the host from the state.
     ForgetHost,
     /// Drop the cluster's identity from the state (`destroy`, after the last host): the state
@@ -385,6 +394,7 @@ impl StepKind {
             StepKind::UploadFiles { .. } => "upload_files",
             StepKind::MoveHost { .. } => "move_host",
             StepKind::RecordHost => "record_host",
+            StepKind::RecordBastion { .. } => "record_bastion",
             StepKind::ForgetHost => "forget_host",
             StepKind::ForgetCluster => "forget_cluster",
         }

@@ -234,10 +234,20 @@ pub fn text(plan: &Plan, color: bool) -> String {
         destroy_summary(plan, &mut out);
         return out;
     }
+    let bastions = plan
+        .steps
+        .iter()
+        .filter(|s| matches!(s.kind, StepKind::RecordBastion { .. }))
+        .count();
+    let bastions_txt = match bastions {
+        0 => String::new(),
+        1 => " 1 bastion host key to record.".to_string(),
+        n => format!(" {n} bastion host keys to record."),
+    };
     if plan.refresh_only {
         let _ = writeln!(
             out,
-            "Plan: {} to record in the state; no host is changed.",
+            "Plan: {} to record in the state; no host is changed.{bastions_txt}",
             plan.changes.len()
         );
         return out;
@@ -270,7 +280,7 @@ pub fn text(plan: &Plan, color: bool) -> String {
     };
     let _ = writeln!(
         out,
-        "Plan: {add} to add, {adopt_txt}{change} to change, {replace} to replace, {remove} to remove{move_txt}."
+        "Plan: {add} to add, {adopt_txt}{change} to change, {replace} to replace, {remove} to remove{move_txt}.{bastions_txt}"
     );
     let e = &plan.etcd;
     if e.members_before == 0 && e.members_after > 0 {

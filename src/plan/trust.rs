@@ -2,15 +2,149 @@
 //! trusts on first contact (no key recorded, no `ssh.hostKey` pin), refused with
 //! `-trust-new-host-keys=false`; ssh options and files of the state that are not used
 //! (`state::access`); and recorded access that differs from the spec. Pure, like `diff`.
+//!
+//! Bastions (`ssh.bastion`) are held to the same rules as hosts: a key recorded in the state's
+//! `bastions` is checked strictly, a bastion with none (and no pin) is a first contact, a
+//! changed bastion key refuses the whole plan (exit 3) unless `-replace` names the bastion
+//! itself (naming a host behind it does not), and the key a run trusted is recorded by a
+//! `RecordBastion` step.
 
 use super::model::{FirstContact, PlanOptions, Refusal, RefusalKind};
-use crate::reality::Reality;
-use crate::spec::Spec;
+use crate::hostid::HostId;
+use crate::reality::{Probe, Reality};
+use crate::spec::{Spec, SshTarget};
 use crate::state::State;
+use std::collections::BTreeMap;
 
 pub(super) struct Review {
     pub first_contacts: Vec<FirstContact>,
     pub warnings: Vec<String>,
+    /// Bastion keys seen this run that the state does not record (yet, or any more): each
+    /// becomes a `RecordBastion` step. (bastion, fingerprint, public key), sorted by bastion.
+    pub bastion_records: Vec<(HostId, String, String)>,
+}
+
+/// A bastion offered another key than the one recorded for it.
+pub(crate) fn bastion_key_refusal(
+    bastion: &HostId,
+    host: &HostId,
+    expected: &str,
+    offered: &str,
+) -> Refusal {
+    Refusal {
+        kind: RefusalKind::HostKeyChanged,
+        message: format!(
+            "bastion {bastion} offered another SSH host key than recorded; refusing to connect through it"
+        ),
+        details: vec![bastion_key_detail(bastion, host, expected, offered)],
+    }
+}
+
+fn bastion_key_detail(bastion: &HostId, host: &HostId, expected: &str, offered: &str) -> String {
+    format!(
+        "bastion {bastion} (on the way to {host}): host key {expected} recorded, {offered} offered; \
+         if the bastion was rebuilt, run with -replace {bastion} or pin the new key with the \
+         bastion's ssh.hostKey"
+    )
+}
+
+/// Does `-replace SEL` name a bastion (of a spec host, or recorded in the state)?
+pub(crate) fn names_bastion(spec: &Spec, state: &State, sel: &str) -> bool {
+    fn walk(t: &SshTarget, sel: &str) -> bool {
+        t.bastion
+            .as_deref()
+            .is_some_and(|b| HostId::new(b.address.clone(), b.port).matches(sel) || walk(b, sel))
+    }
+    spec.hosts.iter().any(|h| walk(&h.ssh, sel))
+        || state.bastions.iter().any(|b| b.id().matches(sel))
+}
+
+/// Is `id` a bastion hop of some spec host with a `ssh.hostKey` pin?
+fn bastion_pinned(spec: &Spec, id: &HostId) -> bool {
+    fn walk(t: &SshTarget, id: &HostId) -> bool {
+        match t.bastion.as_deref() {
+            Some(b) => {
+                (b.address == id.address && b.port == id.port && b.host_key.is_some())
+                    || walk(b, id)
+            }
+            None => false,
+        }
+    }
+    spec.hosts.iter().any(|h| walk(&h.ssh, id))
+}
+
+/// Bastion keys: refusals for changed ones, first contacts, and what to record.
+fn review_bastions(
+    spec: &Spec,
+    state: &State,
+    reality: &Reality,
+    opts: &PlanOptions,
+    first_contacts: &mut Vec<FirstContact>,
+) -> Result<Vec<(HostId, String, String)>, Refusal> {
+    let mut changed = Vec::new();
+    // bastion -> (fingerprint, public key, the host whose connection saw it first)
+    let mut seen: BTreeMap<HostId, (String, String, HostId)> = BTreeMap::new();
+    let mut conflicts = Vec::new();
+    for h in &reality.hosts {
+        match &h.probe {
+            Probe::HostKeyChanged {
+                expected,
+                offered,
+                bastion: Some(b),
+            } => changed.push(bastion_key_detail(b, &h.id, expected, offered)),
+            Probe::Reached(f) => {
+                for b in &f.bastions {
+                    match seen.get(&b.bastion) {
+                        None => {
+                            seen.insert(
+                                b.bastion.clone(),
+                                (b.host_key.clone(), b.host_public_key.clone(), h.id.clone()),
+                            );
+                        }
+                        Some((fp, _, via)) if fp != &b.host_key => conflicts.push(format!(
+                            "bastion {}: offered {fp} on the way to {via}, {} on the way to {}",
+                            b.bastion, b.host_key, h.id
+                        )),
+                        Some(_) => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if !changed.is_empty() {
+        return Err(Refusal {
+            kind: RefusalKind::HostKeyChanged,
+            message: "a bastion offered another SSH host key than recorded; refusing to connect through it".into(),
+            details: changed,
+        });
+    }
+    if !conflicts.is_empty() {
+        return Err(Refusal {
+            kind: RefusalKind::HostKeyChanged,
+            message:
+                "a bastion offered different SSH host keys to different connections of this run"
+                    .into(),
+            details: conflicts,
+        });
+    }
+    let mut records = Vec::new();
+    for (id, (fingerprint, public_key, _)) in seen {
+        let rec = state.bastion(&id);
+        let recorded = rec.is_some_and(|r| !r.host_key.is_empty()) && !opts.is_replaced(&id);
+        if !recorded && !bastion_pinned(spec, &id) {
+            first_contacts.push(FirstContact {
+                host: id.clone(),
+                name: "bastion".into(),
+                fingerprint: fingerprint.clone(),
+                bastion: true,
+            });
+        }
+        if rec.is_none_or(|r| r.host_public_key != public_key || r.host_key != fingerprint) {
+            records.push((id, fingerprint, public_key));
+        }
+    }
+    Ok(records)
 }
 
 pub(super) fn review(
@@ -38,6 +172,7 @@ pub(super) fn review(
                 host: h.id.clone(),
                 name: facts.hostname.trim().to_lowercase(),
                 fingerprint: facts.host_key.clone(),
+                bastion: false,
             });
         }
     }
@@ -74,16 +209,20 @@ pub(super) fn review(
             },
         }
     }
+    let bastion_records = review_bastions(spec, state, reality, opts, &mut first_contacts)?;
     if opts.refuse_first_contact && !first_contacts.is_empty() {
         return Err(Refusal {
             kind: RefusalKind::UnknownIdentity,
-            message: "-trust-new-host-keys=false: these hosts have no host key recorded in the state and no ssh.hostKey pin".into(),
+            message: "-trust-new-host-keys=false: these hosts or bastions have no host key recorded in the state and no ssh.hostKey pin".into(),
             details: first_contacts
                 .iter()
                 .map(|f| {
                     format!(
-                        "{}: offers {}; pin it with ssh.hostKey after checking it out of band",
-                        f.host, f.fingerprint
+                        "{}{}: offers {}; pin it with {}ssh.hostKey after checking it out of band",
+                        if f.bastion { "bastion " } else { "" },
+                        f.host,
+                        f.fingerprint,
+                        if f.bastion { "the bastion's " } else { "" },
                     )
                 })
                 .collect(),
@@ -92,5 +231,6 @@ pub(super) fn review(
     Ok(Review {
         first_contacts,
         warnings,
+        bastion_records,
     })
 }

@@ -56,6 +56,33 @@ pub struct HostProbe {
     pub want_config_sha256: Option<String>,
     /// Why the host must not be contacted at all (its recorded access is invalid).
     pub refused: Option<String>,
+    /// How each hop of `target.bastion` is checked (hop order): the state's recorded bastion key,
+    /// dropped when `-replace` names the bastion or its `ssh.hostKey` pin names another key.
+    pub bastions: Vec<crate::ssh::BastionTrust>,
+}
+
+/// How the bastion hops of `target` are checked, from the state's `bastions` and the options.
+pub fn bastion_trust(
+    target: &SshTarget,
+    state: &State,
+    replace: &[String],
+) -> Vec<crate::ssh::BastionTrust> {
+    let mut out = Vec::new();
+    let mut hop = target.bastion.as_deref();
+    while let Some(b) = hop {
+        let id = HostId::new(b.address.clone(), b.port);
+        let rec = state.bastion(&id);
+        let pin_moves = match (&b.host_key, rec) {
+            (Some(pin), Some(r)) => pin != &r.host_key,
+            _ => false,
+        };
+        out.push(crate::ssh::BastionTrust {
+            recorded_key: rec.map(|r| r.host_public_key.clone()),
+            accept_changed: pin_moves || replace.iter().any(|s| id.matches(s)),
+        });
+        hop = b.bastion.as_deref();
+    }
+    out
 }
 
 /// Which hosts to probe and how, sorted by id. A host only in the state is reached as its
@@ -99,6 +126,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
                 .is_controller()
                 .then(|| crate::hash::sha256_hex(k0s::desired::config_yaml(spec, h))),
             refused: None,
+            bastions: bastion_trust(&h.ssh, state, &opts.replace),
             id,
         });
     }
@@ -123,6 +151,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
         };
         out.push(HostProbe {
             accept_changed: replaced(&id),
+            bastions: bastion_trust(&target, state, &opts.replace),
             target,
             recorded_key: h.host_public_key.clone(),
             recorded_fingerprint: Some(h.host_key.clone()).filter(|k| !k.is_empty()),
@@ -192,13 +221,32 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
             &p.target,
             p.recorded_key.as_deref(),
             p.accept_changed,
+            &p.bastions,
         )
         .await
     {
         Ok(c) => c,
         Err(TransportError::HostKeyChanged {
             expected, offered, ..
-        }) => return Probe::HostKeyChanged { expected, offered },
+        }) => {
+            return Probe::HostKeyChanged {
+                expected,
+                offered,
+                bastion: None,
+            };
+        }
+        Err(TransportError::BastionKeyChanged {
+            bastion,
+            expected,
+            offered,
+            ..
+        }) => {
+            return Probe::HostKeyChanged {
+                expected,
+                offered,
+                bastion: Some(bastion),
+            };
+        }
         Err(e) => {
             return Probe::Unreachable {
                 error: e.to_string(),
@@ -216,6 +264,7 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
         return Probe::HostKeyChanged {
             expected: rec.clone(),
             offered: connected.fingerprint,
+            bastion: None,
         };
     }
     let k0s::ProbeCommand { command, reader } = k0s::probe(
@@ -237,6 +286,15 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
         Ok(mut facts) => {
             facts.host_key = connected.fingerprint;
             facts.host_public_key = Some(connected.public_key);
+            facts.bastions = connected
+                .bastions
+                .into_iter()
+                .map(|b| crate::reality::BastionKey {
+                    bastion: b.id,
+                    host_key: b.fingerprint,
+                    host_public_key: b.public_key,
+                })
+                .collect();
             Probe::Reached(Box::new(facts))
         }
         Err(e @ k0s::ProbeError::K0sNotAnswering(_)) => Probe::K0sNotAnswering {
@@ -513,6 +571,7 @@ mod tests {
                     probe: Probe::HostKeyChanged {
                         expected: "SHA256:a".into(),
                         offered: "SHA256:b".into(),
+                        bastion: None,
                     },
                 },
             ],

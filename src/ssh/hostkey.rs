@@ -26,6 +26,29 @@ pub struct ConnectedHost {
     pub public_key: String,
     /// No key was recorded (or the old one was dropped on request): this run trusted it on first use.
     pub first_contact: bool,
+    /// The bastion hops the connection went through, in hop order:
+    /// `ssh.bastion` first, then its own bastion.
+    pub bastions: Vec<ConnectedBastion>,
+}
+
+/// How one bastion hop's key is checked: strictly against `recorded_key` (the state's
+/// `<type> <base64>`), unless `accept_changed` (`-replace` names the bastion, or its
+/// `ssh.hostKey` pin names another key) or nothing is recorded: then trusted on first use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BastionTrust {
+    pub recorded_key: Option<String>,
+    pub accept_changed: bool,
+}
+
+/// The key a bastion hop was accepted with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectedBastion {
+    pub id: HostId,
+    /// `SHA256:…`
+    pub fingerprint: String,
+    /// `<type> <base64>`
+    pub public_key: String,
+    pub first_contact: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -149,36 +172,83 @@ pub(super) fn accepted_key(
     Ok(accepted)
 }
 
-/// Every bastion hop with a `ssh.hostKey` pin offered that key (bastions have no state: they
-/// are otherwise trusted on first use for the run).
-pub(super) fn check_bastion_pins(
+/// The key each bastion hop was accepted with, checked like the target's (`accepted_key`):
+/// the recorded one unless the change was accepted, and the `ssh.hostKey` pin where one is set.
+/// `trust[i]` is hop `i + 1`'s (missing: nothing recorded).
+pub(super) fn accepted_bastion_keys(
     host: &HostId,
     target: &SshTarget,
+    trust: &[BastionTrust],
     base: &Path,
-    depth: usize,
-) -> Result<(), TransportError> {
-    let Some(b) = &target.bastion else {
-        return Ok(());
-    };
-    let depth = depth + 1;
-    if let Some(pin) = &b.host_key {
+) -> Result<Vec<ConnectedBastion>, TransportError> {
+    let mut out = Vec::new();
+    let mut hop = target.bastion.as_deref();
+    let mut depth = 0;
+    while let Some(b) = hop {
+        depth += 1;
+        let id = HostId::new(b.address.clone(), b.port);
         let (kh, _) = SshTransport::bastion_files(base, depth);
         let text = std::fs::read_to_string(&kh).unwrap_or_default();
-        let offered = keys_for(&text, BASTION_ALIAS)
-            .last()
-            .map(PublicKey::fingerprint)
-            .unwrap_or_default();
-        if &offered != pin {
+        let trusted = bastion_trusted(host, &id, trust.get(depth - 1))?;
+        let keys = keys_for(&text, BASTION_ALIAS);
+        let accepted = match (&trusted, keys.last()) {
+            (_, None) => {
+                return Err(other(
+                    host,
+                    format!("ssh connected but recorded no host key for bastion {id}"),
+                ));
+            }
+            (Some(rec), Some(last)) if last != rec => {
+                return Err(TransportError::BastionKeyChanged {
+                    host: host.clone(),
+                    bastion: id,
+                    expected: rec.fingerprint(),
+                    offered: last.fingerprint(),
+                });
+            }
+            (_, Some(last)) => last.clone(),
+        };
+        let fingerprint = accepted.fingerprint();
+        if let Some(pin) = &b.host_key
+            && pin != &fingerprint
+        {
             return Err(other(
                 host,
                 format!(
-                    "bastion {}:{} offered host key {offered}, but ssh.hostKey pins {pin}",
+                    "bastion {}:{} offered host key {fingerprint}, but ssh.hostKey pins {pin}",
                     b.address, b.port
                 ),
             ));
         }
+        out.push(ConnectedBastion {
+            id,
+            fingerprint,
+            public_key: accepted.to_line(),
+            first_contact: trusted.is_none(),
+        });
+        hop = b.bastion.as_deref();
     }
-    check_bastion_pins(host, b, base, depth)
+    Ok(out)
+}
+
+/// The key a bastion hop is held to (None: trusted on first use), from its `BastionTrust`.
+pub(super) fn bastion_trusted(
+    host: &HostId,
+    bastion: &HostId,
+    trust: Option<&BastionTrust>,
+) -> Result<Option<PublicKey>, TransportError> {
+    match trust {
+        Some(BastionTrust {
+            recorded_key: Some(k),
+            accept_changed: false,
+        }) => PublicKey::parse(k).map(Some).map_err(|e| {
+            other(
+                host,
+                format!("the state's recorded host key of bastion {bastion} is unusable: {e}"),
+            )
+        }),
+        _ => Ok(None),
+    }
 }
 
 #[cfg(test)]

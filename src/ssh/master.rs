@@ -9,7 +9,7 @@
 //! steps the executor lets finish) and dies with k0sform (PR_SET_PDEATHSIG); `openssh::Session`
 //! resumed on its socket runs the commands and checks the master's health.
 
-use super::hostkey::{self, BASTION_ALIAS, ConnectedHost, PublicKey, TARGET_ALIAS};
+use super::hostkey::{self, BASTION_ALIAS, BastionTrust, ConnectedHost, PublicKey, TARGET_ALIAS};
 use super::quote::quote;
 use super::session::{SshTransport, other};
 use crate::hostid::HostId;
@@ -92,12 +92,15 @@ impl SshTransport {
     /// `accept_changed` (`-replace`, or a `ssh.hostKey` pin naming the new key) the recorded key
     /// is left out and the offered one is trusted, subject to the pin. A `target.host_key` pin is
     /// checked before this returns, so no command ever runs on a host with the wrong key.
+    /// `bastions[i]` says how hop `i + 1` of `target.bastion` is checked, the same way (a hop
+    /// without an entry has nothing recorded: trusted on first use, shown in the plan).
     pub async fn connect(
         &self,
         host: &HostId,
         target: &SshTarget,
         recorded_key: Option<&str>,
         accept_changed: bool,
+        bastions: &[BastionTrust],
     ) -> Result<ConnectedHost, TransportError> {
         if let Ok(c) = self.conn(host) {
             return Ok(c.info.clone());
@@ -137,7 +140,13 @@ impl SshTransport {
             "-E".into(),
             path_str(&log),
         ];
-        let common = self.common_args(target, &known_hosts, (TARGET_ALIAS, trusted), &base, 0)?;
+        let common = self.common_args(
+            host,
+            target,
+            &known_hosts,
+            (TARGET_ALIAS, trusted),
+            (&base, 0, bastions),
+        )?;
         // The login user decides sudo. `-l` beats any ssh config; without it (an `openSSH:`
         // host left to its config) only ssh knows (`-G` resolves the configuration locally,
         // without connecting).
@@ -186,6 +195,10 @@ impl SshTransport {
             Ok(Ok(())) => {}
             Ok(Err(_code)) => {
                 let text = log_text();
+                // A bastion that refused its key fails the hop: its own log says why.
+                if let Some(e) = bastion_key_changed(host, target, bastions, &base) {
+                    return Err(e);
+                }
                 if let Some(offered) = hostkey::changed_key_offered(&text) {
                     return Err(TransportError::HostKeyChanged {
                         host: host.clone(),
@@ -229,6 +242,7 @@ impl SshTransport {
                 fingerprint: String::new(),
                 public_key: String::new(),
                 first_contact: trusted.is_none(),
+                bastions: Vec::new(),
             },
             master: Mutex::new(Some(child)),
             sessions: tokio::sync::Semaphore::new(MAX_SESSIONS),
@@ -237,9 +251,11 @@ impl SshTransport {
         // Which key did ssh accept, and does it (and every bastion's) match its pin?
         let kh_now = std::fs::read_to_string(&known_hosts).unwrap_or_default();
         let checked = hostkey::accepted_key(host, &kh_now, trusted, target.host_key.as_deref())
-            .and_then(|key| hostkey::check_bastion_pins(host, target, &base, 0).map(|()| key));
-        let accepted = match checked {
-            Ok(key) => key,
+            .and_then(|key| {
+                hostkey::accepted_bastion_keys(host, target, bastions, &base).map(|b| (key, b))
+            });
+        let (accepted, hops) = match checked {
+            Ok(found) => found,
             Err(e) => {
                 conn.shutdown().await;
                 return Err(e);
@@ -249,6 +265,7 @@ impl SshTransport {
         let mut conn = conn;
         conn.info.fingerprint = fingerprint;
         conn.info.public_key = accepted.to_line();
+        conn.info.bastions = hops;
         let info = conn.info.clone();
         let conn = Arc::new(conn);
         let mut hosts = self
@@ -307,11 +324,11 @@ impl SshTransport {
     /// key is trusted on first use (and shown in the plan).
     fn common_args(
         &self,
+        host: &HostId,
         target: &SshTarget,
         known_hosts: &Path,
         (alias, recorded): (&str, Option<&PublicKey>),
-        base: &Path,
-        depth: usize,
+        (base, depth, bastions): (&Path, usize, &[BastionTrust]),
     ) -> Result<Vec<String>, TransportError> {
         let opts = &self.inner.opts;
         let mut a: Vec<String> = Vec::new();
@@ -386,7 +403,7 @@ impl SshTransport {
         if let Some(b) = &target.bastion {
             o(format!(
                 "ProxyCommand={}",
-                self.proxy_command(b, base, depth + 1)?
+                self.proxy_command(host, b, (base, depth + 1, bastions))?
             ));
         }
 
@@ -428,14 +445,21 @@ impl SshTransport {
     /// options (ProxyJump would not pass command-line options to the jump connection).
     fn proxy_command(
         &self,
+        host: &HostId,
         bastion: &SshTarget,
-        base: &Path,
-        depth: usize,
+        (base, depth, bastions): (&Path, usize, &[BastionTrust]),
     ) -> Result<String, TransportError> {
         let (kh, log) = Self::bastion_files(base, depth);
-        // The bastion has no state: trusted on first use for this run, or checked against its pin.
-        std::fs::write(&kh, "").map_err(|e| TransportError::Other {
-            host: HostId::new(bastion.address.clone(), bastion.port),
+        // The key the state records for the bastion, checked strictly; none: trusted on first
+        // use (the plan says so) and checked against its pin after connecting.
+        let id = HostId::new(bastion.address.clone(), bastion.port);
+        let trusted = hostkey::bastion_trusted(host, &id, bastions.get(depth - 1))?;
+        let line = trusted
+            .as_ref()
+            .map(|k| k.known_hosts_line(BASTION_ALIAS))
+            .unwrap_or_default();
+        std::fs::write(&kh, line).map_err(|e| TransportError::Other {
+            host: id.clone(),
             message: format!("writing {}: {e}", kh.display()),
         })?;
         let mut words = vec![
@@ -443,7 +467,13 @@ impl SshTransport {
             "-E".into(),
             path_str(&log),
         ];
-        words.extend(self.common_args(bastion, &kh, (BASTION_ALIAS, None), base, depth)?);
+        words.extend(self.common_args(
+            host,
+            bastion,
+            &kh,
+            (BASTION_ALIAS, trusted.as_ref()),
+            (base, depth, bastions),
+        )?);
         words.push("--".into());
         words.push(bastion.address.clone());
         // ssh expands %-tokens in ProxyCommand: literal % doubled, except in the -W target.
@@ -499,6 +529,39 @@ impl HostConn {
         let _ = std::fs::remove_file(&self.ctl);
         tracing::debug!(host = %self.host, log = %self.log.display(), "closed");
     }
+}
+
+/// The first bastion hop whose ssh refused the key it was offered ("REMOTE HOST IDENTIFICATION
+/// HAS CHANGED" in its log), as a `BastionKeyChanged`.
+fn bastion_key_changed(
+    host: &HostId,
+    target: &SshTarget,
+    bastions: &[BastionTrust],
+    base: &Path,
+) -> Option<TransportError> {
+    let mut hop = target.bastion.as_deref();
+    let mut depth = 0;
+    while let Some(b) = hop {
+        depth += 1;
+        let (_, log) = SshTransport::bastion_files(base, depth);
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(offered) = hostkey::changed_key_offered(&text) {
+            let id = HostId::new(b.address.clone(), b.port);
+            let expected = hostkey::bastion_trusted(host, &id, bastions.get(depth - 1))
+                .ok()
+                .flatten()
+                .map(|k| k.fingerprint())
+                .unwrap_or_default();
+            return Some(TransportError::BastionKeyChanged {
+                host: host.clone(),
+                bastion: id,
+                expected,
+                offered,
+            });
+        }
+        hop = b.bastion.as_deref();
+    }
+    None
 }
 
 /// Keep an ssh process out of the terminal's process group, so the first Ctrl-C (which the

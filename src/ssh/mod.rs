@@ -9,7 +9,7 @@ pub mod quote;
 mod session;
 mod upload;
 
-pub use hostkey::{ConnectedHost, fingerprint};
+pub use hostkey::{BastionTrust, ConnectedBastion, ConnectedHost, PublicKey, fingerprint};
 pub use quote::quote;
 pub use session::{SshOptions, SshTransport};
 pub use upload::Uploaded;

@@ -4,9 +4,10 @@ use crate::hostid::HostId;
 use crate::spec::Role;
 use serde::{Deserialize, Serialize};
 
-/// The newest state format this build reads and writes. 2 added `hosts[].access`; format 1
-/// files are read as they are and written as 2 (an older k0sform then refuses them cleanly).
-pub const FORMAT_VERSION: u32 = 2;
+/// The newest state format this build reads and writes. 2 added `hosts[].access`, 3 added
+/// `bastions`; files of formats 1 and 2 are read as they are (the missing fields are empty) and
+/// written as 3 (an older k0sform then refuses them cleanly).
+pub const FORMAT_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -25,6 +26,29 @@ pub struct State {
     /// Non-idempotent steps started and not yet known to be finished.
     #[serde(default)]
     pub intents: Vec<Intent>,
+    /// The SSH host keys of the bastions (`ssh.bastion`) the hosts are reached through, checked
+    /// strictly like the hosts' own keys. Sorted by address, then port. Format 3.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bastions: Vec<BastionState>,
+}
+
+/// A bastion's recorded host key. Only a key to check: how the bastion is reached always comes
+/// from the spec (or a host's checked `access`), never from here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BastionState {
+    pub address: String,
+    pub port: u16,
+    /// `SHA256:…` fingerprint of the bastion's SSH host key.
+    pub host_key: String,
+    /// The key itself (`ssh-ed25519 AAAA…`); its fingerprint is `host_key`.
+    pub host_public_key: String,
+}
+
+impl BastionState {
+    pub fn id(&self) -> HostId {
+        HostId::new(self.address.clone(), self.port)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -151,7 +175,28 @@ impl State {
             cluster: None,
             hosts: Vec::new(),
             intents: Vec::new(),
+            bastions: Vec::new(),
         }
+    }
+
+    pub fn bastion(&self, id: &HostId) -> Option<&BastionState> {
+        self.bastions
+            .iter()
+            .find(|b| b.address == id.address && b.port == id.port)
+    }
+
+    /// Insert or replace a bastion's key, keeping bastions sorted.
+    pub fn upsert_bastion(&mut self, bastion: BastionState) {
+        let id = bastion.id();
+        match self
+            .bastions
+            .iter_mut()
+            .find(|b| b.address == id.address && b.port == id.port)
+        {
+            Some(b) => *b = bastion,
+            None => self.bastions.push(bastion),
+        }
+        self.sort();
     }
 
     pub fn host(&self, id: &HostId) -> Option<&HostState> {
@@ -184,9 +229,11 @@ impl State {
         Some(self.hosts.remove(pos))
     }
 
-    /// Canonical order: hosts by (address, port).
+    /// Canonical order: hosts and bastions by (address, port).
     pub fn sort(&mut self) {
         self.hosts
+            .sort_by(|a, b| (&a.address, a.port).cmp(&(&b.address, b.port)));
+        self.bastions
             .sort_by(|a, b| (&a.address, a.port).cmp(&(&b.address, b.port)));
     }
 
@@ -197,6 +244,9 @@ impl State {
         let state = if self
             .hosts
             .is_sorted_by(|a, b| (&a.address, a.port) <= (&b.address, b.port))
+            && self
+                .bastions
+                .is_sorted_by(|a, b| (&a.address, a.port) <= (&b.address, b.port))
         {
             self
         } else {

@@ -491,6 +491,36 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
             return Err(invalid(format!("host {} appears more than once", h.id())));
         }
     }
+    let mut seen = std::collections::BTreeSet::new();
+    for b in &state.bastions {
+        if !seen.insert((b.address.as_str(), b.port)) {
+            return Err(invalid(format!(
+                "bastion {} appears more than once",
+                b.id()
+            )));
+        }
+        // The key is used as a known_hosts line: it must be a key, and the one fingerprinted.
+        let key = crate::ssh::hostkey::PublicKey::parse(&b.host_public_key)
+            .map_err(|e| invalid(format!("bastion {}: host_public_key: {e}", b.id())))?;
+        if !key
+            .key_type
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-@.".contains(c))
+        {
+            return Err(invalid(format!(
+                "bastion {}: host_public_key has an unknown key type {:?}",
+                b.id(),
+                key.key_type
+            )));
+        }
+        if key.fingerprint() != b.host_key {
+            return Err(invalid(format!(
+                "bastion {}: host_public_key does not have the fingerprint host_key {:?}",
+                b.id(),
+                b.host_key
+            )));
+        }
+    }
     Ok(state)
 }
 

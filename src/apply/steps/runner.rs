@@ -143,6 +143,17 @@ impl<T: Transport + 'static> K0sRunner<T> {
             StepKind::RecordHost => self.record_host(ctx, host).await,
             StepKind::ForgetHost => Ok(vec![StateChange::ForgetHost(host.clone())]),
             StepKind::ForgetCluster => Ok(vec![StateChange::ForgetCluster]),
+            StepKind::RecordBastion {
+                fingerprint,
+                public_key,
+            } => Ok(vec![StateChange::UpsertBastion(
+                crate::state::BastionState {
+                    address: host.address.clone(),
+                    port: host.port,
+                    host_key: fingerprint.clone(),
+                    host_public_key: public_key.clone(),
+                },
+            )]),
         }
     }
 }

@@ -42,7 +42,19 @@ impl<'a> Planner<'a> {
             Some(Probe::K0sNotAnswering { error }) => return Err(not_answering_refusal(h, error)),
             Some(p) => p,
         };
-        if let Probe::HostKeyChanged { expected, offered } = probe {
+        if let Probe::HostKeyChanged {
+            expected,
+            offered,
+            bastion,
+        } = probe
+        {
+            // A bastion's changed key is never the host's rebuild: `-replace HOST` does not
+            // accept it (`plan::trust` refuses it first, naming the bastion).
+            if let Some(b) = bastion {
+                return Err(crate::plan::trust::bastion_key_refusal(
+                    b, &h.id, expected, offered,
+                ));
+            }
             return self.decide_key_changed(idx, expected, offered);
         }
         let Some(f) = h.facts() else {

@@ -126,7 +126,18 @@ impl Planner<'_> {
         let f = match h.probe {
             None | Some(Probe::Unreachable { .. }) => return Err(unreachable_refusal(h)),
             Some(Probe::K0sNotAnswering { error }) => return Err(not_answering_refusal(h, error)),
-            Some(Probe::HostKeyChanged { expected, offered }) => {
+            Some(Probe::HostKeyChanged {
+                expected,
+                offered,
+                bastion: Some(b),
+            }) => {
+                return Err(crate::plan::trust::bastion_key_refusal(
+                    b, &h.id, expected, offered,
+                ));
+            }
+            Some(Probe::HostKeyChanged {
+                expected, offered, ..
+            }) => {
                 return Err(host_key_refusal(h, expected, offered));
             }
             Some(Probe::Reached(f)) => f,

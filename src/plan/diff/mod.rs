@@ -269,7 +269,10 @@ impl Planner<'_> {
             ("-exclude", &self.opts.exclude),
         ] {
             for sel in list {
-                if !self.hosts.iter().any(|h| h.id.matches(sel)) {
+                let names_host = self.hosts.iter().any(|h| h.id.matches(sel));
+                let names_bastion = flag == "-replace"
+                    && crate::plan::trust::names_bastion(self.spec, self.state, sel);
+                if !names_host && !names_bastion {
                     self.warnings.push(format!(
                         "{flag} {sel} names no host of the spec or the state"
                     ));

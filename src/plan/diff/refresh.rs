@@ -22,9 +22,17 @@ impl Planner<'_> {
             let Some(st) = h.state else { continue };
             let mut changes = Vec::new();
             match h.probe {
-                Some(Probe::HostKeyChanged { expected, offered }) => {
+                Some(Probe::HostKeyChanged {
+                    expected,
+                    offered,
+                    bastion,
+                }) => {
+                    let whose = match bastion {
+                        Some(b) => format!("bastion {b} host key"),
+                        None => "host key".to_string(),
+                    };
                     changes.push(format!(
-                        "host key {}→{}",
+                        "{whose} {}→{}",
                         short_key(expected),
                         short_key(offered)
                     ));
