@@ -471,6 +471,90 @@ fn sudo_user_and_bastion() {
         .contains("unreachable");
 }
 
+/// Issue 14, item 3: a bastion's host key is shown on first contact, refused unpinned with
+/// `-trust-new-host-keys=false`, recorded in the state, checked on later runs (a rebuilt bastion
+/// is refused with exit 3 naming it, nothing changes), and accepted again only with `-replace`
+/// naming the bastion. A state from before bastions were recorded (format 2) still loads.
+#[test]
+fn bastion_host_key_is_recorded_and_checked() {
+    let c = Cluster::with(
+        &[("b1", "bastion"), ("c1", "controller")],
+        LabOptions::default().bastion("b1"),
+        SpecOptions {
+            via_bastion: true,
+            ..SpecOptions::default()
+        },
+    );
+    let b = c.lab.host("b1");
+    let addr = b.address.clone();
+    let old_fp = b.host_key_fingerprint.clone();
+    assert!(old_fp.starts_with("SHA256:"), "{old_fp}");
+
+    // First contact: shown, and refused on request.
+    c.run(&["plan"])
+        .expect(0)
+        .contains(&format!(
+            "bastion ({addr}): first contact: trusting {old_fp}"
+        ))
+        .contains("1 bastion host key to record");
+    c.run(&["plan", "-trust-new-host-keys=false"])
+        .expect(3)
+        .contains(&format!("bastion {addr}: offers {old_fp}"));
+
+    // Recorded by apply; quiet and strict from then on.
+    bootstrap(&c);
+    let st = c.state_json();
+    assert_eq!(st["format_version"], 3);
+    assert_eq!(st["bastions"][0]["address"], addr.as_str());
+    assert_eq!(st["bastions"][0]["host_key"], old_fp.as_str());
+    let r = c.run(&["plan", "-detailed-exitcode", "-trust-new-host-keys=false"]);
+    r.expect(0);
+    assert!(!r.text().contains("first contact"), "{}", r.text());
+
+    // A state written before bastions were recorded (format 2) loads: the bastion is a first
+    // contact again.
+    let mut v2 = c.state_json();
+    v2["format_version"] = 2.into();
+    v2.as_object_mut().unwrap().remove("bastions");
+    let old_state = c.lab.dir().join("format2.state.json");
+    std::fs::write(&old_state, serde_json::to_string_pretty(&v2).unwrap()).unwrap();
+    c.run_with_state(&old_state, &["plan"])
+        .expect(0)
+        .contains(&format!(
+            "bastion ({addr}): first contact: trusting {old_fp}"
+        ));
+
+    // The bastion is rebuilt (new host key): refused, naming it; the state is left alone.
+    c.lab.wipe("b1");
+    let new_fp = c.lab.host("b1").host_key_fingerprint;
+    assert_ne!(new_fp, old_fp);
+    let serial = c.state_serial();
+    c.run(&["plan"])
+        .expect(3)
+        .contains(&format!("bastion {addr}"))
+        .contains(&format!("{old_fp} recorded, {new_fp} offered"));
+    c.run(&["apply", "-auto-approve"])
+        .expect(3)
+        .contains(&format!("bastion {addr}"));
+    // -replace naming the host behind it does not accept the bastion's key.
+    c.run(&["plan", "-replace", &c.lab.address("c1")])
+        .expect(3)
+        .contains(&format!("bastion {addr}"));
+    assert_eq!(c.state_serial(), serial, "a refused run wrote the state");
+
+    // -replace naming the bastion trusts the new key (shown) and records it.
+    c.run(&["plan", "-replace", &addr])
+        .expect(0)
+        .contains(&format!(
+            "bastion ({addr}): first contact: trusting {new_fp}"
+        ));
+    c.run(&["apply", "-auto-approve", "-replace", &addr])
+        .expect(0);
+    assert_eq!(c.state_json()["bastions"][0]["host_key"], new_fp.as_str());
+    c.run(&["plan", "-detailed-exitcode", "-trust-new-host-keys=false"])
+        .expect(0);
+}
+
 /// Start `apply` with `args`, and kill -9 it as soon as its progress shows `marker`. Returns
 /// whether the marker was seen before the run ended on its own.
 fn kill_apply_at(c: &Cluster, args: &[&str], marker: &str) -> bool {
