@@ -44,7 +44,7 @@ pub async fn take(
     let (host, _) = engine::healthy_controller(spec, state, transport, "back up").await?;
     let id = host.id();
     progress(format!("{id}: backing up"));
-    run_hooks(transport, host, "before", progress).await?;
+    run_hooks(transport, spec, host, "before", progress).await?;
     let dir = format!("/tmp/k0sform-backup-{}", uuid::Uuid::new_v4().simple());
     let taken = fetch_archive(transport, host, &dir).await;
     // The remote copy goes whatever happened: it holds the CA keys.
@@ -64,7 +64,7 @@ pub async fn take(
             path.display()
         ))
     })?;
-    run_hooks(transport, host, "after", progress).await?;
+    run_hooks(transport, spec, host, "after", progress).await?;
     Ok(Saved {
         path,
         sha256,
@@ -122,6 +122,7 @@ async fn fetch_archive(
 /// fails stops the backup.
 async fn run_hooks(
     transport: &SshTransport,
+    spec: &crate::spec::Spec,
     host: &HostSpec,
     stage: &str,
     progress: &mut dyn FnMut(String),
@@ -134,20 +135,26 @@ async fn run_hooks(
         .cloned()
         .unwrap_or_default();
     for line in lines {
-        progress(format!("{id}: hook backup.{stage}: {line}"));
+        // Values from the environment are shown as `${NAME}`, in progress and errors alike.
+        let shown = spec.shown(&line);
+        progress(format!("{id}: hook backup.{stage}: {shown}"));
         let cmd = RemoteCommand::new(["sh", "-c", line.as_str()])
             .as_login_user()
-            .timeout(HOOK_TIMEOUT);
-        let o = run(transport, &id, cmd).await?;
+            .timeout(HOOK_TIMEOUT)
+            .shown_as(format!("sh -c {}", crate::ssh::quote(&shown)));
+        let o = run(transport, &id, cmd).await.map_err(|mut f| {
+            f.message = spec.shown(&f.message);
+            f
+        })?;
         if !o.success() {
             let how = match o.status {
                 Some(c) => format!("exit {c}"),
                 None => "killed or timed out".to_string(),
             };
-            return Err(Failure::error(format!(
-                "{id}: hook backup.{stage} `{line}` failed ({how}): {}",
+            return Err(Failure::error(spec.shown(&format!(
+                "{id}: hook backup.{stage} `{shown}` failed ({how}): {}",
                 o.error_line()
-            )));
+            ))));
         }
     }
     Ok(())

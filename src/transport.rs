@@ -18,6 +18,8 @@ pub struct RemoteCommand {
     pub timeout: Duration,
     /// Environment variables set for the command (`env K=V … argv`).
     pub env: Vec<(String, String)>,
+    /// How logs and errors name the command instead of `argv` (whose values may be secrets).
+    pub shown_as: Option<String>,
 }
 
 impl RemoteCommand {
@@ -32,7 +34,13 @@ impl RemoteCommand {
             stdin: None,
             timeout: Duration::from_secs(60),
             env: Vec::new(),
+            shown_as: None,
         }
+    }
+    /// Name the command `text` in logs and errors (its argv holds a secret).
+    pub fn shown_as(mut self, text: impl Into<String>) -> Self {
+        self.shown_as = Some(text.into());
+        self
     }
     /// Run as the login user, never through sudo.
     pub fn as_login_user(mut self) -> Self {

@@ -1146,6 +1146,7 @@ fn spec_of(hosts: &[(u8, Role, &str)]) -> Spec {
         },
         options: Options::default(),
         manifests: vec![],
+        env_values: vec![],
     }
 }
 

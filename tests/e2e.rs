@@ -555,6 +555,71 @@ fn bastion_host_key_is_recorded_and_checked() {
         .expect(0);
 }
 
+/// Issue 14, item 7: a hook line written with `${SECRET}` runs on the host with the value from
+/// the environment, and the value appears in none of the plan text, `-json` plan, saved plan,
+/// apply progress or `-json` events: they show the line as written. `-show-secrets` shows it.
+#[test]
+fn hook_secrets_from_the_environment_stay_out_of_output() {
+    const SECRET: &str = "s3cr3t-Hook-Value-4711";
+    let hook = "hooks:\n  install:\n    after: ['echo \"${K0SFORM_TEST_SECRET}\" > /tmp/k0sform-hook-secret']\n";
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker"), ("w2", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            host_yaml: [
+                ("w1".to_string(), hook.to_string()),
+                ("w2".to_string(), hook.to_string()),
+            ]
+            .into(),
+            ..SpecOptions::default()
+        },
+    );
+    c.env.push(("K0SFORM_TEST_SECRET".into(), SECRET.into()));
+    c.write_spec(&["c1", "w1"]);
+    let written = "echo \"${K0SFORM_TEST_SECRET}\" > /tmp/k0sform-hook-secret";
+    let clean = |what: &str, text: &str| {
+        assert!(!text.contains(SECRET), "{what} shows the secret:\n{text}");
+    };
+
+    let r = c.run(&["plan"]);
+    r.expect(0).contains(written);
+    clean("plan", &r.text());
+    let r = c.run(&["plan", "-json"]);
+    r.expect(0).contains("${K0SFORM_TEST_SECRET}");
+    clean("plan -json", &r.text());
+    let saved = c.lab.dir().join("hooks.plan");
+    let saved_arg = saved.to_str().unwrap();
+    let r = c.run(&["plan", "-out", saved_arg]);
+    r.expect(0);
+    clean("plan -out", &r.text());
+    let file = std::fs::read_to_string(&saved).unwrap();
+    assert!(file.contains("${K0SFORM_TEST_SECRET}"), "{file}");
+    clean("the saved plan", &file);
+
+    // Applied from the saved plan: progress shows the line as written; the host ran the value.
+    let r = c.run(&["apply", saved_arg]);
+    r.expect(0)
+        .contains(&format!("hook install.after: {written}"));
+    clean("apply progress", &r.text());
+    assert_eq!(
+        c.lab.exec_ok("w1", "cat /tmp/k0sform-hook-secret"),
+        format!("{SECRET}\n")
+    );
+    clean("the state", &std::fs::read_to_string(&c.state).unwrap());
+
+    // -json events of the next apply (w2 joins and runs the hook). Asked for, the plan shows
+    // the value (so the checks above would see it if it leaked).
+    c.write_spec(&["c1", "w1", "w2"]);
+    c.run(&["plan", "-show-secrets"]).expect(0).contains(SECRET);
+    let r = c.run(&["apply", "-auto-approve", "-json"]);
+    r.expect(0).contains("${K0SFORM_TEST_SECRET}");
+    clean("apply -json events", &r.text());
+    assert_eq!(
+        c.lab.exec_ok("w2", "cat /tmp/k0sform-hook-secret"),
+        format!("{SECRET}\n")
+    );
+}
+
 /// Start `apply` with `args`, and kill -9 it as soon as its progress shows `marker`. Returns
 /// whether the marker was seen before the run ended on its own.
 fn kill_apply_at(c: &Cluster, args: &[&str], marker: &str) -> bool {

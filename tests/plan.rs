@@ -358,6 +358,7 @@ fn build(case: &Case) -> Inputs {
         },
         options,
         manifests: vec![],
+        env_values: vec![],
     };
     // Hosts only the state knows still need a HostSpec to derive their running args/config.
     // The harness names hosts by `hostname`; the planner's spec has it only where the case sets it.
@@ -1579,6 +1580,46 @@ fn first_contact_is_shown_and_refused_on_request() {
     }
     let p = run(&i).expect("pinned host plans");
     assert!(p.first_contacts.is_empty());
+}
+
+/// Hook lines show values from the environment as the `${NAME}` they came from, in the plan's
+/// steps, text, JSON and saved plan; `-show-secrets` shows them (issue 14, item 7).
+#[test]
+fn hook_lines_show_environment_values_as_written() {
+    let mut i = case_inputs("hooks");
+    // As if the spec said `echo ${STAGE_SECRET}` with STAGE_SECRET=up-before in the environment.
+    i.spec
+        .set_env_values([("STAGE_SECRET".to_string(), "up-before".to_string())]);
+    let p = run(&i).expect("plan");
+    let hook_lines: Vec<&String> = p
+        .steps
+        .iter()
+        .filter_map(|s| match &s.kind {
+            StepKind::RunHooks { lines, .. } => Some(lines),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert!(
+        hook_lines
+            .iter()
+            .any(|l| l.as_str() == "echo ${STAGE_SECRET}"),
+        "{hook_lines:?}"
+    );
+    let text = render::text(&p, false);
+    let json = render::json(&p);
+    let saved = SavedPlan::new(p.clone(), &i.state, "aaaa", &i.reality).to_json();
+    for (what, out) in [("text", &text), ("json", &json), ("saved plan", &saved)] {
+        assert!(!out.contains("up-before"), "{what}: {out}");
+        assert!(out.contains("${STAGE_SECRET}"), "{what}: {out}");
+    }
+    assert!(
+        text.contains("hooks upgrade.before run: echo ${STAGE_SECRET}"),
+        "{text}"
+    );
+    i.options.show_secrets = true;
+    let p = run(&i).expect("plan");
+    assert!(render::text(&p, false).contains("hooks upgrade.before run: echo up-before"));
 }
 
 /// Bastions are held to the hosts' rules: a bastion with no recorded key is a first contact

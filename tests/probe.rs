@@ -33,6 +33,7 @@ fn spec(hosts: Vec<HostSpec>) -> Spec {
         },
         options: Default::default(),
         manifests: Vec::new(),
+        env_values: Vec::new(),
     }
 }
 

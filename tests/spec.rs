@@ -450,3 +450,42 @@ proptest::proptest! {
         }
     }
 }
+
+/// Issue 14, item 7: values the spec takes from the environment are remembered, so output can
+/// show a hook line as written (`${NAME}`) while the host runs the expanded one.
+#[test]
+fn environment_values_are_shown_as_the_variables_they_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k0sctl.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: controller\n    ssh:\n      address: 127.0.0.1\n    hooks:\n      apply:\n        before:\n        - 'curl -H \"Authorization: Bearer ${API_TOKEN}\" https://example.test/$WHERE'\n        - echo ${SHORT}\n",
+    )
+    .unwrap();
+    let loaded = load_env(
+        &[path],
+        &[
+            ("API_TOKEN", "tok-9f8e7d6c5b4a"),
+            ("WHERE", "hooks/run"),
+            ("SHORT", "on"),
+        ],
+    )
+    .expect("loads");
+    let spec = &loaded.spec;
+    let lines = &spec.hosts[0].hooks["apply"]["before"];
+    // The host runs the expanded lines.
+    assert_eq!(
+        lines[0],
+        "curl -H \"Authorization: Bearer tok-9f8e7d6c5b4a\" https://example.test/hooks/run"
+    );
+    // Output shows what the spec wrote.
+    assert_eq!(
+        spec.shown(&lines[0]),
+        "curl -H \"Authorization: Bearer ${API_TOKEN}\" https://example.test/${WHERE}"
+    );
+    // A two-character value is left alone (it would garble every line and is no secret).
+    assert_eq!(spec.shown(&lines[1]), "echo on");
+    // Never serialized (the spec's JSON is hashed and may be printed).
+    let json = serde_json::to_string(spec).unwrap();
+    assert!(!json.contains("env_values"), "{json}");
+}

@@ -721,6 +721,7 @@ mod tests {
             },
             options: Options::default(),
             manifests: vec![],
+            env_values: vec![],
         }
     }
 

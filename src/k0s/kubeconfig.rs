@@ -172,6 +172,7 @@ mod tests {
             },
             options: Options::default(),
             manifests: Vec::new(),
+            env_values: Vec::new(),
         }
     }
 

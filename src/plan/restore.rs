@@ -118,6 +118,7 @@ mod tests {
             },
             options: Options::default(),
             manifests: Vec::new(),
+            env_values: Vec::new(),
         }
     }
 

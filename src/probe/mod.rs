@@ -397,6 +397,7 @@ mod tests {
             },
             options: Default::default(),
             manifests: Vec::new(),
+            env_values: Vec::new(),
         };
         if s.hosts.is_empty() {
             s.hosts.push(h0);

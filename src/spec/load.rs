@@ -90,6 +90,19 @@ pub fn load_with(paths: &[PathBuf], opts: &LoadOptions) -> Result<Loaded, Diagno
     } else {
         paths
     };
+    // Every value taken from the environment is remembered, to keep it out of output.
+    let used = std::cell::RefCell::new(std::collections::BTreeMap::<String, String>::new());
+    let recording = |k: &str| {
+        let v = (opts.env)(k);
+        if let Some(v) = v.as_ref().filter(|v| !v.is_empty()) {
+            used.borrow_mut().insert(k.to_string(), v.clone());
+        }
+        v
+    };
+    let opts = &LoadOptions {
+        env: &recording,
+        stdin: opts.stdin,
+    };
     let mut diags = Vec::new();
     let files = expand_paths(paths, &mut diags);
     let mut docs = Vec::new();
@@ -128,7 +141,8 @@ pub fn load_with(paths: &[PathBuf], opts: &LoadOptions) -> Result<Loaded, Diagno
     let mut all = Diagnostics(diags);
     all.sort();
     match result {
-        Some(spec) if !all.has_errors() => {
+        Some(mut spec) if !all.has_errors() => {
+            spec.set_env_values(used.take());
             let canonical = serde_json::to_vec(&spec).unwrap_or_default();
             Ok(Loaded {
                 spec,

@@ -321,9 +321,44 @@ pub struct Spec {
     pub options: Options,
     /// Extra Kubernetes manifests from multi-document files (applied after the cluster is up).
     pub manifests: Vec<serde_json::Value>,
+    /// The values the spec took from the environment (`$VAR`, `${VAR}`), as (name, value),
+    /// longest value first: output shows them as `${NAME}` (`shown`) unless `-show-secrets`,
+    /// so a secret passed in through the environment stays out of plans, events and logs.
+    /// Values shorter than `MIN_SHOWN_VALUE` characters are left alone. Never serialized.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub env_values: Vec<(String, String)>,
 }
 
+/// Environment values shorter than this are not replaced by `${NAME}` in output: a 1- or
+/// 2-character value (`1`, `on`) is no secret, and replacing it would garble every line.
+pub const MIN_SHOWN_VALUE: usize = 3;
+
 impl Spec {
+    /// `text` (built from the spec) as it may be shown: every value the spec took from the
+    /// environment written back as the `${NAME}` it came from.
+    pub fn shown(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for (name, value) in &self.env_values {
+            if value.chars().count() >= MIN_SHOWN_VALUE && out.contains(value.as_str()) {
+                out = out.replace(value.as_str(), &format!("${{{name}}}"));
+            }
+        }
+        out
+    }
+
+    /// Record the environment values the spec was expanded with (see `env_values`).
+    pub fn set_env_values(&mut self, values: impl IntoIterator<Item = (String, String)>) {
+        let mut v: Vec<(String, String)> = values
+            .into_iter()
+            .filter(|(_, v)| v.chars().count() >= MIN_SHOWN_VALUE)
+            .collect();
+        // Longest first, so a value containing another is replaced whole.
+        v.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+        v.dedup();
+        self.env_values = v;
+    }
+
     pub fn host(&self, id: &HostId) -> Option<&HostSpec> {
         // Compared in place: building a HostId per host made the planner's per-host lookups
         // allocate n² strings (a third of a 5,000-host plan's time).

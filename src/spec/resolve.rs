@@ -145,6 +145,7 @@ pub(crate) fn resolve(
         k0s,
         options,
         manifests: Vec::new(),
+        env_values: Vec::new(),
     }
 }
 

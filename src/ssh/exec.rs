@@ -58,7 +58,10 @@ impl SshTransport {
         let conn = self.conn(host)?;
         let sudo = cmd.root && conn.sudo;
         let line = quote::command_line(cmd, sudo).map_err(|e| other(host, e.to_string()))?;
-        let shown = display_command(&cmd.argv);
+        let shown = match &cmd.shown_as {
+            Some(s) => s.clone(),
+            None => display_command(&cmd.argv),
+        };
         let remote_secs = quote::remote_timeout_secs(cmd.timeout);
         let started = Instant::now();
         let limit = Duration::from_secs(remote_secs) + LOCAL_TIMEOUT_GRACE;

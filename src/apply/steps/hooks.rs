@@ -1,5 +1,9 @@
 //! `RunHooks`: the spec's `hooks.<action>.<stage>` shell lines, one after another, as the login
 //! user (never through sudo, as in k0sctl); the first failing line fails the step.
+//!
+//! The step carries the lines as shown (values from the environment written back as
+//! `${NAME}`, unless `-show-secrets`); the host runs the spec's expanded lines, which must be
+//! the ones the step shows. Progress and errors show only the step's form.
 
 use super::remote::failed;
 use super::runner::K0sRunner;
@@ -17,22 +21,51 @@ impl<T: Transport + 'static> K0sRunner<T> {
         lines: &[String],
         gate: impl AsyncFnOnce() -> Result<(), StepError>,
     ) -> Result<Vec<StateChange>, StepError> {
+        let spec = &self.spec;
+        let run_lines: Vec<String> = spec
+            .host(host)
+            .and_then(|h| h.hooks.get(action))
+            .and_then(|a| a.get(stage))
+            .cloned()
+            .unwrap_or_default();
+        let matches = run_lines.len() == lines.len()
+            && run_lines
+                .iter()
+                .zip(lines)
+                .all(|(run, shown)| run == shown || &spec.shown(run) == shown);
+        if !matches {
+            return Err(failed(format!(
+                "{host}: hook {action}.{stage}: the plan's lines are not the spec's; plan again"
+            )));
+        }
         gate().await?;
-        for line in lines {
-            ctx.progress(format!("hook {action}.{stage}: {line}"));
+        for (line, shown) in run_lines.iter().zip(lines) {
+            // What the host prints may echo the line's values: shown as the line is.
+            let hide = |text: String| {
+                if line == shown {
+                    text
+                } else {
+                    spec.shown(&text)
+                }
+            };
+            ctx.progress(format!("hook {action}.{stage}: {shown}"));
             let cmd = RemoteCommand::new(["sh", "-c", line.as_str()])
                 .as_login_user()
-                .timeout(self.opts.wait_timeout);
-            let out = self.exec(host, cmd).await.map_err(failed)?;
+                .timeout(self.opts.wait_timeout)
+                .shown_as(format!("sh -c {}", crate::ssh::quote(shown)));
+            let out = self
+                .exec(host, cmd)
+                .await
+                .map_err(|e| failed(hide(e.to_string())))?;
             if !out.success() {
                 let how = match out.status {
                     Some(c) => format!("exit {c}"),
                     None => "killed or timed out".to_string(),
                 };
-                return Err(failed(format!(
-                    "{host}: hook {action}.{stage} `{line}` failed ({how}): {}",
+                return Err(failed(hide(format!(
+                    "{host}: hook {action}.{stage} `{shown}` failed ({how}): {}",
                     out.error_line()
-                )));
+                ))));
             }
         }
         Ok(vec![])

@@ -61,10 +61,22 @@ impl Planner<'_> {
             };
             let hook = |action: &str, stage: &str| {
                 let lines = hs.hooks.get(action)?.get(stage)?;
+                // As the spec wrote them: values from the environment (`${SECRET}`) stay
+                // `${NAME}` in the plan, its JSON, saved plans and progress, unless
+                // -show-secrets. The host runs the expanded lines (`apply::steps::hooks`).
                 (!lines.is_empty()).then(|| StepKind::RunHooks {
                     action: action.into(),
                     stage: stage.into(),
-                    lines: lines.clone(),
+                    lines: lines
+                        .iter()
+                        .map(|l| {
+                            if self.opts.show_secrets {
+                                l.clone()
+                            } else {
+                                self.spec.shown(l)
+                            }
+                        })
+                        .collect(),
                 })
             };
             let on_host = on_hosts.get(&p.idx).map(Vec::as_slice).unwrap_or_default();

@@ -118,13 +118,20 @@ impl Planner<'_> {
     /// The controller's k0s.yaml against the spec's, compared and shown in k0s's normal form
     /// (src/k0s/desired.rs), when they differ.
     fn config_diff(&self, h: &HostCtx, f: &HostFacts, spec_host: &HostSpec) -> Option<String> {
-        desired::controller_config_difference(
+        let diff = desired::controller_config_difference(
             self.spec,
             spec_host,
             f,
             &h.name(),
             self.opts.show_secrets,
-        )
+        )?;
+        // Values from the environment are shown as the `${NAME}` they came from, whatever
+        // field they are in (known secret fields are redacted already).
+        Some(if self.opts.show_secrets {
+            diff
+        } else {
+            self.spec.shown(&diff)
+        })
     }
 
     /// The installed service's environment (`k0s install -e`) against the spec's `environment`,
