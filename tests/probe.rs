@@ -555,3 +555,97 @@ async fn state_access_cannot_run_local_commands() {
     }
     assert_eq!(c.accepted_logins(), 0);
 }
+
+/// Issue 14, item 3: a host known only to the state is reached through the bastion its recorded
+/// `access` names, held to the same rules as the host's own access (a ProxyCommand recorded for
+/// the bastion is dropped and never runs) and to the bastion key the state records: a bastion
+/// offering another key is `HostKeyChanged` naming the bastion, with nothing run on the host;
+/// the recorded key lets the probe through and reports the bastion's key.
+#[tokio::test(flavor = "multi_thread")]
+async fn state_only_host_through_a_recorded_bastion_is_checked() {
+    use k0sform::state::{BastionState, HostAccess};
+    let a = Sshd::start();
+    let b = Sshd::start();
+    let bastion = Sshd::start();
+    let other = Sshd::start();
+    let s = spec(vec![a.host(Role::Controller, 1)]);
+    std::fs::copy(a.path("client_key.pub"), b.path("authorized_keys")).unwrap();
+    std::fs::copy(a.path("client_key.pub"), bastion.path("authorized_keys")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("x");
+
+    let mut hop = bastion.target("root");
+    hop.key_path = Some(a.path("client_key"));
+    hop.options.insert(
+        "ProxyCommand".into(),
+        format!("sh -c 'id > {}'", marker.display()),
+    );
+    let mut ssh = b.target("root");
+    ssh.key_path = Some(a.path("client_key"));
+    ssh.bastion = Some(Box::new(hop));
+    let mut hb = state_host(&b.id(), "", None);
+    hb.access = Some(HostAccess {
+        ssh,
+        k0s_install_path: "/usr/local/bin/k0s".into(),
+        data_dir: "/var/lib/k0s".into(),
+        kubelet_root_dir: None,
+    });
+    let mut state = State::new();
+    state.upsert_host(hb.clone());
+    let reach = k0sform::state::access::reach(&hb, &s).expect("valid access");
+    assert!(
+        reach
+            .dropped
+            .iter()
+            .any(|d| d.contains("access.ssh.bastion.options.ProxyCommand")),
+        "{:?}",
+        reach.dropped
+    );
+    assert!(
+        reach
+            .ssh
+            .bastion
+            .as_ref()
+            .is_some_and(|b| b.options.is_empty())
+    );
+
+    // The state records another key for the bastion (that of another server).
+    let bastion_id = HostId::new(bastion.address.clone(), bastion.port);
+    let record = |key: String| BastionState {
+        address: bastion.address.clone(),
+        port: bastion.port,
+        host_key: k0sform::ssh::fingerprint(&key).unwrap(),
+        host_public_key: key,
+    };
+    state.upsert_bastion(record(other.host_public_key()));
+    let t = SshTransport::new(SshOptions::default()).unwrap();
+    let reality = probe::probe_all(&s, &state, &t, &ProbeOptions::default()).await;
+    t.close_all().await;
+    assert_eq!(
+        reality.get(&b.id()),
+        Some(&Probe::HostKeyChanged {
+            expected: other.host_fingerprint(),
+            offered: bastion.host_fingerprint(),
+            bastion: Some(bastion_id.clone()),
+        })
+    );
+    assert_eq!(
+        b.accepted_logins(),
+        0,
+        "the host behind the bastion was reached"
+    );
+    assert!(!marker.exists(), "a command from the state ran locally");
+
+    // The bastion's own key recorded: reached, and the key reported.
+    state.upsert_bastion(record(bastion.host_public_key()));
+    let t = SshTransport::new(SshOptions::default()).unwrap();
+    let reality = probe::probe_all(&s, &state, &t, &ProbeOptions::default()).await;
+    t.close_all().await;
+    let f = reality
+        .facts(&b.id())
+        .unwrap_or_else(|| panic!("{:?}", reality.get(&b.id())));
+    assert_eq!(f.bastions.len(), 1);
+    assert_eq!(f.bastions[0].bastion, bastion_id);
+    assert_eq!(f.bastions[0].host_key, bastion.host_fingerprint());
+    assert!(!marker.exists(), "a command from the state ran locally");
+}
