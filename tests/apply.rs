@@ -2643,3 +2643,79 @@ fn failed_drain_stops_before_the_restart_and_leaves_the_node_cordoned() {
         "left cordoned"
     );
 }
+
+/// Issue 14, item 7: a hook step shows its lines as written (`${TOKEN}`) while the host runs
+/// the spec's expanded line; the failing line's error (the fake echoes the command it does not
+/// know, secret included) is shown as written too, in human output, `-json` events and the
+/// result. A step whose lines are not the spec's is refused before anything runs.
+#[test]
+fn hook_step_runs_the_spec_line_and_shows_the_written_one() {
+    const SECRET: &str = "tok-9f8e7d6c5b4a";
+    let (fake, mut spec, state, _) = three_controllers();
+    let c1 = host(1);
+    let idx = spec.hosts.iter().position(|h| h.id() == c1).unwrap();
+    spec.hosts[idx].hooks = std::collections::BTreeMap::from([(
+        "apply".to_string(),
+        std::collections::BTreeMap::from([("before".to_string(), vec![format!("echo {SECRET}")])]),
+    )]);
+    spec.set_env_values([("TOKEN".to_string(), SECRET.to_string())]);
+    let step = |line: &str| StepKind::RunHooks {
+        action: "apply".into(),
+        stage: "before".into(),
+        lines: vec![line.to_string()],
+    };
+    let hook_runs = |fake: &Fake| -> Vec<Vec<String>> {
+        fake.calls()
+            .iter()
+            .filter_map(|c| match &c.kind {
+                CallKind::Run { argv, .. } if argv.first().is_some_and(|a| a == "sh") => {
+                    Some(argv.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let r = apply_with(
+        &fake,
+        &one_step(&c1, step("echo ${TOKEN}")),
+        &spec,
+        state.clone(),
+        opts(2),
+    );
+    assert_eq!(
+        hook_runs(&fake),
+        vec![vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            format!("echo {SECRET}")
+        ]],
+        "the host runs the expanded line"
+    );
+    assert!(r.human.contains("echo ${TOKEN}"), "{}", r.human);
+    let result = format!("{:?}", r.result);
+    assert!(r.result.is_err(), "the fake fails the line: {result}");
+    for (what, out) in [
+        ("human output", &r.human),
+        ("-json events", &r.json),
+        ("events", &format!("{:?}", r.events)),
+        ("result", &result),
+    ] {
+        assert!(!out.contains(SECRET), "{what} shows the secret: {out}");
+    }
+
+    // Lines that are not the spec's (a hand-made step): refused, nothing runs.
+    let (fake2, _, state2, _) = three_controllers();
+    let r = apply_with(
+        &fake2,
+        &one_step(&c1, step("id > /tmp/x")),
+        &spec,
+        state2,
+        opts(2),
+    );
+    assert!(
+        format!("{:?}", r.result).contains("not the spec's"),
+        "{:?}",
+        r.result
+    );
+    assert!(hook_runs(&fake2).is_empty(), "{:?}", hook_runs(&fake2));
+}
