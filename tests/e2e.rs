@@ -507,6 +507,9 @@ fn bastion_host_key_is_recorded_and_checked() {
     assert_eq!(st["format_version"], 3);
     assert_eq!(st["bastions"][0]["address"], addr.as_str());
     assert_eq!(st["bastions"][0]["host_key"], old_fp.as_str());
+    c.run(&["state", "list"])
+        .expect(0)
+        .contains(&format!("{addr}  {old_fp}"));
     let r = c.run(&["plan", "-detailed-exitcode", "-trust-new-host-keys=false"]);
     r.expect(0);
     assert!(!r.text().contains("first contact"), "{}", r.text());

@@ -1668,6 +1668,10 @@ fn bastion_keys_are_shown_recorded_and_checked() {
         "{text}"
     );
     assert!(text.contains("1 bastion host key to record"), "{text}");
+    assert!(
+        text.contains(&format!("  + bastion (127.0.0.50): {fp1}")),
+        "{text}"
+    );
     let rec: Vec<_> = p
         .steps
         .iter()

@@ -129,6 +129,17 @@ pub(crate) fn render_list(state: &State) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
     }
+    if !state.bastions.is_empty() {
+        out.push_str("\nBASTION  HOST KEY\n");
+        for b in &state.bastions {
+            let _ = writeln!(
+                out,
+                "{}  {}",
+                crate::ui::escape(&b.id().to_string()),
+                crate::ui::escape(&b.host_key)
+            );
+        }
+    }
     out
 }
 

@@ -132,6 +132,21 @@ pub fn text(plan: &Plan, color: bool) -> String {
         }
         out.push('\n');
     }
+    let bastion_keys: Vec<(&HostId, &String)> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match &s.kind {
+            StepKind::RecordBastion { fingerprint, .. } => Some((&s.host, fingerprint)),
+            _ => None,
+        })
+        .collect();
+    if !bastion_keys.is_empty() {
+        out.push_str("Bastion host keys to record in the state (checked strictly from then on):\n");
+        for (host, fingerprint) in bastion_keys {
+            let _ = writeln!(out, "  + bastion ({host}): {}", escape(fingerprint));
+        }
+        out.push('\n');
+    }
     if !plan.drift.is_empty() {
         out.push_str("Not known to k0sctl.yaml or the state (left alone):\n");
         for d in &plan.drift {
