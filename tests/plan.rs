@@ -1622,6 +1622,34 @@ fn hook_lines_show_environment_values_as_written() {
     assert!(render::text(&p, false).contains("hooks upgrade.before run: echo up-before"));
 }
 
+/// Values from the environment in install flags and k0s.yaml are shown as their `${NAME}`
+/// in the plan's reasons and config diff, unless `-show-secrets` (issue 14, item 7).
+#[test]
+fn flags_and_config_show_environment_values_as_written() {
+    let mut i = case_inputs("reconfigure");
+    i.spec.set_env_values([
+        (
+            "METRICS".to_string(),
+            "--enable-metrics-scraper=true".to_string(),
+        ),
+        ("TELEMETRY".to_string(), "false".to_string()),
+    ]);
+    let text = render::text(&run(&i).expect("plan"), false);
+    assert!(
+        text.contains("install flags differ (not wanted: ${METRICS})"),
+        "{text}"
+    );
+    assert!(text.contains("+    enabled: ${TELEMETRY}"), "{text}");
+    assert!(!text.contains("--enable-metrics-scraper=true"), "{text}");
+    i.options.show_secrets = true;
+    let text = render::text(&run(&i).expect("plan"), false);
+    assert!(
+        text.contains("not wanted: --enable-metrics-scraper=true"),
+        "{text}"
+    );
+    assert!(text.contains("+    enabled: false"), "{text}");
+}
+
 /// Bastions are held to the hosts' rules: a bastion with no recorded key is a first contact
 /// (shown, refused with `-trust-new-host-keys=false`) and gets a `RecordBastion` step; once
 /// recorded it is quiet; a changed bastion key refuses the plan (exit 3) naming the bastion,

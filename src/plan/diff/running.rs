@@ -219,9 +219,15 @@ impl Planner<'_> {
                 new.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(" ")
             ));
         }
+        let text = format!("install flags differ ({})", parts.join("; "));
         Some(reason(
             ReasonCode::InstallFlagsChange,
-            format!("install flags differ ({})", parts.join("; ")),
+            // A flag's value from the environment (`--token=${X}`) is shown as written.
+            if self.opts.show_secrets {
+                text
+            } else {
+                self.spec.shown(&text)
+            },
         ))
     }
 }
