@@ -489,3 +489,25 @@ fn environment_values_are_shown_as_the_variables_they_came_from() {
     let json = serde_json::to_string(spec).unwrap();
     assert!(!json.contains("env_values"), "{json}");
 }
+
+/// `HOME`, looked up to expand a `~` in a key path, is not a value the spec took from the
+/// environment: a literal `/root` elsewhere is shown as written, not as `${HOME}`.
+#[test]
+fn home_for_a_tilde_is_not_shown_as_a_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k0sctl.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: controller\n    ssh:\n      address: 127.0.0.1\n      keyPath: ~/.ssh/id_lab\n    hooks:\n      apply:\n        before:\n        - echo hi >> /root/hooks.log\n",
+    )
+    .unwrap();
+    let loaded = load_env(&[path], &[("HOME", "/root")]).expect("loads");
+    let spec = &loaded.spec;
+    assert_eq!(
+        spec.hosts[0].ssh.key_path.as_deref(),
+        Some(std::path::Path::new("/root/.ssh/id_lab")),
+        "~ expanded with HOME"
+    );
+    let line = &spec.hosts[0].hooks["apply"]["before"][0];
+    assert_eq!(spec.shown(line), "echo hi >> /root/hooks.log");
+}
