@@ -196,8 +196,10 @@ pub async fn probe_all(
         }
     }
     // A task that panicked still leaves its host in the result, as unreachable.
+    let probed: std::collections::BTreeSet<HostId> =
+        reality.hosts.iter().map(|h| h.id.clone()).collect();
     for p in &plans {
-        if reality.get(&p.id).is_none() {
+        if !probed.contains(&p.id) {
             reality.hosts.push(HostReality {
                 id: p.id.clone(),
                 probe: Probe::Unreachable {

@@ -11,6 +11,7 @@ use crate::hostid::HostId;
 use crate::k0s::desired;
 use crate::plan::model::{Detail, ObjectKind, Step, StepKind};
 use crate::reality::HostFacts;
+use std::collections::BTreeMap;
 
 fn line(sign: char, text: String) -> Detail {
     Detail { sign, text }
@@ -85,11 +86,41 @@ fn follows_install(kind: &StepKind) -> bool {
     }
 }
 
+/// The plan's steps grouped by host (each host's in step order), and what every worker's
+/// upgrade line says about the pace: computed once per plan, not once per host.
+pub(super) struct StepsByHost<'s> {
+    by_host: BTreeMap<&'s HostId, Vec<&'s Step>>,
+    /// How many steps restart a worker (an upgrade or a reconfigure on a non-controller host).
+    worker_restarts: usize,
+}
+
+impl<'s> StepsByHost<'s> {
+    pub(super) fn new(planner: &Planner<'_>, steps: &'s [Step]) -> Self {
+        let mut by_host: BTreeMap<&HostId, Vec<&Step>> = BTreeMap::new();
+        for s in steps {
+            by_host.entry(&s.host).or_default().push(s);
+        }
+        let worker_restarts = steps
+            .iter()
+            .filter(|s| {
+                matches!(s.kind, StepKind::Upgrade { .. } | StepKind::Reconfigure)
+                    && planner
+                        .host_by_id(&s.host)
+                        .is_some_and(|x| !x.role().is_controller())
+            })
+            .count();
+        StepsByHost {
+            by_host,
+            worker_restarts,
+        }
+    }
+}
+
 impl Planner<'_> {
     /// The indented lines under a host in the plan text, derived from its steps.
-    pub(super) fn details(&self, p: &HostPlan, steps: &[Step]) -> Vec<Detail> {
+    pub(super) fn details(&self, p: &HostPlan, steps: &StepsByHost) -> Vec<Detail> {
         let h = &self.hosts[p.idx];
-        let own: Vec<&Step> = steps.iter().filter(|s| s.host == h.id).collect();
+        let own: Vec<&Step> = steps.by_host.get(&h.id).cloned().unwrap_or_default();
         let mut install = Install::of(&own);
         // uploadBinary: say where k0sform itself downloads the binary from.
         if let (Some(b), Some(u)) = (
@@ -115,9 +146,7 @@ impl Planner<'_> {
     }
 
     fn name_of(&self, id: &HostId) -> String {
-        self.hosts
-            .iter()
-            .find(|x| &x.id == id)
+        self.host_by_id(id)
             .map(|x| x.name())
             .unwrap_or_else(|| id.to_string())
     }
@@ -129,7 +158,7 @@ impl Planner<'_> {
         h: &HostCtx,
         s: &Step,
         own: &[&Step],
-        steps: &[Step],
+        steps: &StepsByHost,
         out: &mut Vec<Detail>,
     ) {
         match &s.kind {
@@ -329,22 +358,12 @@ impl Planner<'_> {
 
     /// How many hosts restart at once beside this one: controllers one at a time, workers in
     /// batches of the plan's worker restarts.
-    fn upgrade_pace(&self, h: &HostCtx, steps: &[Step]) -> String {
+    fn upgrade_pace(&self, h: &HostCtx, steps: &StepsByHost) -> String {
         if h.role().is_controller() {
             return "controllers one at a time".to_string();
         }
-        let restarts = steps
-            .iter()
-            .filter(|s| {
-                matches!(s.kind, StepKind::Upgrade { .. } | StepKind::Reconfigure)
-                    && self
-                        .hosts
-                        .iter()
-                        .any(|x| x.id == s.host && !x.role().is_controller())
-            })
-            .count();
         let batch = worker_batch_size(
-            restarts,
+            steps.worker_restarts,
             self.spec.options.worker_disruption_percent,
             self.spec.options.concurrency_limit,
         );

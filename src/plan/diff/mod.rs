@@ -44,6 +44,7 @@ pub fn diff(
     }
     let (moves, move_warnings) = crate::plan::moves::find_moves(spec, state, reality, opts);
     let hosts = collect_hosts(spec, state, reality, opts, &moves);
+    debug_assert!(hosts.windows(2).all(|w| w[0].id < w[1].id));
     let cluster = match identify_cluster(spec, state, &hosts, opts) {
         // Destroy needs no running cluster: with none of its controllers answering there is no
         // membership left to change, only hosts to reset. Split brain is still refused.
@@ -142,16 +143,27 @@ impl Planner<'_> {
     /// cluster goes by: the drain, delete and wait calls made by that name would act on the
     /// other host's Node, EtcdMember and ControlNode.
     fn check_reported_names(&self) -> Result<(), Refusal> {
+        // Every name a host goes by, to the hosts (in order) going by it: indexed once, as a
+        // scan of every host per host made 5,000-host plans quadratic. Host ids are unique, so
+        // "another host" is "another index".
+        let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, o) in self.hosts.iter().enumerate() {
+            for name in o.known_names().into_iter().chain(o.reported_name()) {
+                let owners = by_name.entry(name).or_default();
+                if owners.last() != Some(&i) {
+                    owners.push(i);
+                }
+            }
+        }
         let mut details = Vec::new();
-        for h in self.hosts.iter().filter(|h| !h.excluded) {
+        for (i, h) in self.hosts.iter().enumerate().filter(|(_, h)| !h.excluded) {
             let Some(name) = h.reported_name() else {
                 continue;
             };
-            let owner = self.hosts.iter().find(|o| {
-                o.id != h.id
-                    && (o.known_names().contains(&name)
-                        || o.reported_name().as_ref() == Some(&name))
-            });
+            let owner = by_name
+                .get(&name)
+                .and_then(|owners| owners.iter().find(|&&o| o != i))
+                .map(|&o| &self.hosts[o]);
             if let Some(o) = owner {
                 details.push(format!(
                     "{} says its hostname is \"{name}\", the name of {}",
@@ -201,6 +213,13 @@ impl Planner<'_> {
         steps: &[Step],
         step_owner: &BTreeMap<usize, usize>,
     ) -> Vec<HostChange> {
+        // Each host's steps and owned step indices, grouped once in step order: a scan of
+        // every step per host made 5,000-host plans quadratic.
+        let mut owned: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (&s, &owner) in step_owner {
+            owned.entry(owner).or_default().push(s);
+        }
+        let ctx = details::StepsByHost::new(self, steps);
         let mut changes: Vec<HostChange> = plans
             .iter()
             .filter_map(|p| {
@@ -212,14 +231,10 @@ impl Planner<'_> {
                     name: h.name(),
                     action,
                     reasons: p.reasons.clone(),
-                    details: self.details(p, steps),
+                    details: self.details(p, &ctx),
                     config_diff: p.config_diff.clone(),
                     moved_from: h.moved_from.clone(),
-                    steps: step_owner
-                        .iter()
-                        .filter(|(_, owner)| **owner == p.idx)
-                        .map(|(s, _)| *s)
-                        .collect(),
+                    steps: owned.get(&p.idx).cloned().unwrap_or_default(),
                 })
             })
             .collect();
@@ -279,6 +294,15 @@ impl Planner<'_> {
                 }
             }
         }
+    }
+
+    /// The host with this id. `collect_hosts` returns the hosts sorted by id, each once, so a
+    /// binary search finds what a scan would (a scan per step made large plans quadratic).
+    fn host_by_id(&self, id: &HostId) -> Option<&HostCtx<'_>> {
+        self.hosts
+            .binary_search_by(|h| h.id.cmp(id))
+            .ok()
+            .map(|i| &self.hosts[i])
     }
 
     fn state_serial(&self) -> Option<u64> {
