@@ -15,6 +15,7 @@ use crate::ssh::{SshOptions, SshTransport};
 use crate::state::{State, StateError, StateStore};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A command-level failure: what to print and which exit code to return.
 #[derive(Debug)]
@@ -537,11 +538,15 @@ pub async fn settle_leftovers(
     planned: &Planned,
     transport: &SshTransport,
     interrupted_joins: &[crate::hostid::HostId],
+    parallelism: usize,
 ) -> Vec<String> {
     use crate::transport::Transport;
     let spec = &planned.loaded.spec;
-    let mut notes = Vec::new();
-    for hr in &planned.reality.hosts {
+    // One session per reached host, at most `parallelism` at a time (as the probe): run one
+    // after another, these round trips were what a no-op apply cost beyond a plan.
+    let limit = Arc::new(tokio::sync::Semaphore::new(parallelism.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, hr) in planned.reality.hosts.iter().enumerate() {
         let (Some(hs), crate::reality::Probe::Reached(_)) = (spec.host(&hr.id), &hr.probe) else {
             continue;
         };
@@ -566,19 +571,38 @@ pub async fn settle_leftovers(
             placeholder.as_deref(),
             &destinations,
         );
-        match transport.run(&hr.id, cmd).await {
-            Ok(out) if out.success() => notes.extend(
-                out.stdout_str()
+        let id = hr.id.clone();
+        let transport = transport.clone();
+        let limit = limit.clone();
+        tasks.spawn(async move {
+            // The semaphore is never closed, so acquiring only fails if it were.
+            let _permit = limit.acquire_owned().await.ok();
+            let notes = match transport.run(&id, cmd).await {
+                Ok(out) if out.success() => out
+                    .stdout_str()
                     .lines()
-                    .map(|f| format!("{}: cleaned up {}, left by an earlier run", hr.id, f.trim())),
-            ),
-            Ok(out) => notes.push(format!(
-                "{}: could not remove what an earlier run left: {}",
-                hr.id,
-                out.error_line()
+                    .map(|f| format!("{id}: cleaned up {}, left by an earlier run", f.trim()))
+                    .collect(),
+                Ok(out) => vec![format!(
+                    "{id}: could not remove what an earlier run left: {}",
+                    out.error_line()
+                )],
+                Err(e) => vec![format!("could not remove what an earlier run left: {e}")],
+            };
+            (i, notes)
+        });
+    }
+    let mut done = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        match r {
+            Ok(x) => done.push(x),
+            Err(e) => done.push((
+                usize::MAX,
+                vec![format!("could not remove what an earlier run left: {e}")],
             )),
-            Err(e) => notes.push(format!("could not remove what an earlier run left: {e}")),
         }
     }
-    notes
+    // In host order, as before.
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().flat_map(|(_, n)| n).collect()
 }

@@ -123,7 +123,14 @@ async fn apply(
         .map(|i| crate::hostid::HostId::new(&i.address, i.port))
         .collect();
     resolve_intents(&mut planned)?;
-    for note in engine::settle_leftovers(&planned, transport, &interrupted_joins).await {
+    for note in engine::settle_leftovers(
+        &planned,
+        transport,
+        &interrupted_joins,
+        args.target.parallelism,
+    )
+    .await
+    {
         eprintln!("{}", crate::ui::escape(&note));
     }
     let spec = planned.loaded.spec.clone();
