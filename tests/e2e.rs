@@ -1697,7 +1697,8 @@ fn create_namespace(c: &Cluster, via: &str, name: &str) {
 }
 
 /// Issue 16: back up, wipe every host, restore onto the fresh hosts: the same cluster identity
-/// and the objects created before the backup; restore is refused where a cluster runs.
+/// and the objects created before the backup; restore is refused where a cluster runs; then
+/// destroy and restore again onto the same machines.
 #[test]
 fn backup_then_restore_onto_wiped_hosts_keeps_the_cluster() {
     let mut spec_opts = SpecOptions::default();
@@ -1810,6 +1811,31 @@ fn backup_then_restore_onto_wiped_hosts_keeps_the_cluster() {
     assert!(
         !namespaces.contains(&"after-backup".to_string()),
         "{namespaces:?}"
+    );
+    c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    c.run(&["plan", "-detailed-exitcode"])
+        .expect(0)
+        .contains("No changes");
+
+    // A disaster-recovery drill with k0sform alone: destroy, then restore onto the same (now
+    // empty) machines; the state keeps its lineage and records the backup's identity again.
+    let lineage = c.state_json()["lineage"].clone();
+    c.run(&["destroy", "-auto-approve"]).expect(0);
+    assert!(c.state_json()["cluster"].is_null(), "{}", c.state_json());
+    c.run(&[
+        "apply",
+        "-auto-approve",
+        "-restore-from",
+        archive.to_str().expect("utf-8"),
+    ])
+    .expect(0)
+    .contains("Restor");
+    assert_eq!(assert_one_cluster(&c, &["c1", "c2"], &["c1", "c2"]), uid);
+    assert_eq!(c.state_json()["lineage"], lineage);
+    assert_eq!(c.state_json()["cluster"]["uid"], uid.as_str());
+    assert!(
+        c.objects("c2", "namespaces")
+            .contains(&"before-backup".to_string())
     );
     c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
     c.run(&["plan", "-detailed-exitcode"])
