@@ -2921,6 +2921,18 @@ fn single_host_runs_kine_and_plans_no_changes() {
     plan_changes_nothing(&c, &["-detailed-exitcode"])
         .expect(0)
         .contains("No changes");
+
+    // Destroyed without an etcd leave (there is no etcd): reset, and the state ends empty.
+    c.lab
+        .ssh_ok("s1", "test -e /var/lib/k0s/db && test -e /etc/k0s/k0s.yaml");
+    let p = c.run(&["plan", "-destroy"]);
+    p.expect(0).contains("s1");
+    assert!(!p.text().contains("etcd member"), "{}", p.text());
+    c.run(&["destroy", "-auto-approve"]).expect(0);
+    c.lab.ssh_ok("s1", "test ! -e /var/lib/k0s/db");
+    c.lab.ssh_ok("s1", "test ! -e /etc/k0s/k0s.yaml");
+    assert!(c.state_host("s1").is_none());
+    assert!(c.state_json()["cluster"].is_null(), "{}", c.state_json());
 }
 
 /// Issue 13: a single-host kine cluster built exactly as k0sctl v0.32 builds it (k0sctl
