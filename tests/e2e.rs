@@ -3032,3 +3032,50 @@ fn removed_controller_with_a_hostname_override_leaves_no_objects_behind() {
     assert!(c.state_host("Ctl-C").is_none());
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
+
+/// The questions an operator answers on a terminal: `apply` runs only on `yes`, `destroy` only
+/// on the cluster's name; any other answer changes no host and not the state.
+#[test]
+fn terminal_confirmations_guard_apply_and_destroy() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let r = c.run_on_terminal(&["apply"], "no");
+    assert_ne!(r.code, 0);
+    r.contains("Do you want to perform these actions?")
+        .contains("apply cancelled");
+    assert!(!c.state.exists(), "a cancelled apply wrote the state");
+    c.lab
+        .exec_ok("c1", "test ! -e /etc/systemd/system/k0scontroller.service");
+
+    c.run_on_terminal(&["apply"], "yes")
+        .expect(0)
+        .contains("Apply complete");
+    let serial = c.state_serial();
+    assert_eq!(c.nodes("c1").get("w1"), Some(&true));
+    c.lab
+        .exec_ok("c1", "test -e /etc/systemd/system/k0scontroller.service");
+
+    let r = c.run_on_terminal(&["destroy"], "yes");
+    assert_ne!(r.code, 0);
+    r.contains("Enter the cluster's name")
+        .contains("destroy cancelled");
+    assert_eq!(
+        c.state_serial(),
+        serial,
+        "a cancelled destroy wrote the state"
+    );
+    assert_eq!(c.nodes("c1").get("w1"), Some(&true));
+
+    let name = c.state_json()["cluster"]["name"]
+        .as_str()
+        .expect("cluster name")
+        .to_string();
+    c.run_on_terminal(&["destroy"], &name).expect(0);
+    assert!(
+        c.state_json()["hosts"]
+            .as_array()
+            .expect("hosts")
+            .is_empty()
+    );
+    c.lab
+        .exec_ok("c1", "test ! -e /etc/systemd/system/k0scontroller.service");
+}

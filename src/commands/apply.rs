@@ -212,18 +212,7 @@ fn confirm_destroy(input: bool, json: bool, cluster: &str) -> Result<(), Failure
         "\nDo you really want to destroy cluster \"{}\"?\n  Every host above is stopped and reset (k0s reset: etcd data, certificates, containers); this cannot be undone.\n  Only the cluster's name will be accepted to approve.\n\n  Enter the cluster's name: ",
         crate::ui::escape(cluster)
     );
-    if json {
-        eprint!("{question}");
-        let _ = std::io::stderr().flush();
-    } else {
-        print!("{question}");
-        let _ = std::io::stdout().flush();
-    }
-    let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| Failure::error(format!("cannot read the answer: {e}")))?;
+    let answer = ask(&question, json)?;
     if answer.trim_end_matches(['\n', '\r']) != cluster || cluster.is_empty() {
         return Err(Failure::error(
             "destroy cancelled: the answer is not the cluster's name",
@@ -265,6 +254,14 @@ fn confirm(input: bool, json: bool) -> Result<(), Failure> {
         ));
     }
     let question = "\nDo you want to perform these actions?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ";
+    if ask(question, json)?.trim() != "yes" {
+        return Err(Failure::error("apply cancelled"));
+    }
+    Ok(())
+}
+
+/// Print `question` (on stderr with `-json`, so stdout stays JSON lines) and read one line.
+fn ask(question: &str, json: bool) -> Result<String, Failure> {
     if json {
         eprint!("{question}");
         let _ = std::io::stderr().flush();
@@ -277,10 +274,7 @@ fn confirm(input: bool, json: bool) -> Result<(), Failure> {
         .lock()
         .read_line(&mut answer)
         .map_err(|e| Failure::error(format!("cannot read the answer: {e}")))?;
-    if answer.trim() != "yes" {
-        return Err(Failure::error("apply cancelled"));
-    }
-    Ok(())
+    Ok(answer)
 }
 
 /// What to call each host in progress lines, as the planner names nodes: the spec's hostname,

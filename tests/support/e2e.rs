@@ -139,6 +139,37 @@ impl Cluster {
         Run::from(out)
     }
 
+    /// Run k0sform on a terminal (util-linux `script` gives it a pty) and type `answer` at its
+    /// prompt: the interactive confirmation an operator sees.
+    pub fn run_on_terminal(&self, args: &[&str], answer: &str) -> Run {
+        use std::io::Write;
+        let c = self.command(args);
+        let quote =
+            |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', r"'\''"));
+        let line: Vec<String> = std::iter::once(quote(c.get_program()))
+            .chain(c.get_args().map(quote))
+            .collect();
+        let mut s = Command::new("script");
+        s.arg("-qec").arg(line.join(" ")).arg("/dev/null");
+        s.current_dir(self.lab.dir())
+            .env("NO_COLOR", "1")
+            .env_remove("SSH_AUTH_SOCK");
+        for (k, v) in &self.env {
+            s.env(k, v);
+        }
+        let mut child = s
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("script");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(answer.as_bytes()).expect("answer");
+        stdin.write_all(b"\n").expect("answer");
+        drop(stdin);
+        Run::from(child.wait_with_output().expect("run k0sform on a pty"))
+    }
+
     #[track_caller]
     pub fn apply(&self) -> Run {
         let r = self.run(&["apply", "-auto-approve"]);
