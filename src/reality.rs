@@ -176,10 +176,13 @@ pub struct MemberView {
     pub member_id: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NodeView {
     pub name: String,
     pub ready: bool,
+    /// The Node's `InternalIP` addresses (only those that parse as IP addresses).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub internal_ips: Vec<String>,
 }
 
 impl Reality {

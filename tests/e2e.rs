@@ -2468,6 +2468,16 @@ fn readdressed_worker_is_moved_never_removed_and_joined() {
     assert_ne!(old, new);
     c.write_spec(&["c1", "w1"]);
 
+    // With the new address excluded the move cannot be seen: the old record looks like a
+    // removal, but its Node is in use (Ready, and reporting the new address), so it is not
+    // drained and deleted.
+    c.run(&["apply", "-auto-approve", "-exclude", &new])
+        .expect(3)
+        .contains(&format!("w1 ({old}) leaves the spec"))
+        .contains("refusing to drain and delete that Node");
+    assert_eq!(c.state_serial(), serial);
+    assert_eq!(c.nodes("c1").get("w1"), Some(&true));
+
     let r = plan_changes_nothing(&c, &[]);
     r.expect(0)
         .contains(&format!("# worker w1 ({old}) has moved to {new}"))

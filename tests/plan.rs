@@ -547,6 +547,7 @@ fn build(case: &Case) -> Inputs {
                                 .map(|n| NodeView {
                                     name: n.clone(),
                                     ready: true,
+                                    ..Default::default()
                                 })
                                 .collect(),
                             control_nodes: control_nodes.clone(),
@@ -836,7 +837,11 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                 }
                 if hs.role.has_node() {
                     nodes.retain(|n| n.name != name);
-                    nodes.push(NodeView { name, ready: true });
+                    nodes.push(NodeView {
+                        name,
+                        ready: true,
+                        ..Default::default()
+                    });
                 }
             }
             StepKind::RemoveMember { member_id, .. } => {
@@ -2433,6 +2438,27 @@ fn ambiguous_or_role_changing_matches_are_not_moves() {
         probe: Probe::Reached(Box::new(facts)),
     });
     i.reality.sort();
+    // Its Node is Ready (the machine runs, at the new addresses): removing the old record
+    // would drain and delete it, so that is refused.
+    let r = run(&i).expect_err("the old record's Node is in use");
+    assert!(
+        refusal_text(&r).contains("its Node \"w02\" is Ready"),
+        "{}",
+        refusal_text(&r)
+    );
+    // Once that Node is NotReady, the old record is removed; the twins are not a move.
+    let not_ready = |i: &mut Inputs| {
+        for h in &mut i.reality.hosts {
+            if let Probe::Reached(f) = &mut h.probe
+                && let Some(v) = f.view.as_mut()
+            {
+                for n in v.nodes.iter_mut().filter(|n| n.name == "w02") {
+                    n.ready = false;
+                }
+            }
+        }
+    };
+    not_ready(&mut i);
     let p = run(&i).expect("plan");
     assert!(
         p.changes.iter().all(|c| c.moved_from.is_none()),
@@ -2451,6 +2477,7 @@ fn ambiguous_or_role_changing_matches_are_not_moves() {
     let mut i = case_inputs("move_worker");
     let at = i.spec.hosts.iter().position(|h| h.id() == w02).unwrap();
     i.spec.hosts[at].role = Role::Controller;
+    not_ready(&mut i);
     let p = run(&i);
     let text = match &p {
         Ok(p) => {

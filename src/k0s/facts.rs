@@ -202,6 +202,7 @@ mod tests {
                 nodes: vec![NodeView {
                     name: "c01".into(),
                     ready: true,
+                    ..Default::default()
                 }],
                 ..Default::default()
             }),

@@ -236,7 +236,26 @@ fn nodes_of<'a>(
     by_name(items, what, "a node has no name", |name, item| NodeView {
         name,
         ready: condition(item, "Ready").unwrap_or(false),
+        internal_ips: internal_ips(item),
     })
+}
+
+/// A Node's `status.addresses` of type InternalIP, each checked to be an IP address (host
+/// output: anything else is dropped).
+fn internal_ips(item: &Value) -> Vec<String> {
+    let mut ips: Vec<String> = item
+        .pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|a| a.get("type").and_then(Value::as_str) == Some("InternalIP"))
+        .filter_map(|a| a.get("address").and_then(Value::as_str))
+        .filter_map(|a| a.parse::<std::net::IpAddr>().ok())
+        .map(|ip| ip.to_string())
+        .collect();
+    ips.sort();
+    ips.dedup();
+    ips
 }
 
 /// `kubectl get nodes -o json`, sorted by name, with each Node's Ready condition and its
@@ -874,17 +893,21 @@ users:
     fn nodes_names_and_uid() {
         let nodes = r#"{"kind":"List","items":[
             {"metadata":{"name":"w2"},"status":{"conditions":[{"type":"MemoryPressure","status":"False"},{"type":"Ready","status":"False"}]}},
-            {"metadata":{"name":"w1"},"status":{"conditions":[{"type":"Ready","status":"True"}]}}]}"#;
+            {"metadata":{"name":"w1"},"status":{"conditions":[{"type":"Ready","status":"True"}],
+             "addresses":[{"type":"InternalIP","address":"10.0.0.7"},{"type":"Hostname","address":"w1"},
+                          {"type":"InternalIP","address":"--all"},{"type":"InternalIP","address":"fd00::07"}]}}]}"#;
         assert_eq!(
             parse_nodes(nodes).unwrap(),
             vec![
                 NodeView {
                     name: "w1".into(),
-                    ready: true
+                    ready: true,
+                    internal_ips: vec!["10.0.0.7".into(), "fd00::7".into()],
                 },
                 NodeView {
                     name: "w2".into(),
-                    ready: false
+                    ready: false,
+                    ..Default::default()
                 }
             ]
         );

@@ -78,6 +78,10 @@ pub(super) struct ClusterCtx {
     /// Controllers that answer with another identity (only when named by `-replace`).
     pub(super) foreign: BTreeSet<HostId>,
     pub(super) nodes: BTreeMap<String, Vec<HostId>>,
+    /// Each Node's InternalIP addresses, as the agreeing controllers list them.
+    pub(super) node_ips: BTreeMap<String, BTreeSet<String>>,
+    /// Nodes whose Ready condition is True (a kubelet posts their status).
+    pub(super) ready_nodes: BTreeSet<String>,
     pub(super) control_nodes: BTreeSet<String>,
     /// Every agreeing controller answered every query (no partial views).
     pub(super) nodes_complete: bool,
@@ -318,6 +322,8 @@ fn bootstrap_cluster(
         healthy: BTreeSet::new(),
         foreign,
         nodes: BTreeMap::new(),
+        node_ips: BTreeMap::new(),
+        ready_nodes: BTreeSet::new(),
         control_nodes: BTreeSet::new(),
         nodes_complete: true,
     })
@@ -337,6 +343,8 @@ fn managed_cluster(
     let healthy: BTreeSet<HostId> = agreeing.iter().map(|h| h.id.clone()).collect();
     let mut members: BTreeMap<String, Member> = BTreeMap::new();
     let mut nodes: BTreeMap<String, Vec<HostId>> = BTreeMap::new();
+    let mut node_ips: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut ready_nodes = BTreeSet::new();
     let mut control_nodes = BTreeSet::new();
     for h in &agreeing {
         let Some(view) = h.facts().and_then(|f| f.view.as_ref()) else {
@@ -363,6 +371,13 @@ fn managed_cluster(
         }
         for n in &view.nodes {
             nodes.entry(n.name.clone()).or_default().push(h.id.clone());
+            node_ips
+                .entry(n.name.clone())
+                .or_default()
+                .extend(n.internal_ips.iter().cloned());
+            if n.ready {
+                ready_nodes.insert(n.name.clone());
+            }
         }
         control_nodes.extend(view.control_nodes.iter().cloned());
     }
@@ -389,6 +404,8 @@ fn managed_cluster(
         healthy,
         foreign,
         nodes,
+        node_ips,
+        ready_nodes,
         control_nodes,
         nodes_complete: agreeing.iter().all(|h| {
             h.facts()
@@ -408,6 +425,8 @@ pub(super) fn no_running_cluster(state: &State) -> ClusterCtx {
         healthy: BTreeSet::new(),
         foreign: BTreeSet::new(),
         nodes: BTreeMap::new(),
+        node_ips: BTreeMap::new(),
+        ready_nodes: BTreeSet::new(),
         control_nodes: BTreeSet::new(),
         nodes_complete: false,
     }

@@ -7,7 +7,8 @@ use super::decision::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::steps::Chain;
 use crate::k0s::facts::is_object_name;
-use crate::plan::model::{ObjectKind, Refusal, StepKind};
+use crate::plan::model::{ObjectKind, Refusal, RefusalKind, StepKind};
+use crate::reality::Probe;
 
 impl Planner<'_> {
     /// Drain, remove the member (quorum-checked, gated, and checked against its EtcdMember object,
@@ -19,6 +20,11 @@ impl Planner<'_> {
             return Ok(());
         };
         let name = h.name();
+        if !self.opts.destroy
+            && let Some(r) = self.node_runs_elsewhere(h)
+        {
+            return Err(r);
+        }
         // Quorum first: "would leave 0 healthy" says more than "nobody to act through".
         if let Some(m) = member {
             c.quorum.remove(&m.member_id, &m.peer_url, &name)?;
@@ -75,6 +81,58 @@ impl Planner<'_> {
             c.b.push(p.idx, &h.id, StepKind::ForgetHost, [prev]);
         }
         Ok(())
+    }
+
+    /// A removed host whose Node is evidently still in use elsewhere: it reports the address
+    /// of another host of the spec, or the host does not answer while its Node is Ready (a
+    /// kubelet still posts its status). The machine most likely runs at another address (a
+    /// move the plan could not see, e.g. with `-exclude NEW`), and draining and deleting the
+    /// Node would take its pods away.
+    fn node_runs_elsewhere(&self, h: &HostCtx) -> Option<Refusal> {
+        let name = h.name();
+        if !h.role().has_node() || !self.cluster.nodes.contains_key(&name) {
+            return None;
+        }
+        let norm = |a: &str| {
+            a.parse::<std::net::IpAddr>()
+                .map(|ip| ip.to_string())
+                .unwrap_or_else(|_| a.to_string())
+        };
+        let ips = self.cluster.node_ips.get(&name);
+        let elsewhere = self.hosts.iter().find_map(|other| {
+            let s = other.spec.filter(|_| other.id != h.id)?;
+            let ip = [Some(s.ssh.address.as_str()), s.private_address.as_deref()]
+                .into_iter()
+                .flatten()
+                .map(norm)
+                .find(|a| ips.is_some_and(|ips| ips.contains(a)))?;
+            let who = match other.name() {
+                n if n == other.id.to_string() || n == other.id.address => n,
+                n => format!("{n} ({})", other.id),
+            };
+            Some(format!(
+                "its Node \"{name}\" reports the address {ip} of {who}, a host of the spec"
+            ))
+        });
+        let unanswered = matches!(h.probe, None | Some(Probe::Unreachable { .. }));
+        let why = elsewhere.or_else(|| {
+            (unanswered && self.cluster.ready_nodes.contains(&name)).then(|| {
+                format!(
+                    "it does not answer while its Node \"{name}\" is Ready: a kubelet still posts its status"
+                )
+            })
+        })?;
+        Some(Refusal {
+            kind: RefusalKind::UnknownIdentity,
+            message: format!(
+                "{name} ({}) leaves the spec, but {why}; refusing to drain and delete that Node",
+                h.id
+            ),
+            details: vec![
+                "if the machine moved to another address of the spec, plan without -exclude for it: a move keeps its Node and its record (or `k0sform state mv OLD NEW`)".into(),
+                "if the machine is gone, wait until its Node is NotReady (the node controller marks it after ~40 s) and plan again".into(),
+            ],
+        })
     }
 
     /// The cluster objects that still name the host.
