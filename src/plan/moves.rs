@@ -8,6 +8,7 @@ use crate::hostid::HostId;
 use crate::reality::{Probe, Reality};
 use crate::spec::Spec;
 use crate::state::State;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One recorded host found at a new address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,26 +29,43 @@ pub fn find_moves(
     opts: &PlanOptions,
 ) -> (Vec<Move>, Vec<String>) {
     let mut warnings = Vec::new();
+    // Looked up per host: sets, not `Spec::host`/`State::host`/`Reality::get` scans (those
+    // made every plan quadratic in the number of hosts).
+    let in_spec: BTreeSet<(&str, u16)> = spec
+        .hosts
+        .iter()
+        .map(|h| (h.ssh.address.as_str(), h.ssh.port))
+        .collect();
     // Recorded hosts whose address left the spec (or has `reset: true`: those leave).
     let gone: Vec<&crate::state::HostState> = state
         .hosts
         .iter()
-        .filter(|h| {
-            let id = h.id();
-            spec.host(&id).is_none() && !opts.is_excluded(&id)
-        })
+        .filter(|h| !in_spec.contains(&(h.address.as_str(), h.port)) && !opts.is_excluded(&h.id()))
         .filter(|h| !h.machine_id.trim().is_empty() && !h.host_key.is_empty())
         .collect();
     if gone.is_empty() {
         return (Vec::new(), warnings);
     }
+    let in_state: BTreeSet<(&str, u16)> = state
+        .hosts
+        .iter()
+        .map(|h| (h.address.as_str(), h.port))
+        .collect();
+    // The first probe of an address, as `Reality::get` finds it.
+    let mut by_probe: BTreeMap<(&str, u16), &Probe> = BTreeMap::new();
+    for h in &reality.hosts {
+        by_probe
+            .entry((h.id.address.as_str(), h.id.port))
+            .or_insert(&h.probe);
+    }
     let mut candidates: Vec<Move> = Vec::new();
     for sh in spec.hosts.iter().filter(|s| !s.reset) {
+        let k = (sh.ssh.address.as_str(), sh.ssh.port);
         let id = sh.id();
-        if state.host(&id).is_some() || opts.is_excluded(&id) {
+        if in_state.contains(&k) || opts.is_excluded(&id) {
             continue;
         }
-        let Some(Probe::Reached(f)) = reality.get(&id) else {
+        let Some(Probe::Reached(f)) = by_probe.get(&k).copied() else {
             continue;
         };
         let matches: Vec<&&crate::state::HostState> = gone
