@@ -31,36 +31,29 @@ impl<T: Transport + 'static> K0sRunner<T> {
              apply again, or give the Node back as it is with `k0s kubectl uncordon {node}`"
         );
         if let Some(taint) = evict_taint {
-            let out = self
-                .exec(via, k0s::cordon(&p.bin, &p.data_dir, node))
-                .await
-                .map_err(failed)?;
-            if !out.success() && !k0s::kubectl_not_found(&out) {
-                return Err(failed(format!(
-                    "{via}: cordoning Node \"{node}\" failed: {}",
-                    out.error_line()
-                )));
-            }
-            let out = self
-                .exec(via, k0s::add_taint(&p.bin, &p.data_dir, node, taint))
-                .await
-                .map_err(failed)?;
-            if !out.success() && !k0s::kubectl_not_found(&out) {
-                return Err(failed(format!(
-                    "{via}: tainting Node \"{node}\" with {taint} failed: {}. {left}",
-                    out.error_line()
-                )));
-            }
+            self.kubectl_on_node(
+                via,
+                k0s::cordon(&p.bin, &p.data_dir, node),
+                &format!("cordoning Node \"{node}\""),
+                "",
+            )
+            .await?;
+            self.kubectl_on_node(
+                via,
+                k0s::add_taint(&p.bin, &p.data_dir, node, taint),
+                &format!("tainting Node \"{node}\" with {taint}"),
+                &left,
+            )
+            .await?;
         }
         ctx.progress(format!("draining Node \"{node}\""));
-        let cmd = k0s::drain(&p.bin, &p.data_dir, node, &self.spec.options.drain);
-        let out = self.exec(via, cmd).await.map_err(failed)?;
-        if !out.success() && !k0s::kubectl_not_found(&out) {
-            return Err(failed(format!(
-                "{via}: draining Node \"{node}\" failed: {}. {left}",
-                out.error_line()
-            )));
-        }
+        self.kubectl_on_node(
+            via,
+            k0s::drain(&p.bin, &p.data_dir, node, &self.spec.options.drain),
+            &format!("draining Node \"{node}\""),
+            &left,
+        )
+        .await?;
         Ok(vec![])
     }
 
@@ -89,17 +82,34 @@ impl<T: Transport + 'static> K0sRunner<T> {
             )));
         }
         if let Some(taint) = evict_taint {
-            let out = self
-                .exec(via, k0s::remove_taint(&p.bin, &p.data_dir, node, taint))
-                .await
-                .map_err(failed)?;
-            if !out.success() && !k0s::kubectl_not_found(&out) {
-                return Err(failed(format!(
-                    "{via}: removing taint {taint} from Node \"{node}\" failed: {}",
-                    out.error_line()
-                )));
-            }
+            self.kubectl_on_node(
+                via,
+                k0s::remove_taint(&p.bin, &p.data_dir, node, taint),
+                &format!("removing taint {taint} from Node \"{node}\""),
+                "",
+            )
+            .await?;
         }
         Ok(vec![])
+    }
+
+    /// Run a kubectl command on a Node through `via`; a Node that is gone already is no error.
+    /// A failure names `what` and adds `left` (what it leaves behind), when there is any.
+    async fn kubectl_on_node(
+        &self,
+        via: &HostId,
+        cmd: crate::transport::RemoteCommand,
+        what: &str,
+        left: &str,
+    ) -> Result<(), StepError> {
+        let out = self.exec(via, cmd).await.map_err(failed)?;
+        if out.success() || k0s::kubectl_not_found(&out) {
+            return Ok(());
+        }
+        let sep = if left.is_empty() { "" } else { ". " };
+        Err(failed(format!(
+            "{via}: {what} failed: {}{sep}{left}",
+            out.error_line()
+        )))
     }
 }
