@@ -20,7 +20,6 @@ use super::hosts::HostCtx;
 use super::quorum::{QuorumSim, quorum};
 use super::steps::Builder;
 use super::{Planner, merge_refusals, reason};
-use crate::hash::{short, short_key};
 use crate::hostid::HostId;
 use crate::plan::model::*;
 use crate::reality::Probe;
@@ -67,11 +66,7 @@ impl Planner<'_> {
                 c.details.splice(at..at, lines.iter().cloned());
             }
         }
-        super::super::graph::check_acyclic(&steps).map_err(|e| Refusal {
-            kind: RefusalKind::Quorum,
-            message: format!("internal error: the step graph is not a DAG: {e}"),
-            details: vec![],
-        })?;
+        super::dag_checked(&steps)?;
         Ok(Plan {
             format_version: PLAN_FORMAT_VERSION,
             cluster_name: self.spec.name.clone(),
@@ -332,21 +327,7 @@ fn identity_refusal(
     f: &crate::reality::HostFacts,
     st: &crate::state::HostState,
 ) -> Refusal {
-    let mut what = Vec::new();
-    if f.machine_id != st.machine_id {
-        what.push(format!(
-            "machine-id {}→{}",
-            short(&st.machine_id),
-            short(&f.machine_id)
-        ));
-    }
-    if f.host_key != st.host_key {
-        what.push(format!(
-            "host key {}→{}",
-            short_key(&st.host_key),
-            short_key(&f.host_key)
-        ));
-    }
+    let what = super::refresh::identity_changes(st, f);
     Refusal {
         kind: RefusalKind::UnknownIdentity,
         message: format!(

@@ -115,11 +115,7 @@ impl Planner<'_> {
         let (steps, step_owner) = self.with_hooks(&plans, steps, step_owner);
         self.two_member_restarts(&plans);
         let changes = self.host_changes(&plans, &steps, &step_owner);
-        super::graph::check_acyclic(&steps).map_err(|e| Refusal {
-            kind: RefusalKind::Quorum,
-            message: format!("internal error: the step graph is not a DAG: {e}"),
-            details: vec![],
-        })?;
+        dag_checked(&steps)?;
         Ok(Plan {
             format_version: PLAN_FORMAT_VERSION,
             cluster_name: self.spec.name.clone(),
@@ -340,4 +336,13 @@ pub(super) fn merge_refusals(mut refusals: Vec<Refusal>) -> Refusal {
                 .collect()
         },
     }
+}
+
+/// The steps form a DAG (a cycle or a dangling edge is a planner bug, refused as such).
+pub(super) fn dag_checked(steps: &[crate::plan::model::Step]) -> Result<(), Refusal> {
+    super::graph::check_acyclic(steps).map_err(|e| Refusal {
+        kind: RefusalKind::Quorum,
+        message: format!("internal error: the step graph is not a DAG: {e}"),
+        details: vec![],
+    })
 }

@@ -38,20 +38,7 @@ impl Planner<'_> {
                     ));
                 }
                 Some(Probe::Reached(f)) => {
-                    if f.machine_id != st.machine_id {
-                        changes.push(format!(
-                            "machine-id {}→{}",
-                            short(&st.machine_id),
-                            short(&f.machine_id)
-                        ));
-                    }
-                    if f.host_key != st.host_key {
-                        changes.push(format!(
-                            "host key {}→{}",
-                            short_key(&st.host_key),
-                            short_key(&f.host_key)
-                        ));
-                    }
+                    changes.extend(identity_changes(st, f));
                     let running = f.status.as_ref().map(|s| s.version.clone());
                     if let (Some(rec), Some(now)) = (&st.k0s_version, &running)
                         && rec != now
@@ -252,4 +239,25 @@ fn refresh_reasons(h: &HostCtx, f: &HostFacts, member_id: Option<&str>) -> Vec<R
             r
         }
     }
+}
+
+/// How a probed machine differs from its record: `machine-id 3d12…→9ab4…`,
+/// `host key SHA256:Qx…→SHA256:mZ…` (empty when it is the recorded machine).
+pub(super) fn identity_changes(st: &crate::state::HostState, f: &HostFacts) -> Vec<String> {
+    let mut what = Vec::new();
+    if f.machine_id != st.machine_id {
+        what.push(format!(
+            "machine-id {}→{}",
+            short(&st.machine_id),
+            short(&f.machine_id)
+        ));
+    }
+    if f.host_key != st.host_key {
+        what.push(format!(
+            "host key {}→{}",
+            short_key(&st.host_key),
+            short_key(&f.host_key)
+        ));
+    }
+    what
 }
