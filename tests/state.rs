@@ -313,7 +313,10 @@ fn writer_killed_at_random_moments_leaves_old_or_new_state() {
         mid_write_kills >= 3,
         "only {mid_write_kills} kills landed mid-write"
     );
-    assert!(last > 20, "writers made little progress: serial {last} after {kills} kills");
+    assert!(
+        last > 20,
+        "writers made little progress: serial {last} after {kills} kills"
+    );
 
     // A clean write afterwards works and sweeps the killed writers' temp files.
     let mut store = LocalStore::new(&path);
