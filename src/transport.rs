@@ -204,4 +204,17 @@ pub trait Transport: Send + Sync {
             Ok(sha)
         }
     }
+
+    /// `upload_file` to a destination the caller knows holds nothing worth keeping (a staging
+    /// path this run has not written yet): a real transport skips the round trip that asks
+    /// whether the host already has the bytes. Whatever is there is replaced.
+    fn upload_new_file(
+        &self,
+        host: &HostId,
+        local: &std::path::Path,
+        remote: &str,
+        attrs: &FileAttrs,
+    ) -> impl Future<Output = Result<String, TransportError>> + Send {
+        self.upload_file(host, local, remote, attrs)
+    }
 }

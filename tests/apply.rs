@@ -628,6 +628,16 @@ mod fake {
                 CallKind::Run { argv, .. } if argv.get(3).is_some_and(|a| a == "k0sform-swap") => {
                     "swap".to_string()
                 }
+                // The wrappers of `k0s::install_service` and `k0s::start_at_host_time`: their
+                // k0s command's words.
+                CallKind::Run { argv, .. }
+                    if argv.get(3).is_some_and(|a| a == "k0sform-install") =>
+                {
+                    argv[8..].join(" ")
+                }
+                CallKind::Run { argv, .. } if argv.get(3).is_some_and(|a| a == "k0sform-start") => {
+                    argv[5..].join(" ")
+                }
                 CallKind::Run { argv, .. } => {
                     let i = argv.iter().position(|a| a.ends_with("k0s")).unwrap_or(0);
                     argv[i + 1..].join(" ")
@@ -637,6 +647,13 @@ mod fake {
         }
         pub fn is(&self, host: &HostId, prefix: &str) -> bool {
             &self.host == host && self.words().starts_with(prefix)
+        }
+        /// The command line of a run (not a write).
+        pub fn argv(&self) -> Option<&[String]> {
+            match &self.kind {
+                CallKind::Run { argv, .. } => Some(argv),
+                CallKind::Write { .. } => None,
+            }
         }
     }
 
@@ -741,6 +758,29 @@ mod fake {
         }
 
         fn answer(&mut self, host: &HostId, argv: &[String]) -> CommandOutput {
+            // `k0s::install_service`: the staged binary (argument 4, if any) onto the install
+            // path (5), k0sctl's drop-in (6) removed, then the install (7…).
+            if argv.get(3).map(String::as_str) == Some("k0sform-install") {
+                if let Some(h) = self.hosts.get_mut(host) {
+                    if !argv[4].is_empty()
+                        && let Some(f) = h.files.remove(&argv[4])
+                    {
+                        h.files.insert(argv[5].clone(), f);
+                    }
+                    h.files.remove(&argv[6]);
+                }
+                return self.answer(host, &argv[7..]);
+            }
+            // `k0s::start_at_host_time`: the host's clock, then the start (4…).
+            if argv.get(3).map(String::as_str) == Some("k0sform-start") {
+                let date = ["date", "-u", "+%s"].map(String::from);
+                let mut out = self.answer(host, &date);
+                let start = self.answer(host, &argv[4..]);
+                out.stdout.extend(start.stdout);
+                out.stderr = start.stderr;
+                out.status = start.status;
+                return out;
+            }
             // `k0s::swap_in_binary`: mv the staged file onto the install path, if staged.
             if argv.get(3).map(String::as_str) == Some("k0sform-swap") {
                 if let Some(h) = self.hosts.get_mut(host)
@@ -2075,9 +2115,23 @@ fn upgrade_replaces_the_binary_and_restarts() {
     let at = |p: &str| first(&words, p);
     // Staged beside the install path, moved into place only once k0s is stopped: the unit
     // restarts k0s by itself, and must never find the new binary before this host's turn.
-    assert!(at("write /usr/local/bin/k0s.k0sform-new") < at("swap"));
-    assert!(at("stop") < at("swap"));
-    assert!(at("swap") < at("install worker"));
+    // The move is the first thing the install's session does (`k0s::install_service`).
+    assert!(at("write /usr/local/bin/k0s.k0sform-new") < at("install worker"));
+    assert!(at("stop") < at("install worker"));
+    let install = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.is(&w1, "install worker"))
+        .unwrap();
+    let argv = install.argv().unwrap();
+    assert_eq!(
+        argv[3..6],
+        [
+            "k0sform-install",
+            "/usr/local/bin/k0s.k0sform-new",
+            "/usr/local/bin/k0s"
+        ]
+    );
     assert!(words[at("install worker")].ends_with("--force"));
     assert!(at("install worker") < at("start"));
     let w = fake.world();
@@ -2590,8 +2644,15 @@ fn stale_ready_after_a_restart_does_not_count_as_back() {
     r.result.as_ref().expect("upgraded");
     let calls: Vec<String> = words_on(&fake, &w1);
     let at = |p: &str| first(&calls, p);
-    assert!(at("stop") < at("-u +%s"), "{calls:#?}");
-    assert!(at("-u +%s") < at("start"), "{calls:#?}");
+    // The host's clock is read in the start's own session (`k0s::start_at_host_time`), after
+    // the stop.
+    assert!(at("stop") < at("start"), "{calls:#?}");
+    let start = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.is(&w1, "start"))
+        .unwrap();
+    assert_eq!(start.argv().unwrap()[3], "k0sform-start");
     assert!(
         calls[at("start")..]
             .iter()

@@ -483,6 +483,34 @@ async fn write_file_and_upload_are_atomic_and_checked() {
         .unwrap();
     assert_eq!(sha, expect_sha);
     assert_eq!(std::fs::read(&remote).unwrap(), data);
+    // upload_new_file (a staging path nothing of this run is at): one session, no check first,
+    // and whatever is there is replaced, the same bytes too (a new file, not the old inode).
+    let sessions = || sshd.log().matches("Starting session").count();
+    let before = sessions();
+    let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&remote).unwrap());
+    let sha = t
+        .upload_new_file(&sshd.id(), &local, remote_s, &FileAttrs::mode(0o755))
+        .await
+        .unwrap();
+    assert_eq!(sha, expect_sha);
+    assert_eq!(std::fs::read(&remote).unwrap(), data);
+    assert_ne!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&remote).unwrap()),
+        inode
+    );
+    assert!(no_staging_files(remote.parent().unwrap()));
+    std::fs::write(&remote, b"tampered once more").unwrap();
+    t.upload_new_file(&sshd.id(), &local, remote_s, &FileAttrs::mode(0o755))
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(&remote).unwrap(), data);
+    assert_eq!(mode_of(&remote), 0o755);
+    // sshd logs a session's start as it begins; give the second one a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while sessions() < before + 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(sessions(), before + 2, "{}", sshd.log());
     t.close_all().await;
 }
 

@@ -81,12 +81,6 @@ exit 0"#;
     RemoteCommand::new(argv).timeout(QUICK)
 }
 
-/// The host's clock, seconds since the epoch (`parse::parse_host_time`). Kubelets stamp Node
-/// conditions with their host's clock, so a restart is timed on that host, never locally.
-pub fn host_time() -> RemoteCommand {
-    RemoteCommand::new(["date", "-u", "+%s"]).timeout(QUICK)
-}
-
 /// `k0s version`
 pub fn version(bin: &str) -> RemoteCommand {
     k0s(bin, &["version"]).timeout(QUICK)
@@ -131,22 +125,70 @@ pub fn install(
 /// k0sform gives the service its environment with `k0s install -e`; a drop-in left by k0sctl
 /// would override those values (systemd reads drop-ins after the unit), so it goes before each
 /// install. Nothing else in the folder is touched.
-pub fn remove_k0sctl_env_dropin(kind: ServiceKind) -> RemoteCommand {
+pub fn k0sctl_env_dropin(kind: ServiceKind) -> String {
     let unit = match kind {
         ServiceKind::Controller => "k0scontroller",
         ServiceKind::Worker => "k0sworker",
     };
-    RemoteCommand::new([
-        "rm".to_string(),
-        "-f".into(),
-        format!("/etc/systemd/system/{unit}.service.d/env.conf"),
-    ])
-    .timeout(QUICK)
+    format!("/etc/systemd/system/{unit}.service.d/env.conf")
+}
+
+/// `k0s install …` (`install`), in one session with what goes right before it: with
+/// `swap_in`, the staged binary moves onto the install path (`swap_in_binary`: nothing staged is
+/// not an error), and k0sctl's environment drop-in (`k0sctl_env_dropin`) is removed. Each
+/// session is a round trip and an sshd fork on the host, and every join, upgrade and reconfigure
+/// installs. A failed move or removal stops before k0s runs, with mv's or rm's own error line.
+pub fn install_service(
+    bin: &str,
+    kind: ServiceKind,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    swap_in: bool,
+) -> RemoteCommand {
+    // --force: a leftover unit from an earlier, half-done run is replaced, not an error.
+    let install = install(bin, kind, args, env, true);
+    let staged = if swap_in {
+        staged_binary_path(bin)
+    } else {
+        String::new()
+    };
+    let mut argv = vec![
+        "sh".to_string(),
+        "-c".into(),
+        r#"if [ -n "$1" ] && [ -e "$1" ]; then mv -fT -- "$1" "$2" || exit; fi
+rm -f -- "$3" || exit
+shift 3
+exec "$@""#
+            .into(),
+        "k0sform-install".into(),
+        staged,
+        bin.to_string(),
+        k0sctl_env_dropin(kind),
+    ];
+    argv.extend(install.argv);
+    RemoteCommand::new(argv).timeout(install.timeout)
 }
 
 /// `k0s start` (returns once systemd accepted the job; poll `status` for readiness).
 pub fn start(bin: &str) -> RemoteCommand {
     k0s(bin, &["start"]).timeout(SERVICE)
+}
+
+/// The host's clock (`date -u +%s`, seconds since the epoch), then `k0s start` (`start`), in
+/// one session: the first stdout line is the moment of the (re)start by the host's clock
+/// (`parse::parse_started_at`), the rest is k0s's. Kubelets stamp Node conditions with their
+/// host's clock, so a restart is timed on that host, never locally. The clock is read first, so
+/// anything the new k0s posts is stamped later. When `date` fails, k0s is not started.
+pub fn start_at_host_time(bin: &str) -> RemoteCommand {
+    let start = start(bin);
+    let mut argv = vec![
+        "sh".to_string(),
+        "-c".into(),
+        r#"date -u +%s || exit; exec "$@""#.into(),
+        "k0sform-start".into(),
+    ];
+    argv.extend(start.argv);
+    RemoteCommand::new(argv).timeout(start.timeout)
 }
 
 /// `k0s stop`

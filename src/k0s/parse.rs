@@ -297,7 +297,7 @@ fn parse_kube_time(s: &str) -> Option<i64> {
     i64::try_from(secs).ok()
 }
 
-/// `date -u +%s` (`commands::host_time`): the host's clock, seconds since the epoch.
+/// `date -u +%s` (`commands::start_at_host_time`): the host's clock, seconds since the epoch.
 pub fn parse_host_time(out: &str) -> Result<i64, K0sError> {
     let t = out.trim();
     t.parse::<i64>()
@@ -309,6 +309,13 @@ pub fn parse_host_time(out: &str) -> Result<i64, K0sError> {
                 format!("unexpected output {:?}", crate::hash::short_n(t, 40)),
             )
         })
+}
+
+/// `commands::start_at_host_time`: the host's clock from the first stdout line, and k0s
+/// start's own stdout after it.
+pub fn parse_started_at(out: &str) -> Result<(i64, &str), K0sError> {
+    let (first, rest) = out.split_once('\n').unwrap_or((out, ""));
+    Ok((parse_host_time(first)?, rest))
 }
 
 /// What the probe reads from a controller's API in one `kubectl get` of several types
@@ -964,6 +971,17 @@ users:
         assert!(parse_host_time("").is_err());
         assert!(parse_host_time("-5").is_err());
         assert!(parse_host_time("Thu Dec  3 12:00:10 UTC 2026").is_err());
+        assert_eq!(
+            parse_started_at("1796299210\n").unwrap(),
+            (1_796_299_210, "")
+        );
+        assert_eq!(
+            parse_started_at("1796299210\nsome k0s output\n").unwrap(),
+            (1_796_299_210, "some k0s output\n")
+        );
+        assert!(parse_started_at("").is_err());
+        assert!(parse_started_at("\n1796299210\n").is_err());
+        assert!(parse_started_at("12x\n").is_err());
     }
 
     #[test]

@@ -121,6 +121,17 @@ impl Transport for SshTransport {
             .sha256)
     }
 
+    /// Staged, sha256-verified upload without asking first whether the host has the bytes.
+    async fn upload_new_file(
+        &self,
+        host: &HostId,
+        local: &Path,
+        remote: &str,
+        attrs: &FileAttrs,
+    ) -> Result<String, TransportError> {
+        Ok(self.upload(host, local, remote, attrs, false).await?.sha256)
+    }
+
     async fn run(
         &self,
         host: &HostId,

@@ -109,23 +109,38 @@ impl SshTransport {
         remote: &str,
         attrs: &FileAttrs,
     ) -> Result<Uploaded, TransportError> {
+        self.upload(host, local, remote, attrs, true).await
+    }
+
+    /// `upload_file_report`; with `check` false the host is not asked first whether `remote`
+    /// already has the bytes (`Transport::upload_new_file`): one session, not two.
+    pub(super) async fn upload(
+        &self,
+        host: &HostId,
+        local: &Path,
+        remote: &str,
+        attrs: &FileAttrs,
+        check: bool,
+    ) -> Result<Uploaded, TransportError> {
         let (sha256, size) = local_sha256(local)
             .await
             .map_err(|e| other(host, format!("reading {}: {e}", local.display())))?;
-        let check = place_command(CHECK, "k0sform-upload-check", remote, &sha256, attrs)
-            .timeout(Duration::from_secs(120));
-        let out = self.run_with(host, &check, Input::None).await?;
-        if !out.success() {
-            return Err(other(
-                host,
-                format!("checking {remote}: {}", out.error_line()),
-            ));
-        }
-        if out.stdout_str().trim() == "same" {
-            return Ok(Uploaded {
-                sha256,
-                skipped: true,
-            });
+        if check {
+            let check = place_command(CHECK, "k0sform-upload-check", remote, &sha256, attrs)
+                .timeout(Duration::from_secs(120));
+            let out = self.run_with(host, &check, Input::None).await?;
+            if !out.success() {
+                return Err(other(
+                    host,
+                    format!("checking {remote}: {}", out.error_line()),
+                ));
+            }
+            if out.stdout_str().trim() == "same" {
+                return Ok(Uploaded {
+                    sha256,
+                    skipped: true,
+                });
+            }
         }
 
         // Generous: 2 minutes plus 1 s per MiB.

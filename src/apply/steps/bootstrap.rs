@@ -54,8 +54,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .into_iter()
             .filter(|a| !a.starts_with("--token-file"))
             .collect();
-        self.swap_in_binary(hs).await?;
-        self.install(hs, &args).await?;
+        self.install(hs, &args, true).await?;
         self.start_k0s(host).await?;
         self.wait_ready(ctx, host).await?;
         let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);

@@ -260,8 +260,14 @@ impl<T: Transport + 'static> K0sRunner<T> {
         since: Option<i64>,
     ) -> Result<(), StepError> {
         let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
+        // An answer asked after this wait began, then one asked after the last one seen, one
+        // interval later (`retry_after`): waiters of one controller wake together and share
+        // one query per round, each answer fresh when it is read.
+        let mut not_before = Instant::now();
         loop {
-            let why = match self.nodes_via(via, Instant::now()).await {
+            let (asked, answer) = self.nodes_via(via, not_before).await;
+            not_before = asked + std::time::Duration::from_nanos(1);
+            let why = match answer {
                 Ok(nodes) => match nodes.iter().find(|n| n.name == node) {
                     Some(n) if since.map_or(n.ready, |t| n.ready_since(t)) => return Ok(()),
                     Some(n) if n.ready => format!(
@@ -273,32 +279,36 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 Err(e) => e,
             };
             ctx.progress(format!("waiting for Node \"{node}\": {why}"));
-            dl.retry(&format!("Node \"{node}\" to be Ready (via {via})"), &why)
-                .await
-                .map_err(failed)?;
+            dl.retry_after(
+                &format!("Node \"{node}\" to be Ready (via {via})"),
+                &why,
+                asked,
+            )
+            .await
+            .map_err(failed)?;
         }
     }
 
-    /// The Nodes as controller `via` lists them, asked no earlier than `not_before`. Steps
-    /// waiting for Nodes at the same time share one `kubectl get nodes` (single flight): many
-    /// workers joining cost the controller one query per poll, not one per worker.
+    /// The Nodes as controller `via` lists them, asked no earlier than `not_before`, and when
+    /// that query was asked. Steps waiting for Nodes at the same time share one `kubectl get
+    /// nodes` (single flight): many workers joining cost the controller one query per poll,
+    /// not one per worker.
     async fn nodes_via(
         &self,
         via: &HostId,
         not_before: Instant,
-    ) -> Result<Arc<Vec<k0s::NodeReady>>, String> {
+    ) -> (Instant, Result<Arc<Vec<k0s::NodeReady>>, String>) {
         let slot = {
-            let mut polls = self
-                .node_polls
-                .lock()
-                .map_err(|_| "node poll table poisoned")?;
+            let Ok(mut polls) = self.node_polls.lock() else {
+                return (Instant::now(), Err("node poll table poisoned".into()));
+            };
             polls.entry(via.clone()).or_default().clone()
         };
         let mut last = slot.lock().await;
         if let Some((asked, result)) = &*last
             && *asked >= not_before
         {
-            return result.clone();
+            return (*asked, result.clone());
         }
         let asked = Instant::now();
         let p = self.paths(via);
@@ -310,7 +320,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             Err(e) => Err(e),
         };
         *last = Some((asked, result.clone()));
-        result
+        (asked, result)
     }
 
     pub(super) async fn wait_healthy(

@@ -21,13 +21,24 @@ impl Deadline {
 
     /// Sleep before the next try, or give up with the last reason.
     pub(super) async fn retry(&self, what: &str, last: &str) -> Result<(), String> {
+        self.retry_after(what, last, Instant::now()).await
+    }
+
+    /// `retry`, sleeping until one interval after `since` (when the last answer was asked)
+    /// rather than after now: waiters that share one answer wake together for the next.
+    pub(super) async fn retry_after(
+        &self,
+        what: &str,
+        last: &str,
+        since: Instant,
+    ) -> Result<(), String> {
         if Instant::now() >= self.until {
             return Err(format!(
                 "timed out after {} waiting for {what}: {last}",
                 humantime::format_duration(Duration::from_secs(self.total.as_secs().max(1)))
             ));
         }
-        tokio::time::sleep(self.interval).await;
+        tokio::time::sleep_until((since + self.interval).into()).await;
         Ok(())
     }
 }

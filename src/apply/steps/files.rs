@@ -60,7 +60,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
             let attrs = FileAttrs::mode(want.mode).owned_by(want.user.clone(), want.group.clone());
             let got = match content {
                 crate::files::Content::Local(path) => {
-                    self.upload_local(host, path, &want.remote, &attrs).await?
+                    self.upload_local(host, path, &want.remote, &attrs, false)
+                        .await?
                 }
                 crate::files::Content::Inline(data) => {
                     self.write(host, &want.remote, data.clone(), &attrs).await?;

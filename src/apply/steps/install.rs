@@ -38,22 +38,33 @@ impl<T: Transport + 'static> K0sRunner<T> {
         Ok(vec![])
     }
 
-    pub(super) async fn install(&self, hs: &HostSpec, args: &[String]) -> Result<(), StepError> {
+    /// `k0s install --force` with `args`; k0sctl's environment drop-in is removed first and,
+    /// with `swap_in`, the binary staged for this host moves onto the install path first (it
+    /// must only when k0s is stopped or not yet installed), all in one session.
+    pub(super) async fn install(
+        &self,
+        hs: &HostSpec,
+        args: &[String],
+        swap_in: bool,
+    ) -> Result<(), StepError> {
         let kind = if hs.role == Role::Worker {
             ServiceKind::Worker
         } else {
             ServiceKind::Controller
         };
-        let p = self.paths(&hs.id());
-        self.exec_ok(
-            &hs.id(),
-            k0s::remove_k0sctl_env_dropin(kind),
-            "removing k0sctl's environment drop-in",
-        )
-        .await?;
-        // --force: a leftover unit from an earlier, half-done run is replaced, not an error.
-        let cmd = k0s::install(&p.bin, kind, args, &hs.environment, true);
-        self.exec_ok(&hs.id(), cmd, "k0s install").await.map(|_| ())
+        let id = hs.id();
+        let p = self.paths(&id);
+        let cmd = k0s::install_service(&p.bin, kind, args, &hs.environment, swap_in);
+        let what = if swap_in {
+            "moving the new k0s binary into place and k0s install"
+        } else {
+            "k0s install"
+        };
+        self.exec_ok(&id, cmd, what).await?;
+        if swap_in && let Ok(mut s) = self.staged_binaries.lock() {
+            s.remove(&id);
+        }
+        Ok(())
     }
 
     /// The host downloads k0s from `url` beside the installed binary and checks its sha256.
@@ -127,8 +138,16 @@ impl<T: Transport + 'static> K0sRunner<T> {
         // Staged beside the install path: k0s's unit restarts k0s by itself, and would start a
         // binary put at the install path now at its next crash, out of the upgrade order.
         let staged = k0s::staged_binary_path(&hs.k0s_install_path);
+        // Nothing this run staged is there yet (an earlier run's leftover was settled before the
+        // steps began, and a leftover is replaced anyway): no round trip asks whether the host
+        // already has the bytes. Only a second upload in this run (an upgrade after its
+        // UploadBinary step) asks, and is skipped when they are the same.
+        let fresh = self
+            .staged_binaries
+            .lock()
+            .is_ok_and(|s| !s.contains(&id));
         let got = self
-            .upload_local(&id, &local, &staged, &FileAttrs::mode(0o755))
+            .upload_local(&id, &local, &staged, &FileAttrs::mode(0o755), fresh)
             .await?;
         if let Ok(mut s) = self.staged_binaries.lock() {
             s.insert(id.clone());

@@ -81,12 +81,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 &FileAttrs::mode(0o600),
             )
             .await?;
-            self.swap_in_binary(hs).await?;
-            self.install(hs, &desired::install_args(&self.spec, hs))
+            self.install(hs, &desired::install_args(&self.spec, hs), true)
                 .await?;
             // A Node of that name may be left from the host's earlier life, still Ready.
-            self.mark_restart(&host).await?;
-            self.start_k0s(&host).await?;
+            self.restart_k0s(&host).await?;
             match &node {
                 None => {
                     self.wait_member(ctx, via, peer_addr).await?;

@@ -197,20 +197,25 @@ impl<T: Transport + 'static> K0sRunner<T> {
     }
 
     /// Upload a local file (at most `uploads` at once, within the host's command limit) and
-    /// return the sha256 of what is now at `remote`.
+    /// return the sha256 of what is now at `remote`. `fresh`: nothing at `remote` is worth
+    /// keeping, so the host is not asked first whether it has the bytes
+    /// (`Transport::upload_new_file`).
     pub(super) async fn upload_local(
         &self,
         host: &HostId,
         local: &std::path::Path,
         remote: &str,
         attrs: &FileAttrs,
+        fresh: bool,
     ) -> Result<String, StepError> {
         let _upload = self.uploads.clone().acquire_owned().await.ok();
         let _permit = self.limits.permit(host).await;
-        self.remote
-            .transport
-            .upload_file(host, local, remote, attrs)
-            .await
-            .map_err(failed)
+        let t = &self.remote.transport;
+        if fresh {
+            t.upload_new_file(host, local, remote, attrs).await
+        } else {
+            t.upload_file(host, local, remote, attrs).await
+        }
+        .map_err(failed)
     }
 }

@@ -61,6 +61,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 std::path::Path::new(archive),
                 &target,
                 &FileAttrs::mode(0o600),
+                false,
             )
             .await?;
         if sent != sha256 {

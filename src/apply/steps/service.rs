@@ -60,29 +60,44 @@ impl<T: Transport + 'static> K0sRunner<T> {
         Ok(())
     }
 
-    /// Take the host's clock as the moment its k0s (re)starts, after the old process stopped:
-    /// from then on its Node counts as back only on a Ready posted later (`NodeReady`), never
-    /// on the Ready condition the cluster keeps for up to 40 s after a kubelet stops.
-    pub(super) async fn mark_restart(&self, host: &HostId) -> Result<(), StepError> {
-        let out = self.exec(host, k0s::host_time()).await.map_err(failed)?;
-        if !out.success() {
-            return Err(failed(format!(
-                "{host}: cannot read the host's clock: {}",
-                out.error_line()
-            )));
-        }
-        let t =
-            k0s::parse_host_time(&out.stdout_str()).map_err(|e| failed(format!("{host}: {e}")))?;
+    /// Start k0s and take the host's clock, read just before in the same session, as the moment
+    /// its k0s (re)started, after the old process stopped: from then on its Node counts as back
+    /// only on a Ready posted later (`NodeReady`), never on the Ready condition the cluster
+    /// keeps for up to 40 s after a kubelet stops.
+    pub(super) async fn restart_k0s(&self, host: &HostId) -> Result<(), StepError> {
+        let p = self.paths(host);
+        let out = self
+            .exec(host, k0s::start_at_host_time(&p.bin))
+            .await
+            .map_err(failed)?;
+        let stdout = out.stdout_str();
+        let t = match k0s::parse_started_at(&stdout) {
+            Ok((t, _)) => t,
+            // `date` failed: k0s was not started.
+            Err(_) if !out.success() && stdout.trim().is_empty() => {
+                return Err(failed(format!(
+                    "{host}: cannot read the host's clock: {}",
+                    out.error_line()
+                )));
+            }
+            Err(e) => return Err(failed(format!("{host}: {e}"))),
+        };
         if let Ok(mut r) = self.restarts.lock() {
             r.insert(host.clone(), t);
         }
         if let Ok(mut v) = self.versions.lock() {
             v.remove(host);
         }
+        if !out.success() && !k0s::already_running(&out) {
+            return Err(failed(format!(
+                "{host}: k0s start failed: {}",
+                out.error_line()
+            )));
+        }
         Ok(())
     }
 
-    /// When k0s was (re)started on `host` in this run (`mark_restart`), by its clock.
+    /// When k0s was (re)started on `host` in this run (`restart_k0s`), by its clock.
     pub(super) fn restarted_at(&self, host: &HostId) -> Option<i64> {
         self.restarts.lock().ok()?.get(host).copied()
     }
@@ -121,7 +136,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
     }
 
     /// Wait until the host runs k0s again (of `version` when given), and, where it has one, its
-    /// Node turned Ready after the restart (`mark_restart`).
+    /// Node turned Ready after the restart (`restart_k0s`).
     pub(super) async fn wait_back(
         &self,
         ctx: &StepContext,

@@ -20,15 +20,13 @@ impl<T: Transport + 'static> K0sRunner<T> {
         gate().await?;
         let args = self.reinstall_args(host, hs).await;
         self.stop_k0s(host).await?;
-        self.mark_restart(host).await?;
         // Usually an UploadBinary step already put it there; uploading again is a no-op
         // for an identical file and covers plans that left that step out.
         if self.local_binary(hs, None, Some(to)).is_some() {
             self.upload_binary(hs, None, Some(to)).await?;
         }
-        self.swap_in_binary(hs).await?;
-        self.install(hs, &args).await?;
-        self.start_k0s(host).await?;
+        self.install(hs, &args, true).await?;
+        self.restart_k0s(host).await?;
         self.wait_back(ctx, hs, Some(to)).await?;
         Ok(vec![StateChange::SetHostVersion {
             host: host.clone(),
@@ -49,10 +47,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
             self.put_config(host, yaml).await?;
         }
         let args = self.reinstall_args(host, hs).await;
-        self.install(hs, &args).await?;
+        self.install(hs, &args, false).await?;
         self.stop_k0s(host).await?;
-        self.mark_restart(host).await?;
-        self.start_k0s(host).await?;
+        self.restart_k0s(host).await?;
         self.wait_back(ctx, hs, None).await?;
         Ok(vec![])
     }
