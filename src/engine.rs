@@ -4,6 +4,7 @@
 
 use crate::binaries;
 use crate::exit::Exit;
+use crate::hostid::HostId;
 use crate::k0s::release::Mirror;
 use crate::plan::{
     self, Desired, DesiredHost, LocalBinary, Plan, PlanOptions, Refusal, ResolvedVersion,
@@ -186,11 +187,41 @@ pub fn ssh_transport() -> Result<SshTransport, Failure> {
     })
 }
 
+/// Where uploads stage files on each host of the spec: its k0s binary path, k0s.yaml, the join
+/// token file and each `files:` destination, each of which may have staging files an earlier
+/// run left beside it (`DEST.k0sform-…`). The probe looks beside exactly these and
+/// `settle_leftovers` cleans up beside exactly these: one list, so the two never drift. A
+/// destroy reads no local file for its plan (`desired` is empty); its hosts' `files:` are
+/// expanded here where they still can be, as the cleanup always did.
+pub fn staging_destinations(spec: &Spec, desired: &Desired) -> BTreeMap<HostId, Vec<String>> {
+    spec.hosts
+        .iter()
+        .map(|h| {
+            let id = h.id();
+            let mut d = vec![
+                h.k0s_install_path.clone(),
+                crate::k0s::desired::CONFIG_FILE.to_string(),
+                crate::k0s::desired::TOKEN_FILE.to_string(),
+            ];
+            match desired.host(&id) {
+                Some(dh) => d.extend(dh.files.iter().map(|f| f.remote.clone())),
+                None => {
+                    if let Ok(files) = crate::files::desired(h) {
+                        d.extend(files.into_iter().map(|f| f.remote));
+                    }
+                }
+            }
+            (id, d)
+        })
+        .collect()
+}
+
 /// Probe every host (or read `probe_in`), optionally saving what was seen to `probe_out`.
+/// `staging`: where to look for upload staging files an earlier run left
+/// (`staging_destinations`).
 pub async fn reality(
-    spec: &Spec,
-    state: &State,
-    desired: &Desired,
+    (spec, state): (&Spec, &State),
+    (desired, staging): (&Desired, &BTreeMap<HostId, Vec<String>>),
     transport: &SshTransport,
     (plan_opts, parallelism): (&PlanOptions, usize),
     probe_in: Option<&Path>,
@@ -212,6 +243,7 @@ pub async fn reality(
                         (h.host.clone(), paths)
                     })
                     .collect(),
+                staging: staging.clone(),
             };
             probe::probe_all(spec, state, transport, &opts).await
         }
@@ -228,6 +260,9 @@ pub struct Planned {
     pub state: StateCtx,
     pub reality: Reality,
     pub desired: Desired,
+    /// Where the probe looked for upload staging files (`staging_destinations`): where
+    /// `settle_leftovers` cleans up.
+    pub staging: BTreeMap<HostId, Vec<String>>,
     pub plan: Plan,
 }
 
@@ -268,7 +303,7 @@ pub async fn plan_with(
     probe_in: Option<&Path>,
     probe_out: Option<&Path>,
 ) -> Result<Planned, Failure> {
-    let (mut desired, reality) = desired_and_reality(
+    let (mut desired, reality, staging) = desired_and_reality(
         &loaded,
         &state,
         transport,
@@ -290,11 +325,13 @@ pub async fn plan_with(
         state,
         reality,
         desired,
+        staging,
         plan,
     })
 }
 
-/// The desired facts (local files hashed) and the probed (or read) reality.
+/// The desired facts (local files hashed), the probed (or read) reality, and where the probe
+/// looked for staging files.
 async fn desired_and_reality(
     loaded: &Loaded,
     state: &StateCtx,
@@ -302,24 +339,25 @@ async fn desired_and_reality(
     (opts, parallelism): (&PlanOptions, usize),
     probe_in: Option<&Path>,
     probe_out: Option<&Path>,
-) -> Result<(Desired, Reality), Failure> {
-    // A destroy uploads nothing: local binaries and files are not read (they may be gone).
+) -> Result<(Desired, Reality, BTreeMap<HostId, Vec<String>>), Failure> {
+    // A destroy uploads nothing: local binaries and files are not read for its plan (they may
+    // be gone; `staging_destinations` still expands `files:` where it can).
     let desired = if opts.destroy {
         Desired::default()
     } else {
         desired(&loaded.spec)?
     };
+    let staging = staging_destinations(&loaded.spec, &desired);
     let reality = reality(
-        &loaded.spec,
-        &state.state,
-        &desired,
+        (&loaded.spec, &state.state),
+        (&desired, &staging),
         transport,
         (opts, parallelism),
         probe_in,
         probe_out,
     )
     .await?;
-    Ok((desired, reality))
+    Ok((desired, reality, staging))
 }
 
 /// Why `apply FILE` will not run a saved plan.
@@ -349,7 +387,7 @@ pub async fn rederive_saved(
     let opts = saved
         .options_for_apply(cli)
         .map_err(SavedPlanFailure::Stale)?;
-    let (mut desired, reality) =
+    let (mut desired, reality, staging) =
         desired_and_reality(&loaded, &state, transport, (&opts, parallelism), None, None).await?;
     saved
         .verify(&state.sealed_view(), &loaded.sha256, &reality)
@@ -376,6 +414,7 @@ pub async fn rederive_saved(
         state,
         reality,
         desired,
+        staging,
         plan: derived,
     })
 }
@@ -530,46 +569,46 @@ pub async fn healthy_controller<'a>(
 
 /// What a killed or failed earlier run left on the reachable hosts of the spec is removed: upload
 /// staging files, and on `interrupted_joins` (hosts whose join an earlier run began and did not
-/// see finish: its intents) a join token the run did not replace with the placeholder. Run by
-/// `apply` under the state lock, so no other run of this cluster is writing them now. Returns
-/// one line per settled file, for the user; a host that cannot be settled is reported, never
-/// fatal.
+/// see finish: its intents) a join token the run did not replace with the placeholder. Only
+/// hosts whose probe found staging files (`HostFacts::staging_leftovers`) or whose join was
+/// interrupted get a session: a no-op apply costs one session per host, the probe's. The
+/// cleanup finds the files on the host again (beside `Planned::staging`, the destinations the
+/// probe looked beside); nothing the probe reported is removed by name. Run by `apply` under
+/// the state lock, so no other run of this cluster is writing them now. Returns one line per
+/// settled file, for the user; a host that cannot be settled is reported, never fatal.
 pub async fn settle_leftovers(
     planned: &Planned,
     transport: &SshTransport,
-    interrupted_joins: &[crate::hostid::HostId],
+    interrupted_joins: &[HostId],
     parallelism: usize,
 ) -> Vec<String> {
     use crate::transport::Transport;
     let spec = &planned.loaded.spec;
-    // One session per reached host, at most `parallelism` at a time (as the probe): run one
-    // after another, these round trips were what a no-op apply cost beyond a plan.
+    // At most `parallelism` hosts at a time (as the probe).
     let limit = Arc::new(tokio::sync::Semaphore::new(parallelism.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, hr) in planned.reality.hosts.iter().enumerate() {
-        let (Some(hs), crate::reality::Probe::Reached(_)) = (spec.host(&hr.id), &hr.probe) else {
+        let crate::reality::Probe::Reached(facts) = &hr.probe else {
             continue;
         };
-        let mut destinations = vec![
-            hs.k0s_install_path.clone(),
-            crate::k0s::desired::CONFIG_FILE.to_string(),
-            crate::k0s::desired::TOKEN_FILE.to_string(),
-        ];
-        if let Ok(files) = crate::files::desired(hs) {
-            destinations.extend(files.into_iter().map(|f| f.remote));
+        let join_interrupted = interrupted_joins.contains(&hr.id);
+        if facts.staging_leftovers.is_empty() && !join_interrupted {
+            continue;
         }
+        let (Some(hs), Some(destinations)) = (spec.host(&hr.id), planned.staging.get(&hr.id))
+        else {
+            continue;
+        };
         let role = if hs.role.is_controller() {
             crate::k0s::TokenRole::Controller
         } else {
             crate::k0s::TokenRole::Worker
         };
-        let placeholder = interrupted_joins
-            .contains(&hr.id)
-            .then(|| crate::k0s::placeholder_token(role));
+        let placeholder = join_interrupted.then(|| crate::k0s::placeholder_token(role));
         let cmd = crate::k0s::settle_leftovers(
             crate::k0s::desired::TOKEN_FILE,
             placeholder.as_deref(),
-            &destinations,
+            destinations,
         );
         let id = hr.id.clone();
         let transport = transport.clone();
@@ -605,4 +644,76 @@ pub async fn settle_leftovers(
     // In host order, as before.
     done.sort_by_key(|(i, _)| *i);
     done.into_iter().flat_map(|(_, n)| n).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{FileSource, HostSpec, Role, SshTarget, UploadFile};
+
+    fn spec(hosts: Vec<HostSpec>) -> Spec {
+        Spec {
+            name: "t".into(),
+            user: "admin".into(),
+            hosts,
+            k0s: crate::spec::K0sSpec {
+                version: None,
+                version_channel: None,
+                dynamic_config: false,
+                config: None,
+            },
+            options: Default::default(),
+            manifests: Vec::new(),
+            env_values: Vec::new(),
+        }
+    }
+
+    /// The probe and the cleanup share this list: the binary path, k0s.yaml, the token file
+    /// and each `files:` destination, taken from the plan's desired files (not read again), or
+    /// expanded from the spec for a destroy, whose plan reads no local file.
+    #[test]
+    fn staging_destinations_are_where_uploads_go() {
+        let mut w = HostSpec::new(Role::Worker, SshTarget::new("127.0.0.2", 22), 1);
+        w.k0s_install_path = "/opt/bin/k0s".into();
+        w.files.push(UploadFile {
+            name: "i".into(),
+            source: FileSource::Inline("x\n".into()),
+            dst: Some("/srv/app/i.txt".into()),
+            dst_dir: None,
+            perm: None,
+            dir_perm: "0755".into(),
+            user: None,
+            group: None,
+        });
+        let c = HostSpec::new(Role::Controller, SshTarget::new("127.0.0.1", 22), 2);
+        let s = spec(vec![w.clone(), c.clone()]);
+        let base = |bin: &str| {
+            vec![
+                bin.to_string(),
+                crate::k0s::desired::CONFIG_FILE.to_string(),
+                crate::k0s::desired::TOKEN_FILE.to_string(),
+            ]
+        };
+        let mut want_w = base("/opt/bin/k0s");
+        want_w.push("/srv/app/i.txt".into());
+        let want = BTreeMap::from([
+            (w.id(), want_w.clone()),
+            (c.id(), base(crate::spec::DEFAULT_K0S_INSTALL_PATH)),
+        ]);
+        let planned = desired(&s).unwrap();
+        assert_eq!(staging_destinations(&s, &planned), want);
+        // A destroy: no desired files, the spec's are expanded.
+        assert_eq!(staging_destinations(&s, &Desired::default()), want);
+        // The plan's desired files are what counts (they are not expanded again).
+        let mut moved = planned.clone();
+        for h in &mut moved.hosts {
+            for f in &mut h.files {
+                f.remote = "/srv/other.txt".into();
+            }
+        }
+        assert_eq!(
+            staging_destinations(&s, &moved)[&w.id()][3],
+            "/srv/other.txt"
+        );
+    }
 }

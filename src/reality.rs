@@ -80,6 +80,13 @@ pub struct HostFacts {
     /// The remote files of the spec's `files:` as they are on the host (probe order).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<RemoteFile>,
+    /// The destinations (the k0s binary path, k0s.yaml, the join token file, the `files:`)
+    /// beside which an earlier run left upload staging files (`DEST.k0sform-…`), in the order
+    /// the probe was given them: `apply` opens a session to clean up only where this is not
+    /// empty (or a join was interrupted). Empty when none were found or none were looked for
+    /// (hosts only in the state, older probe files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub staging_leftovers: Vec<String>,
 }
 
 /// "host key changed: recorded …, offered …", naming the bastion when it was one.

@@ -10,7 +10,7 @@ mod e2e;
 
 use e2e::Cluster;
 use lab::{LabOptions, SpecOptions};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 const THREE_PLUS_TWO: &[(&str, &str)] = &[
     ("c1", "controller"),
@@ -1361,6 +1361,105 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
         .contains("the saved plan is stale")
         .contains("upload_files");
     c.lab.exec_ok("w1", "test ! -e /opt/tree/sub/b");
+}
+
+/// (connections, sessions) each host's sshd logged while `run` ran: one "Accepted publickey"
+/// per connection, one "Starting session" per command (as testdata/lab/bench figure 2 counts).
+fn sshd_counts_during(
+    c: &Cluster,
+    names: &[&str],
+    run: impl FnOnce(),
+) -> BTreeMap<String, (usize, usize)> {
+    let counts = |n: &str| {
+        let log = c.lab.sshd_log(n);
+        (
+            log.matches("Accepted publickey").count(),
+            log.matches("Starting session").count(),
+        )
+    };
+    let before: Vec<(usize, usize)> = names.iter().map(|n| counts(n)).collect();
+    run();
+    names
+        .iter()
+        .zip(before)
+        .map(|(n, (c0, s0))| {
+            let (c1, s1) = counts(n);
+            (n.to_string(), (c1 - c0, s1 - s0))
+        })
+        .collect()
+}
+
+/// A no-op apply costs one SSH session per host, the probe's: the cleanup of what an earlier
+/// run left opens a second session only on a host whose probe found upload staging files, or
+/// whose join an earlier run began and did not see finish (an intent), and cleans up there.
+#[test]
+fn no_op_apply_opens_one_session_per_host() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
+    let names = ["c1", "w1", "w2"];
+    bootstrap(&c);
+    let expect = |sessions: [usize; 3]| -> BTreeMap<String, (usize, usize)> {
+        names
+            .iter()
+            .zip(sessions)
+            .map(|(n, s)| (n.to_string(), (1, s)))
+            .collect()
+    };
+
+    let counts = sshd_counts_during(&c, &names, || {
+        c.apply().contains("No changes");
+    });
+    assert_eq!(
+        counts,
+        expect([1, 1, 1]),
+        "(connections, sessions) per host"
+    );
+
+    // A staging file a killed upload left beside w1's binary (planted from inside the host,
+    // not over SSH): only w1 gets a second session, and the file is removed there.
+    c.lab
+        .exec_ok("w1", "touch /usr/local/bin/k0s.k0sform-Ab12Cd");
+    let mut r = None;
+    let counts = sshd_counts_during(&c, &names, || r = Some(c.apply()));
+    r.unwrap().contains(&format!(
+        "{}: cleaned up /usr/local/bin/k0s.k0sform-Ab12Cd, left by an earlier run",
+        c.lab.address("w1")
+    ));
+    assert_eq!(
+        counts,
+        expect([1, 2, 1]),
+        "(connections, sessions) per host"
+    );
+    c.lab
+        .exec_ok("w1", "test ! -e /usr/local/bin/k0s.k0sform-Ab12Cd");
+    let counts = sshd_counts_during(&c, &names, || {
+        c.apply().contains("No changes");
+    });
+    assert_eq!(counts, expect([1, 1, 1]), "nothing left to clean up");
+
+    // An interrupted join of w2 (its intent in the state) with a join token left behind and no
+    // staging file: w2 gets the second session, the token becomes the placeholder.
+    c.lab
+        .exec_ok("w2", "printf 'H4sIleftover\\n' > /etc/k0s/k0stoken");
+    let mut st = c.state_json();
+    st["intents"] = serde_json::json!([{
+        "step": "join_worker w2", "address": c.lab.address("w2"), "port": 22,
+        "kind": "join_worker", "started_at": "2026-01-01T00:00:00Z"
+    }]);
+    std::fs::write(&c.state, serde_json::to_string_pretty(&st).unwrap()).unwrap();
+    let mut r = None;
+    let counts = sshd_counts_during(&c, &names, || r = Some(c.apply()));
+    r.unwrap()
+        .contains("cleaned up /etc/k0s/k0stoken, left by an earlier run");
+    assert_eq!(
+        counts,
+        expect([1, 1, 2]),
+        "(connections, sessions) per host"
+    );
+    let token = c.lab.exec_ok("w2", "cat /etc/k0s/k0stoken");
+    assert!(
+        !token.contains("H4sIleftover") && !token.is_empty(),
+        "{token}"
+    );
 }
 
 /// `useExistingK0s`: the k0s binary already on the host is installed and never replaced; a

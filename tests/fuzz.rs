@@ -299,11 +299,24 @@ const SECTIONS: &[&str] = &[
     "nodes",
     "control_nodes",
     "files",
+    "staging",
 ];
 
 fn probe_reader(files: usize) -> (k0sform::k0s::ProbeReader, String) {
     let paths: Vec<String> = (0..files).map(|i| format!("/etc/f{i}")).collect();
-    let p = k0sform::k0s::probe("/usr/local/bin/k0s", "/var/lib/k0s", true, None, &paths);
+    let staging: Vec<String> = ["/usr/local/bin/k0s", "/etc/k0s/k0s.yaml"]
+        .into_iter()
+        .map(String::from)
+        .chain(paths.iter().cloned())
+        .collect();
+    let p = k0sform::k0s::probe(
+        "/usr/local/bin/k0s",
+        "/var/lib/k0s",
+        true,
+        None,
+        &paths,
+        &staging,
+    );
     // The nonce is the marker argument of the script (`$5`).
     let nonce = p
         .command

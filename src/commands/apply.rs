@@ -313,6 +313,7 @@ async fn execute(
         plan,
         reality,
         desired,
+        ..
     } = planned;
     // uploadBinary: every release binary the plan uploads, downloaded once into the local
     // cache before any step runs, so a failed download changes no host.

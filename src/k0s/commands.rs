@@ -46,29 +46,47 @@ pub fn remove_staged_config(staged: &str) -> RemoteCommand {
     RemoteCommand::new(["rm", "-f", staged]).timeout(QUICK)
 }
 
+/// The shell function that finds upload staging files, shared by the probe (which reports
+/// them) and `settle_leftovers` (which removes them) so both see the same files:
+/// `each_leftover DEST CMD` runs `CMD FILE` for each staging file beside `DEST`:
+/// `DEST.k0sform-XXXXXX` (uploads, `mktemp`), `DEST.k0sform-tmp` (older versions) and
+/// `DEST.k0sform-new` (a staged k0s.yaml or binary). A link there is one (it is removed, never
+/// followed); a folder is not.
+macro_rules! each_leftover_sh {
+    () => {
+        r#"each_leftover() {
+  for _f in "$1".k0sform-?????? "$1".k0sform-tmp "$1".k0sform-new; do
+    [ -d "$_f" ] && [ ! -L "$_f" ] && continue
+    if [ -e "$_f" ] || [ -L "$_f" ]; then "$2" "$_f"; fi
+  done
+}
+"#
+    };
+}
+pub(crate) use each_leftover_sh;
+
 /// Settle what a killed or failed earlier run left on a host: with `placeholder` (a join of
 /// this host was interrupted), a join token still in `token_file` is replaced by the placeholder
 /// (the token would stay valid for up to 30 minutes; k0s needs a non-empty file); and staging
-/// files beside each of `destinations` (`DEST.k0sform-XXXXXX` from uploads, `DEST.k0sform-tmp`
-/// from older versions, `DEST.k0sform-new` of a staged k0s.yaml or binary) are removed; a link
-/// there is removed, never followed. Prints one line per file it settled.
+/// files beside each of `destinations` (`each_leftover_sh`: found on the host again, whatever
+/// the probe reported) are removed; a link there is removed, never followed. Prints one line
+/// per file it settled.
 pub fn settle_leftovers(
     token_file: &str,
     placeholder: Option<&str>,
     destinations: &[String],
 ) -> RemoteCommand {
-    let script = r#"tok=$1 ph=$2
+    let script = concat!(
+        each_leftover_sh!(),
+        r#"removed() { rm -f -- "$1" && printf '%s\n' "$1"; }
+tok=$1 ph=$2
 shift 2
 if [ -n "$ph" ] && [ -f "$tok" ] && [ ! -L "$tok" ] && [ -s "$tok" ] && [ "$(cat -- "$tok")" != "$ph" ]; then
-  printf '%s' "$ph" > "$tok" && echo "$tok"
+  printf '%s' "$ph" > "$tok" && printf '%s\n' "$tok"
 fi
-for d; do
-  for f in "$d".k0sform-?????? "$d".k0sform-tmp "$d".k0sform-new; do
-    [ -d "$f" ] && [ ! -L "$f" ] && continue
-    if [ -e "$f" ] || [ -L "$f" ]; then rm -f -- "$f" && echo "$f"; fi
-  done
-done
-exit 0"#;
+for d; do each_leftover "$d" removed; done
+exit 0"#
+    );
     let mut argv = vec![
         "sh".to_string(),
         "-c".into(),

@@ -155,6 +155,18 @@ pub fn check(f: &HostFacts) -> Result<(), String> {
             return bad("a file sha256", s);
         }
     }
+    // A live probe records k0sform's own paths here; a probe file may say anything. They are
+    // shown and passed to no command, but must still look like the destinations they claim to be.
+    let mut seen = std::collections::BTreeSet::new();
+    for d in &f.staging_leftovers {
+        if !d.starts_with('/')
+            || d.len() > 4096
+            || d.chars().any(char::is_control)
+            || !seen.insert(d)
+        {
+            return bad("staging files beside", d);
+        }
+    }
     Ok(())
 }
 
@@ -213,6 +225,9 @@ mod tests {
     #[test]
     fn hostile_facts_fail_the_probe() {
         assert_eq!(check(&facts()), Ok(()));
+        let mut left = facts();
+        left.staging_leftovers = vec!["/usr/local/bin/k0s".into(), "/srv/app/a b.conf".into()];
+        assert_eq!(check(&left), Ok(()));
         type Spoil = Box<dyn Fn(&mut HostFacts)>;
         let cases: Vec<Spoil> = vec![
             Box::new(|f| f.hostname = "--all".into()),
@@ -224,6 +239,9 @@ mod tests {
             Box::new(|f| f.view.as_mut().unwrap().members[0].member_id = Some("H4sI".into())),
             Box::new(|f| f.view.as_mut().unwrap().members[0].peer_url = "token: x".into()),
             Box::new(|f| f.view.as_mut().unwrap().nodes[0].name = "-l".into()),
+            Box::new(|f| f.staging_leftovers = vec!["etc/k0s/k0s.yaml".into()]),
+            Box::new(|f| f.staging_leftovers = vec!["/etc/k0s/k0s.yaml\u{1b}[2K".into()]),
+            Box::new(|f| f.staging_leftovers = vec!["/a".into(), "/a".into()]),
         ];
         for (i, spoil) in cases.iter().enumerate() {
             let mut f = facts();

@@ -34,8 +34,12 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 /// kubectl runs as k0sctl runs it (`env KUBECONFIG=<dd>/pki/admin.conf k0s kubectl …`).
 /// Arguments: $1 k0s binary, $2 data dir, $3 "1" to ask a running controller for its view,
 /// $4 the k0s.yaml path, $5 the marker nonce, $6 the resource types of the one `kubectl get`,
-/// $7 the sha256 of the k0s.yaml k0sform would write there (or `-`).
-const SCRIPT: &str = r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6 want_cfg=$7 status_bound=10
+/// $7 the sha256 of the k0s.yaml k0sform would write there (or `-`), $8 how many of the
+/// arguments after it are the spec's files; the arguments after those are the destinations
+/// beside which to look for upload staging files (`staging_destinations`).
+const SCRIPT: &str = concat!(
+    super::commands::each_leftover_sh!(),
+    r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6 want_cfg=$7 status_bound=10
 t() { timeout -k 2 "$@"; }
 kc() { t 10 env KUBECONFIG="$dd/pki/admin.conf" "$bin" kubectl "$@"; }
 units() {
@@ -120,22 +124,43 @@ if [ -e "$bin" ]; then
     fi
   fi
 fi
-# The spec's files (arguments 8…): one line each, `<sha256> <mode> <user> <group> <uid> <gid>`
-# or `-`.
+# The spec's files (the first $8 arguments after it): one line each,
+# `<sha256> <mode> <user> <group> <uid> <gid>` or `-`.
 shift 7
-if [ $# -gt 0 ]; then
+nfiles=$1
+shift
+if [ "$nfiles" -gt 0 ]; then
   begin files
+  i=0
   for f in "$@"; do
+    [ "$i" -lt "$nfiles" ] || break
     if [ -f "$f" ]; then
       printf '%s %s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" "$(stat -c '%a %U %G %u %g' -- "$f")"
     else
       echo -
     fi
+    i=$((i+1))
   done
   end files 0
+  shift "$nfiles"
+fi
+# Upload staging files an earlier run left (the remaining arguments are the destinations they
+# would be beside): the index of each destination that has one, never a file's name.
+if [ $# -gt 0 ]; then
+  seen() { left=1; }
+  begin staging
+  i=0
+  for d in "$@"; do
+    left=0
+    each_leftover "$d" seen
+    [ "$left" = 0 ] || echo "$i"
+    i=$((i+1))
+  done
+  end staging 0
 fi
 printf '%s done\n' "$N"
-"#;
+"#
+);
 
 /// The batched probe command of one host and what reads its output.
 #[derive(Debug, Clone)]
@@ -149,19 +174,23 @@ pub struct ProbeCommand {
 pub struct ProbeReader {
     nonce: String,
     files: Vec<String>,
+    staging: Vec<String>,
 }
 
 /// The batched probe command for one host. `want_view`: ask a running controller for its view
 /// of the cluster (member list with IDs, uid, nodes, control nodes). `files`: remote paths whose
 /// sha256, mode and owner to report (the spec's `files:`). `want_config_sha256`: the sha256 of
 /// the k0s.yaml k0sform would write on the host; when the host's file has it, k0s's defaults
-/// (`k0s config create`, one more start of k0s) are not asked for.
+/// (`k0s config create`, one more start of k0s) are not asked for. `staging`: the destinations
+/// beside which to look for upload staging files an earlier run left
+/// (`HostFacts::staging_leftovers`).
 pub fn probe(
     bin: &str,
     data_dir: &str,
     want_view: bool,
     want_config_sha256: Option<&str>,
     files: &[String],
+    staging: &[String],
 ) -> ProbeCommand {
     let nonce = format!("K0SFORM-{}", uuid::Uuid::new_v4().simple());
     let mut argv: Vec<String> = [
@@ -176,17 +205,20 @@ pub fn probe(
         &nonce,
         CLUSTER_OBJECTS,
         want_config_sha256.unwrap_or("-"),
+        &files.len().to_string(),
     ]
     .into_iter()
     .map(String::from)
     .collect();
     argv.extend(files.iter().cloned());
+    argv.extend(staging.iter().cloned());
     let command = RemoteCommand::new(argv).timeout(PROBE_TIMEOUT);
     ProbeCommand {
         command,
         reader: ProbeReader {
             nonce,
             files: files.to_vec(),
+            staging: staging.to_vec(),
         },
     }
 }
@@ -194,8 +226,37 @@ pub fn probe(
 impl ProbeReader {
     /// Turn the probe command's output into `HostFacts` (the SSH key fields are the caller's).
     pub fn parse(&self, out: &CommandOutput) -> Result<HostFacts, ProbeError> {
-        parse_probe(out, &self.nonce, &self.files)
+        parse_probe(out, &self.nonce, &self.files, &self.staging)
     }
+}
+
+/// The `staging` section: the index (into `destinations`, ascending, each once) of every
+/// destination that has an upload staging file beside it, one per line. The host prints only
+/// numbers: anything else, an index out of range or out of order is refused, and what is
+/// recorded are k0sform's own destination paths, never text from the host.
+fn parse_staging(destinations: &[String], text: &str) -> Result<Vec<String>, String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut last: Option<usize> = None;
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let bad = || {
+            format!(
+                "the probe's report of staging files has the line {:?}, not the index of one of the {} destinations in ascending order",
+                crate::hash::short_n(line, 40),
+                destinations.len()
+            )
+        };
+        // Digits only, no sign, no leading zero: the one spelling the script prints.
+        if !line.bytes().all(|b| b.is_ascii_digit()) || (line.len() > 1 && line.starts_with('0')) {
+            return Err(bad());
+        }
+        let i: usize = line.parse().map_err(|_| bad())?;
+        if i >= destinations.len() || last.is_some_and(|l| i <= l) {
+            return Err(bad());
+        }
+        last = Some(i);
+        found.push(destinations[i].clone());
+    }
+    Ok(found)
 }
 
 /// The `files` section: one line per asked path, in order.
@@ -620,6 +681,7 @@ fn parse_probe(
     out: &CommandOutput,
     nonce: &str,
     files: &[String],
+    staging: &[String],
 ) -> Result<HostFacts, ProbeError> {
     let s = sections(out, nonce).map_err(|e| {
         if out.success() {
@@ -726,6 +788,14 @@ fn parse_probe(
         let text = s.get("files").map(|x| x.out.as_str()).unwrap_or_default();
         f.files = parse_files(files, text).map_err(ProbeError::Host)?;
     }
+    if !staging.is_empty() {
+        let text = s
+            .get("staging")
+            .filter(|x| x.ok())
+            .map(|x| x.out.as_str())
+            .ok_or_else(|| ProbeError::Host("the probe did not report on staging files".into()))?;
+        f.staging_leftovers = parse_staging(staging, text).map_err(ProbeError::Host)?;
+    }
     super::facts::check(&f).map_err(ProbeError::Host)?;
     Ok(f)
 }
@@ -748,7 +818,7 @@ mod tests {
         cfg: &str,
         want_cfg: Option<&str>,
     ) -> (CommandOutput, ProbeCommand) {
-        let p = probe(bin, dd, view, want_cfg, &[]);
+        let p = probe(bin, dd, view, want_cfg, &[], &[]);
         let mut argv = p.command.argv.clone();
         let at = argv.iter().position(|a| a == CONFIG_PATH).unwrap();
         argv[at] = cfg.to_string();
@@ -773,7 +843,7 @@ mod tests {
             d.path().join("gone").display().to_string(),
             d.path().display().to_string(), // a folder is not a file
         ];
-        let p = probe("/nonexistent/k0s", "/nonexistent", false, None, &files);
+        let p = probe("/nonexistent/k0s", "/nonexistent", false, None, &files, &[]);
         let out = Command::new(&p.command.argv[0])
             .args(&p.command.argv[1..])
             .output()
@@ -802,6 +872,137 @@ mod tests {
         assert_eq!(f.files[2].sha256, None);
         // A short answer is an error, not files taken for missing.
         assert!(parse_files(&files, "- \n-\n").is_err());
+    }
+
+    /// Run a command's argv locally.
+    fn run_locally(argv: &[String]) -> CommandOutput {
+        let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+        CommandOutput {
+            status: out.status.code(),
+            stdout: out.stdout,
+            stderr: out.stderr,
+        }
+    }
+
+    /// The probe reports the destinations that have staging files beside them, and the
+    /// cleanup (`commands::settle_leftovers`, the same search) removes exactly those files:
+    /// a link is removed without following it, a folder is left alone, the `files:` section
+    /// before it is unaffected.
+    #[test]
+    fn probe_reports_the_staging_files_the_cleanup_removes() {
+        use std::os::unix::fs::symlink;
+        let d = tempfile::tempdir().unwrap();
+        let p = |n: &str| d.path().join(n).display().to_string();
+        std::fs::write(p("victim"), "keep\n").unwrap();
+        std::fs::write(p("app.conf"), "x\n").unwrap();
+        let dests: Vec<String> = [
+            "k0s", "k0s.yaml", "k0stoken", "app.conf", "clean", "odd dir",
+        ]
+        .iter()
+        .map(|n| p(n))
+        .collect();
+        std::fs::write(p("k0s.k0sform-Xy34Zw"), "").unwrap();
+        std::fs::write(p("k0s.k0sform-new"), "").unwrap();
+        symlink(p("victim"), p("app.conf.k0sform-tmp")).unwrap();
+        // A folder at a staging name is nobody's upload: not reported, not removed.
+        std::fs::create_dir(p("clean.k0sform-new")).unwrap();
+        // Names that only look alike (a longer random part) are not staging files.
+        std::fs::write(p("odd dir.k0sform-1234567"), "").unwrap();
+        std::fs::write(p("k0s.yaml.k0sform-Ab12Cd"), "").unwrap();
+
+        let files = vec![p("app.conf"), p("gone")];
+        let probe_now = || {
+            let pc = probe(
+                "/nonexistent/k0s",
+                "/nonexistent",
+                false,
+                None,
+                &files,
+                &dests,
+            );
+            pc.reader.parse(&run_locally(&pc.command.argv)).unwrap()
+        };
+        let f = probe_now();
+        assert_eq!(
+            f.staging_leftovers,
+            [p("k0s"), p("k0s.yaml"), p("app.conf")]
+        );
+        assert_eq!(f.files.len(), 2);
+        assert!(f.files[0].sha256.is_some() && f.files[1].sha256.is_none());
+
+        let settle = super::super::commands::settle_leftovers(&p("k0stoken"), None, &dests);
+        let out = run_locally(&settle.argv);
+        assert!(out.success(), "{}", out.stderr_str());
+        let mut removed: Vec<String> = out.stdout_str().lines().map(String::from).collect();
+        removed.sort();
+        let mut want = vec![
+            p("app.conf.k0sform-tmp"),
+            p("k0s.k0sform-Xy34Zw"),
+            p("k0s.k0sform-new"),
+            p("k0s.yaml.k0sform-Ab12Cd"),
+        ];
+        want.sort();
+        assert_eq!(removed, want);
+        assert_eq!(std::fs::read_to_string(p("victim")).unwrap(), "keep\n");
+        assert!(std::path::Path::new(&p("clean.k0sform-new")).is_dir());
+        assert!(std::path::Path::new(&p("odd dir.k0sform-1234567")).exists());
+        assert_eq!(probe_now().staging_leftovers, Vec::<String>::new());
+    }
+
+    #[test]
+    fn staging_report_is_parsed_strictly() {
+        let dests: Vec<String> = ["/a", "/b c", "/d"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(parse_staging(&dests, ""), Ok(vec![]));
+        assert_eq!(
+            parse_staging(&dests, "0\n2\n"),
+            Ok(vec!["/a".to_string(), "/d".to_string()])
+        );
+        assert_eq!(parse_staging(&dests, "1"), Ok(vec!["/b c".to_string()]));
+        for hostile in [
+            "3",
+            "99999999999999999999999999",
+            "1\n0",
+            "1\n1",
+            "01",
+            "+1",
+            "-1",
+            " 1",
+            "1 ",
+            "1 /etc/passwd",
+            "/etc/passwd",
+            "0\n\u{1b}[2Kcleaned up",
+        ] {
+            let err = parse_staging(&dests, hostile).unwrap_err();
+            assert!(
+                err.starts_with("the probe's report of staging files has the line"),
+                "{hostile:?}: {err}"
+            );
+            assert!(!err.contains('\u{1b}'), "{err}");
+        }
+        // Through the whole parser: a hostile line fails the probe, so does a missing report.
+        let base = [("machine_id", 0, "3d12a0b1c2d3e4f5a6b7c8d9e0f1a2b3\n", "")];
+        let with = |body: &'static str| {
+            let mut v = base.to_vec();
+            v.push(("staging", 0, body, ""));
+            framed(&v, true)
+        };
+        let f = parse_probe(&with("1"), NONCE, &[], &dests).unwrap();
+        assert_eq!(f.staging_leftovers, ["/b c"]);
+        let err = parse_probe(&with("7"), NONCE, &[], &dests).unwrap_err();
+        assert!(matches!(err, ProbeError::Host(_)), "{err:?}");
+        assert!(err.to_string().contains("staging files"), "{err}");
+        let err = parse_probe(&framed(&base, true), NONCE, &[], &dests).unwrap_err();
+        assert_eq!(err.to_string(), "the probe did not report on staging files");
+        let mut failed = base.to_vec();
+        failed.push(("staging", 1, "", "sh: boom"));
+        assert!(parse_probe(&framed(&failed, true), NONCE, &[], &dests).is_err());
+        // Not asked: whatever a host prints there is ignored.
+        assert_eq!(
+            parse_probe(&with("7"), NONCE, &[], &[])
+                .unwrap()
+                .staging_leftovers,
+            Vec::<String>::new()
+        );
     }
 
     fn run_script(bin: &str, dd: &str, view: bool, cfg: &str) -> Result<HostFacts, ProbeError> {
@@ -1192,7 +1393,7 @@ esac
                 ],
                 true,
             );
-            let err = parse_probe(&out, NONCE, &[]).unwrap_err();
+            let err = parse_probe(&out, NONCE, &[], &[]).unwrap_err();
             assert!(
                 err.to_string().contains("not a valid Kubernetes node name"),
                 "{err}"
@@ -1209,7 +1410,7 @@ esac
             ],
             true,
         );
-        let err = parse_probe(&out, NONCE, &[]).unwrap_err();
+        let err = parse_probe(&out, NONCE, &[], &[]).unwrap_err();
         assert!(err.to_string().contains("permission denied"), "{err}");
     }
 
@@ -1272,7 +1473,7 @@ esac
     }
 
     fn machine_id_under(root: &std::path::Path) -> Result<String, ProbeError> {
-        let p = probe("/nonexistent/k0s", "/nonexistent", false, None, &[]);
+        let p = probe("/nonexistent/k0s", "/nonexistent", false, None, &[], &[]);
         let mut argv = p.command.argv.clone();
         argv[2] = script_with_root(root);
         let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
@@ -1328,7 +1529,7 @@ esac
                 &[("machine_id", 0, "abc\n", ""), ("status", rc, "", "")],
                 true,
             );
-            let err = parse_probe(&out, NONCE, &[]).unwrap_err();
+            let err = parse_probe(&out, NONCE, &[], &[]).unwrap_err();
             assert_eq!(err, ProbeError::K0sNotAnswering(STATUS_BOUND_SECS));
             assert!(err.to_string().starts_with("k0s not answering"), "{err}");
         }

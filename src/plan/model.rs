@@ -541,7 +541,7 @@ pub struct DesiredHost {
 }
 
 impl Desired {
-    fn host(&self, id: &HostId) -> Option<&DesiredHost> {
+    pub fn host(&self, id: &HostId) -> Option<&DesiredHost> {
         // The planner asks once per host: a scan made 5,000-host plans quadratic. Built sorted
         // (engine::desired, same_binary), the list is binary-searched; a miss still scans, so
         // any order stays correct.

@@ -23,12 +23,16 @@ pub struct ProbeOptions {
     pub exclude: Vec<String>,
     /// Remote paths of each spec host's `files:` to report on.
     pub files: std::collections::BTreeMap<HostId, Vec<String>>,
+    /// Each spec host's destinations to look beside for upload staging files an earlier run
+    /// left (`engine::staging_destinations`).
+    pub staging: std::collections::BTreeMap<HostId, Vec<String>>,
 }
 
 impl Default for ProbeOptions {
     fn default() -> Self {
         ProbeOptions {
             files: Default::default(),
+            staging: Default::default(),
             replace: Vec::new(),
             parallelism: 32,
             exclude: Vec::new(),
@@ -51,6 +55,8 @@ pub struct HostProbe {
     pub data_dir: String,
     /// Remote paths of the spec's `files:` to report on.
     pub files: Vec<String>,
+    /// Destinations to look beside for upload staging files an earlier run left.
+    pub staging: Vec<String>,
     /// sha256 of the k0s.yaml k0sform would write on this controller: a host whose file has it
     /// is not asked for k0s's defaults (one start of k0s less per probe).
     pub want_config_sha256: Option<String>,
@@ -121,6 +127,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             bin: h.k0s_install_path.clone(),
             data_dir: h.data_dir.clone(),
             files: opts.files.get(&id).cloned().unwrap_or_default(),
+            staging: opts.staging.get(&id).cloned().unwrap_or_default(),
             want_config_sha256: h
                 .role
                 .is_controller()
@@ -158,6 +165,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             bin,
             data_dir,
             files: Vec::new(),
+            staging: Vec::new(),
             want_config_sha256: None,
             refused,
             id,
@@ -275,6 +283,7 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
         true,
         p.want_config_sha256.as_deref(),
         &p.files,
+        &p.staging,
     );
     let out = match transport.run(&p.id, command).await {
         Ok(o) => o,
@@ -525,6 +534,7 @@ mod tests {
             exclude: vec!["127.0.0.3:22".into()],
             parallelism: 4,
             files: Default::default(),
+            staging: Default::default(),
         };
         let plans = plan_probes(&spec, &state, &opts);
         let ids: Vec<String> = plans.iter().map(|p| p.id.to_string()).collect();
@@ -555,6 +565,7 @@ mod tests {
                 }],
                 ..Default::default()
             }),
+            staging_leftovers: vec!["/usr/local/bin/k0s".into()],
             ..Default::default()
         };
         let reality = Reality {
@@ -586,8 +597,27 @@ mod tests {
         let mut sorted = reality.clone();
         sorted.sort();
         assert_eq!(back, sorted);
-        // A probe file naming a host `--all` is refused like a live probe would be.
         let text = std::fs::read_to_string(&path).unwrap();
+        // A probe file from before `staging_leftovers` loads (none found); a made-up entry
+        // that is no destination path is refused.
+        let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let probe = &mut json["hosts"][0]["probe"];
+        assert_eq!(
+            probe["staging_leftovers"],
+            serde_json::json!(["/usr/local/bin/k0s"])
+        );
+        probe.as_object_mut().unwrap().remove("staging_leftovers");
+        std::fs::write(&path, json.to_string()).unwrap();
+        let facts = |r: &Reality| r.facts(&HostId::new("127.0.0.1", 22)).cloned().unwrap();
+        assert_eq!(facts(&load(&path).unwrap()), {
+            let mut f = facts(&sorted);
+            f.staging_leftovers.clear();
+            f
+        });
+        json["hosts"][0]["probe"]["staging_leftovers"] = serde_json::json!(["k0s\u{1b}[2K"]);
+        std::fs::write(&path, json.to_string()).unwrap();
+        assert!(matches!(load(&path), Err(RealityFileError::Invalid { .. })));
+        // A probe file naming a host `--all` is refused like a live probe would be.
         std::fs::write(
             &path,
             text.replace("\"name\": \"c0\"", "\"name\": \"--all\""),
