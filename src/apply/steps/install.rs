@@ -142,10 +142,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         // steps began, and a leftover is replaced anyway): no round trip asks whether the host
         // already has the bytes. Only a second upload in this run (an upgrade after its
         // UploadBinary step) asks, and is skipped when they are the same.
-        let fresh = self
-            .staged_binaries
-            .lock()
-            .is_ok_and(|s| !s.contains(&id));
+        let fresh = self.staged_binaries.lock().is_ok_and(|s| !s.contains(&id));
         let got = self
             .upload_local(&id, &local, &staged, &FileAttrs::mode(0o755), fresh)
             .await?;
