@@ -2991,6 +2991,112 @@ fn destroy_killed_part_way_resumes_and_unreachable_hosts_need_exclude() {
     );
 }
 
+/// Start `apply` with `args` and kill -9 it as soon as `cond` holds (polled). Returns whether
+/// it held before the run ended on its own.
+fn kill_apply_when(c: &Cluster, args: &[&str], mut cond: impl FnMut() -> bool) -> bool {
+    let mut child = c
+        .command(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn apply");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let mut seen = false;
+    while std::time::Instant::now() < end {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        if cond() {
+            seen = true;
+            let _ = child.kill(); // SIGKILL
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    seen
+}
+
+/// A destroy killed between a host's `k0s reset` and the removal of its k0s binary (the lab's
+/// `reset-blocks` knob holds the double's reset after its clean-up) leaves the host with only
+/// the binary (and a controller's k0s.yaml) and still in the state; destroy run again resets it
+/// again, removes them and forgets it: first for a worker, then for the last controller.
+#[test]
+fn destroy_killed_after_a_reset_removes_the_binary_when_run_again() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    bootstrap(&c);
+    let lineage = c.state_json()["lineage"].clone();
+    let args = ["destroy", "-auto-approve"];
+    // Reset done, binary still there: no unit, an empty data dir, the binary.
+    let only_binary = |n: &str| {
+        c.lab
+            .exec(
+                n,
+                "test -e /usr/local/bin/k0s && ! ls /etc/systemd/system/k0s*.service 2>/dev/null \
+                 && [ -z \"$(ls -A /var/lib/k0s 2>/dev/null)\" ]",
+            )
+            .status
+            .success()
+    };
+    for n in ["c1", "w1"] {
+        c.lab.exec_ok(n, "touch /etc/k0s-lab/reset-blocks");
+    }
+
+    // Killed after w1's reset: w1 keeps its binary and its state record.
+    assert!(
+        kill_apply_when(&c, &args, || only_binary("w1")),
+        "the destroy never reset w1"
+    );
+    c.lab.exec_ok("w1", "rm /etc/k0s-lab/reset-blocks");
+    assert_eq!(
+        k0s_traces(&c, "w1"),
+        ["/usr/local/bin/k0s is there"],
+        "w1 after its reset"
+    );
+    assert!(
+        c.state_host("w1").is_some(),
+        "w1 forgotten before its binary was removed"
+    );
+    c.run(&["plan", "-destroy"])
+        .expect(0)
+        .contains(
+            "k0s is neither installed nor running, but its binary is still at /usr/local/bin/k0s",
+        )
+        .contains("k0s stopped and reset on w1");
+
+    // Run again, killed after c1's reset: w1 is done, c1 keeps its binary and k0s.yaml.
+    assert!(
+        kill_apply_when(&c, &args, || only_binary("c1")),
+        "the resumed destroy never reset c1"
+    );
+    c.lab.exec_ok("c1", "rm /etc/k0s-lab/reset-blocks");
+    let w1 = k0s_traces(&c, "w1");
+    assert!(w1.is_empty(), "w1 was not finished: {w1:?}");
+    assert!(c.state_host("w1").is_none(), "w1 still recorded");
+    assert_eq!(
+        k0s_traces(&c, "c1"),
+        ["/usr/local/bin/k0s is there", "/etc/k0s/k0s.yaml is there"],
+        "c1 after its reset"
+    );
+    assert!(
+        c.state_host("c1").is_some(),
+        "c1 forgotten before its binary was removed"
+    );
+
+    c.run(&args).expect(0);
+    for n in ["c1", "w1"] {
+        let traces = k0s_traces(&c, n);
+        assert!(traces.is_empty(), "{n} was not finished: {traces:?}");
+    }
+    let after = c.state_json();
+    assert_eq!(after["lineage"], lineage);
+    assert_eq!(after["hosts"], serde_json::json!([]), "{after}");
+    assert!(after["cluster"].is_null(), "{after}");
+    c.run(&args).expect(0).contains("No changes");
+}
+
 /// Issue 13: a `single` host runs kine. k0sform writes it no `storage:` section (any such key
 /// switches k0s to etcd, k0s `pkg/apis/k0s/v1beta1/storage.go`), so k0s reports kine, keeps no
 /// etcd member and has no EtcdMember objects; `k0s etcd member-list` refuses as k0s does; the

@@ -753,13 +753,23 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
         let hs = i.spec.host(&step.host);
         let f = facts_mut(&mut reality, &step.host);
         match &step.kind {
-            StepKind::ResetHost { machine_id, .. } => {
+            StepKind::ResetHost {
+                machine_id,
+                uninstall,
+            } => {
                 let f = f.expect("reset of an unreachable host");
                 assert_eq!(&f.machine_id, machine_id, "reset of another machine");
                 f.status = None;
                 f.service = None;
                 f.has_etcd_data = false;
                 f.view = None;
+                if *uninstall {
+                    // destroy: the binary and k0s.yaml go too.
+                    f.k0s_version = None;
+                    f.k0s_binary_sha256 = None;
+                    f.config_sha256 = None;
+                    f.config_text = None;
+                }
             }
             StepKind::UploadBinary { sha256, version } => {
                 let f = f.expect("upload to an unreachable host");

@@ -148,7 +148,16 @@ impl Planner<'_> {
         } else {
             None
         };
-        let reset = leftovers(f).then(|| f.machine_id.clone());
+        // The recorded machine showing only k0s's binary (no service, process or data) was reset
+        // by a destroy that stopped before removing the binary (killed between its `k0s reset`
+        // and the `rm`): it is reset again (`k0s reset` where nothing is installed succeeds,
+        // k0s pkg/cleanup) and the binary at its install path removed, then forgotten. Not on a
+        // machine -replace names: a binary there is not known to be k0sform's.
+        let recorded_machine = h
+            .state
+            .is_some_and(|st| f.machine_id == st.machine_id && f.host_key == st.host_key);
+        let reset =
+            (leftovers(f) || (recorded_machine && binary_left(f))).then(|| f.machine_id.clone());
         if h.state.is_none() && reset.is_none() && member.is_none() {
             return Ok(None);
         }
@@ -319,6 +328,11 @@ impl Planner<'_> {
             .or_else(|| controllers.iter().find(ok))
             .map(|p| p.idx)
     }
+}
+
+/// k0s's binary is at the host's install path (the probe hashed it or ran it).
+pub(super) fn binary_left(f: &crate::reality::HostFacts) -> bool {
+    f.k0s_binary_sha256.is_some() || f.k0s_version.is_some()
 }
 
 /// A recorded host that is another machine now: destroy resets only what the state recorded.

@@ -255,19 +255,33 @@ impl Planner<'_> {
             StepKind::ResetHost {
                 machine_id,
                 uninstall,
-            } => out.push(line(
-                '-',
-                format!(
-                    "k0s stopped and reset on {} (machine-id {}){}",
-                    h.name(),
-                    short(machine_id),
-                    if *uninstall {
-                        ", its k0s binary and k0s.yaml removed"
-                    } else {
-                        ""
-                    }
-                ),
-            )),
+            } => {
+                if *uninstall
+                    && let Some(f) = h.facts()
+                    && !super::decide::leftovers(f)
+                {
+                    out.push(line(
+                        '!',
+                        format!(
+                            "k0s is neither installed nor running, but its binary is still at {} (a reset that did not finish, e.g. an interrupted destroy)",
+                            h.install_path()
+                        ),
+                    ));
+                }
+                out.push(line(
+                    '-',
+                    format!(
+                        "k0s stopped and reset on {} (machine-id {}){}",
+                        h.name(),
+                        short(machine_id),
+                        if *uninstall {
+                            ", its k0s binary and k0s.yaml removed"
+                        } else {
+                            ""
+                        }
+                    ),
+                ))
+            }
             StepKind::RestoreBackup { archive, sha256 } => out.push(line(
                 '+',
                 format!(

@@ -98,6 +98,14 @@ impl<'a> HostCtx<'a> {
     pub(super) fn in_spec(&self) -> bool {
         self.spec.is_some_and(|s| !s.reset)
     }
+    /// Where k0s's binary is on the host: the spec's `k0sInstallPath`, else the path recorded
+    /// for it (where the probe looked and the executor acts).
+    pub(super) fn install_path(&self) -> String {
+        match self.spec {
+            Some(s) => s.k0s_install_path.clone(),
+            None => HostState::k0s_paths(self.state).0,
+        }
+    }
 }
 
 /// A peer URL without its scheme (`10.0.0.1:2380`): k0s speaks https to its peers, test
