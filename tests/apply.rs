@@ -1819,6 +1819,114 @@ fn destroy_reset_removes_binary_and_config_after_the_reset() {
     }
 }
 
+/// `RemoveUnknownMember` (destroy): a member no host owns, added by hand and never started
+/// (no name, no EtcdMember object), is removed through `via` by its peer address; no host's
+/// state record changes, and its intent carries the peer URL.
+#[test]
+fn unknown_member_is_removed_by_its_peer_address_and_changes_no_state() {
+    let (fake, spec, state, ids) = three_controllers();
+    let c1 = host(1);
+    fake.world().members.push(fake::Member {
+        name: String::new(),
+        peer_url: "https://127.0.0.9:2380".into(),
+        id: "0badc0de0badc0de".into(),
+    });
+    let before = state.clone();
+    let plan = one_step(
+        &c1,
+        StepKind::RemoveUnknownMember {
+            name: String::new(),
+            member_id: None,
+            peer_url: "https://127.0.0.9:2380".into(),
+            via: c1.clone(),
+        },
+    );
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    r.result.as_ref().expect("removed");
+    let leave: Vec<String> = fake
+        .calls()
+        .iter()
+        .filter(|c| c.is(&c1, "etcd leave"))
+        .map(|c| c.words())
+        .collect();
+    assert_eq!(leave.len(), 1, "{leave:?}");
+    assert!(
+        leave[0].contains("--peer-address=127.0.0.9"),
+        "{}",
+        leave[0]
+    );
+    assert_eq!(member_names(&fake), vec!["c1", "c2", "c3"]);
+    assert_eq!(r.state.hosts, before.hosts, "a host's record changed");
+    assert_eq!(
+        r.state
+            .host(&c1)
+            .unwrap()
+            .etcd
+            .as_ref()
+            .map(|e| &e.member_id),
+        Some(&ids[0])
+    );
+    assert_eq!(r.intent_counts(), vec![1, 0]);
+    assert_eq!(
+        r.checkpoints[0].intents[0].peer_url.as_deref(),
+        Some("https://127.0.0.9:2380")
+    );
+}
+
+/// The unknown member's ID is checked against the EtcdMember object at its address: one the
+/// plan did not see, or another than it saw, refuses before anything changes; an address a
+/// host of the spec or the state has is never removed as unknown.
+#[test]
+fn unknown_member_removal_refused_when_its_address_changed_hands() {
+    for (planned, why) in [
+        (None, "which the plan did not see"),
+        (
+            Some("1111222233334444"),
+            "not 1111222233334444 as the plan saw",
+        ),
+    ] {
+        let (fake, spec, state, _) = three_controllers();
+        let c1 = host(1);
+        fake.world().members.push(fake::Member {
+            name: "x9".into(),
+            peer_url: "https://127.0.0.9:2380".into(),
+            id: "0badc0de0badc0de".into(),
+        });
+        let plan = one_step(
+            &c1,
+            StepKind::RemoveUnknownMember {
+                name: "x9".into(),
+                member_id: planned.map(String::from),
+                peer_url: "https://127.0.0.9:2380".into(),
+                via: c1.clone(),
+            },
+        );
+        let r = apply_with(&fake, &plan, &spec, state, opts(2));
+        let reason = r.refusal();
+        assert!(
+            reason.contains(why) && reason.contains("0badc0de0badc0de"),
+            "{reason}"
+        );
+        assert_eq!(runs_on(&fake, &c1, "etcd leave"), 0, "no remote change");
+        assert_eq!(fake.world().members.len(), 4);
+    }
+    // c3's own peer address is never an unknown member's.
+    let (fake, spec, state, _) = three_controllers();
+    let c1 = host(1);
+    let plan = one_step(
+        &c1,
+        StepKind::RemoveUnknownMember {
+            name: "c3".into(),
+            member_id: None,
+            peer_url: "https://127.0.0.3:2380".into(),
+            via: c1.clone(),
+        },
+    );
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    assert!(r.refusal().contains("peer address now"), "{}", r.refusal());
+    assert_eq!(runs_on(&fake, &c1, "etcd leave"), 0, "no remote change");
+}
+
 #[test]
 fn join_refused_while_the_stale_member_is_still_registered() {
     let (fake, mut spec, state, _) = three_controllers();

@@ -3097,6 +3097,53 @@ fn destroy_killed_after_a_reset_removes_the_binary_when_run_again() {
     c.run(&args).expect(0).contains("No changes");
 }
 
+/// An etcd member no host of the spec or the state owns (added by hand with etcdctl and never
+/// started, so down) is removed first by destroy, through the controller reset last, and every
+/// controller then leaves in turn. Before, such a member made the third leave break quorum (4
+/// members, 3 healthy) and destroy was refused.
+#[test]
+fn destroy_removes_an_etcd_member_no_host_owns_first() {
+    let c = Cluster::new(&[
+        ("c1", "controller"),
+        ("c2", "controller"),
+        ("c3", "controller"),
+    ]);
+    bootstrap(&c);
+    let c1 = c.lab.address("c1");
+    // An address of the lab's own range that no host has.
+    let x = format!("{}.250", c1.rsplit_once('.').expect("IPv4").0);
+    let url = format!("http://{x}:2380");
+    let etcdctl = |args: &str| {
+        c.lab
+            .exec(
+                "c1",
+                &format!("ETCDCTL_API=3 etcdctl --endpoints=http://{c1}:2379 {args}"),
+            )
+            .status
+            .success()
+    };
+    // etcd's strict reconfiguration check refuses an add until c1 has seen every voter for 5 s.
+    c.eventually(60, "a member added by hand", || {
+        etcdctl(&format!("member add x9 --peer-urls={url}"))
+    });
+    assert_eq!(c.members("c1").len(), 4, "{:?}", c.members("c1"));
+
+    c.run(&["plan", "-destroy"])
+        .expect(0)
+        .contains(&format!(
+            "etcd member ({url}, added but never started), which no host of the spec or the state owns, removed via c1 before any controller leaves"
+        ))
+        .contains("etcd 4 → 3 members, 3 healthy after; quorum of 3 is 2");
+    c.run(&["destroy", "-auto-approve"]).expect(0);
+    for n in ["c1", "c2", "c3"] {
+        let traces = k0s_traces(&c, n);
+        assert!(traces.is_empty(), "{n} was not reset: {traces:?}");
+    }
+    let after = c.state_json();
+    assert_eq!(after["hosts"], serde_json::json!([]), "{after}");
+    assert!(after["cluster"].is_null(), "{after}");
+}
+
 /// Issue 13: a `single` host runs kine. k0sform writes it no `storage:` section (any such key
 /// switches k0s to etcd, k0s `pkg/apis/k0s/v1beta1/storage.go`), so k0s reports kine, keeps no
 /// etcd member and has no EtcdMember objects; `k0s etcd member-list` refuses as k0s does; the

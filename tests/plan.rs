@@ -728,6 +728,7 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
             StepKind::JoinController { via }
             | StepKind::JoinWorker { via }
             | StepKind::RemoveMember { via, .. }
+            | StepKind::RemoveUnknownMember { via, .. }
             | StepKind::Drain { via, .. }
             | StepKind::Uncordon { via, .. }
             | StepKind::DeleteObjects { via, .. }
@@ -858,6 +859,15 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                 let before = members.len();
                 members.retain(|m| m.member_id.as_deref() != Some(member_id.as_str()));
                 assert_eq!(members.len() + 1, before, "member {member_id} not found");
+            }
+            StepKind::RemoveUnknownMember { peer_url, via, .. } => {
+                assert_eq!(
+                    &step.host, via,
+                    "an unknown member removed as another host's"
+                );
+                let before = members.len();
+                members.retain(|m| &m.peer_url != peer_url);
+                assert_eq!(members.len() + 1, before, "member {peer_url} not found");
             }
             StepKind::DeleteObjects { .. } => {
                 for (o, name) in step.kind.object_names() {
@@ -1247,7 +1257,8 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
     }
     // Replay the (totally ordered) membership changes: every topological order sees them in
     // this order, so this checks them all.
-    let mut members: Vec<(String, bool)> = Vec::new();
+    // (member ID, peer URL, healthy)
+    let mut members: Vec<(String, String, bool)> = Vec::new();
     if let Some(uid) = &p.cluster_uid {
         let healthy_urls: Vec<String> = i
             .reality
@@ -1279,6 +1290,7 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
                 .map(|m| {
                     (
                         m.member_id.clone().unwrap_or_default(),
+                        m.peer_url.clone(),
                         // Scheme-blind, like the planner: doubles speak http to peers.
                         healthy_urls
                             .iter()
@@ -1308,10 +1320,10 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
             ));
         }
     }
-    let mut min_healthy = members.iter().filter(|m| m.1).count();
+    let mut min_healthy = members.iter().filter(|m| m.2).count();
     for id in &replayed {
         let s = &p.steps[*id];
-        let healthy = members.iter().filter(|m| m.1).count();
+        let healthy = members.iter().filter(|m| m.2).count();
         match &s.kind {
             StepKind::Upgrade { .. } | StepKind::Reconfigure if !members.is_empty() => {
                 min_healthy = min_healthy.min(healthy.saturating_sub(1));
@@ -1324,7 +1336,24 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
                     .iter()
                     .position(|m| &m.0 == member_id)
                     .ok_or(format!("removing unknown member {member_id}"))?;
-                let (_, was_healthy) = members.remove(pos);
+                let (_, _, was_healthy) = members.remove(pos);
+                let h = healthy - usize::from(was_healthy);
+                if members.is_empty() || h < quorum(members.len()) {
+                    return Err(format!("step {id} leaves {h} healthy of {}", members.len()));
+                }
+                min_healthy = min_healthy.min(h);
+            }
+            StepKind::RemoveUnknownMember { peer_url, .. } => {
+                if !p.destroy {
+                    return Err(format!(
+                        "step {id} removes an unknown member outside destroy"
+                    ));
+                }
+                let pos = members
+                    .iter()
+                    .position(|m| &m.1 == peer_url)
+                    .ok_or(format!("removing {peer_url}, which is no member"))?;
+                let (_, _, was_healthy) = members.remove(pos);
                 let h = healthy - usize::from(was_healthy);
                 if members.is_empty() || h < quorum(members.len()) {
                     return Err(format!("step {id} leaves {h} healthy of {}", members.len()));
@@ -1341,13 +1370,13 @@ fn check_invariants(p: &Plan, i: &Inputs) -> Result<(), String> {
                     ));
                 }
                 min_healthy = min_healthy.min(healthy);
-                members.push((format!("new{id}"), true));
+                members.push((format!("new{id}"), String::new(), true));
             }
             StepKind::Bootstrap => {
                 if !members.is_empty() {
                     return Err("bootstrap over an existing cluster".into());
                 }
-                members.push((format!("new{id}"), true));
+                members.push((format!("new{id}"), String::new(), true));
             }
             _ => {}
         }
@@ -2737,5 +2766,104 @@ fn removal_deletes_etcd_member_and_control_node_by_their_own_names() {
     assert!(
         text.contains("EtcdMember \"ctl-c03\", ControlNode \"ctl-c03\", deleted via"),
         "{text}"
+    );
+}
+
+/// Add an etcd member no host owns to every controller's view: added by hand and never
+/// started (no name, and no EtcdMember object, so no ID).
+fn add_unstarted_member(i: &mut Inputs, addr: &str) {
+    for h in &mut i.reality.hosts {
+        if let Probe::Reached(f) = &mut h.probe
+            && let Some(v) = &mut f.view
+        {
+            v.members.push(MemberView {
+                name: String::new(),
+                peer_url: peer_url(addr),
+                member_id: None,
+            });
+        }
+    }
+}
+
+/// A member added by hand and never started (no name, no ID) is removed first by its peer
+/// address, named by that address in the plan; its removal carries no ID to check.
+#[test]
+fn destroy_removes_an_unstarted_unknown_member_first_by_its_peer_address() {
+    let mut i = case_inputs("destroy");
+    add_unstarted_member(&mut i, "10.0.0.9");
+    let p = run(&i).expect("plan");
+    let c01 = HostId::new("10.0.0.1", 22);
+    assert_eq!(
+        step_kinds(&p, &c01),
+        [
+            "remove_unknown_member",
+            "wait_healthy",
+            "reset_host",
+            "forget_host",
+            "forget_cluster"
+        ]
+    );
+    let rm = p
+        .steps
+        .iter()
+        .find(|s| s.kind.name() == "remove_unknown_member")
+        .expect("removal");
+    assert_eq!(
+        rm.kind,
+        StepKind::RemoveUnknownMember {
+            name: String::new(),
+            member_id: None,
+            peer_url: peer_url("10.0.0.9"),
+            via: c01.clone(),
+        }
+    );
+    // Before every controller's leave, after every worker.
+    for s in &p.steps {
+        match s.kind.name() {
+            "remove_member" => assert!(graph::precedes(&p.steps, rm.id, s.id), "{s:?}"),
+            _ if !i
+                .state
+                .host(&s.host)
+                .is_some_and(|h| h.role.is_controller())
+                && s.kind.name() != "forget_cluster" =>
+            {
+                assert!(graph::precedes(&p.steps, s.id, rm.id), "{s:?}")
+            }
+            _ => {}
+        }
+    }
+    let text = render::text(&p, false);
+    assert!(
+        text.contains("etcd member (https://10.0.0.9:2380, added but never started), which no host of the spec or the state owns, removed via c01 before any controller leaves\n      ! etcd 4 → 3 members, 3 healthy after; quorum of 3 is 2"),
+        "{text}"
+    );
+    assert_eq!(
+        (p.etcd.members_before, p.etcd.min_healthy, p.etcd.quorum),
+        (4, 1, 3)
+    );
+}
+
+/// Without quorum no member can leave, an unknown one neither: every controller is reset
+/// without leaving (as before), and the warning names the member counted as down.
+#[test]
+fn destroy_without_quorum_names_the_unknown_member_it_counts_as_down() {
+    let mut i = case_inputs("destroy_no_quorum");
+    add_unstarted_member(&mut i, "10.0.0.9");
+    let p = run(&i).expect("plan");
+    assert!(
+        !p.steps
+            .iter()
+            .any(|s| matches!(s.kind.name(), "remove_member" | "remove_unknown_member")),
+        "{:#?}",
+        p.steps
+    );
+    assert!(
+        p.warnings.iter().any(|w| w.contains(
+            "etcd has 1 healthy of 4 members (quorum 3): no member can leave"
+        ) && w.contains(
+            "(counted as down: (https://10.0.0.9:2380, added but never started), which no host of the spec or the state owns)"
+        )),
+        "{:?}",
+        p.warnings
     );
 }

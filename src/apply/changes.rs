@@ -94,6 +94,7 @@ pub fn needs_intent(kind: &StepKind) -> bool {
             | StepKind::JoinController { .. }
             | StepKind::JoinWorker { .. }
             | StepKind::RemoveMember { .. }
+            | StepKind::RemoveUnknownMember { .. }
             | StepKind::ResetHost { .. }
             | StepKind::Upgrade { .. }
             | StepKind::Reconfigure
@@ -108,6 +109,11 @@ pub fn intent_for(step: &Step) -> Intent {
             peer_url,
             ..
         } => (Some(member_id.clone()), Some(peer_url.clone())),
+        StepKind::RemoveUnknownMember {
+            member_id,
+            peer_url,
+            ..
+        } => (member_id.clone(), Some(peer_url.clone())),
         _ => (None, None),
     };
     Intent {

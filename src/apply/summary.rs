@@ -89,6 +89,20 @@ pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'st
             "Removed",
             "removing",
         ),
+        StepKind::RemoveUnknownMember {
+            name,
+            member_id,
+            peer_url,
+            via,
+        } => (
+            format!(
+                "Removing etcd member {}, which no host owns, via {}",
+                crate::plan::unknown_member_text(name, member_id.as_deref(), peer_url),
+                n(via)
+            ),
+            "Removed",
+            "removing",
+        ),
         StepKind::Drain {
             node,
             via,
@@ -217,6 +231,9 @@ pub fn step_label(step: &Step) -> String {
             peer_url,
             via,
         } => format!("remove_member {member_id} ({peer_url}) via {via}"),
+        StepKind::RemoveUnknownMember { peer_url, via, .. } => {
+            format!("remove_unknown_member ({peer_url}) via {via}")
+        }
         StepKind::Drain { node, via, .. } => format!("drain node \"{node}\" via {via}"),
         StepKind::Uncordon { node, via, .. } => format!("uncordon node \"{node}\" via {via}"),
         StepKind::DeleteObjects { via, .. } => {

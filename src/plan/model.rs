@@ -277,6 +277,18 @@ pub enum StepKind {
         peer_url: String,
         via: HostId,
     },
+    /// `destroy`: remove an etcd member that no host of the spec or the state owns (added by
+    /// hand, or left by a machine k0sform never recorded) through `via` (the step's host, the
+    /// controller reset last), by its peer address, before any controller leaves. Its ID, when
+    /// the cluster showed one, is checked again first. The state does not change.
+    RemoveUnknownMember {
+        /// etcd's member name (empty for a member added but never started).
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        member_id: Option<String>,
+        peer_url: String,
+        via: HostId,
+    },
     /// Drain a Node through a controller (`kubectl drain` cordons it first). Before a restart,
     /// `evict_taint` (k0sctl's `options.evictTaint`, `key=value:Effect`) is put on the Node
     /// after cordoning it and before the drain. A failed drain leaves the Node cordoned.
@@ -360,6 +372,7 @@ impl StepKind {
                 | StepKind::Bootstrap
                 | StepKind::JoinController { .. }
                 | StepKind::RemoveMember { .. }
+                | StepKind::RemoveUnknownMember { .. }
         )
     }
 
@@ -384,6 +397,7 @@ impl StepKind {
             StepKind::JoinWorker { .. } => "join_worker",
             StepKind::WaitHealthy { .. } => "wait_healthy",
             StepKind::RemoveMember { .. } => "remove_member",
+            StepKind::RemoveUnknownMember { .. } => "remove_unknown_member",
             StepKind::Drain { .. } => "drain",
             StepKind::Uncordon { .. } => "uncordon",
             StepKind::DeleteObjects { .. } => "delete_objects",
@@ -398,6 +412,17 @@ impl StepKind {
             StepKind::ForgetHost => "forget_host",
             StepKind::ForgetCluster => "forget_cluster",
         }
+    }
+}
+
+/// An etcd member no host owns, as the plan and the progress name it: `"name" (peer URL, id
+/// ID)`; a member added but never started has no name yet.
+pub fn unknown_member_text(name: &str, member_id: Option<&str>, peer_url: &str) -> String {
+    let id = member_id.map(|i| format!(", id {i}")).unwrap_or_default();
+    if name.is_empty() {
+        format!("({peer_url}{id}, added but never started)")
+    } else {
+        format!("\"{name}\" ({peer_url}{id})")
     }
 }
 

@@ -339,7 +339,12 @@ fn destroy_summary(plan: &Plan, out: &mut String) {
     let leaves = plan
         .steps
         .iter()
-        .filter(|s| matches!(s.kind, StepKind::RemoveMember { .. }))
+        .filter(|s| {
+            matches!(
+                s.kind,
+                StepKind::RemoveMember { .. } | StepKind::RemoveUnknownMember { .. }
+            )
+        })
         .count();
     match e.members_before {
         0 => {}

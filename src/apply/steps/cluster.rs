@@ -20,7 +20,7 @@ pub(super) type NodePoll = (Instant, Result<Arc<Vec<k0s::NodeReady>>, String>);
 
 impl<T: Transport + 'static> K0sRunner<T> {
     /// The host (spec or state) that carries etcd peer address `addr`.
-    fn host_for_peer(&self, addr: &str) -> Option<HostId> {
+    pub(super) fn host_for_peer(&self, addr: &str) -> Option<HostId> {
         self.spec
             .controllers()
             .find(|h| h.peer_address() == addr)

@@ -80,6 +80,21 @@ impl<T: Transport + 'static> K0sRunner<T> {
         }
         self.require_health(ctx, via, Some(addr)).await?;
         gate().await?;
+        self.leave(ctx, via, peer_url, &format!("member {member_id}"))
+            .await?;
+        Ok(vec![StateChange::ClearEtcd(host.clone())])
+    }
+
+    /// `k0s etcd leave --peer-address` on `via` for the member at `peer_url`, then wait until
+    /// `via` no longer lists it. `what` names the member in messages.
+    async fn leave(
+        &self,
+        ctx: &StepContext,
+        via: &HostId,
+        peer_url: &str,
+        what: &str,
+    ) -> Result<(), StepError> {
+        let addr = peer_host(peer_url);
         let p = self.paths(via);
         // etcd's strict reconfiguration check refuses a removal ("unhealthy cluster") until the
         // serving member has seen every other voter for a few seconds; the health check above
@@ -96,12 +111,12 @@ impl<T: Transport + 'static> K0sRunner<T> {
             let why = out.error_line();
             if k0s::classify(&out) != Some(k0s::K0sFailure::EtcdUnhealthy) {
                 return Err(failed(format!(
-                    "{via}: removing etcd member {member_id} ({peer_url}) failed: {why}"
+                    "{via}: removing etcd {what} ({peer_url}) failed: {why}"
                 )));
             }
             ctx.progress(format!("etcd refused the removal for now: {why}"));
             retry
-                .retry(&format!("etcd to accept removing member {member_id}"), &why)
+                .retry(&format!("etcd to accept removing {what}"), &why)
                 .await
                 .map_err(|e| failed(format!("{via}: {e}")))?;
         }
@@ -112,11 +127,82 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 Ok(_) => format!("{peer_url} is still listed"),
                 Err(e) => e,
             };
-            dl.retry(&format!("member {member_id} to be gone"), &why)
+            dl.retry(&format!("{what} to be gone"), &why)
                 .await
                 .map_err(failed)?;
         }
-        Ok(vec![StateChange::ClearEtcd(host.clone())])
+        Ok(())
+    }
+
+    /// `destroy`: remove an etcd member no host owns (`StepKind::RemoveUnknownMember`) through
+    /// `via`, by its peer address: only while no host of the spec or the state has that peer
+    /// address, and, where an EtcdMember object names the member at that address, only if it
+    /// shows the ID the plan saw (or the plan saw none and the object shows none). Changes no
+    /// state.
+    pub(super) async fn remove_unknown_member(
+        &self,
+        ctx: &StepContext,
+        member_id: Option<&str>,
+        peer_url: &str,
+        via: &HostId,
+        gate: impl AsyncFnOnce() -> Result<(), StepError>,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let addr = peer_host(peer_url);
+        let members = self.member_list(via).await.map_err(StepError::Unsafe)?;
+        if !members.values().any(|u| peer_host(u) == addr) {
+            ctx.progress(format!(
+                "{peer_url} is no longer an etcd member; nothing to remove"
+            ));
+            return Ok(vec![]);
+        }
+        if let Some(h) = self.host_for_peer(addr) {
+            return Err(StepError::Unsafe(format!(
+                "{peer_url} is {h}'s peer address now: refusing to remove it as a member no host owns"
+            )));
+        }
+        let object = match self.etcd_member_objects(via).await {
+            Ok(objects) => objects
+                .into_iter()
+                .find(|o| o.peer_address.as_deref() == Some(addr)),
+            // No EtcdMember objects to check against (k0s before 1.30 has no such CRD): the
+            // plan saw no ID either, or it would have come from one.
+            Err(_) if member_id.is_none() => None,
+            Err(e) => {
+                return Err(StepError::Unsafe(format!(
+                    "cannot check which member ID {peer_url} carries: {e}"
+                )));
+            }
+        };
+        match (
+            member_id,
+            object.as_ref().and_then(|o| o.member_id.as_deref()),
+        ) {
+            (Some(want), Some(id)) if same_member_id(want, id) => {}
+            (None, None) => {}
+            (Some(want), Some(id)) => {
+                return Err(StepError::Unsafe(format!(
+                    "{peer_url} now carries etcd member {id}, not {want} as the plan saw: refusing to remove it; plan again"
+                )));
+            }
+            (Some(want), None) => {
+                return Err(StepError::Unsafe(format!(
+                    "cannot check that {peer_url} still carries member {want}: {via} shows no EtcdMember object with an ID for {addr}; plan again"
+                )));
+            }
+            (None, Some(id)) => {
+                return Err(StepError::Unsafe(format!(
+                    "{peer_url} now carries etcd member {id}, which the plan did not see: refusing to remove it; plan again"
+                )));
+            }
+        }
+        self.require_health(ctx, via, Some(addr)).await?;
+        gate().await?;
+        let what = match member_id {
+            Some(id) => format!("member {id}"),
+            None => "member".to_string(),
+        };
+        self.leave(ctx, via, peer_url, &what).await?;
+        Ok(vec![])
     }
 
     /// Delete each object by its own name (`StepKind::object_names`).

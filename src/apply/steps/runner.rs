@@ -108,6 +108,15 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 self.remove_member(step, ctx, member_id, peer_url, via, gate)
                     .await
             }
+            StepKind::RemoveUnknownMember {
+                member_id,
+                peer_url,
+                via,
+                ..
+            } => {
+                self.remove_unknown_member(ctx, member_id.as_deref(), peer_url, via, gate)
+                    .await
+            }
             StepKind::Drain {
                 node,
                 via,

@@ -7,7 +7,8 @@
 //! leaves etcd first (removed by its recorded member ID through the controller reset last, with
 //! the quorum arithmetic shown), so an interrupted destroy leaves a smaller, healthy cluster that
 //! running destroy again finishes. The last member is simply reset, as k0sctl's ResetLeader does:
-//! etcd cannot remove its only member, and its data goes with `k0s reset`.
+//! etcd cannot remove its only member, and its data goes with `k0s reset`. Members no host of
+//! the spec or the state owns are removed first, by peer address through that same controller.
 //!
 //! A host is reset only when it is the machine the state recorded (machine-id and host key), or
 //! `-replace` names it; otherwise the plan is refused (exit 3). An unreachable host refuses the
@@ -54,16 +55,35 @@ impl Planner<'_> {
         let (steps, owner, etcd, notes) = self.destroy_steps(&plans)?;
         let (steps, owner) = self.with_hooks(&plans, steps, owner);
         let mut changes = self.host_changes(&plans, &steps, &owner);
-        // The quorum arithmetic goes under the removal it is about (or first, for the last
-        // member, which is reset without leaving).
+        // The quorum arithmetic goes under the removal it is about: the k-th note under the
+        // host's k-th removal line, the rest (the last member, which is reset without leaving)
+        // after the last of them, or first when there is none.
         for c in &mut changes {
             if let Some(lines) = notes.get(&c.host) {
-                let at = c
+                let removals: Vec<usize> = c
                     .details
                     .iter()
-                    .position(|d| d.text.starts_with("etcd member "))
-                    .map_or(0, |i| i + 1);
-                c.details.splice(at..at, lines.iter().cloned());
+                    .enumerate()
+                    .filter(|(_, d)| d.text.starts_with("etcd member "))
+                    .map(|(i, _)| i)
+                    .collect();
+                let mut out = Vec::with_capacity(c.details.len() + lines.len());
+                let mut pending = lines.iter();
+                for (i, d) in c.details.iter().enumerate() {
+                    if i == 0 && removals.is_empty() {
+                        out.extend(pending.by_ref().cloned());
+                    }
+                    out.push(d.clone());
+                    if removals.contains(&i) {
+                        if Some(&i) == removals.last() {
+                            out.extend(pending.by_ref().cloned());
+                        } else {
+                            out.extend(pending.next().cloned());
+                        }
+                    }
+                }
+                out.extend(pending.cloned());
+                c.details = out;
             }
         }
         super::dag_checked(&steps)?;
@@ -201,14 +221,83 @@ impl Planner<'_> {
         let can_leave = sim.has_quorum() && last.is_some();
         if !self.cluster.members.is_empty() && !can_leave {
             let (n, healthy) = sim.counts();
+            let unknown: Vec<String> = self
+                .cluster
+                .members
+                .iter()
+                .filter(|m| m.host.is_none())
+                .map(|m| unknown_member_text(&m.name, m.member_id.as_deref(), &m.peer_url))
+                .collect();
             self.warnings.push(format!(
                 "etcd has {healthy} healthy of {n} members (quorum {}): no member can leave; the \
-                 controllers are reset without leaving etcd, as k0sctl reset does",
-                quorum(n)
+                 controllers are reset without leaving etcd, as k0sctl reset does{}",
+                quorum(n),
+                if unknown.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (counted as down: {}, which no host of the spec or the state owns)",
+                        unknown.join(", ")
+                    )
+                }
             ));
         }
         let via = last.map(|i| self.hosts[i].id.clone());
         let mut prev: Vec<Option<usize>> = workers_done.clone();
+
+        // Members no host of the spec or the state owns leave first, through the controller
+        // reset last: nothing else of k0sform's would remove them, each counts as down (no
+        // probed host vouches for it), and the cluster is being torn down. Removing a down
+        // member never lowers the healthy count and never raises the quorum, so with quorum now
+        // it keeps it and spares the leaves below: left in place, one such member made the last
+        // controller's leave break quorum (3 controllers + 1 of them: 4 members, 3 healthy) and
+        // the destroy was refused. Should the arithmetic ever refuse such a removal, the refusal
+        // names the member and what to do (`unknown_member_refusal`).
+        if let (Some(last_idx), Some(via)) = (last.filter(|_| can_leave), &via) {
+            let unknown: Vec<&super::cluster::Member> = self
+                .cluster
+                .members
+                .iter()
+                .filter(|m| m.host.is_none())
+                .collect();
+            for m in unknown {
+                let label = unknown_member_text(&m.name, m.member_id.as_deref(), &m.peer_url);
+                let (n0, _) = sim.counts();
+                sim.remove(
+                    m.member_id.as_deref().unwrap_or_default(),
+                    &m.peer_url,
+                    &format!("etcd member {label}"),
+                )
+                .map_err(|r| unknown_member_refusal(r, &label, &m.peer_url, &self.name_of(via)))?;
+                let (n1, h1) = sim.counts();
+                notes.entry(via.clone()).or_default().push(Detail {
+                    sign: '!',
+                    text: format!(
+                        "etcd {n0} → {n1} member{}, {h1} healthy after; quorum of {n1} is {}",
+                        if n1 == 1 { "" } else { "s" },
+                        quorum(n1)
+                    ),
+                });
+                let rm = b.push(
+                    last_idx,
+                    via,
+                    StepKind::RemoveUnknownMember {
+                        name: m.name.clone(),
+                        member_id: m.member_id.clone(),
+                        peer_url: m.peer_url.clone(),
+                        via: via.clone(),
+                    },
+                    prev.clone(),
+                );
+                let w = b.push(
+                    last_idx,
+                    via,
+                    StepKind::WaitHealthy { via: via.clone() },
+                    [Some(rm)],
+                );
+                prev = vec![Some(w)];
+            }
+        }
         for p in &controllers {
             let h = &self.hosts[p.idx];
             let Decision::Remove { member, .. } = &p.decision else {
@@ -333,6 +422,19 @@ impl Planner<'_> {
 /// k0s's binary is at the host's install path (the probe hashed it or ran it).
 pub(super) fn binary_left(f: &crate::reality::HostFacts) -> bool {
     f.k0s_binary_sha256.is_some() || f.k0s_version.is_some()
+}
+
+/// Removing a member no host owns would break quorum: say which member, and what to do.
+fn unknown_member_refusal(mut r: Refusal, label: &str, peer_url: &str, via: &str) -> Refusal {
+    let addr = crate::k0s::probe_script::peer_url_host(peer_url);
+    r.message = format!(
+        "etcd member {label} belongs to no host of the spec or the state, and removing it first would break quorum: {}",
+        r.message
+    );
+    r.details.push(format!(
+        "bring etcd back to quorum (start the controllers that are down), or remove the member by hand on a healthy controller (`k0s etcd leave --peer-address {addr}` on {via}), then run destroy again"
+    ));
+    r
 }
 
 /// A recorded host that is another machine now: destroy resets only what the state recorded.

@@ -145,7 +145,7 @@ impl Planner<'_> {
         out
     }
 
-    fn name_of(&self, id: &HostId) -> String {
+    pub(super) fn name_of(&self, id: &HostId) -> String {
         self.host_by_id(id)
             .map(|x| x.name())
             .unwrap_or_else(|| id.to_string())
@@ -170,6 +170,19 @@ impl Planner<'_> {
                 '-',
                 format!(
                     "etcd member {member_id} ({peer_url}), removed via {}",
+                    self.name_of(via)
+                ),
+            )),
+            StepKind::RemoveUnknownMember {
+                name,
+                member_id,
+                peer_url,
+                via,
+            } => out.push(line(
+                '-',
+                format!(
+                    "etcd member {}, which no host of the spec or the state owns, removed via {} before any controller leaves",
+                    crate::plan::unknown_member_text(name, member_id.as_deref(), peer_url),
                     self.name_of(via)
                 ),
             )),
