@@ -28,11 +28,12 @@ pub struct Saved {
 const HOOK_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Take a backup into `out_dir`. `progress` gets one line per stage (no secrets).
+/// `refuse_first_contact`: `-trust-new-host-keys=false` (`engine::healthy_controller`).
 pub async fn take(
     spec: &Spec,
     state: &State,
     transport: &SshTransport,
-    out_dir: &Path,
+    (out_dir, refuse_first_contact): (&Path, bool),
     progress: &mut dyn FnMut(String),
 ) -> Result<Saved, Failure> {
     if !out_dir.is_dir() {
@@ -41,7 +42,8 @@ pub async fn take(
             out_dir.display()
         )));
     }
-    let (host, _) = engine::healthy_controller(spec, state, transport, "back up").await?;
+    let (host, _) =
+        engine::healthy_controller(spec, state, transport, "back up", refuse_first_contact).await?;
     let id = host.id();
     progress(format!("{id}: backing up"));
     run_hooks(transport, spec, host, "before", progress).await?;

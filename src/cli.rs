@@ -172,6 +172,32 @@ Install, for example:
   fish: k0sform completion fish > ~/.config/fish/completions/k0sform.fish
 The scripts complete the --long form of each flag; the -single-dash form works as well.";
 
+/// `-trust-new-host-keys`: every command that connects to the hosts takes it (`plan`, `apply`,
+/// `graph`, `destroy`, `kubeconfig`, `backup`), with one default and one meaning.
+#[derive(Debug, Args, Clone)]
+pub struct HostKeyArgs {
+    /// -trust-new-host-keys=false: refuse when a host or bastion has no host key recorded in
+    /// the state nor pinned with ssh.hostKey (first contact), e.g. in CI
+    #[arg(long = "trust-new-host-keys", value_name = "BOOL", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+    pub trust_new_host_keys: bool,
+}
+
+impl Default for HostKeyArgs {
+    /// As the flag's default: first contact is trusted (and shown).
+    fn default() -> Self {
+        HostKeyArgs {
+            trust_new_host_keys: true,
+        }
+    }
+}
+
+impl HostKeyArgs {
+    /// A host or bastion with no recorded or pinned key is refused, not trusted on first contact.
+    pub fn refuse_first_contact(&self) -> bool {
+        !self.trust_new_host_keys
+    }
+}
+
 #[derive(Debug, Args, Clone)]
 pub struct TargetArgs {
     /// Treat this host (ADDR or ADDR:PORT) as rebuilt: replace it (repeatable)
@@ -195,10 +221,8 @@ pub struct TargetArgs {
     /// Hosts probed (and steps run) at once
     #[arg(long = "parallelism", value_name = "N", default_value_t = 32)]
     pub parallelism: usize,
-    /// -trust-new-host-keys=false: refuse the plan when a host or bastion has no host key
-    /// recorded in the state nor pinned with ssh.hostKey (first contact), e.g. in CI
-    #[arg(long = "trust-new-host-keys", value_name = "BOOL", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
-    pub trust_new_host_keys: bool,
+    #[command(flatten)]
+    pub host_keys: HostKeyArgs,
     /// Bootstrap the cluster from this `k0sform backup`/`k0s backup` archive (new hosts only:
     /// refused where a cluster runs or the state names one)
     #[arg(long = "restore-from", value_name = "FILE")]
@@ -251,10 +275,8 @@ pub struct DestroyArgs {
     /// Hosts probed (and workers reset) at once
     #[arg(long = "parallelism", value_name = "N", default_value_t = 32)]
     pub parallelism: usize,
-    /// -trust-new-host-keys=false: refuse when a host has no host key recorded in the state
-    /// nor pinned with ssh.hostKey (first contact)
-    #[arg(long = "trust-new-host-keys", value_name = "BOOL", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
-    pub trust_new_host_keys: bool,
+    #[command(flatten)]
+    pub host_keys: HostKeyArgs,
     /// Do not ask for the cluster's name
     #[arg(long = "auto-approve")]
     pub auto_approve: bool,
@@ -274,7 +296,7 @@ impl DestroyArgs {
             no_drain: false,
             allow_downgrade: false,
             parallelism: self.parallelism,
-            trust_new_host_keys: self.trust_new_host_keys,
+            host_keys: self.host_keys.clone(),
             restore_from: None,
         }
     }
@@ -316,6 +338,8 @@ pub struct KubeconfigArgs {
     /// Write the kubeconfig to FILE (0600, atomically) instead of stdout
     #[arg(long = "out", value_name = "FILE")]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub host_keys: HostKeyArgs,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -323,6 +347,8 @@ pub struct BackupArgs {
     /// Folder for the archive (default: the current folder)
     #[arg(long = "out", value_name = "DIR")]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub host_keys: HostKeyArgs,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -538,6 +564,43 @@ mod tests {
             assert!(i.k0s);
             assert_eq!(i.addresses, vec!["10.0.0.1"]);
         }
+    }
+
+    /// `kubeconfig` and `backup` take `-trust-new-host-keys` as `plan` and `apply` do: true by
+    /// default, `=false` (one or two dashes, any boolish spelling) refuses first contact.
+    #[test]
+    fn trust_new_host_keys_on_every_connecting_command() {
+        fn refuses(args: &[&str]) -> bool {
+            match parse_strs(args).command {
+                Command::Kubeconfig(a) => a.host_keys.refuse_first_contact(),
+                Command::Backup(a) => a.host_keys.refuse_first_contact(),
+                Command::Plan(a) => a.target.host_keys.refuse_first_contact(),
+                Command::Apply(a) => a.target.host_keys.refuse_first_contact(),
+                Command::Destroy(a) => a.target_args().host_keys.refuse_first_contact(),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        for cmd in ["kubeconfig", "backup", "plan", "apply", "destroy"] {
+            assert!(!refuses(&["k0sform", cmd]), "{cmd}: trusts by default");
+            for off in ["-trust-new-host-keys=false", "--trust-new-host-keys=no"] {
+                assert!(refuses(&["k0sform", cmd, off]), "{cmd} {off}");
+            }
+            assert!(
+                !refuses(&["k0sform", cmd, "-trust-new-host-keys", "true"]),
+                "{cmd}"
+            );
+        }
+        assert!(
+            Cli::try_parse_from(normalize(
+                ["k0sform", "kubeconfig", "-trust-new-host-keys=maybe"]
+                    .iter()
+                    .map(OsString::from)
+                    .collect()
+            ))
+            .is_err()
+        );
+        assert!(!KubeconfigArgs::default().host_keys.refuse_first_contact());
+        assert!(!BackupArgs::default().host_keys.refuse_first_contact());
     }
 
     #[test]

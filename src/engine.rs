@@ -498,14 +498,17 @@ impl crate::apply::Prober for SshProber {
 /// first controller of the spec (file order, `reset: true` ones left out) that runs k0s and
 /// whose API answers. With a state, only a controller of the recorded cluster counts: another
 /// identity is refused (exit 3). Each candidate is probed once (its host key checked as `plan`
-/// checks it) until one qualifies.
+/// checks it) until one qualifies; with `refuse_first_contact` (`-trust-new-host-keys=false`)
+/// a candidate reached by trusting its key or a bastion's on first contact is refused (exit 3)
+/// before anything else runs on it.
 pub async fn healthy_controller<'a>(
     spec: &'a Spec,
     state: &State,
     transport: &SshTransport,
     purpose: &str,
+    refuse_first_contact: bool,
 ) -> Result<(&'a crate::spec::HostSpec, crate::reality::HostFacts), Failure> {
-    use crate::reality::Probe;
+    use crate::reality::{HostReality, Probe};
     let probes = probe::plan_probes(spec, state, &ProbeOptions::default());
     let mut why = Vec::new();
     let mut other_cluster = false;
@@ -514,7 +517,19 @@ pub async fn healthy_controller<'a>(
         let Some(p) = probes.iter().find(|p| p.id == id) else {
             continue;
         };
-        match probe::probe_host(transport, p).await {
+        let mut seen = Reality {
+            hosts: vec![HostReality {
+                id: id.clone(),
+                probe: probe::probe_host(transport, p).await,
+            }],
+        };
+        if refuse_first_contact {
+            crate::plan::refuse_first_contacts(spec, state, &seen)?;
+        }
+        let Some(HostReality { probe: probed, .. }) = seen.hosts.pop() else {
+            continue;
+        };
+        match probed {
             Probe::Reached(facts) => {
                 let uid = facts.view.as_ref().and_then(|v| v.cluster_uid.clone());
                 match (&facts.status, uid) {

@@ -20,15 +20,23 @@ pub struct Overrides {
 
 /// Fetch the admin kubeconfig from the first healthy controller and rewrite it: server from
 /// `-address`, else k0sctl's rules with that controller's address; names from the overrides,
-/// else `metadata.name` and `metadata.user`.
+/// else `metadata.name` and `metadata.user`. `refuse_first_contact`: `-trust-new-host-keys=false`
+/// (`engine::healthy_controller`).
 pub async fn fetch(
     spec: &Spec,
     state: &State,
     transport: &SshTransport,
     over: &Overrides,
+    refuse_first_contact: bool,
 ) -> Result<String, Failure> {
-    let (host, _) =
-        engine::healthy_controller(spec, state, transport, "get the kubeconfig from").await?;
+    let (host, _) = engine::healthy_controller(
+        spec,
+        state,
+        transport,
+        "get the kubeconfig from",
+        refuse_first_contact,
+    )
+    .await?;
     let id = host.id();
     let out = transport
         .run(

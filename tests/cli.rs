@@ -339,6 +339,44 @@ fn destroy_flag_errors() {
     assert!(stderr(&o).contains("-lock") || stderr(&o).contains("--lock"));
 }
 
+/// `kubeconfig` and `backup` take `-trust-new-host-keys` (one or two dashes, a boolean) as
+/// `plan` does, and `--help` says what it means; a value that is no boolean is a usage error.
+#[test]
+fn kubeconfig_and_backup_take_trust_new_host_keys() {
+    let dir = tempfile::tempdir().expect("tmp");
+    for cmd in ["kubeconfig", "backup"] {
+        let help = stdout(&k0sform().args([cmd, "--help"]).output().expect("runs"));
+        assert!(help.contains("--trust-new-host-keys <BOOL>"), "{help}");
+        let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words.contains("refuse when a host or bastion has no host key recorded in the state"),
+            "{help}"
+        );
+        // Parsed: the command goes on and fails on the missing spec (exit 1, no usage error).
+        for flag in [
+            &["-trust-new-host-keys=false"][..],
+            &["--trust-new-host-keys", "false"][..],
+            &["-trust-new-host-keys=true"][..],
+        ] {
+            let o = k0sform()
+                .current_dir(dir.path())
+                .arg(cmd)
+                .args(flag)
+                .output()
+                .expect("runs");
+            assert_eq!(o.status.code(), Some(1), "{cmd} {flag:?}: {}", stderr(&o));
+            assert!(stderr(&o).contains("k0sctl.yaml"), "{}", stderr(&o));
+        }
+        let o = k0sform()
+            .current_dir(dir.path())
+            .args([cmd, "-trust-new-host-keys=maybe"])
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        assert!(stderr(&o).contains("trust-new-host-keys"), "{}", stderr(&o));
+    }
+}
+
 /// `plan` and `destroy` take the state lock before probing: held by someone else, they exit 4
 /// naming the holder, and touch no host (the spec's hosts are not in the lab: a probe would
 /// fail with exit 1, not 4).

@@ -471,20 +471,25 @@ fn sudo_user_and_bastion() {
         .contains("unreachable");
 }
 
-/// Issue 14, item 3: a bastion's host key is shown on first contact, refused unpinned with
-/// `-trust-new-host-keys=false`, recorded in the state, checked on later runs (a rebuilt bastion
-/// is refused with exit 3 naming it, nothing changes), and accepted again only with `-replace`
-/// naming the bastion. A state from before bastions were recorded (format 2) still loads.
-#[test]
-fn bastion_host_key_is_recorded_and_checked() {
-    let c = Cluster::with(
+/// One controller, c1, reached only through the bastion b1.
+fn controller_behind_bastion() -> Cluster {
+    Cluster::with(
         &[("b1", "bastion"), ("c1", "controller")],
         LabOptions::default().bastion("b1"),
         SpecOptions {
             via_bastion: true,
             ..SpecOptions::default()
         },
-    );
+    )
+}
+
+/// Issue 14, item 3: a bastion's host key is shown on first contact, refused unpinned with
+/// `-trust-new-host-keys=false`, recorded in the state, checked on later runs (a rebuilt bastion
+/// is refused with exit 3 naming it, nothing changes), and accepted again only with `-replace`
+/// naming the bastion. A state from before bastions were recorded (format 2) still loads.
+#[test]
+fn bastion_host_key_is_recorded_and_checked() {
+    let c = controller_behind_bastion();
     let b = c.lab.host("b1");
     let addr = b.address.clone();
     let old_fp = b.host_key_fingerprint.clone();
@@ -556,6 +561,90 @@ fn bastion_host_key_is_recorded_and_checked() {
     assert_eq!(c.state_json()["bastions"][0]["host_key"], new_fp.as_str());
     c.run(&["plan", "-detailed-exitcode", "-trust-new-host-keys=false"])
         .expect(0);
+}
+
+/// `kubeconfig` and `backup` take `-trust-new-host-keys` as `plan` does: with `=false`, a
+/// controller (or its bastion) whose key the state does not record is refused with exit 3,
+/// naming it and the key it offered, and nothing is printed or written; by default it is
+/// trusted on first contact; with every key recorded, `=false` works.
+#[test]
+fn kubeconfig_and_backup_refuse_first_contact_on_request() {
+    let c = controller_behind_bastion();
+    bootstrap(&c);
+    let (c1, b1) = (c.lab.host("c1"), c.lab.host("b1"));
+    // States that do not record c1's key, or the bastion's.
+    let mut no_host_key = c.state_json();
+    let hosts = no_host_key["hosts"].as_array_mut().expect("hosts");
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
+    assert_eq!(hosts[0]["address"], c1.address.as_str());
+    hosts[0]["host_key"] = "".into();
+    hosts[0]
+        .as_object_mut()
+        .expect("host")
+        .remove("host_public_key");
+    let mut no_bastion_key = c.state_json();
+    assert_eq!(
+        no_bastion_key["bastions"][0]["address"],
+        b1.address.as_str()
+    );
+    no_bastion_key
+        .as_object_mut()
+        .expect("state")
+        .remove("bastions");
+    let write = |name: &str, v: &serde_json::Value| {
+        let p = c.lab.dir().join(name);
+        std::fs::write(&p, serde_json::to_string_pretty(v).expect("json")).expect("write");
+        p
+    };
+    let no_host_key = write("no-host-key.state.json", &no_host_key);
+    let no_bastion_key = write("no-bastion-key.state.json", &no_bastion_key);
+    let backups = c.lab.dir().join("backups");
+    std::fs::create_dir_all(&backups).expect("mkdir");
+    let out = backups.to_str().expect("utf-8");
+    let kubeconfig = &["kubeconfig", "-trust-new-host-keys=false"][..];
+    let backup = &["backup", "-out", out, "--trust-new-host-keys", "false"][..];
+
+    for args in [kubeconfig, backup] {
+        let r = c.run_with_state(&no_host_key, args);
+        r.expect(3)
+            .contains("-trust-new-host-keys=false")
+            .contains(&format!(
+                "{}: offers {}",
+                c1.address, c1.host_key_fingerprint
+            ));
+        assert!(r.stdout.is_empty(), "{args:?} printed {}", r.stdout);
+        let bastion = format!("bastion {}:", b1.address);
+        assert!(!r.text().contains(&bastion), "{}", r.text());
+        let r = c.run_with_state(&no_bastion_key, args);
+        r.expect(3).contains(&format!(
+            "bastion {}: offers {}",
+            b1.address, b1.host_key_fingerprint
+        ));
+        assert!(r.stdout.is_empty(), "{args:?} printed {}", r.stdout);
+    }
+    assert_eq!(
+        std::fs::read_dir(&backups).expect("backups").count(),
+        0,
+        "a refused backup wrote an archive"
+    );
+
+    // By default the unrecorded key is trusted on first contact, as before.
+    let r = c.run_with_state(&no_host_key, &["kubeconfig"]);
+    r.expect(0);
+    let (_, _, server, _) = kubeconfig_parts(&r.stdout);
+    assert_eq!(server, format!("https://{}:6443", c1.address));
+
+    // Every key recorded: -trust-new-host-keys=false changes nothing.
+    let r = c.run(kubeconfig);
+    r.expect(0);
+    let (_, _, server, key) = kubeconfig_parts(&r.stdout);
+    assert_eq!(server, format!("https://{}:6443", c1.address));
+    assert!(key.len() > 100, "{}", r.stdout);
+    let r = c.run(backup);
+    r.expect(0);
+    let (_, archive) = backup_line(&r);
+    assert!(archive.starts_with(&backups), "{}", archive.display());
+    assert_eq!(mode_of(&archive), 0o600);
 }
 
 /// Issue 14, item 7: a hook line written with `${SECRET}` runs on the host with the value from

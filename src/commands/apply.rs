@@ -145,7 +145,8 @@ async fn apply(
     if let Some(path) = &args.kubeconfig_out
         && exit == Exit::Success
     {
-        write_kubeconfig(global, &spec, transport, path).await?;
+        let refuse = args.target.host_keys.refuse_first_contact();
+        write_kubeconfig(global, &spec, transport, path, refuse).await?;
     }
     Ok(exit)
 }
@@ -157,9 +158,17 @@ async fn write_kubeconfig(
     spec: &crate::spec::Spec,
     transport: &SshTransport,
     path: &std::path::Path,
+    refuse_first_contact: bool,
 ) -> Result<(), Failure> {
     let state = engine::load_state(super::open_store(global)?)?.state;
-    let kc = crate::kubeconfig::fetch(spec, &state, transport, &Default::default()).await?;
+    let kc = crate::kubeconfig::fetch(
+        spec,
+        &state,
+        transport,
+        &Default::default(),
+        refuse_first_contact,
+    )
+    .await?;
     crate::kubeconfig::write(path, &kc)?;
     eprintln!("Kubeconfig written to {}", path.display());
     Ok(())

@@ -1,5 +1,5 @@
-//! `k0sform backup [-out DIR]`: back the cluster up into a local archive; prints
-//! `<sha256>  <path>` (the `sha256sum` format) on stdout, progress on stderr.
+//! `k0sform backup [-out DIR] [-trust-new-host-keys=B]`: back the cluster up into a local
+//! archive; prints `<sha256>  <path>` (the `sha256sum` format) on stdout, progress on stderr.
 
 use crate::cli::{BackupArgs, GlobalArgs};
 use crate::engine;
@@ -11,8 +11,15 @@ pub fn run(global: &GlobalArgs, args: &BackupArgs) -> Exit {
         let (loaded, ctx) = super::load_inputs(global)?;
         let dir = args.out.clone().unwrap_or_else(|| PathBuf::from("."));
         let mut progress = |line: String| eprintln!("{}", crate::ui::escape_lines(&line));
-        let saved =
-            crate::backup::take(&loaded.spec, &ctx.state, &transport, &dir, &mut progress).await?;
+        let refuse = args.host_keys.refuse_first_contact();
+        let saved = crate::backup::take(
+            &loaded.spec,
+            &ctx.state,
+            &transport,
+            (&dir, refuse),
+            &mut progress,
+        )
+        .await?;
         eprintln!(
             "Backup of cluster \"{}\" taken on {}: {} ({} bytes)",
             crate::ui::escape_lines(&loaded.spec.name),

@@ -1,5 +1,6 @@
-//! `k0sform kubeconfig [-user N] [-cluster N] [-address URL] [-out FILE]`: the admin kubeconfig of
-//! a healthy controller on stdout, or written 0600 to FILE. Reads the state; never writes it.
+//! `k0sform kubeconfig [-user N] [-cluster N] [-address URL] [-out FILE]
+//! [-trust-new-host-keys=B]`: the admin kubeconfig of a healthy controller on stdout, or written
+//! 0600 to FILE. Reads the state; never writes it.
 
 use crate::cli::{GlobalArgs, KubeconfigArgs};
 use crate::engine;
@@ -14,7 +15,8 @@ pub fn run(global: &GlobalArgs, args: &KubeconfigArgs) -> Exit {
             cluster: args.cluster.clone(),
             address: args.address.clone(),
         };
-        let kc = kubeconfig::fetch(&loaded.spec, &ctx.state, &transport, &over).await?;
+        let refuse = args.host_keys.refuse_first_contact();
+        let kc = kubeconfig::fetch(&loaded.spec, &ctx.state, &transport, &over, refuse).await?;
         match &args.out {
             Some(path) => {
                 kubeconfig::write(path, &kc)?;

@@ -81,7 +81,7 @@ fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
         target: t.target.clone(),
         exclude: t.exclude.clone(),
         refresh_only: t.refresh_only,
-        refuse_first_contact: !t.trust_new_host_keys,
+        refuse_first_contact: t.host_keys.refuse_first_contact(),
         no_drain: t.no_drain,
         allow_downgrade: t.allow_downgrade,
         restore: match &t.restore_from {

@@ -13,6 +13,7 @@ mod trust;
 pub use diff::worker_batch_size;
 pub use model::*;
 pub use saved::{SavedPlan, Stale};
+pub use trust::refuse_first_contacts;
 
 use crate::reality::Reality;
 use crate::spec::Spec;

@@ -153,46 +153,9 @@ pub(super) fn review(
     reality: &Reality,
     opts: &PlanOptions,
 ) -> Result<Review, Refusal> {
-    // Each list indexed once, first entry winning as `Spec::host`, `State::host` and
-    // `Reality::get` do: a scan of each per host made 5,000-host plans quadratic.
-    let mut by_spec: BTreeMap<(&str, u16), &HostSpec> = BTreeMap::new();
-    for h in &spec.hosts {
-        by_spec
-            .entry((h.ssh.address.as_str(), h.ssh.port))
-            .or_insert(h);
-    }
-    let mut by_state: BTreeMap<(&str, u16), &HostState> = BTreeMap::new();
-    for h in &state.hosts {
-        by_state.entry((h.address.as_str(), h.port)).or_insert(h);
-    }
-    let mut by_probe: BTreeMap<&HostId, &Probe> = BTreeMap::new();
-    for h in &reality.hosts {
-        by_probe.entry(&h.id).or_insert(&h.probe);
-    }
-    let mut first_contacts = Vec::new();
+    let by_spec = spec_index(spec);
+    let mut first_contacts = host_first_contacts(spec, &by_spec, state, reality, opts);
     let mut warnings = Vec::new();
-    // A host that moved offered the key recorded for it at its old address: not a first contact.
-    let (moves, _) = super::moves::find_moves(spec, state, reality, opts);
-    for h in &reality.hosts {
-        let Some(Probe::Reached(facts)) = by_probe.get(&h.id) else {
-            continue;
-        };
-        let k = (h.id.address.as_str(), h.id.port);
-        let spec_host = by_spec.get(&k);
-        let pinned = spec_host.is_some_and(|s| s.ssh.host_key.is_some());
-        let recorded = by_state
-            .get(&k)
-            .is_some_and(|s| !s.host_key.is_empty() && !opts.is_replaced(&h.id))
-            || moves.iter().any(|m| m.to == h.id);
-        if !pinned && !recorded {
-            first_contacts.push(FirstContact {
-                host: h.id.clone(),
-                name: facts.hostname.trim().to_lowercase(),
-                fingerprint: facts.host_key.clone(),
-                bastion: false,
-            });
-        }
-    }
     for h in &state.hosts {
         let id = h.id();
         let label = match &h.node_name {
@@ -228,26 +191,103 @@ pub(super) fn review(
     }
     let bastion_records = review_bastions(spec, state, reality, opts, &mut first_contacts)?;
     if opts.refuse_first_contact && !first_contacts.is_empty() {
-        return Err(Refusal {
-            kind: RefusalKind::UnknownIdentity,
-            message: "-trust-new-host-keys=false: these hosts or bastions have no host key recorded in the state and no ssh.hostKey pin".into(),
-            details: first_contacts
-                .iter()
-                .map(|f| {
-                    format!(
-                        "{}{}: offers {}; pin it with {}ssh.hostKey after checking it out of band",
-                        if f.bastion { "bastion " } else { "" },
-                        f.host,
-                        f.fingerprint,
-                        if f.bastion { "the bastion's " } else { "" },
-                    )
-                })
-                .collect(),
-        });
+        return Err(first_contact_refusal(&first_contacts));
     }
     Ok(Review {
         first_contacts,
         warnings,
         bastion_records,
     })
+}
+
+/// `-trust-new-host-keys=false` for the commands that reach a host without planning
+/// (`kubeconfig`, `backup`): refused as the plan refuses it when a connection of `reality`
+/// trusted its host, or a bastion on the way, on first contact. The plan's rules, from the
+/// plan's code.
+pub fn refuse_first_contacts(spec: &Spec, state: &State, reality: &Reality) -> Result<(), Refusal> {
+    let opts = PlanOptions::default();
+    let by_spec = spec_index(spec);
+    let mut first_contacts = host_first_contacts(spec, &by_spec, state, reality, &opts);
+    review_bastions(spec, state, reality, &opts, &mut first_contacts)?;
+    if first_contacts.is_empty() {
+        Ok(())
+    } else {
+        Err(first_contact_refusal(&first_contacts))
+    }
+}
+
+/// The spec's hosts by address and port, looked up once per host. Each list of the plan is
+/// indexed once, first entry winning as `Spec::host`, `State::host` and `Reality::get` do: a
+/// scan of each per host made 5,000-host plans quadratic.
+fn spec_index(spec: &Spec) -> BTreeMap<(&str, u16), &HostSpec> {
+    let mut by_spec: BTreeMap<(&str, u16), &HostSpec> = BTreeMap::new();
+    for h in &spec.hosts {
+        by_spec
+            .entry((h.ssh.address.as_str(), h.ssh.port))
+            .or_insert(h);
+    }
+    by_spec
+}
+
+/// The reached hosts of `reality` whose key this run trusts on first contact: no `ssh.hostKey`
+/// pin, no key recorded at their address (or only one `-replace` drops), and not a recorded
+/// host that moved (it offered the key recorded at its old address). `by_spec`: the spec's
+/// hosts by address, first entry winning.
+fn host_first_contacts(
+    spec: &Spec,
+    by_spec: &BTreeMap<(&str, u16), &HostSpec>,
+    state: &State,
+    reality: &Reality,
+    opts: &PlanOptions,
+) -> Vec<FirstContact> {
+    let mut by_state: BTreeMap<(&str, u16), &HostState> = BTreeMap::new();
+    for h in &state.hosts {
+        by_state.entry((h.address.as_str(), h.port)).or_insert(h);
+    }
+    let mut by_probe: BTreeMap<&HostId, &Probe> = BTreeMap::new();
+    for h in &reality.hosts {
+        by_probe.entry(&h.id).or_insert(&h.probe);
+    }
+    let (moves, _) = super::moves::find_moves(spec, state, reality, opts);
+    let mut first_contacts = Vec::new();
+    for h in &reality.hosts {
+        let Some(Probe::Reached(facts)) = by_probe.get(&h.id) else {
+            continue;
+        };
+        let k = (h.id.address.as_str(), h.id.port);
+        let pinned = by_spec.get(&k).is_some_and(|s| s.ssh.host_key.is_some());
+        let recorded = by_state
+            .get(&k)
+            .is_some_and(|s| !s.host_key.is_empty() && !opts.is_replaced(&h.id))
+            || moves.iter().any(|m| m.to == h.id);
+        if !pinned && !recorded {
+            first_contacts.push(FirstContact {
+                host: h.id.clone(),
+                name: facts.hostname.trim().to_lowercase(),
+                fingerprint: facts.host_key.clone(),
+                bastion: false,
+            });
+        }
+    }
+    first_contacts
+}
+
+/// `-trust-new-host-keys=false`: exit 3, naming each host and bastion with the key it offered.
+fn first_contact_refusal(first_contacts: &[FirstContact]) -> Refusal {
+    Refusal {
+        kind: RefusalKind::UnknownIdentity,
+        message: "-trust-new-host-keys=false: these hosts or bastions have no host key recorded in the state and no ssh.hostKey pin".into(),
+        details: first_contacts
+            .iter()
+            .map(|f| {
+                format!(
+                    "{}{}: offers {}; pin it with {}ssh.hostKey after checking it out of band",
+                    if f.bastion { "bastion " } else { "" },
+                    f.host,
+                    f.fingerprint,
+                    if f.bastion { "the bastion's " } else { "" },
+                )
+            })
+            .collect(),
+    }
 }
