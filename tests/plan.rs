@@ -1694,6 +1694,92 @@ fn flags_and_config_show_environment_values_as_written() {
     assert!(text.contains("+    enabled: false"), "{text}");
 }
 
+/// With `-target`, a bastion's key is recorded only when a host the plan is for goes through
+/// it: a targeted host, or one the plan changes for it (the bootstrap controller). A bastion
+/// only other hosts go through is still shown as a first contact, and recorded by the plan
+/// for them (or by a plan without `-target`).
+#[test]
+fn target_records_only_bastions_its_hosts_go_through() {
+    use k0sform::reality::BastionKey;
+    const KEY: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDvZ/q36TdInhTZoW5bXPQ/Hey6Hm97hfZmb+65XdDbu";
+    let bastion = HostId::new("127.0.0.50", 22);
+    // `behind` is reached through the bastion, every other host directly.
+    let through = |i: &mut Inputs, behind: &HostId| {
+        for h in &mut i.spec.hosts {
+            if &h.id() == behind {
+                h.ssh.bastion = Some(Box::new(SshTarget::new("127.0.0.50", 22)));
+            }
+        }
+        for h in &mut i.reality.hosts {
+            if let Probe::Reached(f) = &mut h.probe
+                && &h.id == behind
+            {
+                f.bastions = vec![BastionKey {
+                    bastion: HostId::new("127.0.0.50", 22),
+                    host_key: k0sform::ssh::fingerprint(KEY).unwrap(),
+                    host_public_key: KEY.to_string(),
+                }];
+            }
+        }
+    };
+    let recorded = |p: &Plan| -> Vec<HostId> {
+        p.steps
+            .iter()
+            .filter(|s| matches!(s.kind, StepKind::RecordBastion { .. }))
+            .map(|s| s.host.clone())
+            .collect()
+    };
+    let target = |i: &mut Inputs, t: &[&str]| {
+        i.options.target = t.iter().map(|s| s.to_string()).collect();
+        run(i).expect("plan")
+    };
+
+    // w01 goes through the bastion; nothing changes anywhere.
+    let w01 = HostId::new("10.0.1.1", 22);
+    let mut i = case_inputs("noop");
+    through(&mut i, &w01);
+    let p = target(&mut i, &["10.0.0.1"]);
+    assert_eq!(recorded(&p), Vec::<HostId>::new(), "{:?}", p.steps);
+    assert!(!p.has_changes(), "{:?}", p.steps);
+    assert!(
+        p.first_contacts
+            .iter()
+            .any(|f| f.bastion && f.host == bastion),
+        "{:?}",
+        p.first_contacts
+    );
+    assert!(
+        !render::text(&p, false).contains("bastion host key to record"),
+        "{}",
+        render::text(&p, false)
+    );
+    assert_eq!(
+        recorded(&target(&mut i, &["10.0.1.1"])),
+        vec![bastion.clone()]
+    );
+    assert_eq!(
+        recorded(&target(&mut i, &["10.0.0.2", "10.0.1.1"])),
+        vec![bastion.clone()]
+    );
+    assert_eq!(recorded(&target(&mut i, &[])), vec![bastion.clone()]);
+
+    // -target w01 on a new cluster bootstraps c01 too: c01's bastion is recorded, c02's not.
+    let mut i = case_inputs("target_needs_bootstrap");
+    let c01 = HostId::new("10.0.0.1", 22);
+    through(&mut i, &c01);
+    assert_eq!(
+        recorded(&target(&mut i, &["10.0.1.1"])),
+        vec![bastion.clone()]
+    );
+    let mut i = case_inputs("target_needs_bootstrap");
+    through(&mut i, &HostId::new("10.0.0.2", 22));
+    assert_eq!(
+        recorded(&target(&mut i, &["10.0.1.1"])),
+        Vec::<HostId>::new()
+    );
+}
+
 /// Bastions are held to the hosts' rules: a bastion with no recorded key is a first contact
 /// (shown, refused with `-trust-new-host-keys=false`) and gets a `RecordBastion` step; once
 /// recorded it is quiet; a changed bastion key refuses the plan (exit 3) naming the bastion,

@@ -15,9 +15,11 @@ pub use model::*;
 pub use saved::{SavedPlan, Stale};
 pub use trust::refuse_first_contacts;
 
+use crate::hostid::HostId;
 use crate::reality::Reality;
 use crate::spec::Spec;
 use crate::state::State;
+use std::collections::BTreeSet;
 
 /// The plan for spec, state and probed reality: the decision table (`diff`) plus what the run
 /// trusts and ignores (`trust`: first contacts, the state's unused access settings). Pure.
@@ -33,13 +35,23 @@ pub fn diff(
     plan.first_contacts = review.first_contacts;
     plan.warnings.extend(review.warnings);
     // A bastion key trusted this run is recorded as soon as apply starts; it waits for nothing.
-    for (bastion, fingerprint, public_key) in review.bastion_records {
+    // With -target, only the keys of bastions on the way to the hosts the plan is for: targeted
+    // ones, and those it changes for them (a bootstrap); the others' wait for their own plan,
+    // as their host keys do.
+    let planned: BTreeSet<&HostId> = plan.steps.iter().map(|s| &s.host).collect();
+    let used = |h: &HostId| opts.is_targeted(h) || planned.contains(h);
+    let records: Vec<_> = review
+        .bastion_records
+        .into_iter()
+        .filter(|r| r.hosts.iter().any(&used))
+        .collect();
+    for r in records {
         plan.steps.push(Step {
             id: plan.steps.len(),
-            host: bastion,
+            host: r.bastion,
             kind: StepKind::RecordBastion {
-                fingerprint,
-                public_key,
+                fingerprint: r.fingerprint,
+                public_key: r.public_key,
             },
             after: Vec::new(),
         });

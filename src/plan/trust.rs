@@ -20,8 +20,17 @@ pub(super) struct Review {
     pub first_contacts: Vec<FirstContact>,
     pub warnings: Vec<String>,
     /// Bastion keys seen this run that the state does not record (yet, or any more): each
-    /// becomes a `RecordBastion` step. (bastion, fingerprint, public key), sorted by bastion.
-    pub bastion_records: Vec<(HostId, String, String)>,
+    /// becomes a `RecordBastion` step (with `-target`, only where `plan::diff` keeps it).
+    /// Sorted by bastion.
+    pub bastion_records: Vec<BastionRecord>,
+}
+
+/// A bastion key to record, and the hosts whose connections went through that bastion.
+pub(super) struct BastionRecord {
+    pub bastion: HostId,
+    pub fingerprint: String,
+    pub public_key: String,
+    pub hosts: Vec<HostId>,
 }
 
 /// A bastion offered another key than the one recorded for it.
@@ -80,10 +89,11 @@ fn review_bastions(
     reality: &Reality,
     opts: &PlanOptions,
     first_contacts: &mut Vec<FirstContact>,
-) -> Result<Vec<(HostId, String, String)>, Refusal> {
+) -> Result<Vec<BastionRecord>, Refusal> {
     let mut changed = Vec::new();
-    // bastion -> (fingerprint, public key, the host whose connection saw it first)
-    let mut seen: BTreeMap<HostId, (String, String, HostId)> = BTreeMap::new();
+    // bastion -> (fingerprint, public key, the hosts whose connections went through it, the
+    // first of them first)
+    let mut seen: BTreeMap<HostId, (String, String, Vec<HostId>)> = BTreeMap::new();
     let mut conflicts = Vec::new();
     for h in &reality.hosts {
         match &h.probe {
@@ -94,18 +104,22 @@ fn review_bastions(
             } => changed.push(bastion_key_detail(b, &h.id, expected, offered)),
             Probe::Reached(f) => {
                 for b in &f.bastions {
-                    match seen.get(&b.bastion) {
+                    match seen.get_mut(&b.bastion) {
                         None => {
                             seen.insert(
                                 b.bastion.clone(),
-                                (b.host_key.clone(), b.host_public_key.clone(), h.id.clone()),
+                                (
+                                    b.host_key.clone(),
+                                    b.host_public_key.clone(),
+                                    vec![h.id.clone()],
+                                ),
                             );
                         }
                         Some((fp, _, via)) if fp != &b.host_key => conflicts.push(format!(
-                            "bastion {}: offered {fp} on the way to {via}, {} on the way to {}",
-                            b.bastion, b.host_key, h.id
+                            "bastion {}: offered {fp} on the way to {}, {} on the way to {}",
+                            b.bastion, via[0], b.host_key, h.id
                         )),
-                        Some(_) => {}
+                        Some((_, _, via)) => via.push(h.id.clone()),
                     }
                 }
             }
@@ -129,7 +143,7 @@ fn review_bastions(
         });
     }
     let mut records = Vec::new();
-    for (id, (fingerprint, public_key, _)) in seen {
+    for (id, (fingerprint, public_key, hosts)) in seen {
         let rec = state.bastion(&id);
         let recorded = rec.is_some_and(|r| !r.host_key.is_empty()) && !opts.is_replaced(&id);
         if !recorded && !bastion_pinned(spec, &id) {
@@ -141,7 +155,12 @@ fn review_bastions(
             });
         }
         if rec.is_none_or(|r| r.host_public_key != public_key || r.host_key != fingerprint) {
-            records.push((id, fingerprint, public_key));
+            records.push(BastionRecord {
+                bastion: id,
+                fingerprint,
+                public_key,
+                hosts,
+            });
         }
     }
     Ok(records)
