@@ -1,6 +1,11 @@
 //! `Deadline`: how a step waits for a condition on the hosts (k0s ready, a member started, a Node
-//! Ready): poll at `poll_interval` until a total time is spent, then fail with the last reason.
+//! Ready): poll at `poll_interval` until a total time is spent, then fail with the last reason;
+//! `K0sRunner::poll_until`, the loop the steps wait with.
 
+use super::remote::failed;
+use super::runner::K0sRunner;
+use crate::apply::{StepContext, StepError};
+use crate::transport::Transport;
 use std::time::{Duration, Instant};
 
 /// Polls a condition until a deadline.
@@ -40,5 +45,30 @@ impl Deadline {
         }
         tokio::time::sleep_until((since + self.interval).into()).await;
         Ok(())
+    }
+}
+
+impl<T: Transport + 'static> K0sRunner<T> {
+    /// Poll `check` every `poll_interval` until it passes (`Ok`), for at most `wait_timeout`.
+    /// Each time it does not (`Err(why)`), the step's progress shows `{waiting}: {why}`; at the
+    /// deadline the step fails with `timed out after … waiting for {what}: {why}`.
+    pub(super) async fn poll_until<F>(
+        &self,
+        ctx: &StepContext,
+        (waiting, what): (&str, &str),
+        mut check: impl FnMut() -> F,
+    ) -> Result<(), StepError>
+    where
+        F: std::future::Future<Output = Result<(), String>>,
+    {
+        let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
+        loop {
+            let why = match check().await {
+                Ok(()) => return Ok(()),
+                Err(why) => why,
+            };
+            ctx.progress(format!("{waiting}: {why}"));
+            dl.retry(what, &why).await.map_err(failed)?;
+        }
     }
 }

@@ -2,7 +2,6 @@
 //! it, wait for the new etcd member or Node; the token is given back and its file overwritten with
 //! a placeholder (never left empty), whatever happened.
 
-use super::deadline::Deadline;
 use super::remote::failed;
 use super::runner::K0sRunner;
 use crate::apply::{StateChange, StepContext, StepError};
@@ -130,37 +129,25 @@ impl<T: Transport + 'static> K0sRunner<T> {
         via: &HostId,
         addr: &str,
     ) -> Result<(), StepError> {
-        let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
-        loop {
-            let why = match self.etcd_member_objects(via).await {
-                Ok(objects) => {
-                    match objects
-                        .iter()
-                        .find(|o| o.peer_address.as_deref() == Some(addr))
-                    {
-                        Some(o) if o.joined == Some(true) && o.member_id.is_some() => {
-                            return Ok(());
-                        }
-                        Some(o) => {
-                            format!("EtcdMember \"{}\" does not show Joined=True yet", o.name)
-                        }
-                        None => format!("no EtcdMember object for {addr} yet"),
-                    }
-                }
-                Err(e) => e,
-            };
-            ctx.progress(format!(
-                "waiting for etcd learner {addr} to be promoted: {why}"
-            ));
-            dl.retry(
-                &format!(
-                    "etcd member {addr} to be promoted from learner to voter (via {via}); k0s's leader promotes one learner about every 10 s once it has caught up, see its log (\"learner not ready for promotion yet\")"
-                ),
-                &why,
-            )
-            .await
-            .map_err(failed)?;
-        }
+        let waiting = format!("waiting for etcd learner {addr} to be promoted");
+        let what = format!(
+            "etcd member {addr} to be promoted from learner to voter (via {via}); k0s's leader promotes one learner about every 10 s once it has caught up, see its log (\"learner not ready for promotion yet\")"
+        );
+        self.poll_until(ctx, (&waiting, &what), move || async move {
+            let objects = self.etcd_member_objects(via).await?;
+            match objects
+                .iter()
+                .find(|o| o.peer_address.as_deref() == Some(addr))
+            {
+                Some(o) if o.joined == Some(true) && o.member_id.is_some() => Ok(()),
+                Some(o) => Err(format!(
+                    "EtcdMember \"{}\" does not show Joined=True yet",
+                    o.name
+                )),
+                None => Err(format!("no EtcdMember object for {addr} yet")),
+            }
+        })
+        .await
     }
 
     async fn wait_member(
@@ -169,25 +156,22 @@ impl<T: Transport + 'static> K0sRunner<T> {
         via: &HostId,
         addr: &str,
     ) -> Result<(), StepError> {
-        let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
-        loop {
-            let why = match self.etcd_members(via).await {
-                // kine: a joining controller adds no member; its API server answers.
-                Ok(None) => return Ok(()),
-                Ok(Some(m)) => match m.iter().find(|(_, u)| peer_host(u) == addr) {
-                    Some((name, _)) if !name.is_empty() => return Ok(()),
-                    Some(_) => format!("member {addr} is added but not started"),
-                    None => format!("{addr} is not an etcd member yet"),
-                },
-                Err(e) => e,
-            };
-            ctx.progress(format!("waiting for the new etcd member: {why}"));
-            dl.retry(
-                &format!("{addr} to be a started etcd member (via {via})"),
-                &why,
-            )
-            .await
-            .map_err(failed)?;
-        }
+        let what = format!("{addr} to be a started etcd member (via {via})");
+        self.poll_until(
+            ctx,
+            ("waiting for the new etcd member", &what),
+            move || async move {
+                match self.etcd_members(via).await? {
+                    // kine: a joining controller adds no member; its API server answers.
+                    None => Ok(()),
+                    Some(m) => match m.iter().find(|(_, u)| peer_host(u) == addr) {
+                        Some((name, _)) if !name.is_empty() => Ok(()),
+                        Some(_) => Err(format!("member {addr} is added but not started")),
+                        None => Err(format!("{addr} is not an etcd member yet")),
+                    },
+                }
+            },
+        )
+        .await
     }
 }
