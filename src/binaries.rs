@@ -10,12 +10,11 @@
 
 use crate::apply::LocalK0s;
 use crate::download;
-use crate::hostid::HostId;
 use crate::k0s::release::{self, Channel, Mirror};
 use crate::plan::{
     Desired, DesiredHost, HostDownload, LocalBinary, Plan, ResolvedVersion, StepKind,
 };
-use crate::reality::Reality;
+use crate::reality::{Probe, Reality};
 use crate::spec::{HostSpec, Spec};
 use crate::state::State;
 use std::collections::BTreeMap;
@@ -43,11 +42,13 @@ pub fn resolve_version(
         return Ok(Some(p.clone()));
     }
     // k0sctl takes the leader's running version; controllers first, in spec order.
+    let probes = reality.probe_index();
     let running = spec
         .controllers()
         .chain(spec.hosts.iter().filter(|h| !h.role.is_controller()))
         .find_map(|h| {
-            let v = reality.facts(&h.id())?.status.as_ref()?.version.trim();
+            let probe = probes.at(&h.ssh.address, h.ssh.port)?;
+            let v = probe.facts()?.status.as_ref()?.version.trim();
             (!v.is_empty()).then(|| (v.to_string(), h.id()))
         });
     if let Some((v, on)) = running {
@@ -81,9 +82,9 @@ pub fn resolve_version(
     }))
 }
 
-/// Does the host already have what it needs (installed and running `version`)?
-fn has_version(reality: &Reality, id: &HostId, version: &str) -> bool {
-    let Some(f) = reality.facts(id) else {
+/// Does the host (its probe) already have what it needs (installed and running `version`)?
+fn has_version(probe: Option<&Probe>, version: &str) -> bool {
+    let Some(f) = probe.and_then(Probe::facts) else {
         // Unreachable: the planner refuses or skips it; nothing to fetch.
         return true;
     };
@@ -104,12 +105,14 @@ pub fn release_binaries(
         return Ok(());
     };
     let mut sums: BTreeMap<String, String> = BTreeMap::new();
+    let probes = reality.probe_index();
     for h in spec.hosts.iter().filter(|h| from_release(h)) {
         let id = h.id();
-        if has_version(reality, &id, version) {
+        let probe = probes.get(&id);
+        if has_version(probe, version) {
             continue;
         }
-        let Some(facts) = reality.facts(&id) else {
+        let Some(facts) = probe.and_then(Probe::facts) else {
             continue;
         };
         let arch = release::k0s_arch(&facts.arch);

@@ -472,10 +472,7 @@ impl crate::apply::Prober for SshProber {
         &self,
         host: &crate::hostid::HostId,
     ) -> Result<crate::reality::HostFacts, String> {
-        let p = self
-            .probes
-            .iter()
-            .find(|p| &p.id == host)
+        let p = probe::find_probe(&self.probes, host)
             .ok_or_else(|| format!("{host} is neither in the spec nor in the state"))?;
         match probe::probe_host(&self.transport, p).await {
             crate::reality::Probe::Reached(facts) => Ok(*facts),
@@ -514,7 +511,7 @@ pub async fn healthy_controller<'a>(
     let mut other_cluster = false;
     for h in spec.controllers().filter(|h| !h.reset) {
         let id = h.id();
-        let Some(p) = probes.iter().find(|p| p.id == id) else {
+        let Some(p) = probe::find_probe(&probes, &id) else {
             continue;
         };
         let mut seen = Reality {
@@ -602,6 +599,7 @@ pub async fn settle_leftovers(
     // At most `parallelism` hosts at a time (as the probe).
     let limit = Arc::new(tokio::sync::Semaphore::new(parallelism.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
+    let by_spec = spec.host_index();
     for (i, hr) in planned.reality.hosts.iter().enumerate() {
         let crate::reality::Probe::Reached(facts) = &hr.probe else {
             continue;
@@ -610,7 +608,7 @@ pub async fn settle_leftovers(
         if facts.staging_leftovers.is_empty() && !join_interrupted {
             continue;
         }
-        let (Some(hs), Some(destinations)) = (spec.host(&hr.id), planned.staging.get(&hr.id))
+        let (Some(hs), Some(destinations)) = (by_spec.get(&hr.id), planned.staging.get(&hr.id))
         else {
             continue;
         };

@@ -192,15 +192,30 @@ pub struct NodeView {
     pub internal_ips: Vec<String>,
 }
 
+impl Probe {
+    /// What a reached host reported.
+    pub fn facts(&self) -> Option<&HostFacts> {
+        match self {
+            Probe::Reached(f) => Some(f),
+            _ => None,
+        }
+    }
+}
+
 impl Reality {
     pub fn get(&self, id: &HostId) -> Option<&Probe> {
         self.hosts.iter().find(|h| &h.id == id).map(|h| &h.probe)
     }
     pub fn facts(&self, id: &HostId) -> Option<&HostFacts> {
-        match self.get(id) {
-            Some(Probe::Reached(f)) => Some(f),
-            _ => None,
-        }
+        self.get(id).and_then(Probe::facts)
+    }
+    /// `get` and `facts` for many lookups: the probes indexed once (`HostIndex`).
+    pub fn probe_index(&self) -> crate::hostid::HostIndex<'_, Probe> {
+        crate::hostid::HostIndex::new(
+            self.hosts
+                .iter()
+                .map(|h| ((h.id.address.as_str(), h.id.port), &h.probe)),
+        )
     }
     pub fn sort(&mut self) {
         self.hosts.sort_by(|a, b| a.id.cmp(&b.id));

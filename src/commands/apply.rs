@@ -344,7 +344,7 @@ async fn execute(
         .hosts
         .iter()
         .filter_map(|h| {
-            let name = reality.facts(&h.id)?.hostname.trim();
+            let name = h.probe.facts()?.hostname.trim();
             (!name.is_empty()).then(|| (h.id.clone(), name.to_string()))
         })
         .collect();

@@ -8,7 +8,7 @@ use crate::hostid::HostId;
 use crate::reality::{Probe, Reality};
 use crate::spec::Spec;
 use crate::state::State;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// One recorded host found at a new address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,12 +52,7 @@ pub fn find_moves(
         .map(|h| (h.address.as_str(), h.port))
         .collect();
     // The first probe of an address, as `Reality::get` finds it.
-    let mut by_probe: BTreeMap<(&str, u16), &Probe> = BTreeMap::new();
-    for h in &reality.hosts {
-        by_probe
-            .entry((h.id.address.as_str(), h.id.port))
-            .or_insert(&h.probe);
-    }
+    let by_probe = reality.probe_index();
     let mut candidates: Vec<Move> = Vec::new();
     for sh in spec.hosts.iter().filter(|s| !s.reset) {
         let k = (sh.ssh.address.as_str(), sh.ssh.port);
@@ -65,7 +60,7 @@ pub fn find_moves(
         if in_state.contains(&k) || opts.is_excluded(&id) {
             continue;
         }
-        let Some(Probe::Reached(f)) = by_probe.get(&k).copied() else {
+        let Some(Probe::Reached(f)) = by_probe.at(k.0, k.1) else {
             continue;
         };
         let matches: Vec<&&crate::state::HostState> = gone

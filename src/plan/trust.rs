@@ -10,11 +10,11 @@
 //! `RecordBastion` step.
 
 use super::model::{FirstContact, PlanOptions, Refusal, RefusalKind};
-use crate::hostid::HostId;
+use crate::hostid::{HostId, HostIndex};
 use crate::reality::{Probe, Reality};
 use crate::spec::{HostSpec, Spec, SshTarget};
-use crate::state::{HostState, State};
-use std::collections::BTreeMap;
+use crate::state::State;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub(super) struct Review {
     pub first_contacts: Vec<FirstContact>,
@@ -172,7 +172,7 @@ pub(super) fn review(
     reality: &Reality,
     opts: &PlanOptions,
 ) -> Result<Review, Refusal> {
-    let by_spec = spec_index(spec);
+    let by_spec = spec.host_index();
     let mut first_contacts = host_first_contacts(spec, &by_spec, state, reality, opts);
     let mut warnings = Vec::new();
     for h in &state.hosts {
@@ -181,7 +181,7 @@ pub(super) fn review(
             Some(n) => format!("{n} ({id})"),
             None => id.to_string(),
         };
-        match by_spec.get(&(id.address.as_str(), id.port)) {
+        match by_spec.get(&id) {
             Some(s) => {
                 let differs = crate::state::access::differences(h, s);
                 if !differs.is_empty() {
@@ -225,7 +225,7 @@ pub(super) fn review(
 /// plan's code.
 pub fn refuse_first_contacts(spec: &Spec, state: &State, reality: &Reality) -> Result<(), Refusal> {
     let opts = PlanOptions::default();
-    let by_spec = spec_index(spec);
+    let by_spec = spec.host_index();
     let mut first_contacts = host_first_contacts(spec, &by_spec, state, reality, &opts);
     review_bastions(spec, state, reality, &opts, &mut first_contacts)?;
     if first_contacts.is_empty() {
@@ -235,50 +235,32 @@ pub fn refuse_first_contacts(spec: &Spec, state: &State, reality: &Reality) -> R
     }
 }
 
-/// The spec's hosts by address and port, looked up once per host. Each list of the plan is
-/// indexed once, first entry winning as `Spec::host`, `State::host` and `Reality::get` do: a
-/// scan of each per host made 5,000-host plans quadratic.
-fn spec_index(spec: &Spec) -> BTreeMap<(&str, u16), &HostSpec> {
-    let mut by_spec: BTreeMap<(&str, u16), &HostSpec> = BTreeMap::new();
-    for h in &spec.hosts {
-        by_spec
-            .entry((h.ssh.address.as_str(), h.ssh.port))
-            .or_insert(h);
-    }
-    by_spec
-}
-
 /// The reached hosts of `reality` whose key this run trusts on first contact: no `ssh.hostKey`
 /// pin, no key recorded at their address (or only one `-replace` drops), and not a recorded
-/// host that moved (it offered the key recorded at its old address). `by_spec`: the spec's
-/// hosts by address, first entry winning.
+/// host that moved (it offered the key recorded at its old address). `by_spec`:
+/// `spec.host_index()`. Each list is indexed once: a scan of each per host made 5,000-host
+/// plans quadratic.
 fn host_first_contacts(
     spec: &Spec,
-    by_spec: &BTreeMap<(&str, u16), &HostSpec>,
+    by_spec: &HostIndex<'_, HostSpec>,
     state: &State,
     reality: &Reality,
     opts: &PlanOptions,
 ) -> Vec<FirstContact> {
-    let mut by_state: BTreeMap<(&str, u16), &HostState> = BTreeMap::new();
-    for h in &state.hosts {
-        by_state.entry((h.address.as_str(), h.port)).or_insert(h);
-    }
-    let mut by_probe: BTreeMap<&HostId, &Probe> = BTreeMap::new();
-    for h in &reality.hosts {
-        by_probe.entry(&h.id).or_insert(&h.probe);
-    }
+    let by_state = state.host_index();
+    let by_probe = reality.probe_index();
     let (moves, _) = super::moves::find_moves(spec, state, reality, opts);
+    let moved_to: BTreeSet<&HostId> = moves.iter().map(|m| &m.to).collect();
     let mut first_contacts = Vec::new();
     for h in &reality.hosts {
         let Some(Probe::Reached(facts)) = by_probe.get(&h.id) else {
             continue;
         };
-        let k = (h.id.address.as_str(), h.id.port);
-        let pinned = by_spec.get(&k).is_some_and(|s| s.ssh.host_key.is_some());
+        let pinned = by_spec.get(&h.id).is_some_and(|s| s.ssh.host_key.is_some());
         let recorded = by_state
-            .get(&k)
+            .get(&h.id)
             .is_some_and(|s| !s.host_key.is_empty() && !opts.is_replaced(&h.id))
-            || moves.iter().any(|m| m.to == h.id);
+            || moved_to.contains(&h.id);
         if !pinned && !recorded {
             first_contacts.push(FirstContact {
                 host: h.id.clone(),

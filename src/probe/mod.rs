@@ -100,8 +100,11 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
     let excluded = |id: &HostId| opts.exclude.iter().any(|s| id.matches(s));
     let replaced = |id: &HostId| opts.replace.iter().any(|s| id.matches(s));
     let mut out: Vec<HostProbe> = Vec::new();
+    // Looked up per host: an index and a set, not scans (quadratic in hosts).
+    let by_state = state.host_index();
+    let mut planned: std::collections::HashSet<HostId> = std::collections::HashSet::new();
     let recorded = |id: &HostId| {
-        state.host(id).map(|h| {
+        by_state.get(id).map(|h| {
             (
                 h.host_public_key.clone(),
                 Some(h.host_key.clone()).filter(|k| !k.is_empty()),
@@ -110,7 +113,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
     };
     for h in &spec.hosts {
         let id = h.id();
-        if excluded(&id) || out.iter().any(|p| p.id == id) {
+        if excluded(&id) || !planned.insert(id.clone()) {
             continue;
         }
         let (recorded_key, recorded_fingerprint) = recorded(&id).unwrap_or((None, None));
@@ -139,7 +142,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
     }
     for h in &state.hosts {
         let id = h.id();
-        if excluded(&id) || out.iter().any(|p| p.id == id) {
+        if excluded(&id) || !planned.insert(id.clone()) {
             continue;
         }
         // A host that left the spec is reached as its spec entry said when it was recorded,
@@ -173,6 +176,12 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
     out
+}
+
+/// The probe of `id` among `plan_probes`' (sorted by id, one per host).
+pub fn find_probe<'a>(probes: &'a [HostProbe], id: &HostId) -> Option<&'a HostProbe> {
+    let i = probes.binary_search_by(|p| p.id.cmp(id)).ok()?;
+    probes.get(i)
 }
 
 /// Probe every host of the spec and the state (except `-exclude`d ones), at most

@@ -366,6 +366,14 @@ impl Spec {
             .iter()
             .find(|h| h.ssh.port == id.port && h.ssh.address == id.address)
     }
+    /// `host` for many lookups: the hosts indexed once (`HostIndex`).
+    pub fn host_index(&self) -> crate::hostid::HostIndex<'_, HostSpec> {
+        crate::hostid::HostIndex::new(
+            self.hosts
+                .iter()
+                .map(|h| ((h.ssh.address.as_str(), h.ssh.port), h)),
+        )
+    }
     pub fn controllers(&self) -> impl Iterator<Item = &HostSpec> {
         self.hosts.iter().filter(|h| h.role.is_controller())
     }

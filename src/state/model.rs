@@ -205,6 +205,11 @@ impl State {
             .find(|h| h.address == id.address && h.port == id.port)
     }
 
+    /// `host` for many lookups: the hosts indexed once (`HostIndex`).
+    pub fn host_index(&self) -> crate::hostid::HostIndex<'_, HostState> {
+        crate::hostid::HostIndex::new(self.hosts.iter().map(|h| ((h.address.as_str(), h.port), h)))
+    }
+
     pub fn host_mut(&mut self, id: &HostId) -> Option<&mut HostState> {
         self.hosts
             .iter_mut()

@@ -22,8 +22,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
         gate: impl AsyncFnOnce() -> Result<(), StepError>,
     ) -> Result<Vec<StateChange>, StepError> {
         let spec = &self.spec;
-        let run_lines: Vec<String> = spec
-            .host(host)
+        let run_lines: Vec<String> = self
+            .spec_host(host)
             .and_then(|h| h.hooks.get(action))
             .and_then(|a| a.get(stage))
             .cloned()

@@ -17,8 +17,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         from: &HostId,
     ) -> Result<Vec<StateChange>, StepError> {
         let rec = self
-            .known
-            .host(from)
+            .known_host(from)
             .ok_or_else(|| failed(format!("{from} is not in the state any more: plan again")))?;
         let facts = self.probe(host).await?;
         if facts.machine_id.trim() != rec.machine_id || facts.host_key != rec.host_key {
@@ -37,7 +36,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         Ok(vec![StateChange::MoveHost {
             from: from.clone(),
             to: host.clone(),
-            access: self.spec.host(host).map(HostAccess::of),
+            access: self.spec_host(host).map(HostAccess::of),
             host_public_key: facts.host_public_key.clone(),
         }])
     }
@@ -45,9 +44,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
     /// The state's record of `host` as the run began: at its address, or at the address it
     /// moved from in this run.
     pub(super) fn recorded(&self, host: &HostId) -> Option<&crate::state::HostState> {
-        self.known.host(host).or_else(|| {
+        self.known_host(host).or_else(|| {
             let from = self.moves.lock().ok()?.get(host).cloned()?;
-            self.known.host(&from)
+            self.known_host(&from)
         })
     }
 }

@@ -17,7 +17,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         ctx: &StepContext,
         host: &HostId,
     ) -> Result<Vec<StateChange>, StepError> {
-        let hs = self.spec.host(host);
+        let hs = self.spec_host(host);
         let before = self.recorded(host);
         let role = hs
             .map(|h| h.role)

@@ -77,7 +77,7 @@ pub(super) fn failed(e: impl std::fmt::Display) -> StepError {
 
 impl<T: Transport + 'static> K0sRunner<T> {
     pub(super) fn paths(&self, id: &HostId) -> Paths {
-        match self.spec.host(id) {
+        match self.spec_host(id) {
             Some(h) => Paths {
                 bin: h.k0s_install_path.clone(),
                 data_dir: h.data_dir.clone(),
@@ -85,7 +85,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             },
             // A host no longer in the spec: the paths recorded for it.
             None => {
-                let (bin, data_dir, kubelet_root_dir) = HostState::k0s_paths(self.known.host(id));
+                let (bin, data_dir, kubelet_root_dir) = HostState::k0s_paths(self.known_host(id));
                 Paths {
                     bin,
                     data_dir,
@@ -96,8 +96,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
     }
 
     pub(super) fn host_spec(&self, id: &HostId) -> Result<&HostSpec, StepError> {
-        self.spec
-            .host(id)
+        self.spec_host(id)
             .ok_or_else(|| failed(format!("{id} is not in the spec")))
     }
 

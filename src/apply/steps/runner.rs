@@ -11,8 +11,8 @@ use crate::apply::{
 use crate::hostid::HostId;
 use crate::k0s;
 use crate::plan::{Step, StepKind};
-use crate::spec::Spec;
-use crate::state::State;
+use crate::spec::{HostSpec, Spec};
+use crate::state::{HostState, State};
 use crate::transport::Transport;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,6 +27,11 @@ pub struct K0sRunner<T> {
     pub(super) spec: Spec,
     /// The state as it was when the run began: who holds which peer address.
     pub(super) known: State,
+    /// Where each host is in `spec.hosts` and `known.hosts` (`spec_host`, `known_host`): steps
+    /// look hosts up all the time, and a scan each time is quadratic in hosts. Neither list
+    /// changes during a run.
+    spec_at: HashMap<HostId, usize>,
+    known_at: HashMap<HostId, usize>,
     /// The EtcdMember objects seen during this run, by peer address. A removal plan deletes the
     /// object before it removes the member; the member-ID check then uses what the object said
     /// moments before it was deleted.
@@ -57,6 +62,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
             uploads: Arc::new(Semaphore::new(spec.options.concurrent_uploads.max(1))),
             spec: spec.clone(),
             known: state.clone(),
+            spec_at: positions(spec.hosts.iter().map(|h| h.id())),
+            known_at: positions(state.hosts.iter().map(|h| h.id())),
             seen_objects: Mutex::new(HashMap::new()),
             staged_binaries: Mutex::new(std::collections::HashSet::new()),
             node_polls: Mutex::new(HashMap::new()),
@@ -66,6 +73,16 @@ impl<T: Transport + 'static> K0sRunner<T> {
             opts: opts.clone(),
             moves: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// `Spec::host`, looked up in the index.
+    pub(super) fn spec_host(&self, id: &HostId) -> Option<&HostSpec> {
+        self.spec_at.get(id).and_then(|&i| self.spec.hosts.get(i))
+    }
+
+    /// `State::host` of the state as the run began, looked up in the index.
+    pub(super) fn known_host(&self, id: &HostId) -> Option<&HostState> {
+        self.known_at.get(id).and_then(|&i| self.known.hosts.get(i))
     }
 
     async fn run_step(
@@ -165,6 +182,15 @@ impl<T: Transport + 'static> K0sRunner<T> {
             )]),
         }
     }
+}
+
+/// Each id's first position in a list (the entry a linear `find` would return).
+fn positions(ids: impl Iterator<Item = HostId>) -> HashMap<HostId, usize> {
+    let mut at = HashMap::new();
+    for (i, id) in ids.enumerate() {
+        at.entry(id).or_insert(i);
+    }
+    at
 }
 
 impl<T: Transport + 'static> StepRunner for K0sRunner<T> {

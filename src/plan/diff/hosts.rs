@@ -134,42 +134,28 @@ pub(super) fn collect_hosts<'a>(
     ids.extend(state.hosts.iter().map(|h| h.id()));
     // Indexed once (first entry wins, as `find` does): a scan of each list per host made
     // 5,000-host plans quadratic.
-    let mut by_spec: BTreeMap<(&str, u16), &HostSpec> = BTreeMap::new();
-    for h in &spec.hosts {
-        by_spec
-            .entry((h.ssh.address.as_str(), h.ssh.port))
-            .or_insert(h);
-    }
-    let mut by_state: BTreeMap<(&str, u16), &HostState> = BTreeMap::new();
-    for h in &state.hosts {
-        by_state.entry((h.address.as_str(), h.port)).or_insert(h);
-    }
-    let mut by_probe: BTreeMap<(&str, u16), &Probe> = BTreeMap::new();
-    for h in &reality.hosts {
-        by_probe
-            .entry((h.id.address.as_str(), h.id.port))
-            .or_insert(&h.probe);
-    }
+    let by_spec = spec.host_index();
+    let by_state = state.host_index();
+    let by_probe = reality.probe_index();
     // A moved host's record goes with it to its new address; its old address is not a host of
     // this plan any more (it is unreachable, or another machine k0sform never recorded there,
     // or the same machine by another address: nothing there may be removed or reset).
+    let mut moved_to: BTreeMap<&HostId, &crate::plan::moves::Move> = BTreeMap::new();
     for m in moves {
         ids.remove(&m.from);
+        moved_to.entry(&m.to).or_insert(m);
     }
     ids.into_iter()
         .map(|id| {
-            let k = (id.address.as_str(), id.port);
-            let moved = moves.iter().find(|m| m.to == id);
+            let moved = moved_to.get(&id);
             let state = match moved {
-                Some(m) => by_state
-                    .get(&(m.from.address.as_str(), m.from.port))
-                    .copied(),
-                None => by_state.get(&k).copied(),
+                Some(m) => by_state.get(&m.from),
+                None => by_state.get(&id),
             };
             HostCtx {
-                spec: by_spec.get(&k).copied(),
+                spec: by_spec.get(&id),
                 state,
-                probe: by_probe.get(&k).copied(),
+                probe: by_probe.get(&id),
                 excluded: opts.is_excluded(&id),
                 moved_from: moved.map(|m| m.from.clone()),
                 id,
