@@ -269,15 +269,10 @@ impl Planner<'_> {
                     &format!("etcd member {label}"),
                 )
                 .map_err(|r| unknown_member_refusal(r, &label, &m.peer_url, &self.name_of(via)))?;
-                let (n1, h1) = sim.counts();
-                notes.entry(via.clone()).or_default().push(Detail {
-                    sign: '!',
-                    text: format!(
-                        "etcd {n0} → {n1} member{}, {h1} healthy after; quorum of {n1} is {}",
-                        if n1 == 1 { "" } else { "s" },
-                        quorum(n1)
-                    ),
-                });
+                notes
+                    .entry(via.clone())
+                    .or_default()
+                    .push(quorum_note(n0, &sim));
                 let rm = b.push(
                     last_idx,
                     via,
@@ -310,15 +305,10 @@ impl Planner<'_> {
                     let name = h.name();
                     let (n0, _) = sim.counts();
                     sim.remove(&m.member_id, &m.peer_url, &name)?;
-                    let (n1, h1) = sim.counts();
-                    notes.entry(h.id.clone()).or_default().push(Detail {
-                        sign: '!',
-                        text: format!(
-                            "etcd {n0} → {n1} member{}, {h1} healthy after; quorum of {n1} is {}",
-                            if n1 == 1 { "" } else { "s" },
-                            quorum(n1)
-                        ),
-                    });
+                    notes
+                        .entry(h.id.clone())
+                        .or_default()
+                        .push(quorum_note(n0, &sim));
                     let rm = b.push(
                         p.idx,
                         &h.id,
@@ -458,5 +448,18 @@ fn identity_refusal(
             what.join(", "),
             h.id
         )],
+    }
+}
+
+/// The quorum arithmetic of one removal, shown under it: from `n0` members to what `sim` has now.
+fn quorum_note(n0: usize, sim: &QuorumSim) -> Detail {
+    let (n1, h1) = sim.counts();
+    Detail {
+        sign: '!',
+        text: format!(
+            "etcd {n0} → {n1} member{}, {h1} healthy after; quorum of {n1} is {}",
+            if n1 == 1 { "" } else { "s" },
+            quorum(n1)
+        ),
     }
 }
