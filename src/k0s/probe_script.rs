@@ -51,19 +51,28 @@ begin() { printf '%s begin %s\n' "$N" "$1"; printf '%s begin %s\n' "$N" "$1" >&2
 end() { printf '\n%s end %s %s\n' "$N" "$1" "$2"; printf '\n%s end %s\n' "$N" "$1" >&2; }
 # emit NAME CMD...: CMD's exit code, stdout and stderr, framed; returns CMD's exit code.
 emit() { _n=$1; shift; begin "$_n"; "$@"; _r=$?; end "$_n" "$_r"; return "$_r"; }
+# show FILE: a small text file through the shell's own `read` (no process per file, which a
+# plan pays on every host); a last line without a newline is shown without one.
+show() {
+  _l=
+  { while IFS= read -r _l; do printf '%s\n' "$_l"; done; printf '%s' "$_l"; } < "$1"
+}
 # The host's identity: systemd's machine-id, else D-Bus's, else (minimal and container images
 # have neither) an id k0sform generates once, kept beside k0s's config (`k0s reset` keeps it).
 machine_id() {
   for f in /etc/machine-id /var/lib/dbus/machine-id /etc/k0s/k0sform-machine-id; do
-    if [ -s "$f" ]; then cat "$f"; return; fi
+    if [ -s "$f" ]; then show "$f"; return; fi
   done
   f=/etc/k0s/k0sform-machine-id
-  mkdir -p "${f%/*}" && (umask 022; tr -d '-' < /proc/sys/kernel/random/uuid > "$f.tmp" && mv -f "$f.tmp" "$f") && cat "$f"
+  mkdir -p "${f%/*}" && (umask 022; tr -d '-' < /proc/sys/kernel/random/uuid > "$f.tmp" && mv -f "$f.tmp" "$f") && show "$f"
 }
+# The kernel's hostname as k0s reads it (Go's os.Hostname, src/os/sys_linux.go: this file,
+# else uname).
+hostname() { show /proc/sys/kernel/hostname 2>/dev/null || uname -n; }
 emit machine_id machine_id
-emit hostname uname -n
+emit hostname hostname
 emit arch uname -m
-emit os_release cat /etc/os-release
+emit os_release show /etc/os-release
 emit units units
 # The installed service's environment, as `k0s install -e` wrote it (pkg/install/systemd_linux.go
 # `Environment="NAME=VALUE"`, openrc_linux.go `export NAME=VALUE`), then systemd drop-ins in
