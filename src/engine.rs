@@ -669,15 +669,7 @@ mod tests {
             name: "t".into(),
             user: "admin".into(),
             hosts,
-            k0s: crate::spec::K0sSpec {
-                version: None,
-                version_channel: None,
-                dynamic_config: false,
-                config: None,
-            },
-            options: Default::default(),
-            manifests: Vec::new(),
-            env_values: Vec::new(),
+            ..Default::default()
         }
     }
 

@@ -14,9 +14,9 @@ use sshd::{Sshd, free_address, keygen};
 use k0sform::hostid::HostId;
 use k0sform::probe::{self, ProbeOptions};
 use k0sform::reality::Probe;
-use k0sform::spec::{HostSpec, K0sSpec, Role, Spec, SshTarget};
+use k0sform::spec::{HostSpec, Role, Spec, SshTarget};
 use k0sform::ssh::{SshOptions, SshTransport};
-use k0sform::state::{HostState, State};
+use k0sform::state::{HostAccess, HostState, State};
 use std::path::Path;
 use std::time::Duration;
 
@@ -25,15 +25,17 @@ fn spec(hosts: Vec<HostSpec>) -> Spec {
         name: "probe-test".into(),
         user: "admin".into(),
         hosts,
-        k0s: K0sSpec {
-            version: None,
-            version_channel: None,
-            dynamic_config: false,
-            config: None,
-        },
-        options: Default::default(),
-        manifests: Vec::new(),
-        env_values: Vec::new(),
+        ..Default::default()
+    }
+}
+
+/// How the state records reaching a host through `ssh`, with k0s's default paths.
+fn default_access(ssh: SshTarget) -> HostAccess {
+    HostAccess {
+        ssh,
+        k0s_install_path: "/usr/local/bin/k0s".into(),
+        data_dir: "/var/lib/k0s".into(),
+        kubelet_root_dir: None,
     }
 }
 
@@ -462,7 +464,6 @@ async fn lab_sudo_user_through_a_bastion() {
 /// address that is an ssh flag) means the host is not contacted at all.
 #[tokio::test(flavor = "multi_thread")]
 async fn state_access_cannot_run_local_commands() {
-    use k0sform::state::HostAccess;
     let a = Sshd::start();
     let b = Sshd::start();
     let c = Sshd::start();
@@ -497,12 +498,7 @@ async fn state_access_cannot_run_local_commands() {
     }
     ssh.config_path = Some(hostile_config.clone());
     let mut hb = state_host(&b.id(), "", None);
-    hb.access = Some(HostAccess {
-        ssh,
-        k0s_install_path: "/usr/local/bin/k0s".into(),
-        data_dir: "/var/lib/k0s".into(),
-        kubelet_root_dir: None,
-    });
+    hb.access = Some(default_access(ssh));
     state.upsert_host(hb.clone());
     // c: recorded access that the spec's rules refuse.
     let mut hc = state_host(&c.id(), "", None);
@@ -563,7 +559,7 @@ async fn state_access_cannot_run_local_commands() {
 /// the recorded key lets the probe through and reports the bastion's key.
 #[tokio::test(flavor = "multi_thread")]
 async fn state_only_host_through_a_recorded_bastion_is_checked() {
-    use k0sform::state::{BastionState, HostAccess};
+    use k0sform::state::BastionState;
     let a = Sshd::start();
     let b = Sshd::start();
     let bastion = Sshd::start();
@@ -584,12 +580,7 @@ async fn state_only_host_through_a_recorded_bastion_is_checked() {
     ssh.key_path = Some(a.path("client_key"));
     ssh.bastion = Some(Box::new(hop));
     let mut hb = state_host(&b.id(), "", None);
-    hb.access = Some(HostAccess {
-        ssh,
-        k0s_install_path: "/usr/local/bin/k0s".into(),
-        data_dir: "/var/lib/k0s".into(),
-        kubelet_root_dir: None,
-    });
+    hb.access = Some(default_access(ssh));
     let mut state = State::new();
     state.upsert_host(hb.clone());
     let reach = k0sform::state::access::reach(&hb, &s).expect("valid access");

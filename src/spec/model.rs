@@ -227,7 +227,7 @@ pub const DEFAULT_CLUSTER_NAME: &str = "k0s-cluster";
 /// Kubeconfig user name when `metadata.user` is not set.
 pub const DEFAULT_KUBECONFIG_USER: &str = "admin";
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct K0sSpec {
     /// Desired k0s version, e.g. `v1.33.4+k0s.0`. None = keep what runs; a new cluster gets
     /// the newest release of `version_channel` (looked up by `engine`, not here).
@@ -307,8 +307,9 @@ impl Default for Options {
     }
 }
 
-/// The whole resolved spec.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+/// The whole resolved spec. `Default` is an empty spec (no name, no hosts), for code that builds
+/// one field by field.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Spec {
     /// metadata.name (default `k0s-cluster`).
     pub name: String,
