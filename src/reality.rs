@@ -159,6 +159,9 @@ pub struct K0sStatus {
     /// `ClusterConfig.spec.storage.type` (`etcd`, `kine`), when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_type: Option<String>,
+    /// `K0sVars.InvocationID`: which start of k0s this is (a new one at every start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocation_id: Option<String>,
 }
 
 /// One running controller's answer to "what is the cluster?".
@@ -181,6 +184,11 @@ pub struct MemberView {
     pub peer_url: String,
     /// Hex member ID from the EtcdMember object, when known.
     pub member_id: Option<String>,
+    /// The invocation of k0s that last wrote that object (its `shutdown-on-leave` label): an
+    /// object restored from a backup, or left by the host's earlier life, still shows the old
+    /// member ID until the member's new k0s rewrites it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocation: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

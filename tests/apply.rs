@@ -1144,6 +1144,7 @@ mod fake {
                             name: m.name.clone(),
                             peer_url: m.peer_url.clone(),
                             member_id: Some(m.id.clone()),
+                            invocation: None,
                         })
                         .collect(),
                     nodes: vec![],

@@ -447,6 +447,7 @@ fn build(case: &Case) -> Inputs {
                 name: n.clone(),
                 peer_url: seen_url(&addr_of_name(n)),
                 member_id: Some(seen_id(n)),
+                invocation: None,
             })
             .collect();
         for (n, a) in &case.reality.extra_members {
@@ -454,6 +455,7 @@ fn build(case: &Case) -> Inputs {
                 name: n.clone(),
                 peer_url: seen_url(a),
                 member_id: Some(seen_id(n)),
+                invocation: None,
             });
         }
         v
@@ -520,6 +522,7 @@ fn build(case: &Case) -> Inputs {
                     args,
                     peer_address: storage_of(hs, controller).0,
                     storage_type: storage_of(hs, controller).1,
+                    invocation_id: None,
                 });
                 f.config_defaults = r.defaults.clone();
                 if controller {
@@ -825,6 +828,7 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                     args,
                     peer_address: storage_of(hs, controller).0,
                     storage_type: storage_of(hs, controller).1,
+                    invocation_id: None,
                 });
                 f.service = Some(if controller {
                     ServiceKind::Controller
@@ -842,6 +846,7 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                         name: name.clone(),
                         peer_url: url,
                         member_id: Some(sim_member_id(&name)),
+                        invocation: None,
                     });
                     control_nodes.retain(|n| n != &name);
                     control_nodes.push(name.clone());
@@ -2466,6 +2471,7 @@ fn a_workers_view_is_no_vote_on_the_cluster_identity() {
             name: "evil".into(),
             peer_url: "https://10.9.9.9:2380".into(),
             member_id: Some("1234abcd1234abcd".into()),
+            invocation: None,
         }],
         nodes: vec![],
         control_nodes: vec![],
@@ -2866,6 +2872,7 @@ fn add_unstarted_member(i: &mut Inputs, addr: &str) {
                 name: String::new(),
                 peer_url: peer_url(addr),
                 member_id: None,
+                invocation: None,
             });
         }
     }

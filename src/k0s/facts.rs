@@ -210,6 +210,7 @@ mod tests {
                     name: "C01".into(),
                     peer_url: "https://10.0.0.1:2380".into(),
                     member_id: Some("8e9e05c52164694d".into()),
+                    invocation: None,
                 }],
                 nodes: vec![NodeView {
                     name: "c01".into(),

@@ -83,6 +83,17 @@ pub struct EtcdMemberObject {
     pub joined: Option<bool>,
     /// `spec.leave`.
     pub leave: bool,
+    /// `metadata.labels["k0s.k0sproject.io/shutdown-on-leave"]`: the InvocationID of the k0s
+    /// that last (re)joined as this member (pkg/component/controller/etcd_member_reconciler.go
+    /// `createMemberObject`); hex, else None.
+    pub invocation: Option<String>,
+}
+
+/// An InvocationID as k0s makes it (16 random bytes, hex: pkg/config/cfgvars.go); anything
+/// else a host prints there is not one.
+pub fn invocation_id(s: &str) -> Option<String> {
+    (!s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| s.to_ascii_lowercase())
 }
 
 /// Does a controller of k0s `version` add joining controllers to etcd as learners, to be

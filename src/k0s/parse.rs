@@ -85,6 +85,10 @@ pub fn parse_status(out: &str) -> Result<K0sStatus, K0sError> {
         args,
         peer_address,
         storage_type,
+        invocation_id: v
+            .pointer("/K0sVars/InvocationID")
+            .and_then(Value::as_str)
+            .and_then(super::invocation_id),
     })
 }
 
@@ -196,6 +200,10 @@ fn etcd_members_of<'a>(
                 .pointer("/spec/leave")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            invocation: item
+                .pointer("/metadata/labels/k0s.k0sproject.io~1shutdown-on-leave")
+                .and_then(Value::as_str)
+                .and_then(super::invocation_id),
         }
     })
 }
@@ -875,21 +883,24 @@ users:
                     member_id: Some("8e9e05c52164694d".into()),
                     peer_address: Some("172.17.0.2".into()),
                     joined: Some(true),
-                    leave: false
+                    leave: false,
+                    invocation: None,
                 },
                 EtcdMemberObject {
                     name: "controller1".into(),
                     member_id: None,
                     peer_address: None,
                     joined: None,
-                    leave: false
+                    leave: false,
+                    invocation: None,
                 },
                 EtcdMemberObject {
                     name: "controller2".into(),
                     member_id: Some("9c90504b1bc867bb".into()),
                     peer_address: Some("172.17.0.4".into()),
                     joined: Some(false),
-                    leave: true
+                    leave: true,
+                    invocation: None,
                 },
             ]
         );
@@ -963,6 +974,31 @@ users:
         assert!(!n[1].ready_since(0));
         assert!(parse_node_ready("error: You must be logged in").is_err());
         assert!(parse_node_ready(r#"{"items":[{"metadata":{}}]}"#).is_err());
+    }
+
+    #[test]
+    fn invocation_ids_from_status_and_etcd_member_labels() {
+        let st = parse_status(
+            r#"{"Version":"v1.33.4+k0s.0","Pid":7,"Role":"controller","K0sVars":{"InvocationID":"0A1b2c3d4e5f60718293a4b5c6d7e8f9"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            st.invocation_id.as_deref(),
+            Some("0a1b2c3d4e5f60718293a4b5c6d7e8f9")
+        );
+        let hostile = parse_status(
+            r#"{"Version":"v1.33.4+k0s.0","Pid":7,"Role":"controller","K0sVars":{"InvocationID":"ab; rm -rf /"}}"#,
+        )
+        .unwrap();
+        assert_eq!(hostile.invocation_id, None);
+        let m = parse_etcd_members(
+            r#"{"items":[{"metadata":{"name":"c1","labels":{"k0s.k0sproject.io/shutdown-on-leave":"ff00"}},"status":{"memberID":"1"}},
+                         {"metadata":{"name":"c2","labels":{"k0s.k0sproject.io/shutdown-on-leave":"\u001b[31m"}},"status":{"memberID":"2"}},
+                         {"metadata":{"name":"c3"},"status":{"memberID":"3"}}]}"#,
+        )
+        .unwrap();
+        let inv: Vec<_> = m.iter().map(|o| o.invocation.as_deref()).collect();
+        assert_eq!(inv, vec![Some("ff00"), None, None]);
     }
 
     #[test]

@@ -560,16 +560,16 @@ pub fn merge_members(
                 Some(a) => a == host,
                 None => !name.is_empty() && o.name.eq_ignore_ascii_case(name),
             };
-            let member_id = objects
+            let object = objects
                 .iter()
                 .filter(owns)
                 .filter(|o| o.member_id.is_some())
-                .min_by_key(|o| o.joined == Some(false))
-                .and_then(|o| o.member_id.clone());
+                .min_by_key(|o| o.joined == Some(false));
             MemberView {
                 name: name.clone(),
                 peer_url: url.clone(),
-                member_id,
+                member_id: object.and_then(|o| o.member_id.clone()),
+                invocation: object.and_then(|o| o.invocation.clone()),
             }
         })
         .collect();
@@ -1151,13 +1151,15 @@ esac
                 MemberView {
                     name: "c0".into(),
                     peer_url: "https://127.0.0.10:2380".into(),
-                    member_id: Some("8e9e05c52164694d".into())
+                    member_id: Some("8e9e05c52164694d".into()),
+                    invocation: None,
                 },
                 // The c1 object's peer address does not match: a stale object gives no ID.
                 MemberView {
                     name: "c1".into(),
                     peer_url: "https://127.0.0.11:2380".into(),
-                    member_id: None
+                    member_id: None,
+                    invocation: None,
                 },
             ]
         );
@@ -1430,6 +1432,7 @@ esac
             peer_address: addr.map(String::from),
             joined,
             leave: false,
+            invocation: None,
         }
     }
 

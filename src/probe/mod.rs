@@ -563,6 +563,7 @@ mod tests {
                     name: "c0".into(),
                     peer_url: "https://127.0.0.10:2380".into(),
                     member_id: Some("8e9e05c52164694d".into()),
+                    invocation: None,
                 }],
                 ..Default::default()
             }),

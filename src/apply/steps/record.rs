@@ -35,9 +35,20 @@ impl<T: Transport + 'static> K0sRunner<T> {
             if !role.is_controller() || facts.runs_kine() {
                 break (facts, None);
             }
+            // The object must have been written by the k0s running there now, when both say
+            // which start that is: one restored from a backup (or left from the host's earlier
+            // life) shows the old member ID until the new k0s rewrites it.
+            let running = facts
+                .status
+                .as_ref()
+                .and_then(|s| s.invocation_id.as_deref());
             let member = facts.view.as_ref().and_then(|v| {
                 v.members.iter().find(|m| {
-                    addr.as_deref() == Some(peer_host(&m.peer_url)) && m.member_id.is_some()
+                    addr.as_deref() == Some(peer_host(&m.peer_url))
+                        && m.member_id.is_some()
+                        && (running.is_none()
+                            || m.invocation.is_none()
+                            || m.invocation.as_deref() == running)
                 })
             });
             if let Some(m) = member {
