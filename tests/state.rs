@@ -328,6 +328,37 @@ fn writer_killed_at_random_moments_leaves_old_or_new_state() {
     assert_eq!(temp_files(dir.path()), Vec::<String>::new());
 }
 
+/// A writer killed between replacing the backup (a hard link to the state file) and its own
+/// rename leaves the backup and the state file one inode. The next write must still leave no
+/// temp file: rename(2) of its backup link onto the backup is then a no-op that keeps the link.
+#[test]
+fn a_backup_linked_to_the_state_file_leaves_no_temp_file_on_the_next_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let backup = dir.path().join("s.json.backup");
+    let lineage = uuid::Uuid::new_v4().to_string();
+    let mut first = generation_state(&lineage, 1);
+    first.serial = 0;
+    create(&path, &first);
+    let before = std::fs::read(&path).unwrap();
+    let _ = std::fs::remove_file(&backup);
+    std::fs::hard_link(&path, &backup).unwrap();
+
+    let mut store = LocalStore::new(&path);
+    let _g = store.lock("test", Duration::ZERO).unwrap();
+    let cur = store.load().unwrap().unwrap();
+    let mut next = generation_state(&lineage, 2);
+    next.serial = cur.serial;
+    assert_eq!(store.write(&next).unwrap().serial(), 2);
+    assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+    assert_eq!(
+        std::fs::read(&backup).unwrap(),
+        before,
+        "backup holds generation 1"
+    );
+    assert_eq!(generation_of(&store.load().unwrap().unwrap()), 2);
+}
+
 #[test]
 fn writer_killed_at_each_stage_leaves_old_or_new_state() {
     let dir = tempfile::tempdir().unwrap();

@@ -409,7 +409,18 @@ impl LocalStore {
                 action: "replace backup",
                 source,
             }
-        })
+        })?;
+        // A writer killed between this rename and its own leaves the backup a second name of
+        // the state file's inode; the next link is a third, and rename(2) of a name onto another
+        // name of its own inode succeeds without doing anything: the link stays behind.
+        match std::fs::remove_file(&staged) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            r => r.map_err(|source| StateError::Io {
+                path: staged,
+                action: "remove backup link",
+                source,
+            }),
+        }
     }
 }
 
