@@ -2616,9 +2616,15 @@ fn controllers_joining_as_learners_join_one_after_the_others_promotion() {
         c3_first >= c2_promoted,
         "c3's k0s started at {c3_first}, before c2 was promoted at {c2_promoted}"
     );
+    // etcd refuses a second learner with "too many learner members in cluster". Other refused
+    // attempts are not about the order: for 5 s after c2 became a voter etcd answers any member
+    // add with "unhealthy cluster" (its health interval), and k0s retries through that, as
+    // real k0s does (pkg/component/controller/etcd.go, syncEtcdConfig).
     let c3_log = lab::stdout(&c.lab.exec("c3", &format!("cat {log}")));
     assert!(
-        !c3_log.contains("Failed to join etcd cluster"),
+        !c3_log
+            .lines()
+            .any(|l| l.contains("Failed to join etcd cluster") && l.contains("learner")),
         "c3 tried to join while c2 was a learner:\n{c3_log}"
     );
     // No learner left: every member is a voter.
