@@ -568,7 +568,7 @@ mod fake {
     use base64::Engine;
     use k0sform::apply::Prober;
     use k0sform::hostid::HostId;
-    use k0sform::reality::{ClusterView, HostFacts, MemberView};
+    use k0sform::reality::{ClusterView, HostFacts, K0sStatus, MemberView};
     use k0sform::transport::{CommandOutput, FileAttrs, RemoteCommand, Transport, TransportError};
     use std::collections::{BTreeMap, HashMap};
     use std::io::Write;
@@ -696,6 +696,13 @@ mod fake {
         /// etcd learners by peer address (k0s v1.35.5+): their EtcdMember object appears (with
         /// Joined=True) only after this many more object listings that show them as members.
         pub learners: BTreeMap<String, usize>,
+        /// Probes report which start of k0s each host runs (`k0s status`'s InvocationID) and
+        /// which start wrote each EtcdMember object (its `shutdown-on-leave` label): `run-ADDR`.
+        pub invocations: bool,
+        /// EtcdMember objects by peer address that still show an earlier life of their host
+        /// (another member ID, another invocation) for this many more probes: restored from a
+        /// backup, or left by a rebuilt host, until the running k0s rewrites them.
+        pub stale_objects: BTreeMap<String, (String, usize)>,
     }
 
     fn ok(stdout: impl Into<Vec<u8>>) -> CommandOutput {
@@ -1133,32 +1140,54 @@ mod fake {
         async fn probe(&self, host: &HostId) -> Result<HostFacts, String> {
             let mut w = self.world.lock().unwrap();
             w.probed.push(host.clone());
+            let w = &mut *w;
             let h = w.hosts.get(host).ok_or("unreachable")?;
-            let view = (h.running && h.installed.as_ref().is_some_and(|i| i.0 == "controller"))
-                .then(|| ClusterView {
-                    cluster_uid: w.uid.clone(),
-                    members: w
-                        .members
-                        .iter()
-                        .map(|m| MemberView {
+            let run = |addr: &str| w.invocations.then(|| format!("run-{addr}"));
+            let controller = h.running && h.installed.as_ref().is_some_and(|i| i.0 == "controller");
+            let view = controller.then(|| ClusterView {
+                cluster_uid: w.uid.clone(),
+                members: w
+                    .members
+                    .iter()
+                    .map(|m| {
+                        let addr = addr_of(&m.peer_url);
+                        let (id, invocation) = match w.stale_objects.get(&addr) {
+                            Some((old, n)) if *n > 0 => (old.clone(), run("earlier")),
+                            _ => (m.id.clone(), run(&addr)),
+                        };
+                        MemberView {
                             name: m.name.clone(),
                             peer_url: m.peer_url.clone(),
-                            member_id: Some(m.id.clone()),
-                            invocation: None,
-                        })
-                        .collect(),
-                    nodes: vec![],
-                    control_nodes: vec![],
-                    errors: vec![],
-                });
-            Ok(HostFacts {
+                            member_id: Some(id),
+                            invocation,
+                        }
+                    })
+                    .collect(),
+                nodes: vec![],
+                control_nodes: vec![],
+                errors: vec![],
+            });
+            let status = (controller && w.invocations).then(|| K0sStatus {
+                version: "v1.33.4+k0s.0".into(),
+                role: "controller".into(),
+                invocation_id: run(&host.address),
+                ..Default::default()
+            });
+            let facts = HostFacts {
                 machine_id: h.machine_id.clone(),
                 hostname: h.hostname.clone(),
                 host_key: format!("SHA256:key-{}", host.address),
                 k0s_version: Some("v1.33.4+k0s.0".into()),
+                status,
                 view,
                 ..Default::default()
-            })
+            };
+            if controller {
+                for (_, n) in w.stale_objects.values_mut() {
+                    *n = n.saturating_sub(1);
+                }
+            }
+            Ok(facts)
         }
     }
 }
@@ -1237,6 +1266,7 @@ fn recorded(h: &HostId, name: &str, member_id: Option<&str>) -> HostState {
         k0s_version: Some("v1.33.4+k0s.0".into()),
         install_flags_sha256: None,
         config_sha256: None,
+        k0s_binary: None,
         access: None,
     }
 }
@@ -1638,6 +1668,57 @@ fn remove_member_refused_when_peer_url_carries_another_member_id() {
         "refused before any intent"
     );
     assert!(r.human.contains("Apply refused as unsafe"), "{}", r.human);
+}
+
+/// A controller restored from a backup (or rebuilt) shows its earlier EtcdMember object, with
+/// the earlier member ID, until the k0s running now rewrites it: `RecordHost` takes the member
+/// ID only from an object that the running k0s wrote (its label = `k0s status`'s InvocationID),
+/// and probes again until there is one.
+#[test]
+fn record_host_takes_the_member_id_only_from_the_running_k0s_object() {
+    let (fake, spec, state, ids) = three_controllers();
+    let c2 = host(2);
+    {
+        let mut w = fake.world();
+        w.invocations = true;
+        w.stale_objects
+            .insert(c2.address.clone(), ("5555666677778888".into(), 2));
+    }
+    let plan = one_step(&c2, StepKind::RecordHost);
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    r.result.as_ref().expect("recorded");
+    let etcd = r
+        .state
+        .host(&c2)
+        .unwrap()
+        .etcd
+        .clone()
+        .expect("member recorded");
+    assert_eq!(etcd.member_id, ids[1]);
+    let probes = fake.world().probed.iter().filter(|h| **h == c2).count();
+    assert_eq!(probes, 3, "two probes showed the earlier object");
+}
+
+/// Without the labels (k0s before InvocationID, or an object written before it) the object
+/// is taken as it is: there is nothing to tell an earlier one by.
+#[test]
+fn record_host_takes_an_unlabelled_member_object_as_it_is() {
+    let (fake, spec, state, _) = three_controllers();
+    let c2 = host(2);
+    fake.world()
+        .stale_objects
+        .insert(c2.address.clone(), ("5555666677778888".into(), 2));
+    let plan = one_step(&c2, StepKind::RecordHost);
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    r.result.as_ref().expect("recorded");
+    let etcd = r
+        .state
+        .host(&c2)
+        .unwrap()
+        .etcd
+        .clone()
+        .expect("member recorded");
+    assert_eq!(etcd.member_id, "5555666677778888");
 }
 
 #[test]
