@@ -55,8 +55,13 @@ pub struct HostFacts {
     pub arch: String,
     /// `k0s version` of the installed binary; None = no binary at the install path.
     pub k0s_version: Option<String>,
-    /// sha256 of the installed binary.
+    /// sha256 of the installed binary: hashed by the probe, or the state's record when the
+    /// binary's `stat` line is still the recorded one (`k0s_binary_stat`).
     pub k0s_binary_sha256: Option<String>,
+    /// The installed binary's `stat` line (`k0s::probe_script::BINARY_STAT`); None when there
+    /// is no binary or `stat` failed (older probe files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k0s_binary_stat: Option<String>,
     /// Installed service unit, if any.
     pub service: Option<ServiceKind>,
     /// The installed service's environment (`k0s install -e NAME=VALUE`), as name → sha256 of
@@ -87,6 +92,16 @@ pub struct HostFacts {
     /// (hosts only in the state, older probe files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub staging_leftovers: Vec<String>,
+}
+
+impl HostFacts {
+    /// The binary as the state records it: its hash and `stat` line, when the probe has both.
+    pub fn binary_record(&self) -> Option<crate::state::BinaryRecord> {
+        Some(crate::state::BinaryRecord {
+            sha256: self.k0s_binary_sha256.clone()?,
+            stat: self.k0s_binary_stat.clone()?,
+        })
+    }
 }
 
 /// "host key changed: recorded …, offered …", naming the bastion when it was one.

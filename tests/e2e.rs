@@ -3436,3 +3436,67 @@ fn terminal_confirmations_guard_apply_and_destroy() {
     c.lab
         .exec_ok("c1", "test ! -e /etc/systemd/system/k0scontroller.service");
 }
+
+/// A real k0s binary is a few hundred MB: a plan hashes a host's binary only when its `stat`
+/// line is not the one recorded with its hash, so an unchanged binary costs no hashing, while a
+/// binary patched in place (same version, same size and modification time kept or not) is
+/// still seen and replaced by the spec's.
+#[test]
+fn plan_hashes_the_k0s_binary_only_when_it_changed() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    bootstrap(&c);
+    for h in ["c1", "w1"] {
+        let rec = &c.state_host(h).expect("recorded")["k0s_binary"];
+        assert_eq!(rec["sha256"].as_str().map(str::len), Some(64), "{h}: {rec}");
+        assert!(
+            rec["stat"].as_str().is_some_and(|s| !s.is_empty()),
+            "{h}: {rec}"
+        );
+    }
+    // Every sha256sum the probe runs on w1, logged by a wrapper first in its PATH.
+    c.lab.exec_ok(
+        "w1",
+        "cat >/usr/local/bin/sha256sum <<'EOF'\n#!/bin/sh\necho \"$*\" >>/root/sha256sum.log\n\
+         exec /usr/bin/sha256sum \"$@\"\nEOF\nchmod 755 /usr/local/bin/sha256sum && : >/root/sha256sum.log",
+    );
+    let hashed = || {
+        c.lab
+            .exec_ok("w1", "cat /root/sha256sum.log; : >/root/sha256sum.log")
+            .lines()
+            .filter(|l| l.contains("/usr/local/bin/k0s"))
+            .count()
+    };
+    // The wrapper is what the probe's shell finds.
+    c.lab.ssh_ok("w1", "sha256sum /usr/local/bin/k0s");
+    assert_eq!(hashed(), 1, "the wrapper logs");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+    assert_eq!(hashed(), 0, "the unchanged binary was hashed");
+
+    // The same version patched in place: the stat line moved, the binary is hashed and its
+    // other bytes replaced by the spec's binary.
+    c.lab.exec_ok(
+        "w1",
+        "printf '# patched\\n' >>/usr/local/bin/k0s && /usr/local/bin/k0s version",
+    );
+    c.run(&["plan", "-detailed-exitcode"])
+        .expect(2)
+        .contains("the k0s binary changed");
+    assert_eq!(hashed(), 1, "the patched binary was not hashed");
+    let before = c.state_host("w1").expect("w1")["k0s_binary"].clone();
+    c.apply();
+    let after = c.state_host("w1").expect("w1")["k0s_binary"].clone();
+    assert_ne!(
+        before["stat"], after["stat"],
+        "the new binary's stat line recorded"
+    );
+    c.lab.exec_ok("w1", ": >/root/sha256sum.log");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+    assert_eq!(hashed(), 0, "the binary k0sform installed was hashed again");
+    assert_eq!(
+        c.lab
+            .exec_ok("w1", "/usr/bin/sha256sum /usr/local/bin/k0s")
+            .split(' ')
+            .next(),
+        after["sha256"].as_str()
+    );
+}

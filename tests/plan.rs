@@ -415,6 +415,7 @@ fn build(case: &Case) -> Inputs {
                 k0s_version: h.version.clone().or(case.spec.version.clone()),
                 install_flags_sha256: None,
                 config_sha256: None,
+                k0s_binary: None,
                 access: None,
             });
         }
@@ -938,6 +939,7 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                     k0s_version: f.status.as_ref().map(|s| s.version.clone()),
                     install_flags_sha256: None,
                     config_sha256: f.config_sha256.clone(),
+                    k0s_binary: None,
                     access: None,
                 });
             }

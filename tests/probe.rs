@@ -52,6 +52,7 @@ fn state_host(id: &HostId, fp: &str, key: Option<String>) -> HostState {
         k0s_version: None,
         install_flags_sha256: None,
         config_sha256: None,
+        k0s_binary: None,
         access: None,
     }
 }

@@ -46,6 +46,7 @@ fn host(address: &str, port: u16, role: Role, n: u32) -> HostState {
         k0s_version: Some("v1.33.4+k0s.0".into()),
         install_flags_sha256: Some("aa".repeat(32)),
         config_sha256: Some("bb".repeat(32)),
+        k0s_binary: None,
         access: None,
     }
 }
@@ -669,6 +670,16 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
     let mut duplicate = sample_state();
     duplicate.hosts.push(duplicate.hosts[0].clone());
     let duplicate = serde_json::to_string_pretty(&duplicate).unwrap();
+    // The recorded binary's stat line reaches the host's probe as an argument.
+    let binary = |stat: &str, sha256: &str| {
+        let mut s = sample_state();
+        s.hosts[0].k0s_binary = Some(k0sform::state::BinaryRecord {
+            sha256: sha256.into(),
+            stat: stat.into(),
+        });
+        serde_json::to_string_pretty(&s).unwrap()
+    };
+    let hex = "ab".repeat(32);
 
     let cases: Vec<(&str, String, &str)> = vec![
         ("truncated", good[..good.len() / 2].to_string(), "truncated"),
@@ -686,6 +697,21 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
             "missing field `lineage`",
         ),
         ("duplicate-host", duplicate, "appears more than once"),
+        (
+            "binary-stat",
+            binary("1 2 3 $(reboot)", &hex),
+            "k0s_binary.stat \"1 2 3 $(reboot)\" is not a stat line",
+        ),
+        (
+            "binary-stat-newline",
+            binary("1 2 3\nx", &hex),
+            "is not a stat line",
+        ),
+        (
+            "binary-sha",
+            binary("1 2 3", &"AB".repeat(32)),
+            "k0s_binary.sha256",
+        ),
     ];
     for (name, text, problem) in cases {
         let path = dir.path().join(format!("{name}.json"));

@@ -46,6 +46,7 @@ fn host(address: &str, role: Role, n: u32) -> HostState {
         k0s_version: Some("v1.33.4+k0s.0".into()),
         install_flags_sha256: None,
         config_sha256: None,
+        k0s_binary: None,
         access: None,
     }
 }

@@ -65,7 +65,7 @@ impl Default for ExecOptions {
         ExecOptions {
             parallelism: 10,
             per_host_limit: 10,
-            poll_interval: Duration::from_secs(2),
+            poll_interval: Duration::from_secs(1),
             wait_timeout: Duration::from_secs(600),
             health_grace: Duration::from_secs(60),
             binaries: Vec::new(),

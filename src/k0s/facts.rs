@@ -107,6 +107,11 @@ pub fn check(f: &HostFacts) -> Result<(), String> {
             return bad(what, v);
         }
     }
+    if let Some(v) = f.k0s_binary_stat.as_deref()
+        && !super::is_binary_stat(v)
+    {
+        return bad("a k0s binary stat line", v);
+    }
     if let Some(p) = f.status.as_ref().and_then(|s| s.peer_address.as_deref())
         && !is_peer(p)
     {

@@ -96,6 +96,15 @@ pub fn invocation_id(s: &str) -> Option<String> {
         .then(|| s.to_ascii_lowercase())
 }
 
+/// A k0s binary's `stat -L -c '%s %d %i %y %z'` line as the probe prints it (GNU: `1234 2049
+/// 5678 2026-12-03 18:37:53.123456789 +0000 …`): numbers, dates, times and zones only, so a
+/// line from the state or a host is never more than that.
+pub fn is_binary_stat(s: &str) -> bool {
+    (1..=200).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b" .:+-".contains(&b))
+}
+
 /// Does a controller of k0s `version` add joining controllers to etcd as learners, to be
 /// promoted by the leader's EtcdMember reconciler? From v1.35.5 and v1.36.1 on (cmd/api/api.go
 /// `AddMemberAsLearner`, pkg/component/controller/etcd_member_reconciler.go `promoteLearners`),

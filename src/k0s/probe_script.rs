@@ -14,6 +14,7 @@ use super::parse::{
 };
 use super::{EtcdMemberObject, K0sError};
 use crate::reality::{ClusterView, HostFacts, MemberView, ServiceKind};
+use crate::state::BinaryRecord;
 use crate::transport::{CommandOutput, RemoteCommand};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -34,12 +35,13 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 /// kubectl runs as k0sctl runs it (`env KUBECONFIG=<dd>/pki/admin.conf k0s kubectl …`).
 /// Arguments: $1 k0s binary, $2 data dir, $3 "1" to ask a running controller for its view,
 /// $4 the k0s.yaml path, $5 the marker nonce, $6 the resource types of the one `kubectl get`,
-/// $7 the sha256 of the k0s.yaml k0sform would write there (or `-`), $8 how many of the
-/// arguments after it are the spec's files; the arguments after those are the destinations
-/// beside which to look for upload staging files (`staging_destinations`).
+/// $7 the sha256 of the k0s.yaml k0sform would write there (or `-`), $8 the binary's `stat`
+/// line as the state records it (or empty), $9 how many of the arguments after it are the spec's
+/// files; the arguments after those are the destinations beside which to look for upload
+/// staging files (`staging_destinations`).
 const SCRIPT: &str = concat!(
     super::commands::each_leftover_sh!(),
-    r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6 want_cfg=$7 status_bound=10
+    r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6 want_cfg=$7 known_bin=$8 status_bound=10
 t() { timeout -k 2 "$@"; }
 kc() { t 10 env KUBECONFIG="$dd/pki/admin.conf" "$bin" kubectl "$@"; }
 units() {
@@ -94,7 +96,13 @@ if [ -f "$cfg" ]; then
   emit config cat "$cfg"
 fi
 if [ -e "$bin" ]; then
-  emit binary_sha256 sha256sum "$bin"
+  # A real k0s binary is a few hundred MB: it is hashed only when its stat line (size, device,
+  # inode, modification and change time; any write, rename or replacement moves the change
+  # time) is not the one recorded with its hash.
+  begin binary_stat; bin_stat=$(stat -L -c '%s %d %i %y %z' -- "$bin"); r=$?; printf '%s' "$bin_stat"; end binary_stat "$r"
+  if [ "$r" != 0 ] || [ -z "$known_bin" ] || [ "$bin_stat" != "$known_bin" ]; then
+    emit binary_sha256 sha256sum "$bin"
+  fi
   # The status decides what else to ask, so it is captured (trailing newlines are dropped).
   begin status; st=$(t "$status_bound" "$bin" status -o json); r=$?; printf '%s' "$st"; end status "$r"
   role=none
@@ -133,9 +141,9 @@ if [ -e "$bin" ]; then
     fi
   fi
 fi
-# The spec's files (the first $8 arguments after it): one line each,
+# The spec's files (the first $9 arguments after it): one line each,
 # `<sha256> <mode> <user> <group> <uid> <gid>` or `-`.
-shift 7
+shift 8
 nfiles=$1
 shift
 if [ "$nfiles" -gt 0 ]; then
@@ -184,6 +192,7 @@ pub struct ProbeReader {
     nonce: String,
     files: Vec<String>,
     staging: Vec<String>,
+    known_binary: Option<BinaryRecord>,
 }
 
 /// The batched probe command for one host. `want_view`: ask a running controller for its view
@@ -192,12 +201,14 @@ pub struct ProbeReader {
 /// the k0s.yaml k0sform would write on the host; when the host's file has it, k0s's defaults
 /// (`k0s config create`, one more start of k0s) are not asked for. `staging`: the destinations
 /// beside which to look for upload staging files an earlier run left
-/// (`HostFacts::staging_leftovers`).
+/// (`HostFacts::staging_leftovers`). `known_binary`: the binary as the state records it; when
+/// its `stat` line is unchanged the host does not hash it and the record's sha256 stands.
 pub fn probe(
     bin: &str,
     data_dir: &str,
     want_view: bool,
     want_config_sha256: Option<&str>,
+    known_binary: Option<&BinaryRecord>,
     files: &[String],
     staging: &[String],
 ) -> ProbeCommand {
@@ -214,6 +225,7 @@ pub fn probe(
         &nonce,
         CLUSTER_OBJECTS,
         want_config_sha256.unwrap_or("-"),
+        known_binary.map_or("", |k| k.stat.as_str()),
         &files.len().to_string(),
     ]
     .into_iter()
@@ -228,6 +240,7 @@ pub fn probe(
             nonce,
             files: files.to_vec(),
             staging: staging.to_vec(),
+            known_binary: known_binary.cloned(),
         },
     }
 }
@@ -235,7 +248,15 @@ pub fn probe(
 impl ProbeReader {
     /// Turn the probe command's output into `HostFacts` (the SSH key fields are the caller's).
     pub fn parse(&self, out: &CommandOutput) -> Result<HostFacts, ProbeError> {
-        parse_probe(out, &self.nonce, &self.files, &self.staging)
+        let mut f = parse_probe(out, &self.nonce, &self.files, &self.staging)?;
+        // Not hashed on the host: its stat line is the recorded one, and so is its hash.
+        if f.k0s_binary_sha256.is_none()
+            && let (Some(st), Some(k)) = (&f.k0s_binary_stat, &self.known_binary)
+            && *st == k.stat
+        {
+            f.k0s_binary_sha256 = Some(k.sha256.clone());
+        }
+        Ok(f)
     }
 }
 
@@ -731,6 +752,8 @@ fn parse_probe(
     // A binary that exists but does not run (wrong arch, truncated) counts as no usable binary.
     f.k0s_version = text("version").and_then(|v| parse_version(&v).ok());
     f.k0s_binary_sha256 = text("binary_sha256").and_then(|v| first_word(&v));
+    // A line of another shape (another `stat`) is not kept: the binary is then hashed each time.
+    f.k0s_binary_stat = text("binary_stat").filter(|v| super::is_binary_stat(v));
     let units = text("units").unwrap_or_default();
     f.service = if units
         .lines()
@@ -827,7 +850,7 @@ mod tests {
         cfg: &str,
         want_cfg: Option<&str>,
     ) -> (CommandOutput, ProbeCommand) {
-        let p = probe(bin, dd, view, want_cfg, &[], &[]);
+        let p = probe(bin, dd, view, want_cfg, None, &[], &[]);
         let mut argv = p.command.argv.clone();
         let at = argv.iter().position(|a| a == CONFIG_PATH).unwrap();
         argv[at] = cfg.to_string();
@@ -852,7 +875,15 @@ mod tests {
             d.path().join("gone").display().to_string(),
             d.path().display().to_string(), // a folder is not a file
         ];
-        let p = probe("/nonexistent/k0s", "/nonexistent", false, None, &files, &[]);
+        let p = probe(
+            "/nonexistent/k0s",
+            "/nonexistent",
+            false,
+            None,
+            None,
+            &files,
+            &[],
+        );
         let out = Command::new(&p.command.argv[0])
             .args(&p.command.argv[1..])
             .output()
@@ -925,6 +956,7 @@ mod tests {
                 "/nonexistent/k0s",
                 "/nonexistent",
                 false,
+                None,
                 None,
                 &files,
                 &dests,
@@ -1060,6 +1092,53 @@ esac
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         bin.display().to_string()
+    }
+
+    /// A real k0s binary is a few hundred MB: the probe hashes it only when its `stat` line is
+    /// not the recorded one, and then the record's hash stands for it.
+    #[test]
+    fn binary_is_hashed_only_when_its_stat_line_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = fake_k0s(dir.path(), RUNNING);
+        let run = |known: Option<&BinaryRecord>| {
+            let pc = probe(&bin, "/nonexistent", false, None, known, &[], &[]);
+            let out = run_locally(&pc.command.argv);
+            assert!(out.success(), "{}", out.stderr_str());
+            let hashed = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .any(|l| l.ends_with(" begin binary_sha256"));
+            (pc.reader.parse(&out).unwrap(), hashed)
+        };
+        let (first, hashed) = run(None);
+        assert!(hashed, "nothing recorded: hashed");
+        let rec = first.binary_record().expect("a hash and a stat line");
+        assert!(crate::k0s::is_binary_stat(&rec.stat), "{}", rec.stat);
+
+        let (again, hashed) = run(Some(&rec));
+        assert!(!hashed, "an unchanged binary was hashed again");
+        assert_eq!(again.binary_record(), Some(rec.clone()));
+
+        // The same bytes written again, the modification time set back: the change time moved.
+        let bytes = std::fs::read(&bin).unwrap();
+        let mtime = std::fs::metadata(&bin).unwrap().modified().unwrap();
+        std::fs::write(&bin, &bytes).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&bin)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        let (rewritten, hashed) = run(Some(&rec));
+        assert!(hashed, "a rewritten binary was not hashed");
+        assert_eq!(rewritten.k0s_binary_sha256, Some(rec.sha256.clone()));
+        assert_ne!(rewritten.k0s_binary_stat, Some(rec.stat.clone()));
+
+        // Other bytes: another hash, never the record's.
+        std::fs::write(&bin, [bytes.as_slice(), b"# patched\n"].concat()).unwrap();
+        let (patched, hashed) = run(Some(&rec));
+        assert!(hashed);
+        assert_ne!(patched.k0s_binary_sha256, Some(rec.sha256.clone()));
+        assert!(patched.k0s_binary_sha256.is_some());
     }
 
     const RUNNING: &str = r#"{
@@ -1485,7 +1564,15 @@ esac
     }
 
     fn machine_id_under(root: &std::path::Path) -> Result<String, ProbeError> {
-        let p = probe("/nonexistent/k0s", "/nonexistent", false, None, &[], &[]);
+        let p = probe(
+            "/nonexistent/k0s",
+            "/nonexistent",
+            false,
+            None,
+            None,
+            &[],
+            &[],
+        );
         let mut argv = p.command.argv.clone();
         argv[2] = script_with_root(root);
         let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();

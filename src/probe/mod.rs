@@ -60,6 +60,8 @@ pub struct HostProbe {
     /// sha256 of the k0s.yaml k0sform would write on this controller: a host whose file has it
     /// is not asked for k0s's defaults (one start of k0s less per probe).
     pub want_config_sha256: Option<String>,
+    /// The binary as the state records it: not hashed again while its `stat` line is the same.
+    pub known_binary: Option<crate::state::BinaryRecord>,
     /// Why the host must not be contacted at all (its recorded access is invalid).
     pub refused: Option<String>,
     /// How each hop of `target.bastion` is checked (hop order): the state's recorded bastion key,
@@ -135,6 +137,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
                 .role
                 .is_controller()
                 .then(|| crate::hash::sha256_hex(k0s::desired::config_yaml(spec, h))),
+            known_binary: by_state.get(&id).and_then(|r| r.k0s_binary.clone()),
             refused: None,
             bastions: bastion_trust(&h.ssh, state, &opts.replace),
             id,
@@ -170,6 +173,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             files: Vec::new(),
             staging: Vec::new(),
             want_config_sha256: None,
+            known_binary: h.k0s_binary.clone(),
             refused,
             id,
         });
@@ -291,6 +295,7 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
         &p.data_dir,
         true,
         p.want_config_sha256.as_deref(),
+        p.known_binary.as_ref(),
         &p.files,
         &p.staging,
     );
@@ -430,6 +435,7 @@ mod tests {
             k0s_version: None,
             install_flags_sha256: None,
             config_sha256: None,
+            k0s_binary: None,
             access: None,
         }
     }

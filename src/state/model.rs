@@ -87,11 +87,28 @@ pub struct HostState {
     pub install_flags_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_sha256: Option<String>,
+    /// The k0s binary on the host when it was last recorded: a probe that finds it unchanged
+    /// does not hash it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k0s_binary: Option<BinaryRecord>,
     /// How the spec said to reach the host and where k0s lives there, as last recorded. Used
     /// once the host has left the spec (to leave the cluster and be reset): its own login, key,
     /// bastion and paths, not another host's or the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access: Option<HostAccess>,
+}
+
+/// A host's k0s binary as a probe found it: its sha256 and its `stat` line then (size, device,
+/// inode, modification and change times; `k0s::probe_script::BINARY_STAT`). A real k0s binary is
+/// a few hundred MB, so hashing it costs every plan on every host a good part of a CPU second;
+/// with the same line (any write, rename or replacement moves the change time, which no one can
+/// set back short of the clock) the probe reports the line alone and the record's hash stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BinaryRecord {
+    /// Lower-case hex.
+    pub sha256: String,
+    pub stat: String,
 }
 
 impl HostState {

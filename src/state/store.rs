@@ -501,6 +501,28 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
         if !seen.insert((h.address.as_str(), h.port)) {
             return Err(invalid(format!("host {} appears more than once", h.id())));
         }
+        // Given to the host's probe as an argument and trusted as the binary's hash.
+        if let Some(b) = &h.k0s_binary {
+            if !crate::k0s::is_binary_stat(&b.stat) {
+                return Err(invalid(format!(
+                    "host {}: k0s_binary.stat {:?} is not a stat line",
+                    h.id(),
+                    b.stat
+                )));
+            }
+            if b.sha256.len() != 64
+                || !b
+                    .sha256
+                    .bytes()
+                    .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+            {
+                return Err(invalid(format!(
+                    "host {}: k0s_binary.sha256 {:?} is not a lower-case hex sha256",
+                    h.id(),
+                    b.sha256
+                )));
+            }
+        }
     }
     let mut seen = std::collections::BTreeSet::new();
     for b in &state.bastions {

@@ -110,6 +110,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 .as_ref()
                 .map(|s| desired::install_flags_sha256(s.args.get(2..).unwrap_or_default())),
             config_sha256: facts.config_sha256.clone(),
+            k0s_binary: facts.binary_record(),
             access: hs
                 .map(HostAccess::of)
                 .or_else(|| before.and_then(|b| b.access.clone())),
