@@ -50,12 +50,13 @@ pub fn remove_staged_config(staged: &str) -> RemoteCommand {
 /// them) and `settle_leftovers` (which removes them) so both see the same files:
 /// `each_leftover DEST CMD` runs `CMD FILE` for each staging file beside `DEST`:
 /// `DEST.k0sform-XXXXXX` (uploads, `mktemp`), `DEST.k0sform-tmp` (older versions) and
-/// `DEST.k0sform-new` (a staged k0s.yaml or binary). A link there is one (it is removed, never
-/// followed); a folder is not.
+/// `DEST.k0sform-new` (a staged k0s.yaml or binary) and `DEST.k0sform-new.part` (a download on
+/// the host that was cut off: `release::download_on_host`, up to a whole k0s binary). A link
+/// there is one (it is removed, never followed); a folder is not.
 macro_rules! each_leftover_sh {
     () => {
         r#"each_leftover() {
-  for _f in "$1".k0sform-?????? "$1".k0sform-tmp "$1".k0sform-new; do
+  for _f in "$1".k0sform-?????? "$1".k0sform-tmp "$1".k0sform-new "$1".k0sform-new.part; do
     [ -d "$_f" ] && [ ! -L "$_f" ] && continue
     if [ -e "$_f" ] || [ -L "$_f" ]; then "$2" "$_f"; fi
   done

@@ -936,7 +936,7 @@ mod tests {
         std::fs::write(p("victim"), "keep\n").unwrap();
         std::fs::write(p("app.conf"), "x\n").unwrap();
         let dests: Vec<String> = [
-            "k0s", "k0s.yaml", "k0stoken", "app.conf", "clean", "odd dir",
+            "k0s", "k0s.yaml", "k0stoken", "app.conf", "clean", "odd dir", "dl",
         ]
         .iter()
         .map(|n| p(n))
@@ -949,6 +949,8 @@ mod tests {
         // Names that only look alike (a longer random part) are not staging files.
         std::fs::write(p("odd dir.k0sform-1234567"), "").unwrap();
         std::fs::write(p("k0s.yaml.k0sform-Ab12Cd"), "").unwrap();
+        // A download on the host that was cut off.
+        std::fs::write(p("dl.k0sform-new.part"), "").unwrap();
 
         let files = vec![p("app.conf"), p("gone")];
         let probe_now = || {
@@ -966,7 +968,7 @@ mod tests {
         let f = probe_now();
         assert_eq!(
             f.staging_leftovers,
-            [p("k0s"), p("k0s.yaml"), p("app.conf")]
+            [p("k0s"), p("k0s.yaml"), p("app.conf"), p("dl")]
         );
         assert_eq!(f.files.len(), 2);
         assert!(f.files[0].sha256.is_some() && f.files[1].sha256.is_none());
@@ -981,6 +983,7 @@ mod tests {
             p("k0s.k0sform-Xy34Zw"),
             p("k0s.k0sform-new"),
             p("k0s.yaml.k0sform-Ab12Cd"),
+            p("dl.k0sform-new.part"),
         ];
         want.sort();
         assert_eq!(removed, want);

@@ -99,7 +99,7 @@ pub struct HostState {
 }
 
 /// A host's k0s binary as a probe found it: its sha256 and its `stat` line then (size, device,
-/// inode, modification and change times; `k0s::probe_script::BINARY_STAT`). A real k0s binary is
+/// inode, modification and change times; `k0s::is_binary_stat`). A real k0s binary is
 /// a few hundred MB, so hashing it costs every plan on every host a good part of a CPU second;
 /// with the same line (any write, rename or replacement moves the change time, which no one can
 /// set back short of the clock) the probe reports the line alone and the record's hash stands.
