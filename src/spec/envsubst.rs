@@ -6,12 +6,29 @@
 
 use std::collections::BTreeMap;
 
-/// The expanded text plus, for each output character, its (line, column) in the input (1-based).
+/// The expanded text, and where each part of it came from: copied runs of the input map
+/// character for character, an expansion maps to its `$`. Kept as runs (a few per `${…}`), not
+/// a position per character: a 50,000-host spec is ~11 MB, and a position per character cost
+/// ~20 bytes each.
 #[derive(Debug)]
-pub struct Expanded {
+pub struct Expanded<'a> {
     pub text: String,
-    origin: Vec<(u32, u32)>,
+    /// Sorted by `out`; a run lasts until the next one starts.
+    runs: Vec<Run>,
+    /// Byte offsets where the input's and the output's lines start.
+    in_line_starts: Vec<usize>,
     out_line_starts: Vec<usize>,
+    /// The input, for character columns.
+    input: &'a str,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// Byte offset in the output where the run starts.
+    out: usize,
+    /// Byte offset in the input: where the copied run starts, or the expansion's `$`.
+    input: usize,
+    copied: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,20 +38,51 @@ pub struct EnvsubstError {
     pub message: String,
 }
 
-impl Expanded {
+fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect()
+}
+
+/// (line, column), 1-based, column in characters, of byte offset `at` of `text`.
+fn position(text: &str, starts: &[usize], at: usize) -> (u32, u32) {
+    let line = starts.partition_point(|&s| s <= at).max(1);
+    let start = starts[line - 1];
+    let column = text.get(start..at).map_or(0, |t| t.chars().count()) + 1;
+    (line as u32, column as u32)
+}
+
+impl Expanded<'_> {
     /// Where output position (line, column), both 1-based in characters, came from.
     pub fn origin(&self, line: u64, column: u64) -> (u32, u32) {
-        let Some(start) = (line as usize)
+        let Some(&start) = (line as usize)
             .checked_sub(1)
             .and_then(|l| self.out_line_starts.get(l))
         else {
             return (line as u32, column as u32);
         };
-        let idx = start + (column as usize).saturating_sub(1);
-        match self.origin.get(idx).or(self.origin.last()) {
-            Some(&o) => o,
-            None => (line as u32, column as u32),
-        }
+        // The column-th character from the line's start, else the text's last character.
+        let rest = &self.text[start..];
+        let Some(at) = rest
+            .char_indices()
+            .nth((column as usize).saturating_sub(1))
+            .map(|(i, _)| start + i)
+            .or_else(|| self.text.char_indices().last().map(|(i, _)| i))
+        else {
+            return (line as u32, column as u32);
+        };
+        let Some(run) = self
+            .runs
+            .get(self.runs.partition_point(|r| r.out <= at).wrapping_sub(1))
+        else {
+            return (line as u32, column as u32);
+        };
+        let input = if run.copied {
+            run.input + (at - run.out)
+        } else {
+            run.input
+        };
+        position(self.input, &self.in_line_starts, input)
     }
 }
 
@@ -42,7 +90,8 @@ impl Expanded {
 const MAX_NESTING: usize = 64;
 
 struct Cursor<'a> {
-    chars: Vec<(char, (u32, u32))>,
+    input: &'a str,
+    /// Byte offset of the next character.
     pos: usize,
     /// `${…}` expressions open around the current position.
     depth: usize,
@@ -51,54 +100,60 @@ struct Cursor<'a> {
 }
 
 /// Expand `input` with variables from `env`.
-pub fn expand(
-    input: &str,
+pub fn expand<'a>(
+    input: &'a str,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Expanded, EnvsubstError> {
-    let mut chars = Vec::with_capacity(input.len());
-    let (mut line, mut col) = (1u32, 1u32);
-    for c in input.chars() {
-        chars.push((c, (line, col)));
-        if c == '\n' {
-            line += 1;
-            col = 1;
-        } else {
-            col += 1;
-        }
-    }
+) -> Result<Expanded<'a>, EnvsubstError> {
     let mut cur = Cursor {
-        chars,
+        input,
         pos: 0,
         depth: 0,
         env,
         assigned: BTreeMap::new(),
     };
     let mut text = String::with_capacity(input.len());
-    let mut origin = Vec::with_capacity(input.len());
-    while cur.pos < cur.chars.len() {
-        let (c, at) = cur.chars[cur.pos];
-        if c == '$' {
-            let s = cur.dollar()?;
-            for ch in s.chars() {
-                text.push(ch);
-                origin.push(at);
+    let mut runs: Vec<Run> = Vec::new();
+    while cur.pos < input.len() {
+        let rest = &input[cur.pos..];
+        let n = rest.find('$').unwrap_or(rest.len());
+        if n > 0 {
+            // Copied: one run with the copy before it when the two are contiguous.
+            let contiguous = runs
+                .last()
+                .is_some_and(|r| r.copied && r.input + (text.len() - r.out) == cur.pos);
+            if !contiguous {
+                runs.push(Run {
+                    out: text.len(),
+                    input: cur.pos,
+                    copied: true,
+                });
             }
-        } else {
-            text.push(c);
-            origin.push(at);
-            cur.pos += 1;
+            text.push_str(&rest[..n]);
+            cur.pos += n;
+            continue;
         }
-    }
-    let mut out_line_starts = vec![0];
-    for (i, c) in text.chars().enumerate() {
-        if c == '\n' {
-            out_line_starts.push(i + 1);
-        }
+        let at = cur.pos;
+        let value = cur.dollar().map_err(|(at, message)| {
+            let (line, column) = position(input, &line_starts(input), at);
+            EnvsubstError {
+                line,
+                column,
+                message,
+            }
+        })?;
+        runs.push(Run {
+            out: text.len(),
+            input: at,
+            copied: false,
+        });
+        text.push_str(&value);
     }
     Ok(Expanded {
+        in_line_starts: line_starts(input),
+        out_line_starts: line_starts(&text),
         text,
-        origin,
-        out_line_starts,
+        runs,
+        input,
     })
 }
 
@@ -109,9 +164,19 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
+/// An error at a byte offset of the input, with its message.
+type CursorError = (usize, String);
+
 impl Cursor<'_> {
     fn peek(&self, off: usize) -> Option<char> {
-        self.chars.get(self.pos + off).map(|(c, _)| *c)
+        self.input[self.pos..].chars().nth(off)
+    }
+
+    /// Past the next character (`pos` stays on a character boundary).
+    fn bump(&mut self) {
+        if let Some(c) = self.peek(0) {
+            self.pos += c.len_utf8();
+        }
     }
 
     fn lookup(&self, name: &str) -> Option<String> {
@@ -121,17 +186,13 @@ impl Cursor<'_> {
             .or_else(|| (self.env)(name))
     }
 
-    fn err(&self, at: (u32, u32), message: String) -> EnvsubstError {
-        EnvsubstError {
-            line: at.0,
-            column: at.1,
-            message,
-        }
+    fn err(&self, at: usize, message: String) -> CursorError {
+        (at, message)
     }
 
     /// At a `$`: consume the whole expression and return its value.
-    fn dollar(&mut self) -> Result<String, EnvsubstError> {
-        let at = self.chars[self.pos].1;
+    fn dollar(&mut self) -> Result<String, CursorError> {
+        let at = self.pos;
         match self.peek(1) {
             Some('$') => {
                 self.pos += 2;
@@ -165,13 +226,13 @@ impl Cursor<'_> {
         let mut name = String::new();
         while let Some(c) = self.peek(0).filter(|c| is_name_char(*c)) {
             name.push(c);
-            self.pos += 1;
+            self.bump();
         }
         name
     }
 
     /// After `${`: NAME, an optional operator and word, and `}`.
-    fn braced(&mut self, at: (u32, u32)) -> Result<String, EnvsubstError> {
+    fn braced(&mut self, at: usize) -> Result<String, CursorError> {
         if !self.peek(0).is_some_and(is_name_start) {
             return Err(self.err(
                 at,
@@ -251,7 +312,7 @@ impl Cursor<'_> {
     }
 
     /// The word of `${NAME:-word}` up to the matching `}`, itself expanded.
-    fn word(&mut self, at: (u32, u32), name: &str) -> Result<String, EnvsubstError> {
+    fn word(&mut self, at: usize, name: &str) -> Result<String, CursorError> {
         let mut out = String::new();
         loop {
             match self.peek(0) {
@@ -265,7 +326,7 @@ impl Cursor<'_> {
                 Some('$') => out.push_str(&self.dollar()?),
                 Some(c) => {
                     out.push(c);
-                    self.pos += 1;
+                    self.bump();
                 }
             }
         }
@@ -333,6 +394,18 @@ mod tests {
         assert_eq!(e.origin(2, 1), (2, 1));
         // Inside the expansion: the `$`.
         assert_eq!(e.origin(1, 6), (1, 4));
+        // Columns count characters, not bytes; a `$$` maps to its first `$`.
+        let e = expand("ä: ${LONG} ö$$b\nx: ${UNSET:-ü}y", &env).expect("expands");
+        assert_eq!(e.text, "ä: a-much-longer-value ö$b\nx: üy");
+        assert_eq!(e.origin(1, 24), (1, 12), "`ö`");
+        assert_eq!(e.origin(1, 25), (1, 13), "`$$`");
+        assert_eq!(e.origin(1, 26), (1, 15), "`b`");
+        assert_eq!(e.origin(2, 4), (2, 4), "the default's `$`");
+        assert_eq!(e.origin(2, 5), (2, 15), "`y`");
+        // Past the end: the last character.
+        assert_eq!(e.origin(2, 99), (2, 15));
+        let e = expand("a: ü ${OOPS", &env).unwrap_err();
+        assert_eq!((e.line, e.column), (1, 6));
     }
 
     proptest::proptest! {
