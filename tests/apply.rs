@@ -1684,17 +1684,7 @@ fn record_host_takes_the_member_id_only_from_the_running_k0s_object() {
         w.stale_objects
             .insert(c2.address.clone(), ("5555666677778888".into(), 2));
     }
-    let plan = one_step(&c2, StepKind::RecordHost);
-    let r = apply_with(&fake, &plan, &spec, state, opts(2));
-    r.result.as_ref().expect("recorded");
-    let etcd = r
-        .state
-        .host(&c2)
-        .unwrap()
-        .etcd
-        .clone()
-        .expect("member recorded");
-    assert_eq!(etcd.member_id, ids[1]);
+    assert_eq!(record_member_id(&fake, &spec, state, &c2), ids[1]);
     let probes = fake.world().probed.iter().filter(|h| **h == c2).count();
     assert_eq!(probes, 3, "two probes showed the earlier object");
 }
@@ -1708,17 +1698,24 @@ fn record_host_takes_an_unlabelled_member_object_as_it_is() {
     fake.world()
         .stale_objects
         .insert(c2.address.clone(), ("5555666677778888".into(), 2));
-    let plan = one_step(&c2, StepKind::RecordHost);
-    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    assert_eq!(
+        record_member_id(&fake, &spec, state, &c2),
+        "5555666677778888"
+    );
+}
+
+/// Run `RecordHost` on `h` alone and return the member ID it recorded.
+fn record_member_id(fake: &Fake, spec: &Spec, state: State, h: &HostId) -> String {
+    let r = apply_with(
+        fake,
+        &one_step(h, StepKind::RecordHost),
+        spec,
+        state,
+        opts(2),
+    );
     r.result.as_ref().expect("recorded");
-    let etcd = r
-        .state
-        .host(&c2)
-        .unwrap()
-        .etcd
-        .clone()
-        .expect("member recorded");
-    assert_eq!(etcd.member_id, "5555666677778888");
+    let rec = r.state.host(h).expect("recorded").etcd.clone();
+    rec.expect("member recorded").member_id
 }
 
 #[test]

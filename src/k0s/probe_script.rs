@@ -837,6 +837,19 @@ mod tests {
     use super::*;
     use std::process::Command;
 
+    /// The probe of a host with no k0s (nothing at its binary path or data dir).
+    fn probe_nowhere(files: &[String], staging: &[String]) -> ProbeCommand {
+        probe(
+            "/nonexistent/k0s",
+            "/nonexistent",
+            false,
+            None,
+            None,
+            files,
+            staging,
+        )
+    }
+
     /// Run the real probe script locally (with `cfg` for the k0s.yaml path) and parse it.
     fn probe_locally(bin: &str, dd: &str, view: bool, cfg: &str) -> (CommandOutput, ProbeCommand) {
         probe_locally_wanting(bin, dd, view, cfg, None)
@@ -875,15 +888,7 @@ mod tests {
             d.path().join("gone").display().to_string(),
             d.path().display().to_string(), // a folder is not a file
         ];
-        let p = probe(
-            "/nonexistent/k0s",
-            "/nonexistent",
-            false,
-            None,
-            None,
-            &files,
-            &[],
-        );
+        let p = probe_nowhere(&files, &[]);
         let out = Command::new(&p.command.argv[0])
             .args(&p.command.argv[1..])
             .output()
@@ -954,15 +959,7 @@ mod tests {
 
         let files = vec![p("app.conf"), p("gone")];
         let probe_now = || {
-            let pc = probe(
-                "/nonexistent/k0s",
-                "/nonexistent",
-                false,
-                None,
-                None,
-                &files,
-                &dests,
-            );
+            let pc = probe_nowhere(&files, &dests);
             pc.reader.parse(&run_locally(&pc.command.argv)).unwrap()
         };
         let f = probe_now();
@@ -1567,15 +1564,7 @@ esac
     }
 
     fn machine_id_under(root: &std::path::Path) -> Result<String, ProbeError> {
-        let p = probe(
-            "/nonexistent/k0s",
-            "/nonexistent",
-            false,
-            None,
-            None,
-            &[],
-            &[],
-        );
+        let p = probe_nowhere(&[], &[]);
         let mut argv = p.command.argv.clone();
         argv[2] = script_with_root(root);
         let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
