@@ -1373,7 +1373,16 @@ fn three_controllers() -> (Fake, Spec, State, Vec<String>) {
 }
 
 fn runs_on(fake: &Fake, h: &HostId, prefix: &str) -> usize {
-    fake.calls().iter().filter(|c| c.is(h, prefix)).count()
+    runs_of(fake, h, prefix).len()
+}
+
+/// The k0s words of each call on `h` that starts with `prefix`, in order.
+fn runs_of(fake: &Fake, h: &HostId, prefix: &str) -> Vec<String> {
+    fake.calls()
+        .iter()
+        .filter(|c| c.is(h, prefix))
+        .map(|c| c.words())
+        .collect()
 }
 
 /// The k0s words of every call on `h` (`write PATH` for a file), in order.
@@ -1731,12 +1740,7 @@ fn remove_dead_member_by_recorded_id() {
     let plan = one_step(&c3, remove_member(&ids[2], &c3, &c1));
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
     r.result.as_ref().expect("removed");
-    let leave: Vec<String> = fake
-        .calls()
-        .iter()
-        .filter(|c| c.is(&c1, "etcd leave"))
-        .map(|c| c.words())
-        .collect();
+    let leave = runs_of(&fake, &c1, "etcd leave");
     assert_eq!(leave.len(), 1);
     assert!(
         leave[0].contains("--peer-address=127.0.0.3"),
@@ -1922,12 +1926,7 @@ fn unknown_member_is_removed_by_its_peer_address_and_changes_no_state() {
     );
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
     r.result.as_ref().expect("removed");
-    let leave: Vec<String> = fake
-        .calls()
-        .iter()
-        .filter(|c| c.is(&c1, "etcd leave"))
-        .map(|c| c.words())
-        .collect();
+    let leave = runs_of(&fake, &c1, "etcd leave");
     assert_eq!(leave.len(), 1, "{leave:?}");
     assert!(
         leave[0].contains("--peer-address=127.0.0.9"),
@@ -2428,12 +2427,7 @@ fn drain_and_delete_of_missing_objects_succeed() {
     let r = apply_with(&fake, &plan, &spec, state, opts(4));
     r.result.expect("ok");
     assert!(!fake.world().nodes["w1"], "w1 drained");
-    let deletes: Vec<String> = fake
-        .calls()
-        .iter()
-        .filter(|c| c.is(&c1, "kubectl --data-dir=/var/lib/k0s delete"))
-        .map(|c| c.words())
-        .collect();
+    let deletes = runs_of(&fake, &c1, "kubectl --data-dir=/var/lib/k0s delete");
     assert_eq!(deletes.len(), 3, "{deletes:?}");
     assert!(r.state.host(&host(6)).is_none(), "forgotten");
 }
