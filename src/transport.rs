@@ -171,6 +171,26 @@ pub trait Transport: Send + Sync {
         cmd: RemoteCommand,
     ) -> impl Future<Output = Result<CommandOutput, TransportError>> + Send;
 
+    /// Start a command that runs until stopped (a watch) and send each line of its stdout to
+    /// `lines` as it comes (without the newline; overlong lines are dropped). Returns the exit
+    /// status when the command ends, or as soon as `lines` is closed. Dropping the future closes
+    /// the session, and a command started through `k0s::watch_nodes` then ends on the host.
+    /// Transports that cannot stream (the default) fail at once, and callers go on without.
+    fn run_lines(
+        &self,
+        host: &HostId,
+        cmd: RemoteCommand,
+        lines: tokio::sync::mpsc::Sender<String>,
+    ) -> impl Future<Output = Result<Option<i32>, TransportError>> + Send {
+        let _ = (cmd, lines);
+        async move {
+            Err(TransportError::Other {
+                host: host.clone(),
+                message: "this transport cannot stream a command's output".into(),
+            })
+        }
+    }
+
     /// Write `data` to `path` on the host with `attrs`, atomically (a fresh temp file in the
     /// same folder, given its owner and mode, then renamed over `path`), as root.
     fn write_file(

@@ -3500,3 +3500,79 @@ fn plan_hashes_the_k0s_binary_only_when_it_changed() {
         after["sha256"].as_str()
     );
 }
+
+/// A worker join waits for its Node on a watch: one `kubectl get nodes --watch-only` on the
+/// controller wakes the step as soon as the Node changes (here the kubelet registers 1 s after
+/// the join), where its polls would come every 5 s while the watch runs. The watch is gone from
+/// the controller when the apply ends: nothing is left running there.
+#[test]
+fn worker_join_waits_on_a_node_watch_and_leaves_none_running() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
+    c.write_spec(&["c1"]);
+    bootstrap(&c);
+    c.lab
+        .exec_ok("w1", "printf 'join_latency 1\\n' > /etc/k0s-lab/k0s-knobs");
+    c.lab.exec_ok(
+        "c1",
+        "printf 'count_starts 1\\n' > /etc/k0s-lab/k0s-knobs; rm -f /run/k0s-lab/starts",
+    );
+    c.write_spec(&["c1", "w1"]);
+    let r = c.run(&["apply", "-auto-approve", "-json"]);
+    r.expect(0);
+    assert_eq!(c.nodes("c1").get("w1"), Some(&true));
+    let joined = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "step_finished" && e["step"]["kind"] == "join_worker")
+        .and_then(|e| e["elapsed"].as_f64())
+        .unwrap_or_else(|| panic!("no join_worker step_finished event:\n{}", r.text()));
+    // Token, install and start take well under a second here; a wait that missed the Node's
+    // registration would end at the next poll, 5 s after the first.
+    assert!(
+        joined < 4.5,
+        "the join took {joined:.1}s: the watch did not wake it\n{}",
+        r.text()
+    );
+
+    let starts = c.lab.exec_ok("c1", "cat /run/k0s-lab/starts");
+    let watches = starts
+        .lines()
+        .filter(|l| l.contains("--watch-only"))
+        .count();
+    let polls = starts
+        .lines()
+        // The steps' query (the probe's has no --data-dir).
+        .filter(|l| l.starts_with("kubectl --data-dir=") && l.ends_with("get nodes -o json"))
+        .count();
+    assert_eq!(watches, 1, "one watch for the join: {starts}");
+    assert!(
+        (1..=3).contains(&polls),
+        "{polls} `get nodes` during the wait: {starts}"
+    );
+    // The controller's own view: no watch process left (its /proc shows its processes only).
+    let watching = || {
+        c.lab
+            .exec_ok(
+                "c1",
+                "for p in /proc/[0-9]*; do tr '\\0' ' ' <$p/cmdline 2>/dev/null; echo; done",
+            )
+            .lines()
+            .filter(|l| l.contains("--watch-only"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(watching(), Vec::<String>::new(), "a watch still runs on c1");
+
+    // k0sform killed -9 while a join waits on the watch: its ssh master dies with it, sshd
+    // closes the session, and the watch ends on the controller.
+    c.lab
+        .exec_ok("w2", "printf 'join_latency 60\\n' > /etc/k0s-lab/k0s-knobs");
+    c.write_spec(&["c1", "w1", "w2"]);
+    let killed = kill_apply_when(&c, &["apply", "-auto-approve"], || !watching().is_empty());
+    assert!(killed, "no watch ran on c1 while w2 joined");
+    let gone = c
+        .lab
+        .wait_until(std::time::Duration::from_secs(15), || watching().is_empty());
+    assert!(gone, "the watch outlived k0sform on c1: {:?}", watching());
+}

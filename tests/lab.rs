@@ -1232,3 +1232,38 @@ fn double_stale_ready_until_the_restarted_kubelet_posts() {
         "{fresh}"
     );
 }
+
+/// `kubectl get nodes --watch-only -o name`: nothing for the Nodes as they are, then one
+/// `node/NAME` line per change (here w1 joining, then its heartbeats) until killed; formats the
+/// double does not watch with are refused.
+#[test]
+fn double_kubectl_watch_prints_a_line_per_node_change() {
+    let lab = Lab::create(&[("c1", "controller"), ("w1", "worker")]);
+    bootstrap(&lab, "c1");
+    lab.ssh_ok(
+        "c1",
+        "setsid timeout 8 k0s kubectl get nodes --watch-only -o name \
+         >/root/watch.out 2>&1 </dev/null &",
+    );
+    start_joining(&lab, "c1", "w1", "worker");
+    let lines = || lab.exec_ok("c1", "cat /root/watch.out");
+    assert!(
+        lab.wait_until(Duration::from_secs(20), || lines().contains("node/w1")),
+        "no event for w1: {:?}",
+        lines()
+    );
+    // Ended by its timeout; every line named the one Node.
+    assert!(lab.wait_until(Duration::from_secs(20), || {
+        !lab.exec_ok(
+            "c1",
+            "for p in /proc/[0-9]*; do tr '\\0' ' ' <$p/cmdline; echo; done",
+        )
+        .contains("--watch-only")
+    }));
+    let out = lines();
+    assert!(out.lines().all(|l| l == "node/w1"), "{out}");
+
+    let r = lab.ssh("c1", "k0s kubectl get nodes --watch -o yaml");
+    assert_eq!(r.status.code(), Some(1));
+    assert!(stderr(&r).starts_with("error: "), "{}", stderr(&r));
+}

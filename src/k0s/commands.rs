@@ -323,6 +323,34 @@ pub fn get_nodes(bin: &str, data_dir: &str) -> RemoteCommand {
     kubectl(bin, data_dir, &["get", "nodes", "-o", "json"])
 }
 
+/// A shell wrapper for a command that runs until it is told to stop: it runs `"$@"` in the
+/// background and kills it when its stdin reaches EOF, which happens when k0sform closes the
+/// session (or loses the connection); it exits when the command does. A command cut off from
+/// its session would otherwise live on until it next writes, or until its `timeout`. The
+/// session's stdin goes to the watcher as fd 3: a non-interactive shell gives background lists
+/// /dev/null as stdin.
+const UNTIL_STDIN_CLOSES: &str = r#"exec 3<&0
+"$@" </dev/null 3<&- & p=$!
+{ cat <&3 >/dev/null; kill "$p" 2>/dev/null; } >/dev/null 2>&1 &
+exec 3<&-
+wait "$p""#;
+
+/// `kubectl get nodes --watch-only -o name`: one line `node/NAME` each time a Node is added,
+/// changed or deleted (kubectl's name printer, which the watch output uses line by line), until
+/// the session is closed or `limit` passes. The steps waiting for a Node use the lines as a
+/// signal to ask again at once instead of at their next poll (`parse_watched_node`).
+pub fn watch_nodes(bin: &str, data_dir: &str, limit: Duration) -> RemoteCommand {
+    let mut argv: Vec<String> = ["sh", "-c", UNTIL_STDIN_CLOSES, "sh", bin, "kubectl"]
+        .map(String::from)
+        .to_vec();
+    argv.push(data_dir_flag(data_dir));
+    argv.extend(["get", "nodes", "--watch-only", "-o", "name"].map(String::from));
+    RemoteCommand::new(argv)
+        .timeout(limit)
+        .env("KUBECONFIG", format!("{data_dir}/pki/admin.conf"))
+        .shown_as(format!("{bin} kubectl get nodes --watch-only -o name"))
+}
+
 /// `TYPE/NAME`: kubectl reads it as one object however the name starts, where a bare name
 /// taken from a host (`--all`, `-l x`) would be read as a flag.
 fn object(resource: &str, name: &str) -> String {
@@ -660,6 +688,84 @@ mod tests {
         assert!(c.root);
         let w = install(BIN, ServiceKind::Worker, &[], &BTreeMap::new(), false);
         assert_eq!(w.argv, [BIN, "install", "worker"]);
+    }
+
+    #[test]
+    fn watch_nodes_runs_kubectl_under_the_stdin_wrapper() {
+        let c = watch_nodes(BIN, DD, Duration::from_secs(600));
+        assert_eq!(c.argv[..4], ["sh", "-c", UNTIL_STDIN_CLOSES, "sh"]);
+        assert_eq!(
+            c.argv[4..],
+            [
+                BIN,
+                "kubectl",
+                "--data-dir=/var/lib/k0s",
+                "get",
+                "nodes",
+                "--watch-only",
+                "-o",
+                "name"
+            ]
+        );
+        assert_eq!(c.env[0].1, "/var/lib/k0s/pki/admin.conf");
+        assert_eq!(c.timeout, Duration::from_secs(600));
+    }
+
+    /// The wrapper, run by a real `sh`: the command's output passes through, closing stdin
+    /// ends it (a `sleep` that would outlive the test), and its own end ends the wrapper
+    /// even while stdin stays open.
+    #[test]
+    fn the_watch_wrapper_ends_its_command_when_stdin_closes() {
+        use std::io::{BufRead, BufReader};
+        use std::process::{Command, Stdio};
+        let started = std::time::Instant::now();
+        let mut child = Command::new("sh")
+            .args(["-c", UNTIL_STDIN_CLOSES, "sh", "sh", "-c"])
+            .arg("echo node/w1; echo $$ >&2; exec sleep 30")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "node/w1\n");
+        let mut pid = String::new();
+        BufReader::new(child.stderr.take().unwrap())
+            .read_line(&mut pid)
+            .unwrap();
+        let pid: i32 = pid.trim().parse().unwrap();
+        // Still there a while later: open stdin keeps it running.
+        std::thread::sleep(Duration::from_millis(300));
+        // SAFETY: signal 0 only asks whether the process exists.
+        assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "the command runs");
+        assert!(child.try_wait().unwrap().is_none(), "the wrapper runs");
+        drop(child.stdin.take());
+        child.wait().unwrap();
+        // Killed: gone, or a zombie until whoever inherited it reaps it.
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |st| {
+                st.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+        });
+        assert!(gone, "the command still runs after stdin closed");
+        assert!(started.elapsed() < Duration::from_secs(20));
+
+        let mut child = Command::new("sh")
+            .args(["-c", UNTIL_STDIN_CLOSES, "sh", "sh", "-c", "exit 3"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(3), "the wrapper ends with its command");
+        drop(child.stdin.take());
     }
 
     #[test]

@@ -377,6 +377,13 @@ pub fn parse_cluster_objects(out: &str) -> Result<ClusterObjects, K0sError> {
     })
 }
 
+/// The Node named by one line of `watch_nodes` (`node/NAME`), or `None` for anything else: a
+/// line from the host is only ever a name to look up, never trusted further.
+pub fn parse_watched_node(line: &str) -> Option<&str> {
+    let name = line.trim_end_matches(['\r', '\n']).strip_prefix("node/")?;
+    crate::k0s::facts::is_object_name(name).then_some(name)
+}
+
 /// Names of the objects of a `kubectl get … -o json` list, sorted; empty when unreadable.
 pub fn parse_names(out: &str) -> Vec<String> {
     parse_names_checked(out).unwrap_or_default()
@@ -587,6 +594,30 @@ pub fn kubectl_not_found(out: &CommandOutput) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watched_node_lines_name_a_node_or_nothing() {
+        assert_eq!(parse_watched_node("node/w1"), Some("w1"));
+        assert_eq!(
+            parse_watched_node("node/w-1.example.com\r"),
+            Some("w-1.example.com")
+        );
+        for bad in [
+            "",
+            "node/",
+            "w1",
+            "pod/w1",
+            "nodes/w1",
+            "node/W1",
+            "node/w1 ",
+            "node/w1/x",
+            "node/-w1",
+            "node/w\u{1b}[2Jx",
+            "node/../etc",
+        ] {
+            assert_eq!(parse_watched_node(bad), None, "{bad:?}");
+        }
+    }
 
     fn failed(stderr: &str) -> CommandOutput {
         CommandOutput {

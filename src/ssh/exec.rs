@@ -55,13 +55,12 @@ impl SshTransport {
         cmd: &RemoteCommand,
         stdin: Input<'_>,
     ) -> Result<CommandOutput, TransportError> {
-        let conn = self.conn(host)?;
-        let sudo = cmd.root && conn.sudo;
-        let line = quote::command_line(cmd, sudo).map_err(|e| other(host, e.to_string()))?;
-        let shown = match &cmd.shown_as {
-            Some(s) => s.clone(),
-            None => display_command(&cmd.argv),
-        };
+        let Prepared {
+            conn,
+            sudo,
+            line,
+            shown,
+        } = self.prepare(host, cmd)?;
         let remote_secs = quote::remote_timeout_secs(cmd.timeout);
         let started = Instant::now();
         let limit = Duration::from_secs(remote_secs) + LOCAL_TIMEOUT_GRACE;
@@ -97,7 +96,158 @@ impl SshTransport {
     }
 }
 
+/// Longest stdout line `run_streaming` passes on; longer ones are dropped whole.
+const LINE_LIMIT: usize = 4096;
+
+/// A command ready to send: the host's connection, whether it goes through sudo, the line sent
+/// and the text logs show.
+struct Prepared {
+    conn: std::sync::Arc<HostConn>,
+    sudo: bool,
+    line: String,
+    shown: String,
+}
+
+impl SshTransport {
+    fn prepare(&self, host: &HostId, cmd: &RemoteCommand) -> Result<Prepared, TransportError> {
+        let conn = self.conn(host)?;
+        let sudo = cmd.root && conn.sudo;
+        let line = quote::command_line(cmd, sudo).map_err(|e| other(host, e.to_string()))?;
+        let shown = match &cmd.shown_as {
+            Some(s) => s.clone(),
+            None => display_command(&cmd.argv),
+        };
+        Ok(Prepared {
+            conn,
+            sudo,
+            line,
+            shown,
+        })
+    }
+
+    /// `Transport::run_lines`: no local timeout (the caller stops it by dropping the future; the
+    /// remote `timeout` bounds it on the host).
+    pub(super) async fn run_streaming(
+        &self,
+        host: &HostId,
+        cmd: &RemoteCommand,
+        lines: tokio::sync::mpsc::Sender<String>,
+    ) -> Result<Option<i32>, TransportError> {
+        let Prepared {
+            conn, line, shown, ..
+        } = self.prepare(host, cmd)?;
+        tracing::debug!(%host, command = %shown, "stream");
+        let status = conn.stream(&line, lines).await;
+        tracing::debug!(%host, command = %shown, ?status, "stream ended");
+        status
+    }
+}
+
 impl HostConn {
+    /// Run `line` with an open stdin that is never written (closing it is the command's signal
+    /// to stop, see `k0s::watch_nodes`) and pass its stdout on line by line.
+    async fn stream(
+        &self,
+        line: &str,
+        lines: tokio::sync::mpsc::Sender<String>,
+    ) -> Result<Option<i32>, TransportError> {
+        use tokio::io::AsyncBufReadExt;
+        let _session = self.sessions.acquire().await.ok();
+        let mut child = self
+            .spawn(line, openssh::Stdio::piped(), openssh::Stdio::null())
+            .await?;
+        // Held until this returns or is dropped: its EOF tells the command to stop.
+        let _stdin = child.stdin().take();
+        let Some(stdout) = child.stdout().take() else {
+            return Err(other(&self.host, "no stdout to read".to_string()));
+        };
+        let mut reader = tokio::io::BufReader::new(stdout);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            // At most one byte past the limit per read: a host cannot make k0sform hold more.
+            let n = (&mut reader)
+                .take(LINE_LIMIT as u64 + 1)
+                .read_until(b'\n', &mut buf)
+                .await
+                .map_err(|e| other(&self.host, format!("reading output: {e}")))?;
+            if n == 0 {
+                break;
+            }
+            if buf.last() != Some(&b'\n') {
+                // An overlong line: skip to its end.
+                if buf.len() > LINE_LIMIT {
+                    let mut rest = Vec::new();
+                    loop {
+                        rest.clear();
+                        let m = (&mut reader)
+                            .take(LINE_LIMIT as u64)
+                            .read_until(b'\n', &mut rest)
+                            .await
+                            .map_err(|e| other(&self.host, format!("reading output: {e}")))?;
+                        if m == 0 || rest.last() == Some(&b'\n') {
+                            break;
+                        }
+                    }
+                    continue;
+                }
+            } else {
+                buf.pop();
+            }
+            if lines
+                .send(String::from_utf8_lossy(&buf).into_owned())
+                .await
+                .is_err()
+            {
+                return Ok(None);
+            }
+        }
+        drop(_stdin);
+        self.exit_status(child).await
+    }
+
+    /// A session of the master opened over its control socket (ssh's mux protocol): no ssh
+    /// process per command, and no way to open a connection of its own if the master is gone.
+    async fn spawn(
+        &self,
+        line: &str,
+        stdin: openssh::Stdio,
+        stderr: openssh::Stdio,
+    ) -> Result<openssh::RemoteChild<'_>, TransportError> {
+        let mut command = self.session.raw_command(line);
+        command
+            .stdin(stdin)
+            .stdout(openssh::Stdio::piped())
+            .stderr(stderr);
+        match command.spawn().await {
+            Ok(c) => Ok(c),
+            Err(e) => Err(self.lost_or(e, "cannot start the command").await),
+        }
+    }
+
+    /// The exit code of a finished command; `None` when it died by a signal.
+    async fn exit_status(
+        &self,
+        child: openssh::RemoteChild<'_>,
+    ) -> Result<Option<i32>, TransportError> {
+        match child.wait().await {
+            Ok(st) => Ok(st.code()),
+            // The mux protocol reports exit 127 as an error of its own.
+            Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok(Some(127))
+            }
+            // No exit code: the command died by a signal, or the connection is gone. The master
+            // tells which.
+            Err(e @ (openssh::Error::RemoteProcessTerminated | openssh::Error::Disconnected)) => {
+                match self.session.check().await {
+                    Ok(()) => Ok(None),
+                    Err(_) => Err(self.lost(e)),
+                }
+            }
+            Err(e) => Err(self.lost_or(e, "waiting for the command").await),
+        }
+    }
+
     fn lost(&self, e: openssh::Error) -> TransportError {
         TransportError::Unreachable {
             host: self.host.clone(),
@@ -116,20 +266,11 @@ impl HostConn {
     async fn exec(&self, line: &str, input: Input<'_>) -> Result<CommandOutput, TransportError> {
         // Never closed, so acquiring cannot fail; a failure would only lift the limit.
         let _session = self.sessions.acquire().await.ok();
-        // A session of the master opened over its control socket (ssh's mux protocol): no ssh
-        // process per command, and no way to open a connection of its own if the master is gone.
-        let mut command = self.session.raw_command(line);
-        command
-            .stdin(match input {
-                Input::None => openssh::Stdio::null(),
-                _ => openssh::Stdio::piped(),
-            })
-            .stdout(openssh::Stdio::piped())
-            .stderr(openssh::Stdio::piped());
-        let mut child = match command.spawn().await {
-            Ok(c) => c,
-            Err(e) => return Err(self.lost_or(e, "cannot start the command").await),
+        let stdin = match input {
+            Input::None => openssh::Stdio::null(),
+            _ => openssh::Stdio::piped(),
         };
+        let mut child = self.spawn(line, stdin, openssh::Stdio::piped()).await?;
         let stdin = child.stdin().take();
         let stdout = child.stdout().take();
         let stderr = child.stderr().take();
@@ -179,20 +320,7 @@ impl HostConn {
                 return Err(other(&self.host, format!("sending input: {e}")));
             }
         };
-        let status = match child.wait().await {
-            Ok(st) => st.code(),
-            // The mux protocol reports exit 127 as an error of its own.
-            Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => Some(127),
-            // No exit code: the command died by a signal, or the connection is gone. The master
-            // tells which.
-            Err(e @ (openssh::Error::RemoteProcessTerminated | openssh::Error::Disconnected)) => {
-                match self.session.check().await {
-                    Ok(()) => None,
-                    Err(_) => return Err(self.lost(e)),
-                }
-            }
-            Err(e) => return Err(self.lost_or(e, "waiting for the command").await),
-        };
+        let status = self.exit_status(child).await?;
         Ok(CommandOutput {
             status,
             stdout,

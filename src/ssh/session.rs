@@ -144,6 +144,15 @@ impl Transport for SshTransport {
         }
     }
 
+    async fn run_lines(
+        &self,
+        host: &HostId,
+        cmd: RemoteCommand,
+        lines: tokio::sync::mpsc::Sender<String>,
+    ) -> Result<Option<i32>, TransportError> {
+        self.run_streaming(host, &cmd, lines).await
+    }
+
     async fn write_file(
         &self,
         host: &HostId,

@@ -3,6 +3,7 @@
 //! Ready, and the `WaitHealthy` step.
 
 use super::deadline::Deadline;
+use super::node_watch::WATCHED_POLL;
 use super::remote::failed;
 use super::runner::K0sRunner;
 use crate::apply::{StateChange, StepContext, StepError};
@@ -260,9 +261,12 @@ impl<T: Transport + 'static> K0sRunner<T> {
         since: Option<i64>,
     ) -> Result<(), StepError> {
         let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
+        // Woken as soon as the Node changes, where a watch runs (`node_watch`).
+        let mut watch = self.watch_nodes(via, self.opts.wait_timeout);
         // An answer asked after this wait began, then one asked after the last one seen, one
         // interval later (`retry_after`): waiters of one controller wake together and share
-        // one query per round, each answer fresh when it is read.
+        // one query per round, each answer fresh when it is read. Woken by the watch, one asked
+        // after the wake-up.
         let mut not_before = Instant::now();
         loop {
             let (asked, answer) = self.nodes_via(via, not_before).await;
@@ -279,13 +283,19 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 Err(e) => e,
             };
             ctx.progress(format!("waiting for Node \"{node}\": {why}"));
-            dl.retry_after(
-                &format!("Node \"{node}\" to be Ready (via {via})"),
-                &why,
-                asked,
-            )
-            .await
-            .map_err(failed)?;
+            let what = format!("Node \"{node}\" to be Ready (via {via})");
+            let Some(w) = watch.as_mut().filter(|w| w.alive()) else {
+                dl.retry_after(&what, &why, asked).await.map_err(failed)?;
+                continue;
+            };
+            let every = self.opts.poll_interval.max(WATCHED_POLL);
+            tokio::select! {
+                polled = dl.retry_after_every(&what, &why, asked, every) => polled.map_err(failed)?,
+                () = w.changed(node) => {
+                    dl.check(&what, &why).map_err(failed)?;
+                    not_before = not_before.max(Instant::now());
+                }
+            }
         }
     }
 

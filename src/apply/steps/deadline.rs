@@ -37,13 +37,31 @@ impl Deadline {
         last: &str,
         since: Instant,
     ) -> Result<(), String> {
+        self.retry_after_every(what, last, since, self.interval)
+            .await
+    }
+
+    /// `retry_after` with another interval than the deadline's.
+    pub(super) async fn retry_after_every(
+        &self,
+        what: &str,
+        last: &str,
+        since: Instant,
+        interval: Duration,
+    ) -> Result<(), String> {
+        self.check(what, last)?;
+        tokio::time::sleep_until((since + interval).into()).await;
+        Ok(())
+    }
+
+    /// Fail with the last reason once the deadline has passed.
+    pub(super) fn check(&self, what: &str, last: &str) -> Result<(), String> {
         if Instant::now() >= self.until {
             return Err(format!(
                 "timed out after {} waiting for {what}: {last}",
                 humantime::format_duration(Duration::from_secs(self.total.as_secs().max(1)))
             ));
         }
-        tokio::time::sleep_until((since + self.interval).into()).await;
         Ok(())
     }
 }

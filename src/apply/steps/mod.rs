@@ -12,6 +12,7 @@ mod hooks;
 mod install;
 mod join;
 mod moved;
+mod node_watch;
 mod record;
 mod remote;
 mod remove;

@@ -41,6 +41,8 @@ pub struct K0sRunner<T> {
     pub(super) staged_binaries: Mutex<std::collections::HashSet<HostId>>,
     /// The last `kubectl get nodes` per controller and when it was asked (see `nodes_via`).
     pub(super) node_polls: Mutex<HashMap<HostId, Arc<tokio::sync::Mutex<Option<NodePoll>>>>>,
+    /// Node watches running on controllers while steps wait for Nodes (`watch_nodes`).
+    pub(super) node_watches: super::node_watch::NodeWatches,
     /// When k0s was last (re)started on a host in this run, by that host's clock (seconds):
     /// a Node counts as back only when its kubelet posted Ready after that (`NodeReady`).
     pub(super) restarts: Mutex<HashMap<HostId, i64>>,
@@ -67,6 +69,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             seen_objects: Mutex::new(HashMap::new()),
             staged_binaries: Mutex::new(std::collections::HashSet::new()),
             node_polls: Mutex::new(HashMap::new()),
+            node_watches: Mutex::new(HashMap::new()),
             restarts: Mutex::new(HashMap::new()),
             versions: Mutex::new(HashMap::new()),
             worker_tokens: tokio::sync::Mutex::new(HashMap::new()),
