@@ -703,6 +703,13 @@ mod fake {
         /// (another member ID, another invocation) for this many more probes: restored from a
         /// backup, or left by a rebuilt host, until the running k0s rewrites them.
         pub stale_objects: BTreeMap<String, (String, usize)>,
+        /// `Transport::run_lines` (the Node watch). `None`, the default: the fake cannot stream,
+        /// and the runner polls. `Some((after, node))`: the watch starts; `after` later that
+        /// Node's kubelet registers it Ready and the watch prints `node/NODE`, then runs until it
+        /// is dropped.
+        pub watch: Option<(Duration, String)>,
+        /// Node watches started, and those ended or dropped since.
+        pub watches: (usize, usize),
     }
 
     fn ok(stdout: impl Into<Vec<u8>>) -> CommandOutput {
@@ -1109,6 +1116,47 @@ mod fake {
             let out = self.world.lock().unwrap().answer(host, &cmd.argv);
             self.leave(host);
             Ok(out)
+        }
+
+        async fn run_lines(
+            &self,
+            host: &HostId,
+            cmd: RemoteCommand,
+            lines: tokio::sync::mpsc::Sender<String>,
+        ) -> Result<Option<i32>, TransportError> {
+            let Some((after, node)) = self.world.lock().unwrap().watch.clone() else {
+                return Err(TransportError::Other {
+                    host: host.clone(),
+                    message: "the fake does not stream".into(),
+                });
+            };
+            self.world.lock().unwrap().calls.push(Call {
+                host: host.clone(),
+                kind: CallKind::Run {
+                    argv: cmd.argv.clone(),
+                    env: cmd.env.clone(),
+                    stdin: None,
+                },
+            });
+            struct Stopped<'a>(&'a Mutex<World>);
+            impl Drop for Stopped<'_> {
+                fn drop(&mut self) {
+                    self.0.lock().unwrap().watches.1 += 1;
+                }
+            }
+            self.world.lock().unwrap().watches.0 += 1;
+            let _stopped = Stopped(&self.world);
+            tokio::time::sleep(after).await;
+            {
+                let mut w = self.world.lock().unwrap();
+                w.silent_kubelets.remove(&node);
+                w.nodes.insert(node.clone(), true);
+                w.clock += 1;
+                let now = w.clock;
+                w.beats.insert(node.clone(), now);
+            }
+            let _ = lines.send(format!("node/{node}")).await;
+            std::future::pending().await
         }
 
         async fn write_file(
@@ -2960,4 +3008,52 @@ fn hook_step_runs_the_spec_line_and_shows_the_written_one() {
         r.result
     );
     assert!(hook_runs(&fake2).is_empty(), "{:?}", hook_runs(&fake2));
+}
+
+/// A worker join whose kubelet registers between two polls is woken by the Node watch at once:
+/// the step ends long before its next poll (here 2 s apart, 5 s while the watch runs), asks
+/// `get nodes` twice, and the watch is stopped when the wait ends.
+#[test]
+fn a_node_watch_wakes_the_join_and_is_stopped_after() {
+    let (fake, mut spec, state, _) = three_controllers();
+    let c1 = host(1);
+    let w1 = host(5);
+    spec.hosts.push(spec_host(Role::Worker, &w1, "w1", 4));
+    {
+        let mut w = fake.world();
+        w.add_host(&w1, "w1");
+        // Its kubelet registers only when the watch says so, 200 ms into the wait.
+        w.silent_kubelets.insert("w1".into());
+        w.watch = Some((Duration::from_millis(200), "w1".into()));
+    }
+    let mut o = opts(2);
+    o.poll_interval = Duration::from_secs(2);
+    o.hostnames.insert(w1.clone(), "w1".into());
+    let plan = one_step(&w1, StepKind::JoinWorker { via: c1.clone() });
+    let started = std::time::Instant::now();
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    r.result.as_ref().expect("joined");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(1500),
+        "took {took:?}: not woken"
+    );
+    assert_eq!(fake.world().watches, (1, 1), "one watch, stopped");
+    assert_eq!(
+        runs_on(
+            &fake,
+            &c1,
+            "kubectl --data-dir=/var/lib/k0s get nodes --watch-only -o name"
+        ),
+        1,
+        "the watch ran on the controller it joins through"
+    );
+    assert_eq!(
+        runs_on(
+            &fake,
+            &c1,
+            "kubectl --data-dir=/var/lib/k0s get nodes -o json"
+        ),
+        2
+    );
 }
