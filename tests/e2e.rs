@@ -454,9 +454,15 @@ fn sudo_user_and_bastion() {
             ..SpecOptions::default()
         },
     );
+    c.lab
+        .exec_ok("c1", "printf 'count_starts 1\\n' > /etc/k0s-lab/k0s-knobs");
     bootstrap(&c);
     assert_one_cluster(&c, &["c1"], &["c1"]);
     c.eventually(30, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    // w1's join waited on a Node watch run through sudo and the bastion, gone with its session.
+    let starts = c.lab.exec_ok("c1", "cat /run/k0s-lab/starts");
+    assert!(starts.contains("--watch-only"), "{starts}");
+    assert_eq!(node_watches_on(&c, "c1"), Vec::<String>::new());
     assert_eq!(
         c.lab.exec_ok("w1", "cat /tmp/k0sform-hook-user"),
         format!("{}\n", lab::SUDO_USER)
@@ -3501,6 +3507,20 @@ fn plan_hashes_the_k0s_binary_only_when_it_changed() {
     );
 }
 
+/// The command lines of the Node watches (`kubectl get nodes --watch-only`) running on a host, as
+/// it sees them (its /proc shows its own processes only).
+fn node_watches_on(c: &Cluster, host: &str) -> Vec<String> {
+    c.lab
+        .exec_ok(
+            host,
+            "for p in /proc/[0-9]*; do tr '\\0' ' ' <$p/cmdline 2>/dev/null; echo; done",
+        )
+        .lines()
+        .filter(|l| l.contains("--watch-only"))
+        .map(str::to_string)
+        .collect()
+}
+
 /// A worker join waits for its Node on a watch: one `kubectl get nodes --watch-only` on the
 /// controller wakes the step as soon as the Node changes (here the kubelet registers 1 s after
 /// the join), where its polls would come every 5 s while the watch runs. The watch is gone from
@@ -3550,18 +3570,7 @@ fn worker_join_waits_on_a_node_watch_and_leaves_none_running() {
         (1..=3).contains(&polls),
         "{polls} `get nodes` during the wait: {starts}"
     );
-    // The controller's own view: no watch process left (its /proc shows its processes only).
-    let watching = || {
-        c.lab
-            .exec_ok(
-                "c1",
-                "for p in /proc/[0-9]*; do tr '\\0' ' ' <$p/cmdline 2>/dev/null; echo; done",
-            )
-            .lines()
-            .filter(|l| l.contains("--watch-only"))
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
+    let watching = || node_watches_on(&c, "c1");
     assert_eq!(watching(), Vec::<String>::new(), "a watch still runs on c1");
 
     // k0sform killed -9 while a join waits on the watch: its ssh master dies with it, sshd
