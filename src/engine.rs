@@ -471,9 +471,21 @@ impl crate::apply::Prober for SshProber {
     async fn probe(
         &self,
         host: &crate::hostid::HostId,
+        known_binary: Option<&crate::state::BinaryRecord>,
     ) -> Result<crate::reality::HostFacts, String> {
         let p = probe::find_probe(&self.probes, host)
             .ok_or_else(|| format!("{host} is neither in the spec nor in the state"))?;
+        let placed;
+        let p = match known_binary {
+            Some(k) => {
+                placed = probe::HostProbe {
+                    known_binary: Some(k.clone()),
+                    ..p.clone()
+                };
+                &placed
+            }
+            None => p,
+        };
         match probe::probe_host(&self.transport, p).await {
             crate::reality::Probe::Reached(facts) => Ok(*facts),
             crate::reality::Probe::Unreachable { error }

@@ -569,6 +569,7 @@ mod fake {
     use k0sform::apply::Prober;
     use k0sform::hostid::HostId;
     use k0sform::reality::{ClusterView, HostFacts, K0sStatus, MemberView};
+    use k0sform::state::BinaryRecord;
     use k0sform::transport::{CommandOutput, FileAttrs, RemoteCommand, Transport, TransportError};
     use std::collections::{BTreeMap, HashMap};
     use std::io::Write;
@@ -578,6 +579,13 @@ mod fake {
     pub const BEARER: &str = "abcdef.0123456789abcdef";
     pub const BOOT_UID: &str = "b0075a11-0000-4000-8000-000000000001";
     pub const OLD_UID: &str = "7c3f0000-0000-4000-8000-000000000002";
+    /// The stat line of every binary the fake moves into place.
+    pub const MOVED_STAT: &str =
+        "1234 2049 77 2026-12-04 10:00:00.000000000 +0000 2026-12-04 10:00:01.000000000 +0000";
+
+    fn moved_stat_line() -> String {
+        format!("{}{MOVED_STAT}\n", k0sform::k0s::MOVED_STAT_PREFIX)
+    }
 
     #[derive(Debug, Clone, Default)]
     pub struct FakeHost {
@@ -681,6 +689,8 @@ mod fake {
         pub refuse_leave: usize,
         /// Hosts probed through `Prober`, in order.
         pub probed: Vec<HostId>,
+        /// The binary record each probe was given (`Prober::probe`'s `known_binary`).
+        pub probed_known: Vec<(HostId, Option<BinaryRecord>)>,
         /// Nodes marked unschedulable (`kubectl cordon`/`drain`, until `uncordon`).
         pub cordoned: std::collections::BTreeSet<String>,
         /// Taints put on Nodes with `kubectl taint nodes`, by Node.
@@ -774,16 +784,25 @@ mod fake {
         fn answer(&mut self, host: &HostId, argv: &[String]) -> CommandOutput {
             // `k0s::install_service`: the staged binary (argument 4, if any) onto the install
             // path (5), k0sctl's drop-in (6) removed, then the install (7…).
+            // A moved binary's stat line comes first (`k0s::MOVED_STAT_PREFIX`).
             if argv.get(3).map(String::as_str) == Some("k0sform-install") {
+                let mut moved = false;
                 if let Some(h) = self.hosts.get_mut(host) {
                     if !argv[4].is_empty()
                         && let Some(f) = h.files.remove(&argv[4])
                     {
                         h.files.insert(argv[5].clone(), f);
+                        moved = true;
                     }
                     h.files.remove(&argv[6]);
                 }
-                return self.answer(host, &argv[7..]);
+                let mut out = self.answer(host, &argv[7..]);
+                if moved {
+                    let mut stdout = moved_stat_line().into_bytes();
+                    stdout.extend(out.stdout);
+                    out.stdout = stdout;
+                }
+                return out;
             }
             // `k0s::start_at_host_time`: the host's clock, then the start (4…).
             if argv.get(3).map(String::as_str) == Some("k0sform-start") {
@@ -801,6 +820,7 @@ mod fake {
                     && let Some(f) = h.files.remove(&argv[4])
                 {
                     h.files.insert(argv[5].clone(), f);
+                    return ok(moved_stat_line());
                 }
                 return ok("");
             }
@@ -1185,9 +1205,14 @@ mod fake {
     }
 
     impl Prober for Fake {
-        async fn probe(&self, host: &HostId) -> Result<HostFacts, String> {
+        async fn probe(
+            &self,
+            host: &HostId,
+            known_binary: Option<&BinaryRecord>,
+        ) -> Result<HostFacts, String> {
             let mut w = self.world.lock().unwrap();
             w.probed.push(host.clone());
+            w.probed_known.push((host.clone(), known_binary.cloned()));
             let w = &mut *w;
             let h = w.hosts.get(host).ok_or("unreachable")?;
             let run = |addr: &str| w.invocations.then(|| format!("run-{addr}"));
@@ -1563,6 +1588,23 @@ fn bootstrap_join_controller_and_worker() {
     }
     assert_eq!(r.state.host(&w1).unwrap().etcd, None);
     assert!(r.state.intents.is_empty());
+
+    // The worker's binary, moved into place by its install, is re-probed with its stat line
+    // after the move and the sha256 its upload checked: not hashed again. The controllers got
+    // no binary from this run: their probes go as the state says.
+    let known = fake.world().probed_known.clone();
+    let placed = k0sform::state::BinaryRecord {
+        stat: fake::MOVED_STAT.into(),
+        sha256: bin_sha.clone(),
+    };
+    assert_eq!(
+        known.iter().filter(|(h, _)| h == &w1).collect::<Vec<_>>(),
+        vec![&(w1.clone(), Some(placed))]
+    );
+    assert!(
+        known.iter().all(|(h, k)| h == &w1 || k.is_none()),
+        "{known:?}"
+    );
 
     // Intents were written before the three non-idempotent steps and cleared after them.
     let mut seen: Vec<String> = r

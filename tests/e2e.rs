@@ -1557,6 +1557,68 @@ fn no_op_apply_opens_one_session_per_host() {
     );
 }
 
+/// A k0s binary k0sform puts in place is hashed on its host once, by the upload's check, and
+/// not again by the probe that records the host after its install, nor by later plans while its
+/// stat line is the recorded one (a real k0s is a few hundred MB). A binary changed since is
+/// hashed. The hashes are counted by a logging `sha256sum` ahead of the real one on each host's
+/// PATH (/usr/local/bin, the host's own disk).
+#[test]
+fn a_placed_k0s_binary_is_hashed_only_by_its_upload_check() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let names = ["c1", "w1"];
+    for n in names {
+        c.lab.exec_ok(
+            n,
+            "printf '%s\\n' '#!/bin/sh' 'echo \"${*:-stdin}\" >> /root/sha256sum.log' \
+             'exec /usr/bin/sha256sum \"$@\"' > /usr/local/bin/sha256sum \
+             && chmod 755 /usr/local/bin/sha256sum && : > /root/sha256sum.log",
+        );
+    }
+    let hashed = |n: &str| -> Vec<String> {
+        let log = c
+            .lab
+            .exec_ok(n, "cat /root/sha256sum.log && : > /root/sha256sum.log");
+        log.lines().map(String::from).collect()
+    };
+    let binary_hashes = |n: &str| {
+        hashed(n)
+            .iter()
+            .filter(|l| l.as_str() == "/usr/local/bin/k0s")
+            .count()
+    };
+
+    // Bootstrap c1 and join w1: each binary is checked as it is uploaded (hashed from stdin),
+    // never hashed at its install path.
+    bootstrap(&c);
+    for n in names {
+        let log = hashed(n);
+        assert!(log.iter().any(|l| l == "stdin"), "{n}: {log:?}");
+        assert!(
+            !log.iter().any(|l| l == "/usr/local/bin/k0s"),
+            "{n}: {log:?}"
+        );
+    }
+    let st = c.state_json();
+    for n in names {
+        let rec = &c.state_host(n).unwrap()["k0s_binary"];
+        let live = c
+            .lab
+            .exec_ok(n, "stat -L -c '%s %d %i %y %z' -- /usr/local/bin/k0s");
+        assert_eq!(rec["stat"].as_str(), Some(live.trim()), "{n}: {st}");
+        let sha = c.lab.exec_ok(n, "/usr/bin/sha256sum /usr/local/bin/k0s");
+        assert_eq!(rec["sha256"].as_str(), sha.split_whitespace().next(), "{n}");
+    }
+
+    // Later plans trust the recorded stat line.
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+    assert_eq!((binary_hashes("c1"), binary_hashes("w1")), (0, 0));
+
+    // A binary touched since (its change time moved) is hashed again.
+    c.lab.exec_ok("w1", "touch /usr/local/bin/k0s");
+    c.run(&["plan"]).expect(0);
+    assert_eq!((binary_hashes("c1"), binary_hashes("w1")), (0, 1));
+}
+
 /// `useExistingK0s`: the k0s binary already on the host is installed and never replaced; a
 /// version bump that would need another binary there is refused before anything runs.
 #[test]

@@ -174,11 +174,12 @@ pub fn install_service(
     let mut argv = vec![
         "sh".to_string(),
         "-c".into(),
-        r#"if [ -n "$1" ] && [ -e "$1" ]; then mv -fT -- "$1" "$2" || exit; fi
+        format!(
+            r#"if [ -n "$1" ] && [ -e "$1" ]; then mv -fT -- "$1" "$2" || exit; {PRINT_MOVED_STAT}; fi
 rm -f -- "$3" || exit
 shift 3
 exec "$@""#
-            .into(),
+        ),
         "k0sform-install".into(),
         staged,
         bin.to_string(),
@@ -220,6 +221,22 @@ pub fn stop(bin: &str) -> RemoteCommand {
 /// (`Restart=always`, `RestartSec=10`: k0s `pkg/install/systemd_linux.go`), so a binary put at
 /// the install path early would start at the next crash, out of the upgrade order. k0sctl stages
 /// and swaps the same way (k0sctl `phase/upgrade_workers.go`, `cluster/host.go UpdateK0sBinary`).
+/// The `stat` format of a k0s binary's stat line (size, device, inode, modification and change
+/// time), as the probe prints it (`probe_script`): a binary whose line is the one recorded with
+/// its hash is not hashed again.
+pub const BINARY_STAT_FORMAT: &str = "%s %d %i %y %z";
+
+/// First stdout line of `install_service` (with a staged binary) and `swap_in_binary` when they
+/// moved the staged binary onto the install path (`$2`): its stat line after the move, behind
+/// this prefix (`parse::parse_moved_binary_stat`). With the sha256 the upload checked on the
+/// host, it spares the next probe hashing the binary again (a real k0s is a few hundred MB).
+pub const MOVED_STAT_PREFIX: &str = "k0sform-binary-stat ";
+
+/// Shell printing `MOVED_STAT_PREFIX` and the stat line of `$2` (empty when `stat` fails,
+/// which the parser refuses).
+const PRINT_MOVED_STAT: &str =
+    r#"printf 'k0sform-binary-stat %s\n' "$(stat -L -c '%s %d %i %y %z' -- "$2")""#;
+
 pub fn staged_binary_path(bin: &str) -> String {
     format!("{bin}.k0sform-new")
 }
@@ -230,7 +247,7 @@ pub fn swap_in_binary(bin: &str) -> RemoteCommand {
     RemoteCommand::new([
         "sh".to_string(),
         "-c".into(),
-        r#"if [ -e "$1" ]; then mv -fT -- "$1" "$2"; fi"#.into(),
+        format!(r#"if [ -e "$1" ]; then mv -fT -- "$1" "$2" || exit; {PRINT_MOVED_STAT}; fi"#),
         "k0sform-swap".into(),
         staged_binary_path(bin),
         bin.to_string(),
@@ -651,17 +668,60 @@ mod tests {
         std::fs::write(bin, "old").unwrap();
         std::fs::write(staged_binary_path(bin), "new").unwrap();
         let run = |c: RemoteCommand| {
-            std::process::Command::new(&c.argv[0])
+            let o = std::process::Command::new(&c.argv[0])
                 .args(&c.argv[1..])
-                .status()
-                .unwrap()
+                .output()
+                .unwrap();
+            (o.status.success(), String::from_utf8(o.stdout).unwrap())
         };
-        assert!(run(swap_in_binary(bin)).success());
+        // The stat line of the binary as the probe prints it (`BINARY_STAT_FORMAT`).
+        let stat_of = |p: &str| {
+            let o = std::process::Command::new("stat")
+                .args(["-L", "-c", BINARY_STAT_FORMAT, "--", p])
+                .output()
+                .unwrap();
+            String::from_utf8(o.stdout).unwrap().trim_end().to_string()
+        };
+        let (ok, out) = run(swap_in_binary(bin));
+        assert!(ok);
         assert_eq!(std::fs::read_to_string(bin).unwrap(), "new");
         assert!(!std::path::Path::new(&staged_binary_path(bin)).exists());
-        // Nothing staged (swapped already): no error, nothing changes.
-        assert!(run(swap_in_binary(bin)).success());
+        // The moved binary's stat line, as the next probe will see it.
+        assert_eq!(
+            super::super::parse_moved_binary_stat(&out),
+            Some(stat_of(bin))
+        );
+        // Nothing staged (swapped already): no error, nothing changes, no stat line.
+        assert_eq!(run(swap_in_binary(bin)), (true, String::new()));
         assert_eq!(std::fs::read_to_string(bin).unwrap(), "new");
+
+        // The install command moves it the same way, and its line comes before the install's
+        // output; without a staged binary only the install's output.
+        std::fs::write(staged_binary_path(bin), "newer").unwrap();
+        let echo = ["echo".to_string(), "installed".to_string()];
+        let mut c = install_service(bin, ServiceKind::Worker, &[], &BTreeMap::new(), true);
+        c.argv.truncate(7);
+        c.argv[6] = d.path().join("env.conf").to_str().unwrap().to_string();
+        c.argv.extend(echo);
+        let (ok, out) = run(c.clone());
+        assert!(ok);
+        assert_eq!(std::fs::read_to_string(bin).unwrap(), "newer");
+        assert_eq!(
+            super::super::parse_moved_binary_stat(&out),
+            Some(stat_of(bin))
+        );
+        assert_eq!(out.lines().nth(1), Some("installed"));
+        assert_eq!(run(c), (true, "installed\n".to_string()));
+    }
+
+    #[test]
+    fn the_moved_stat_line_is_the_probes_stat_line() {
+        assert!(PRINT_MOVED_STAT.contains(&format!("stat -L -c '{BINARY_STAT_FORMAT}'")));
+        assert!(PRINT_MOVED_STAT.contains(&format!("'{MOVED_STAT_PREFIX}%s")));
+        assert!(
+            super::super::probe_script::SCRIPT
+                .contains(&format!("stat -L -c '{BINARY_STAT_FORMAT}'"))
+        );
     }
 
     #[test]

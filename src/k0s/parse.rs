@@ -326,6 +326,15 @@ pub fn parse_started_at(out: &str) -> Result<(i64, &str), K0sError> {
     Ok((parse_host_time(first)?, rest))
 }
 
+/// The stat line `install_service` or `swap_in_binary` printed after moving a staged binary
+/// into place (`commands::MOVED_STAT_PREFIX`): the first stdout line, when it is one. Nothing
+/// moved, or anything else there, is `None`.
+pub fn parse_moved_binary_stat(out: &str) -> Option<String> {
+    let first = out.lines().next()?;
+    let stat = first.strip_prefix(super::commands::MOVED_STAT_PREFIX)?;
+    super::is_binary_stat(stat).then(|| stat.to_string())
+}
+
 /// What the probe reads from a controller's API in one `kubectl get` of several types
 /// (`CLUSTER_OBJECTS`): kubectl prints one List whose items carry their own `kind`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1049,6 +1058,30 @@ users:
         assert!(parse_started_at("").is_err());
         assert!(parse_started_at("\n1796299210\n").is_err());
         assert!(parse_started_at("12x\n").is_err());
+    }
+
+    #[test]
+    fn moved_binary_stat_is_the_first_line_and_a_stat_line() {
+        let line = "2417 2049 77 2026-12-04 10:00:00.123456789 +0000 2026-12-04 10:00:01.5 +0000";
+        let out = format!("k0sform-binary-stat {line}\nthe install's output\n");
+        assert_eq!(parse_moved_binary_stat(&out).as_deref(), Some(line));
+        // Nothing moved, or the line not first: nothing is known.
+        assert_eq!(parse_moved_binary_stat(""), None);
+        assert_eq!(parse_moved_binary_stat("installed\n"), None);
+        assert_eq!(
+            parse_moved_binary_stat(&format!("x\nk0sform-binary-stat {line}\n")),
+            None
+        );
+        // `stat` failed (empty), or the host printed something else than a stat line.
+        assert_eq!(parse_moved_binary_stat("k0sform-binary-stat \n"), None);
+        assert_eq!(
+            parse_moved_binary_stat("k0sform-binary-stat 1 2 3 \u{1b}[2J\n"),
+            None
+        );
+        assert_eq!(
+            parse_moved_binary_stat(&format!("k0sform-binary-stat {}\n", "9".repeat(201))),
+            None
+        );
     }
 
     #[test]

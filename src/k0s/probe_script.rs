@@ -39,7 +39,7 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 /// line as the state records it (or empty), $9 how many of the arguments after it are the spec's
 /// files; the arguments after those are the destinations beside which to look for upload
 /// staging files (`staging_destinations`).
-const SCRIPT: &str = concat!(
+pub(super) const SCRIPT: &str = concat!(
     super::commands::each_leftover_sh!(),
     r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6 want_cfg=$7 known_bin=$8 status_bound=10
 t() { timeout -k 2 "$@"; }

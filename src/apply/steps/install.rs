@@ -60,11 +60,33 @@ impl<T: Transport + 'static> K0sRunner<T> {
         } else {
             "k0s install"
         };
-        self.exec_ok(&id, cmd, what).await?;
-        if swap_in && let Ok(mut s) = self.staged_binaries.lock() {
-            s.remove(&id);
+        let out = self.exec_ok(&id, cmd, what).await?;
+        if swap_in {
+            self.placed(&id, &out.stdout_str());
         }
         Ok(())
+    }
+
+    /// After a swap-in command's success (stdout `out`): the staged binary is no longer
+    /// staged; if it was moved into place, its stat line and sha256 are remembered.
+    fn placed(&self, id: &HostId, out: &str) {
+        let sha256 = self
+            .staged_binaries
+            .lock()
+            .ok()
+            .and_then(|mut s| s.remove(id));
+        let Ok(mut placed) = self.placed_binaries.lock() else {
+            return;
+        };
+        match (k0s::parse_moved_binary_stat(out), sha256) {
+            (Some(stat), Some(sha256)) if !sha256.is_empty() => {
+                placed.insert(id.clone(), crate::state::BinaryRecord { stat, sha256 });
+            }
+            // Nothing moved (or its line unreadable): whatever is there is not known here.
+            _ => {
+                placed.remove(id);
+            }
+        }
     }
 
     /// The host downloads k0s from `url` beside the installed binary and checks its sha256.
@@ -81,7 +103,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         let out = self.exec(host, cmd).await.map_err(failed)?;
         if out.success() {
             if let Ok(mut s) = self.staged_binaries.lock() {
-                s.insert(host.clone());
+                s.insert(host.clone(), sha256.to_string());
             }
             return Ok(vec![]);
         }
@@ -142,12 +164,15 @@ impl<T: Transport + 'static> K0sRunner<T> {
         // steps began, and a leftover is replaced anyway): no round trip asks whether the host
         // already has the bytes. Only a second upload in this run (an upgrade after its
         // UploadBinary step) asks, and is skipped when they are the same.
-        let fresh = self.staged_binaries.lock().is_ok_and(|s| !s.contains(&id));
+        let fresh = self
+            .staged_binaries
+            .lock()
+            .is_ok_and(|s| !s.contains_key(&id));
         let got = self
             .upload_local(&id, &local, &staged, &FileAttrs::mode(0o755), fresh)
             .await?;
         if let Ok(mut s) = self.staged_binaries.lock() {
-            s.insert(id.clone());
+            s.insert(id.clone(), got.clone());
         }
         if let Some(want) = sha256
             && !want.is_empty()
@@ -166,11 +191,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
     pub(super) async fn swap_in_binary(&self, hs: &HostSpec) -> Result<(), StepError> {
         let id = hs.id();
         let cmd = k0s::swap_in_binary(&hs.k0s_install_path);
-        self.exec_ok(&id, cmd, "moving the new k0s binary into place")
+        let out = self
+            .exec_ok(&id, cmd, "moving the new k0s binary into place")
             .await?;
-        if let Ok(mut s) = self.staged_binaries.lock() {
-            s.remove(&id);
-        }
+        self.placed(&id, &out.stdout_str());
         Ok(())
     }
 }

@@ -8,7 +8,7 @@ use crate::hostid::HostId;
 use crate::k0s::{self, desired};
 use crate::reality::HostFacts;
 use crate::spec::HostSpec;
-use crate::state::HostState;
+use crate::state::{BinaryRecord, HostState};
 use crate::transport::{CommandOutput, FileAttrs, RemoteCommand, Transport};
 use std::collections::HashMap;
 use std::future::Future;
@@ -22,6 +22,7 @@ pub trait HostProber: Send + Sync + 'static {
     fn probe<'a>(
         &'a self,
         host: &'a HostId,
+        known_binary: Option<&'a BinaryRecord>,
     ) -> Pin<Box<dyn Future<Output = Result<HostFacts, String>> + Send + 'a>>;
 }
 
@@ -152,7 +153,11 @@ impl<T: Transport + 'static> K0sRunner<T> {
     pub(super) async fn put_config(&self, host: &HostId, yaml: String) -> Result<(), StepError> {
         let mut bin = self.paths(host).bin;
         // A binary staged for an upgrade or install is the one that will read this config.
-        if self.staged_binaries.lock().is_ok_and(|s| s.contains(host)) {
+        if self
+            .staged_binaries
+            .lock()
+            .is_ok_and(|s| s.contains_key(host))
+        {
             bin = k0s::staged_binary_path(&bin);
         }
         self.write(
@@ -187,10 +192,17 @@ impl<T: Transport + 'static> K0sRunner<T> {
         Ok(())
     }
 
+    /// Probe `host` again; a binary this run moved into place is hashed only if its stat line
+    /// changed since (`placed_binaries`).
     pub(super) async fn probe(&self, host: &HostId) -> Result<HostFacts, StepError> {
+        let placed = self
+            .placed_binaries
+            .lock()
+            .ok()
+            .and_then(|p| p.get(host).cloned());
         self.remote
             .prober
-            .probe(host)
+            .probe(host, placed.as_ref())
             .await
             .map_err(|e| failed(format!("{host}: probe failed: {e}")))
     }

@@ -36,9 +36,14 @@ pub struct K0sRunner<T> {
     /// object before it removes the member; the member-ID check then uses what the object said
     /// moments before it was deleted.
     pub(super) seen_objects: Mutex<HashMap<String, k0s::EtcdMemberObject>>,
-    /// Hosts with a new k0s binary staged in this run and not yet moved into place: a new
-    /// k0s.yaml is checked by the binary that will read it, the staged one.
-    pub(super) staged_binaries: Mutex<std::collections::HashSet<HostId>>,
+    /// Hosts with a new k0s binary staged in this run and not yet moved into place, with its
+    /// sha256 as checked on the host: a new k0s.yaml is checked by the binary that will read
+    /// it, the staged one.
+    pub(super) staged_binaries: Mutex<HashMap<HostId, String>>,
+    /// The binaries this run moved into place: their stat line after the move and the sha256
+    /// checked when they were staged. A re-probe (`RecordHost`) does not hash them again while
+    /// their stat line is that one.
+    pub(super) placed_binaries: Mutex<HashMap<HostId, crate::state::BinaryRecord>>,
     /// The last `kubectl get nodes` per controller and when it was asked (see `nodes_via`).
     pub(super) node_polls: Mutex<HashMap<HostId, Arc<tokio::sync::Mutex<Option<NodePoll>>>>>,
     /// Node watches running on controllers while steps wait for Nodes (`watch_nodes`).
@@ -67,7 +72,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
             spec_at: positions(spec.hosts.iter().map(|h| h.id())),
             known_at: positions(state.hosts.iter().map(|h| h.id())),
             seen_objects: Mutex::new(HashMap::new()),
-            staged_binaries: Mutex::new(std::collections::HashSet::new()),
+            staged_binaries: Mutex::new(HashMap::new()),
+            placed_binaries: Mutex::new(HashMap::new()),
             node_polls: Mutex::new(HashMap::new()),
             node_watches: Mutex::new(HashMap::new()),
             restarts: Mutex::new(HashMap::new()),
