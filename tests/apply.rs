@@ -718,6 +718,9 @@ mod fake {
         /// Node's kubelet registers it Ready and the watch prints `node/NODE`, then runs until it
         /// is dropped.
         pub watch: Option<(Duration, String)>,
+        /// With `watch`: the watch's command ends this long after it started, printing
+        /// nothing; the kubelet still registers its Node when `watch` says.
+        pub watch_ends: Option<Duration>,
         /// Node watches started, and those ended or dropped since.
         pub watches: (usize, usize),
     }
@@ -1166,15 +1169,26 @@ mod fake {
             }
             self.world.lock().unwrap().watches.0 += 1;
             let _stopped = Stopped(&self.world);
-            tokio::time::sleep(after).await;
-            {
-                let mut w = self.world.lock().unwrap();
-                w.silent_kubelets.remove(&node);
-                w.nodes.insert(node.clone(), true);
+            let register = |w: &Mutex<World>, node: &str| {
+                let mut w = w.lock().unwrap();
+                w.silent_kubelets.remove(node);
+                w.nodes.insert(node.to_string(), true);
                 w.clock += 1;
                 let now = w.clock;
-                w.beats.insert(node.clone(), now);
+                w.beats.insert(node.to_string(), now);
+            };
+            let ends = self.world.lock().unwrap().watch_ends;
+            if let Some(ends) = ends {
+                let world = self.world.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    register(&world, &node);
+                });
+                tokio::time::sleep(ends).await;
+                return Ok(Some(0));
             }
+            tokio::time::sleep(after).await;
+            register(&self.world, &node);
             let _ = lines.send(format!("node/{node}")).await;
             std::future::pending().await
         }
@@ -3050,6 +3064,48 @@ fn hook_step_runs_the_spec_line_and_shows_the_written_one() {
         r.result
     );
     assert!(hook_runs(&fake2).is_empty(), "{:?}", hook_runs(&fake2));
+}
+
+/// A Node watch that ends during the wait (the controller's k0s restarted, the session broke)
+/// leaves the join polling at its usual interval, not the slow pace of a running watch: the
+/// Node registering after the watch ended is seen at the next poll.
+#[test]
+fn a_join_whose_node_watch_ends_polls_at_its_interval() {
+    let (fake, mut spec, state, _) = three_controllers();
+    let c1 = host(1);
+    let w1 = host(5);
+    spec.hosts.push(spec_host(Role::Worker, &w1, "w1", 4));
+    {
+        let mut w = fake.world();
+        w.add_host(&w1, "w1");
+        // The watch ends 100 ms in; the kubelet registers 700 ms in, with no watch to say so.
+        w.silent_kubelets.insert("w1".into());
+        w.watch = Some((Duration::from_millis(700), "w1".into()));
+        w.watch_ends = Some(Duration::from_millis(100));
+    }
+    let mut o = opts(2);
+    o.poll_interval = Duration::from_millis(300);
+    o.hostnames.insert(w1.clone(), "w1".into());
+    let plan = one_step(&w1, StepKind::JoinWorker { via: c1.clone() });
+    let started = std::time::Instant::now();
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    r.result.as_ref().expect("joined");
+    let took = started.elapsed();
+    // A running watch's pace (WATCHED_POLL, 5 s) would take 5 s.
+    assert!(
+        took < Duration::from_millis(2500),
+        "took {took:?}: still on the watch's pace"
+    );
+    assert_eq!(fake.world().watches, (1, 1), "one watch, ended");
+    let gets = runs_on(
+        &fake,
+        &c1,
+        "kubectl --data-dir=/var/lib/k0s get nodes -o json",
+    );
+    assert!(
+        gets >= 3,
+        "{gets} polls: the first, at the watch's end, then each interval"
+    );
 }
 
 /// A worker join whose kubelet registers between two polls is woken by the Node watch at once:
