@@ -122,17 +122,39 @@ if [ -e "$bin" ]; then
     emit config_defaults t 10 "$bin" config create
   fi
   if [ "$role" = controller ] && [ "$view" = 1 ]; then
-    # Its stderr is kept: a kine controller refuses `k0s etcd` (`wrong storage type: kine`,
-    # k0s cmd/etcd/etcd.go) and has no EtcdMember CRD, so the lists leave EtcdMember out.
-    begin member_list
-    { ml_err=$(t 10 "$bin" etcd member-list --data-dir="$dd" 2>&1 1>&3); r=$?; } 3>&1
-    printf '%s' "$ml_err" >&2; end member_list "$r"
+    # The etcd member list runs beside the one kubectl for the four lists: one start of k0s
+    # less on the path of every plan (and while etcd is down, the two 10 s bounds run at once).
+    # The list waits in a private temp folder until the kubectl is done; without one, they run
+    # one after the other. Its stderr is kept: a kine controller refuses `k0s etcd` (`wrong
+    # storage type: kine`, k0s cmd/etcd/etcd.go) and has no EtcdMember CRD, so the kubectl that
+    # asked for EtcdMembers is refused and asked again without them.
+    if ml_dir=$(mktemp -d 2>/dev/null) && [ -d "$ml_dir" ]; then
+      t 10 "$bin" etcd member-list --data-dir="$dd" >"$ml_dir/out" 2>"$ml_dir/err" &
+      ml_pid=$!
+      emit objects kc get "$objects" -o json
+      r=$?
+      wait "$ml_pid"
+      ml_r=$?
+      ml_err=$(show "$ml_dir/err")
+      begin member_list; show "$ml_dir/out"; printf '%s' "$ml_err" >&2; end member_list "$ml_r"
+      rm -rf -- "$ml_dir"
+    else
+      begin member_list
+      { ml_err=$(t 10 "$bin" etcd member-list --data-dir="$dd" 2>&1 1>&3); ml_r=$?; } 3>&1
+      printf '%s' "$ml_err" >&2; end member_list "$ml_r"
+      r=
+    fi
     kine=0
     case $ml_err in *'Error: wrong storage type: kine'*) kine=1; objects=${objects#etcdmembers.etcd.k0sproject.io,};; esac
-    # One kubectl for the four lists; one list at a time where a type is missing (autopilot
-    # disabled, EtcdMember before k0s 1.30), not after a timeout.
-    emit objects kc get "$objects" -o json
-    r=$?
+    if [ -z "$r" ]; then
+      emit objects kc get "$objects" -o json
+      r=$?
+    elif [ "$r" != 0 ] && [ "$kine" = 1 ] && [ "$r" != 124 ] && [ "$r" != 137 ]; then
+      emit kine_objects kc get "$objects" -o json
+      r=$?
+    fi
+    # One list at a time where a type is missing (autopilot disabled, EtcdMember before k0s
+    # 1.30), not after a timeout.
     if [ "$r" != 0 ] && [ "$r" != 124 ] && [ "$r" != 137 ]; then
       [ "$kine" = 1 ] || emit etcd_members kc get etcdmembers.etcd.k0sproject.io -o json
       emit cluster_uid kc get namespace kube-system -o json
@@ -616,8 +638,10 @@ fn view(s: &BTreeMap<String, Section>) -> Option<ClusterView> {
         v.errors.push(tagged("member-list", ml.error()));
         None
     };
-    // One `kubectl get` of all four lists, or one list at a time where that failed.
-    if let Some(sec) = s.get("objects").filter(|sec| sec.ok()) {
+    // One `kubectl get` of all four lists (on kine, asked again without EtcdMembers once the
+    // member list said kine), or one list at a time where that failed.
+    let combined = s.get("kine_objects").or_else(|| s.get("objects"));
+    if let Some(sec) = combined.filter(|sec| sec.ok()) {
         match parse_cluster_objects(&sec.out) {
             Ok(o) => {
                 if let Some(list) = &list {
@@ -639,8 +663,8 @@ fn view(s: &BTreeMap<String, Section>) -> Option<ClusterView> {
         }
         return Some(v);
     }
-    if let Some(sec) = s.get("objects")
-        && !s.contains_key("etcd_members")
+    if let Some(sec) = combined
+        && !s.contains_key("cluster_uid")
     {
         // Not retried one list at a time (timed out): the view is unknown.
         v.errors.push(tagged("cluster objects", sec.error()));
@@ -1057,6 +1081,17 @@ mod tests {
         let bin = dir.join("k0s");
         let script = format!(
             r#"#!/bin/sh
+# With {dir}/together: `together ME OTHER` marks ME as started and returns once OTHER has
+# started too (at most 3 s): the two only pass when they run at the same time.
+together() {{
+  [ -e "{dir}/together" ] || return 0
+  : > "{dir}/started-$1"
+  i=0
+  while [ ! -e "{dir}/started-$2" ]; do
+    i=$((i + 1)); [ "$i" -gt 30 ] && {{ echo "Error: $1 ran without $2" >&2; return 1; }}
+    sleep 0.1
+  done
+}}
 case "$1" in
   version) echo called >>"{calls}"; echo v1.33.4+k0s.0 ;;
   status) cat <<'EOF'
@@ -1065,9 +1100,11 @@ EOF
   ;;
   config) echo "$*" >>"{dir}/config-calls" ;;
   etcd)
+    together etcd kubectl || exit 1
     [ -e "{dir}/kine" ] && {{ echo 'Error: wrong storage type: kine' >&2; exit 1; }}
     echo '{{"members":{{"c0":"https://127.0.0.10:2380","c1":"https://127.0.0.11:2380"}}}}' ;;
   kubectl)
+    together kubectl etcd || exit 1
     shift
     [ "$KUBECONFIG" = "{dd}/pki/admin.conf" ] || {{ echo "Error: bad KUBECONFIG" >&2; exit 1; }}
     echo "$2" >>"{dir}/kubectl-calls"
@@ -1307,8 +1344,8 @@ esac
     }
 
     /// A kine controller: k0s refuses `k0s etcd member-list` (`wrong storage type: kine`) and
-    /// has no EtcdMember CRD. The view has no members and no errors, from one kubectl that
-    /// leaves EtcdMember out.
+    /// has no EtcdMember CRD. The view has no members and no errors: the kubectl that ran beside
+    /// the member list is refused for the EtcdMember type, and one more leaves it out.
     #[test]
     fn kine_controller_has_no_members_and_no_errors() {
         let dir = tempfile::tempdir().unwrap();
@@ -1333,7 +1370,7 @@ esac
         let calls = std::fs::read_to_string(dir.path().join("kubectl-calls")).unwrap();
         assert_eq!(
             calls.trim(),
-            "namespaces,nodes,controlnodes.autopilot.k0sproject.io"
+            format!("{CLUSTER_OBJECTS}\nnamespaces,nodes,controlnodes.autopilot.k0sproject.io")
         );
         let v = f.view.unwrap();
         assert_eq!(v.errors, Vec::<String>::new());
@@ -1362,6 +1399,52 @@ esac
             "{:?}",
             v.errors
         );
+    }
+
+    /// The member list and the objects' kubectl run at the same time (the fake lets each pass
+    /// only once the other has started), and both land in their sections.
+    #[test]
+    fn member_list_runs_beside_the_objects_kubectl() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = fake_k0s(dir.path(), RUNNING);
+        std::fs::write(dir.path().join("combined"), r#"{"kind":"List","items":[]}"#).unwrap();
+        std::fs::write(dir.path().join("together"), "").unwrap();
+        let dd = dir.path().join("data");
+        let tmp = tempfile::tempdir().unwrap();
+        let p = probe(&bin, dd.to_str().unwrap(), true, None, None, &[], &[]);
+        let argv = &p.command.argv;
+        let out = Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("TMPDIR", tmp.path())
+            .output()
+            .unwrap();
+        let out = CommandOutput {
+            status: out.status.code(),
+            stdout: out.stdout,
+            stderr: out.stderr,
+        };
+        let v = p.reader.parse(&out).unwrap().view.unwrap();
+        // Only the uid is missing from the empty list: both queries passed.
+        assert_eq!(v.members.len(), 2, "{:?}", v.errors);
+        assert!(
+            v.errors.len() == 1 && v.errors[0].starts_with("kube-system uid:"),
+            "{:?}",
+            v.errors
+        );
+        // The member list's temp folder is gone.
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+
+        // Without a temp folder they run one after the other (and the fake refuses that).
+        for m in ["started-etcd", "started-kubectl"] {
+            std::fs::remove_file(dir.path().join(m)).unwrap();
+        }
+        let out = Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("TMPDIR", dir.path().join("missing"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("ran without"), "{stderr}");
     }
 
     #[test]
