@@ -3066,11 +3066,14 @@ fn hook_step_runs_the_spec_line_and_shows_the_written_one() {
     assert!(hook_runs(&fake2).is_empty(), "{:?}", hook_runs(&fake2));
 }
 
-/// A Node watch that ends during the wait (the controller's k0s restarted, the session broke)
-/// leaves the join polling at its usual interval, not the slow pace of a running watch: the
-/// Node registering after the watch ended is seen at the next poll.
-#[test]
-fn a_join_whose_node_watch_ends_polls_at_its_interval() {
+/// Joins worker w1 through c1 of `three_controllers` with a silent kubelet that registers its
+/// Node `registers` into the Node watch (which ends after `watch_ends`, if given), polling every
+/// `poll`: the fake and how long the apply took.
+fn watched_join(
+    registers: Duration,
+    watch_ends: Option<Duration>,
+    poll: Duration,
+) -> (Fake, Duration) {
     let (fake, mut spec, state, _) = three_controllers();
     let c1 = host(1);
     let w1 = host(5);
@@ -3078,19 +3081,31 @@ fn a_join_whose_node_watch_ends_polls_at_its_interval() {
     {
         let mut w = fake.world();
         w.add_host(&w1, "w1");
-        // The watch ends 100 ms in; the kubelet registers 700 ms in, with no watch to say so.
         w.silent_kubelets.insert("w1".into());
-        w.watch = Some((Duration::from_millis(700), "w1".into()));
-        w.watch_ends = Some(Duration::from_millis(100));
+        w.watch = Some((registers, "w1".into()));
+        w.watch_ends = watch_ends;
     }
     let mut o = opts(2);
-    o.poll_interval = Duration::from_millis(300);
+    o.poll_interval = poll;
     o.hostnames.insert(w1.clone(), "w1".into());
-    let plan = one_step(&w1, StepKind::JoinWorker { via: c1.clone() });
+    let plan = one_step(&w1, StepKind::JoinWorker { via: c1 });
     let started = std::time::Instant::now();
     let r = apply_with(&fake, &plan, &spec, state, o);
     r.result.as_ref().expect("joined");
-    let took = started.elapsed();
+    (fake, started.elapsed())
+}
+
+/// A Node watch that ends during the wait (the controller's k0s restarted, the session broke)
+/// leaves the join polling at its usual interval, not the slow pace of a running watch: the
+/// Node registering after the watch ended is seen at the next poll.
+#[test]
+fn a_join_whose_node_watch_ends_polls_at_its_interval() {
+    // The watch ends 100 ms in; the kubelet registers 700 ms in, with no watch to say so.
+    let (fake, took) = watched_join(
+        Duration::from_millis(700),
+        Some(Duration::from_millis(100)),
+        Duration::from_millis(300),
+    );
     // A running watch's pace (WATCHED_POLL, 5 s) would take 5 s.
     assert!(
         took < Duration::from_millis(2500),
@@ -3099,7 +3114,7 @@ fn a_join_whose_node_watch_ends_polls_at_its_interval() {
     assert_eq!(fake.world().watches, (1, 1), "one watch, ended");
     let gets = runs_on(
         &fake,
-        &c1,
+        &host(1),
         "kubectl --data-dir=/var/lib/k0s get nodes -o json",
     );
     assert!(
@@ -3113,25 +3128,9 @@ fn a_join_whose_node_watch_ends_polls_at_its_interval() {
 /// `get nodes` twice, and the watch is stopped when the wait ends.
 #[test]
 fn a_node_watch_wakes_the_join_and_is_stopped_after() {
-    let (fake, mut spec, state, _) = three_controllers();
+    // Its kubelet registers only when the watch says so, 200 ms into the wait.
+    let (fake, took) = watched_join(Duration::from_millis(200), None, Duration::from_secs(2));
     let c1 = host(1);
-    let w1 = host(5);
-    spec.hosts.push(spec_host(Role::Worker, &w1, "w1", 4));
-    {
-        let mut w = fake.world();
-        w.add_host(&w1, "w1");
-        // Its kubelet registers only when the watch says so, 200 ms into the wait.
-        w.silent_kubelets.insert("w1".into());
-        w.watch = Some((Duration::from_millis(200), "w1".into()));
-    }
-    let mut o = opts(2);
-    o.poll_interval = Duration::from_secs(2);
-    o.hostnames.insert(w1.clone(), "w1".into());
-    let plan = one_step(&w1, StepKind::JoinWorker { via: c1.clone() });
-    let started = std::time::Instant::now();
-    let r = apply_with(&fake, &plan, &spec, state, o);
-    r.result.as_ref().expect("joined");
-    let took = started.elapsed();
     assert!(
         took < Duration::from_millis(1500),
         "took {took:?}: not woken"

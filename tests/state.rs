@@ -686,6 +686,13 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
         ("empty", String::new(), "truncated"),
         ("not-json", "hosts: [oops]\n".into(), "not JSON"),
         ("array", "[1, 2]\n".into(), "not a JSON object"),
+        ("string", "\"state\"\n".into(), "not a JSON object"),
+        // A bad field deep inside names its line.
+        (
+            "bad-port",
+            good.replacen("\"port\": 22", "\"port\": \"ssh\"", 1),
+            "invalid type: string \"ssh\", expected u16 at line",
+        ),
         (
             "newer",
             serde_json::to_string_pretty(&newer).unwrap(),

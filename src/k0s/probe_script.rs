@@ -891,13 +891,22 @@ mod tests {
         let mut argv = p.command.argv.clone();
         let at = argv.iter().position(|a| a == CONFIG_PATH).unwrap();
         argv[at] = cfg.to_string();
-        let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
-        let out = CommandOutput {
+        (run_in_tmpdir(&argv, None), p)
+    }
+
+    /// Run `argv` here, with `TMPDIR` set to `tmpdir` if given.
+    fn run_in_tmpdir(argv: &[String], tmpdir: Option<&std::path::Path>) -> CommandOutput {
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..]);
+        if let Some(t) = tmpdir {
+            c.env("TMPDIR", t);
+        }
+        let out = c.output().unwrap();
+        CommandOutput {
             status: out.status.code(),
             stdout: out.stdout,
             stderr: out.stderr,
-        };
-        (out, p)
+        }
     }
 
     #[test]
@@ -1413,16 +1422,7 @@ esac
         let tmp = tempfile::tempdir().unwrap();
         let p = probe(&bin, dd.to_str().unwrap(), true, None, None, &[], &[]);
         let argv = &p.command.argv;
-        let out = Command::new(&argv[0])
-            .args(&argv[1..])
-            .env("TMPDIR", tmp.path())
-            .output()
-            .unwrap();
-        let out = CommandOutput {
-            status: out.status.code(),
-            stdout: out.stdout,
-            stderr: out.stderr,
-        };
+        let out = run_in_tmpdir(argv, Some(tmp.path()));
         let v = p.reader.parse(&out).unwrap().view.unwrap();
         // Only the uid is missing from the empty list: both queries passed.
         assert_eq!(v.members.len(), 2, "{:?}", v.errors);
@@ -1438,12 +1438,8 @@ esac
         for m in ["started-etcd", "started-kubectl"] {
             std::fs::remove_file(dir.path().join(m)).unwrap();
         }
-        let out = Command::new(&argv[0])
-            .args(&argv[1..])
-            .env("TMPDIR", dir.path().join("missing"))
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let out = run_in_tmpdir(argv, Some(&dir.path().join("missing")));
+        let stderr = out.stderr_str();
         assert!(stderr.contains("ran without"), "{stderr}");
     }
 

@@ -18,7 +18,8 @@ pub enum GraphError {
 
 /// The DAG: node index = step id (weight too), edge a → b = b runs after a.
 pub fn build(steps: &[Step]) -> Result<DiGraph<usize, ()>, GraphError> {
-    let mut g = DiGraph::new();
+    let edges = steps.iter().map(|s| s.after.len()).sum();
+    let mut g = DiGraph::with_capacity(steps.len(), edges);
     for (pos, s) in steps.iter().enumerate() {
         if s.id != pos {
             return Err(GraphError::BadId {

@@ -458,7 +458,19 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
             detail: "the file is empty".into(),
         });
     }
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+    // First only the top level's format_version (the rest is parsed and skipped, nothing is
+    // kept): a newer format may have fields this build does not know, and syntax errors are
+    // told apart from content errors. Then the state itself, straight from the bytes (a
+    // `serde_json::Value` of a 50,000-host state would be several times its size).
+    #[derive(serde::Deserialize)]
+    struct Header {
+        format_version: Option<serde_json::Value>,
+    }
+    let invalid = |detail: String| StateError::Invalid {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let syntax = |e: serde_json::Error| {
         if e.is_eof() {
             StateError::Truncated {
                 path: path.to_path_buf(),
@@ -470,16 +482,20 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
                 detail: e.to_string(),
             }
         }
-    })?;
-    let invalid = |detail: String| StateError::Invalid {
-        path: path.to_path_buf(),
-        detail,
     };
-    let Some(obj) = value.as_object() else {
+    // Anything but an object: JSON or not? (A JSON array would fill the struct below.)
+    if bytes.trim_ascii_start().first() != Some(&b'{') {
+        serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(syntax)?;
         return Err(invalid("the top level is not a JSON object".into()));
-    };
-    // Checked before the full parse: a newer format may have fields this build does not know.
-    let version = match obj.get("format_version") {
+    }
+    let header: Header = serde_json::from_slice(bytes).map_err(|e| {
+        if e.is_data() {
+            invalid(e.to_string())
+        } else {
+            syntax(e)
+        }
+    })?;
+    let version = match header.format_version {
         Some(v) => v
             .as_u64()
             .ok_or_else(|| invalid(format!("format_version is {v}, not a positive integer")))?,
@@ -495,7 +511,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
     if version == 0 {
         return Err(invalid("format_version 0 does not exist".into()));
     }
-    let state: State = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
+    let state: State = serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
     let mut seen = std::collections::BTreeSet::new();
     for h in &state.hosts {
         if !seen.insert((h.address.as_str(), h.port)) {
