@@ -1130,13 +1130,20 @@ fn double_status_blocks_while_the_knob_exists() {
     lab.ssh_ok("c1", "timeout 3 k0s status");
 }
 
-/// v1.35.5+: a joining controller is an etcd learner until the leader promotes it (about 10 s
-/// later); it serves no API before.
+/// v1.35.5+: a joining controller is an etcd learner until the leader promotes it (at the
+/// leader's next resync, every ~10 s whenever the learner joined); it serves no API before.
 #[test]
 fn double_v1_35_5_controllers_join_as_learners() {
     let lab = Lab::create(&[("c1", "controller"), ("c2", "controller")]);
     let v1355 = lab.k0s_double_with_version("v1.35.5+k0s.0");
     lab.install_binary("c1", &v1355);
+    // The leader resyncs at its start and then every 20 s (+-10 %): c2, joining a few seconds
+    // after c1 started, stays a learner for 10 s or more, long enough to be seen as one on a
+    // loaded machine. With the 10 s default the next resync can come right after the join.
+    lab.exec_ok(
+        "c1",
+        "printf 'promote_every 20\\n' > /etc/k0s-lab/k0s-knobs",
+    );
     lab.ssh_ok("c1", "k0s install controller && k0s start");
     wait_ready(&lab, "c1");
     let token = lab.ssh_ok("c1", "k0s token create --role controller --expiry 1h");
