@@ -1171,7 +1171,9 @@ fn double_v1_35_5_controllers_join_as_learners() {
     };
     assert!(
         lab.wait_until(Duration::from_secs(10), || learner(true)),
-        "c2 was not added as a learner"
+        "c2 was not added as a learner; c1 log:\n{}\nc2 log:\n{}",
+        log(&lab, "c1"),
+        log(&lab, "c2")
     );
     assert!(
         !lab.ssh("c2", "k0s kubectl get --raw=/readyz")
