@@ -1137,15 +1137,17 @@ fn double_v1_35_5_controllers_join_as_learners() {
     let lab = Lab::create(&[("c1", "controller"), ("c2", "controller")]);
     let v1355 = lab.k0s_double_with_version("v1.35.5+k0s.0");
     lab.install_binary("c1", &v1355);
-    // The leader resyncs at its start and then every 20 s (+-10 %): c2, joining a few seconds
-    // after c1 started, stays a learner for 10 s or more, long enough to be seen as one on a
-    // loaded machine. With the 10 s default the next resync can come right after the join.
+    // The leader resyncs (and promotes) at its first pass after registering, 0.5 s after it is
+    // ready, then every 20 s (+-10 %). c2 joins after that first pass (the sleep below), so it
+    // stays a learner for 15 s or more, long enough to be seen as one on a loaded machine. A
+    // join inside that first half second was promoted at once (seen in CI).
     lab.exec_ok(
         "c1",
         "printf 'promote_every 20\\n' > /etc/k0s-lab/k0s-knobs",
     );
     lab.ssh_ok("c1", "k0s install controller && k0s start");
     wait_ready(&lab, "c1");
+    std::thread::sleep(Duration::from_secs(2));
     let token = lab.ssh_ok("c1", "k0s token create --role controller --expiry 1h");
     lab.install_binary("c2", &v1355);
     lab.ssh_ok(
