@@ -216,11 +216,6 @@ pub fn stop(bin: &str) -> RemoteCommand {
     k0s(bin, &["stop"]).timeout(SERVICE)
 }
 
-/// Where a new k0s binary waits, beside the install path (same file system: the swap is a
-/// rename), until k0s is stopped on that host. The unit restarts k0s by itself
-/// (`Restart=always`, `RestartSec=10`: k0s `pkg/install/systemd_linux.go`), so a binary put at
-/// the install path early would start at the next crash, out of the upgrade order. k0sctl stages
-/// and swaps the same way (k0sctl `phase/upgrade_workers.go`, `cluster/host.go UpdateK0sBinary`).
 /// The `stat` format of a k0s binary's stat line (size, device, inode, modification and change
 /// time), as the probe prints it (`probe_script`): a binary whose line is the one recorded with
 /// its hash is not hashed again.
@@ -237,6 +232,11 @@ pub const MOVED_STAT_PREFIX: &str = "k0sform-binary-stat ";
 const PRINT_MOVED_STAT: &str =
     r#"printf 'k0sform-binary-stat %s\n' "$(stat -L -c '%s %d %i %y %z' -- "$2")""#;
 
+/// Where a new k0s binary waits, beside the install path (same file system: the swap is a
+/// rename), until k0s is stopped on that host. The unit restarts k0s by itself
+/// (`Restart=always`, `RestartSec=10`: k0s `pkg/install/systemd_linux.go`), so a binary put at
+/// the install path early would start at the next crash, out of the upgrade order. k0sctl stages
+/// and swaps the same way (k0sctl `phase/upgrade_workers.go`, `cluster/host.go UpdateK0sBinary`).
 pub fn staged_binary_path(bin: &str) -> String {
     format!("{bin}.k0sform-new")
 }
