@@ -1557,6 +1557,35 @@ fn no_op_apply_opens_one_session_per_host() {
     );
 }
 
+/// Puts a `sha256sum` that logs its arguments (`stdin` for none) ahead of the real one on
+/// `host`'s PATH (/usr/local/bin, the host's own disk), with an empty log.
+fn log_hashes_on(c: &Cluster, host: &str) {
+    c.lab.exec_ok(
+        host,
+        "printf '%s\\n' '#!/bin/sh' 'echo \"${*:-stdin}\" >> /root/sha256sum.log' \
+         'exec /usr/bin/sha256sum \"$@\"' > /usr/local/bin/sha256sum \
+         && chmod 755 /usr/local/bin/sha256sum && : > /root/sha256sum.log",
+    );
+}
+
+/// What the logging `sha256sum` (`log_hashes_on`) hashed on `host` since the last call, a line
+/// each; the log starts over.
+fn hashes_logged(c: &Cluster, host: &str) -> Vec<String> {
+    c.lab
+        .exec_ok(host, "cat /root/sha256sum.log && : > /root/sha256sum.log")
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// How many of `hashes_logged` were of the k0s binary at /usr/local/bin/k0s.
+fn k0s_hashes(c: &Cluster, host: &str) -> usize {
+    hashes_logged(c, host)
+        .iter()
+        .filter(|l| l.contains("/usr/local/bin/k0s"))
+        .count()
+}
+
 /// A k0s binary k0sform puts in place is hashed on its host once, by the upload's check, and
 /// not again by the probe that records the host after its install, nor by later plans while its
 /// stat line is the recorded one (a real k0s is a few hundred MB). A binary changed since is
@@ -1567,31 +1596,14 @@ fn a_placed_k0s_binary_is_hashed_only_by_its_upload_check() {
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     let names = ["c1", "w1"];
     for n in names {
-        c.lab.exec_ok(
-            n,
-            "printf '%s\\n' '#!/bin/sh' 'echo \"${*:-stdin}\" >> /root/sha256sum.log' \
-             'exec /usr/bin/sha256sum \"$@\"' > /usr/local/bin/sha256sum \
-             && chmod 755 /usr/local/bin/sha256sum && : > /root/sha256sum.log",
-        );
+        log_hashes_on(&c, n);
     }
-    let hashed = |n: &str| -> Vec<String> {
-        let log = c
-            .lab
-            .exec_ok(n, "cat /root/sha256sum.log && : > /root/sha256sum.log");
-        log.lines().map(String::from).collect()
-    };
-    let binary_hashes = |n: &str| {
-        hashed(n)
-            .iter()
-            .filter(|l| l.as_str() == "/usr/local/bin/k0s")
-            .count()
-    };
 
     // Bootstrap c1 and join w1: each binary is checked as it is uploaded (hashed from stdin),
     // never hashed at its install path.
     bootstrap(&c);
     for n in names {
-        let log = hashed(n);
+        let log = hashes_logged(&c, n);
         assert!(log.iter().any(|l| l == "stdin"), "{n}: {log:?}");
         assert!(
             !log.iter().any(|l| l == "/usr/local/bin/k0s"),
@@ -1611,12 +1623,12 @@ fn a_placed_k0s_binary_is_hashed_only_by_its_upload_check() {
 
     // Later plans trust the recorded stat line.
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
-    assert_eq!((binary_hashes("c1"), binary_hashes("w1")), (0, 0));
+    assert_eq!((k0s_hashes(&c, "c1"), k0s_hashes(&c, "w1")), (0, 0));
 
     // A binary touched since (its change time moved) is hashed again.
     c.lab.exec_ok("w1", "touch /usr/local/bin/k0s");
     c.run(&["plan"]).expect(0);
-    assert_eq!((binary_hashes("c1"), binary_hashes("w1")), (0, 1));
+    assert_eq!((k0s_hashes(&c, "c1"), k0s_hashes(&c, "w1")), (0, 1));
 }
 
 /// `useExistingK0s`: the k0s binary already on the host is installed and never replaced; a
@@ -3522,18 +3534,8 @@ fn plan_hashes_the_k0s_binary_only_when_it_changed() {
         );
     }
     // Every sha256sum the probe runs on w1, logged by a wrapper first in its PATH.
-    c.lab.exec_ok(
-        "w1",
-        "cat >/usr/local/bin/sha256sum <<'EOF'\n#!/bin/sh\necho \"$*\" >>/root/sha256sum.log\n\
-         exec /usr/bin/sha256sum \"$@\"\nEOF\nchmod 755 /usr/local/bin/sha256sum && : >/root/sha256sum.log",
-    );
-    let hashed = || {
-        c.lab
-            .exec_ok("w1", "cat /root/sha256sum.log; : >/root/sha256sum.log")
-            .lines()
-            .filter(|l| l.contains("/usr/local/bin/k0s"))
-            .count()
-    };
+    log_hashes_on(&c, "w1");
+    let hashed = || k0s_hashes(&c, "w1");
     // The wrapper is what the probe's shell finds.
     c.lab.ssh_ok("w1", "sha256sum /usr/local/bin/k0s");
     assert_eq!(hashed(), 1, "the wrapper logs");
@@ -3557,7 +3559,7 @@ fn plan_hashes_the_k0s_binary_only_when_it_changed() {
         before["stat"], after["stat"],
         "the new binary's stat line recorded"
     );
-    c.lab.exec_ok("w1", ": >/root/sha256sum.log");
+    hashes_logged(&c, "w1");
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
     assert_eq!(hashed(), 0, "the binary k0sform installed was hashed again");
     assert_eq!(
