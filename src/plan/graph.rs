@@ -37,7 +37,9 @@ pub fn build(steps: &[Step]) -> Result<DiGraph<usize, ()>, GraphError> {
                     after: a,
                 });
             }
-            g.update_edge(NodeIndex::new(a), NodeIndex::new(s.id), ());
+            // A repeated edge is harmless to ordering and reachability; `update_edge` would
+            // scan the step's edges for it on every insert.
+            g.add_edge(NodeIndex::new(a), NodeIndex::new(s.id), ());
         }
     }
     Ok(g)
@@ -45,15 +47,29 @@ pub fn build(steps: &[Step]) -> Result<DiGraph<usize, ()>, GraphError> {
 
 /// Fails if the steps' `after` edges contain a cycle (or point at steps that do not exist).
 pub fn check_acyclic(steps: &[Step]) -> Result<(), GraphError> {
-    topological_order(steps).map(|_| ())
+    // The planner only lets a step wait for earlier ones: then the step order itself is a
+    // topological order, which proves there is no cycle in one pass over the edges. (On a
+    // 50,000-host plan the petgraph walk below cost 20-45x its 5,000-host time: its linked
+    // edge lists stop fitting in the cache.) Anything else gets the full check.
+    let backward = steps
+        .iter()
+        .enumerate()
+        .all(|(pos, s)| s.id == pos && s.after.iter().all(|&a| a < pos));
+    if backward {
+        return Ok(());
+    }
+    let g = build(steps)?;
+    toposort(&g, None)
+        .map(|_| ())
+        .map_err(|c| GraphError::Cycle {
+            step: c.node_id().index(),
+        })
 }
 
 /// A topological order, smallest id first among ready steps, so it is deterministic.
 pub fn topological_order(steps: &[Step]) -> Result<Vec<usize>, GraphError> {
+    check_acyclic(steps)?;
     let g = build(steps)?;
-    toposort(&g, None).map_err(|c| GraphError::Cycle {
-        step: c.node_id().index(),
-    })?;
     // toposort's order depends on graph internals; Kahn's with a min-heap is stable.
     let mut indegree: Vec<usize> = (0..steps.len())
         .map(|i| {
@@ -116,6 +132,25 @@ mod tests {
         assert_eq!(
             check_acyclic(&dangling),
             Err(GraphError::UnknownStep { step: 0, after: 7 })
+        );
+    }
+
+    #[test]
+    fn edges_to_later_steps_get_the_full_check() {
+        // Not the planner's shape (every edge backward) but acyclic: still accepted.
+        let forward = vec![step(0, vec![1]), step(1, vec![]), step(2, vec![0])];
+        assert_eq!(check_acyclic(&forward), Ok(()));
+        assert_eq!(topological_order(&forward).unwrap(), vec![1, 0, 2]);
+        let self_loop = vec![step(0, vec![]), step(1, vec![1])];
+        assert_eq!(
+            check_acyclic(&self_loop),
+            Err(GraphError::Cycle { step: 1 })
+        );
+        let mut renumbered = vec![step(0, vec![]), step(1, vec![0])];
+        renumbered[1].id = 5;
+        assert_eq!(
+            check_acyclic(&renumbered),
+            Err(GraphError::BadId { step: 1, id: 5 })
         );
     }
 }

@@ -19,7 +19,7 @@ use super::decide::{host_key_refusal, leftovers, not_answering_refusal, unreacha
 use super::decision::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::quorum::{QuorumSim, quorum};
-use super::steps::Builder;
+use super::steps::{Builder, StepOwners};
 use super::{Planner, merge_refusals, reason};
 use crate::hostid::HostId;
 use crate::plan::model::*;
@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 /// arithmetic of each removal).
 type DestroySteps = (
     Vec<Step>,
-    BTreeMap<usize, usize>,
+    StepOwners,
     QuorumSummary,
     BTreeMap<HostId, Vec<Detail>>,
 );
@@ -201,12 +201,12 @@ impl Planner<'_> {
     /// allows), then controllers one at a time: members that are down first, the controller
     /// every removal goes through last; then the cluster's identity is forgotten.
     fn destroy_steps(&mut self, plans: &[HostPlan]) -> Result<DestroySteps, Refusal> {
-        let mut b = Builder::default();
+        let mut b = Builder::with_capacity(self.hosts.len(), plans.len() * 2 + 1);
         let mut notes: BTreeMap<HostId, Vec<Detail>> = BTreeMap::new();
         let mut workers_done: Vec<Option<usize>> = Vec::new();
         for p in plans.iter().filter(|p| !self.is_ctrl(p)) {
             self.push_reset_and_forget(&mut b, p, Vec::new());
-            workers_done.push(b.last.get(&p.idx).copied());
+            workers_done.push(b.last_of(p.idx));
         }
 
         let mut controllers: Vec<&HostPlan> = plans.iter().filter(|p| self.is_ctrl(p)).collect();
@@ -343,14 +343,13 @@ impl Planner<'_> {
                 _ => {}
             }
             self.push_reset_and_forget(&mut b, p, deps);
-            prev = vec![b.last.get(&p.idx).copied()];
+            prev = vec![b.last_of(p.idx)];
         }
 
         if self.state.cluster.is_some()
             && let Some(p) = controllers.last().copied().or(plans.last())
         {
-            let all: Vec<Option<usize>> =
-                plans.iter().map(|q| b.last.get(&q.idx).copied()).collect();
+            let all: Vec<Option<usize>> = plans.iter().map(|q| b.last_of(q.idx)).collect();
             b.push(p.idx, &self.hosts[p.idx].id, StepKind::ForgetCluster, all);
         }
         let mut etcd = sim.summary();

@@ -3,6 +3,7 @@
 
 use super::Planner;
 use super::decision::HostPlan;
+use super::steps::StepOwners;
 use crate::hostid::HostId;
 use crate::plan::model::{Step, StepKind};
 use std::collections::BTreeMap;
@@ -20,8 +21,8 @@ impl Planner<'_> {
         &self,
         plans: &[HostPlan],
         steps: Vec<Step>,
-        owner: BTreeMap<usize, usize>,
-    ) -> (Vec<Step>, BTreeMap<usize, usize>) {
+        owner: StepOwners,
+    ) -> (Vec<Step>, StepOwners) {
         let has_hooks = |p: &HostPlan| self.hosts[p.idx].spec.is_some_and(|s| !s.hooks.is_empty());
         if !plans.iter().any(has_hooks) {
             return (steps, owner);
@@ -38,14 +39,14 @@ impl Planner<'_> {
         &self,
         plans: &[HostPlan],
         steps: &[Step],
-        owner: &BTreeMap<usize, usize>,
+        owner: &[usize],
     ) -> (HooksAround, HooksAround) {
         let mut before: HooksAround = BTreeMap::new();
         let mut after: HooksAround = BTreeMap::new();
         // Each host plan's steps that run on the host itself, in id order (one pass).
         let mut on_hosts: BTreeMap<usize, Vec<&Step>> = BTreeMap::new();
         for s in steps {
-            if let Some(&idx) = owner.get(&s.id)
+            if let Some(&idx) = owner.get(s.id)
                 && s.host == self.hosts[idx].id
                 && runs_on_host(&s.kind)
                 // Staging waits for nothing (a preflight): no hook goes before it.
@@ -112,17 +113,17 @@ impl Planner<'_> {
 /// The steps with their hooks in place, renumbered, and the new step → host plan owners.
 fn insert_hooks(
     steps: Vec<Step>,
-    owner: &BTreeMap<usize, usize>,
+    owner: &[usize],
     mut before: HooksAround,
     mut after: HooksAround,
-) -> (Vec<Step>, BTreeMap<usize, usize>) {
+) -> (Vec<Step>, StepOwners) {
     // Rebuilt in id order, so every step still comes after what it waits for.
     let mut out: Vec<Step> = Vec::with_capacity(steps.len());
-    let mut new_owner = BTreeMap::new();
+    let mut new_owner = Vec::with_capacity(steps.len());
     // old id → the new step that stands for "done": the step or its last after-hook.
     let mut done: Vec<usize> = Vec::with_capacity(steps.len());
     for s in steps {
-        let own = owner[&s.id];
+        let own = owner[s.id];
         let old = s.id;
         let mut prev: Vec<usize> = s.after.iter().map(|a| done[*a]).collect();
         prev.sort_unstable();
@@ -134,7 +135,7 @@ fn insert_hooks(
                 kind,
                 after: deps,
             });
-            new_owner.insert(id, own);
+            new_owner.push(own);
             id
         };
         for k in before.remove(&old).unwrap_or_default() {

@@ -29,7 +29,6 @@ use crate::state::State;
 use cluster::{ClusterCtx, identify_cluster};
 use decision::HostPlan;
 use hosts::{HostCtx, collect_hosts};
-use std::collections::BTreeMap;
 
 /// Plan the changes that bring `reality` to `spec`, using what `state` recorded.
 pub fn diff(
@@ -142,7 +141,8 @@ impl Planner<'_> {
         // Every name a host goes by, to the hosts (in order) going by it: indexed once, as a
         // scan of every host per host made 5,000-host plans quadratic. Host ids are unique, so
         // "another host" is "another index".
-        let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        let mut by_name: std::collections::HashMap<String, Vec<usize>> =
+            std::collections::HashMap::with_capacity(self.hosts.len());
         for (i, o) in self.hosts.iter().enumerate() {
             for name in o.known_names().into_iter().chain(o.reported_name()) {
                 let owners = by_name.entry(name).or_default();
@@ -207,13 +207,13 @@ impl Planner<'_> {
         &self,
         plans: &[HostPlan],
         steps: &[Step],
-        step_owner: &BTreeMap<usize, usize>,
+        step_owner: &[usize],
     ) -> Vec<HostChange> {
-        // Each host's steps and owned step indices, grouped once in step order: a scan of
-        // every step per host made 5,000-host plans quadratic.
-        let mut owned: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-        for (&s, &owner) in step_owner {
-            owned.entry(owner).or_default().push(s);
+        // Each host's owned step indices, grouped once in step order: a scan of every step per
+        // host made 5,000-host plans quadratic.
+        let mut owned: Vec<Vec<usize>> = vec![Vec::new(); self.hosts.len()];
+        for (s, &owner) in step_owner.iter().enumerate() {
+            owned[owner].push(s);
         }
         let ctx = details::StepsByHost::new(self, steps);
         let mut changes: Vec<HostChange> = plans
@@ -230,7 +230,7 @@ impl Planner<'_> {
                     details: self.details(p, &ctx),
                     config_diff: p.config_diff.clone(),
                     moved_from: h.moved_from.clone(),
-                    steps: owned.get(&p.idx).cloned().unwrap_or_default(),
+                    steps: std::mem::take(&mut owned[p.idx]),
                 })
             })
             .collect();

@@ -45,12 +45,12 @@ impl Planner<'_> {
             );
         }
         if let Some(m) = member {
-            let prev = c.b.last.get(&p.idx).copied();
+            let prev = c.b.last_of(p.idx);
             c.remove_member(p.idx, &h.id, m, &via, prev);
         }
         let objects = self.existing_objects(h);
         if !objects.is_empty() {
-            let prev = c.b.last.get(&p.idx).copied();
+            let prev = c.b.last_of(p.idx);
             let del = c.b.push(
                 p.idx,
                 &h.id,
@@ -65,7 +65,7 @@ impl Planner<'_> {
         }
         c.vias.removed.insert(h.id.clone());
         if let Some(mid) = reset {
-            let prev = c.b.last.get(&p.idx).copied();
+            let prev = c.b.last_of(p.idx);
             c.b.push(
                 p.idx,
                 &h.id,
@@ -77,7 +77,7 @@ impl Planner<'_> {
             );
         }
         if h.state.is_some() {
-            let prev = c.b.last.get(&p.idx).copied();
+            let prev = c.b.last_of(p.idx);
             c.b.push(p.idx, &h.id, StepKind::ForgetHost, [prev]);
         }
         Ok(())
