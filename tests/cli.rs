@@ -425,3 +425,47 @@ fn plan_and_destroy_exit_4_while_the_state_is_locked() {
     );
     drop(guard);
 }
+
+/// k0sform turns transparent huge pages off for itself (src/main.rs), and the flag carries to
+/// what it starts: ssh's ProxyCommand, started by the real ssh client k0sform starts, reports
+/// it. Nothing listens or is reached: the ProxyCommand only writes a file and exits.
+#[test]
+fn k0sform_and_what_it_starts_use_no_transparent_huge_pages() {
+    fn thp_line(status: &str) -> Option<String> {
+        status
+            .lines()
+            .find(|l| l.starts_with("THP_enabled:"))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+    }
+    let own = std::fs::read_to_string("/proc/self/status").expect("status");
+    if thp_line(&own).as_deref() != Some("THP_enabled: 1") {
+        eprintln!("skipped: this kernel shows no THP_enabled: 1 for the test itself");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("proxy-status");
+    let spec = dir.path().join("k0sctl.yaml");
+    std::fs::write(
+        &spec,
+        format!(
+            "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata: {{name: thp}}\nspec:\n  hosts:\n  - role: single\n    ssh:\n      address: 127.0.0.1\n      port: 9\n      keyPath: /dev/null\n      options: {{ProxyCommand: \"cat /proc/self/status > {}\"}}\n  k0s: {{version: v1.33.4+k0s.0}}\n",
+            out.display()
+        ),
+    )
+    .expect("spec");
+    let o = k0sform()
+        .arg("-c")
+        .arg(&spec)
+        .arg("-state")
+        .arg(dir.path().join("s.json"))
+        .arg("plan")
+        .output()
+        .expect("runs");
+    let status = std::fs::read_to_string(&out)
+        .unwrap_or_else(|e| panic!("the ProxyCommand did not run ({e}): {}", stderr(&o)));
+    assert_eq!(
+        thp_line(&status).as_deref(),
+        Some("THP_enabled: 0"),
+        "{status}"
+    );
+}
