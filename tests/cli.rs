@@ -428,7 +428,9 @@ fn plan_and_destroy_exit_4_while_the_state_is_locked() {
 
 /// k0sform turns transparent huge pages off for itself (src/main.rs), and the flag carries to
 /// what it starts: ssh's ProxyCommand, started by the real ssh client k0sform starts, reports
-/// it. Nothing listens or is reached: the ProxyCommand only writes a file and exits.
+/// it. Nothing listens or is reached: the ProxyCommand only writes a file and exits. Its shell
+/// keeps ssh's end of the proxy open until the file is in place (a bare `cat > FILE` let ssh
+/// see the end at once, and k0sform could end it before the file was written).
 #[test]
 fn k0sform_and_what_it_starts_use_no_transparent_huge_pages() {
     fn thp_line(status: &str) -> Option<String> {
@@ -448,7 +450,7 @@ fn k0sform_and_what_it_starts_use_no_transparent_huge_pages() {
     std::fs::write(
         &spec,
         format!(
-            "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata: {{name: thp}}\nspec:\n  hosts:\n  - role: single\n    ssh:\n      address: 127.0.0.1\n      port: 9\n      keyPath: /dev/null\n      options: {{ProxyCommand: \"cat /proc/self/status > {}\"}}\n  k0s: {{version: v1.33.4+k0s.0}}\n",
+            "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata: {{name: thp}}\nspec:\n  hosts:\n  - role: single\n    ssh:\n      address: 127.0.0.1\n      port: 9\n      keyPath: /dev/null\n      options: {{ProxyCommand: \"sh -c 'cat /proc/self/status > {0}.part && mv {0}.part {0}'\"}}\n  k0s: {{version: v1.33.4+k0s.0}}\n",
             out.display()
         ),
     )
