@@ -1,6 +1,6 @@
 //! The step DAG: `Plan::steps` with their `after` edges as a petgraph graph, the acyclicity
-//! check, a deterministic topological order, and reachability (used to prove that membership
-//! changes are strictly ordered).
+//! check, and reachability (used to prove that membership changes are strictly ordered). The
+//! executor orders steps by their `after` edges itself.
 
 use super::model::Step;
 use petgraph::algo::{has_path_connecting, toposort};
@@ -66,34 +66,6 @@ pub fn check_acyclic(steps: &[Step]) -> Result<(), GraphError> {
         })
 }
 
-/// A topological order, smallest id first among ready steps, so it is deterministic.
-pub fn topological_order(steps: &[Step]) -> Result<Vec<usize>, GraphError> {
-    check_acyclic(steps)?;
-    let g = build(steps)?;
-    // toposort's order depends on graph internals; Kahn's with a min-heap is stable.
-    let mut indegree: Vec<usize> = (0..steps.len())
-        .map(|i| {
-            g.neighbors_directed(NodeIndex::new(i), petgraph::Direction::Incoming)
-                .count()
-        })
-        .collect();
-    let mut ready: std::collections::BTreeSet<usize> =
-        (0..steps.len()).filter(|i| indegree[*i] == 0).collect();
-    let mut order = Vec::with_capacity(steps.len());
-    while let Some(&n) = ready.iter().next() {
-        ready.remove(&n);
-        order.push(n);
-        for succ in g.neighbors_directed(NodeIndex::new(n), petgraph::Direction::Outgoing) {
-            let succ = succ.index();
-            indegree[succ] -= 1;
-            if indegree[succ] == 0 {
-                ready.insert(succ);
-            }
-        }
-    }
-    Ok(order)
-}
-
 /// Must `b` wait (directly or transitively) for `a`?
 pub fn precedes(steps: &[Step], a: usize, b: usize) -> bool {
     match build(steps) {
@@ -123,7 +95,7 @@ mod tests {
     #[test]
     fn detects_cycles_and_orders() {
         let ok = vec![step(0, vec![]), step(1, vec![0]), step(2, vec![0])];
-        assert_eq!(topological_order(&ok).unwrap(), vec![0, 1, 2]);
+        assert_eq!(check_acyclic(&ok), Ok(()));
         assert!(precedes(&ok, 0, 2));
         assert!(!precedes(&ok, 1, 2));
         let cyc = vec![step(0, vec![1]), step(1, vec![0])];
@@ -140,7 +112,7 @@ mod tests {
         // Not the planner's shape (every edge backward) but acyclic: still accepted.
         let forward = vec![step(0, vec![1]), step(1, vec![]), step(2, vec![0])];
         assert_eq!(check_acyclic(&forward), Ok(()));
-        assert_eq!(topological_order(&forward).unwrap(), vec![1, 0, 2]);
+        assert!(precedes(&forward, 1, 0) && precedes(&forward, 0, 2));
         let self_loop = vec![step(0, vec![]), step(1, vec![1])];
         assert_eq!(
             check_acyclic(&self_loop),
