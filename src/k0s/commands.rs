@@ -823,9 +823,12 @@ mod tests {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
+        // Held outside `child`: `Child::wait` closes the stdin it holds before waiting, and
+        // then the wrapper's kill could race `exit 3` (this once failed CI with 143).
+        let stdin = child.stdin.take();
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(3), "the wrapper ends with its command");
-        drop(child.stdin.take());
+        drop(stdin);
     }
 
     #[test]
