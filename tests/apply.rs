@@ -713,6 +713,11 @@ mod fake {
         /// (another member ID, another invocation) for this many more probes: restored from a
         /// backup, or left by a rebuilt host, until the running k0s rewrites them.
         pub stale_objects: BTreeMap<String, (String, usize)>,
+        /// k0s rewrites such an object in two calls, labels before status: probes show it with
+        /// the running start's InvocationID beside the earlier member ID. `kubectl get
+        /// etcdmembers` shows it, Joined=True, while its address is no member or a hidden
+        /// learner (it was there before the join; k0s rewrites it only after the promotion).
+        pub relabelled_stale: bool,
         /// `Transport::run_lines` (the Node watch). `None`, the default: the fake cannot stream,
         /// and the runner polls. `Some((after, node))`: the watch starts; `after` later that
         /// Node's kubelet registers it Ready and the watch prints `node/NODE`, then runs until it
@@ -997,7 +1002,14 @@ mod fake {
                                     *n -= 1;
                                 }
                             }
-                            let items: Vec<_> = self.members.iter().filter(|m| !m.name.is_empty() && !self.deleted_objects.contains(&m.name) && !hidden.contains(&addr_of(&m.peer_url))).map(|m| {
+                            let voters: Vec<String> = self.members.iter().map(|m| addr_of(&m.peer_url)).filter(|a| !hidden.contains(a)).collect();
+                            let stale = self.stale_objects.iter().filter(|(a, (_, n))| self.relabelled_stale && *n > 0 && !voters.contains(a)).map(|(a, (id, _))| serde_json::json!({
+                                "apiVersion": "etcd.k0sproject.io/v1beta1", "kind": "EtcdMember",
+                                "metadata": {"name": format!("earlier-{a}")},
+                                "spec": {},
+                                "status": {"peerAddress": a, "memberID": id, "conditions": [{"type": "Joined", "status": "True"}]}
+                            }));
+                            let items: Vec<_> = stale.chain(self.members.iter().filter(|m| !m.name.is_empty() && !self.deleted_objects.contains(&m.name) && !hidden.contains(&addr_of(&m.peer_url))).map(|m| {
                                 let a = addr_of(&m.peer_url);
                                 let id = self.object_id_override.get(&a).cloned().unwrap_or(m.id.clone());
                                 serde_json::json!({
@@ -1007,7 +1019,7 @@ mod fake {
                                     "status": {"peerAddress": a, "memberID": id, "reconcileStatus": "Success",
                                                "conditions": [{"type": "Joined", "status": "True"}]}
                                 })
-                            }).collect();
+                            })).collect();
                             ok(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string())
                         }
                         ["get", "namespace", "kube-system", "-o", "json"] => ok(serde_json::json!({
@@ -1239,6 +1251,9 @@ mod fake {
                     .map(|m| {
                         let addr = addr_of(&m.peer_url);
                         let (id, invocation) = match w.stale_objects.get(&addr) {
+                            Some((old, n)) if *n > 0 && w.relabelled_stale => {
+                                (old.clone(), run(&addr))
+                            }
                             Some((old, n)) if *n > 0 => (old.clone(), run("earlier")),
                             _ => (m.id.clone(), run(&addr)),
                         };
@@ -2219,6 +2234,71 @@ fn controller_join_fails_clearly_when_the_learner_is_never_promoted() {
     let plan = one_step(&c4, StepKind::JoinController { via: c1.clone() });
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
     r.result.as_ref().expect("joined");
+}
+
+/// The member ID etcd gave `h` (the fake's member at its address).
+fn real_member_id(fake: &Fake, h: &HostId) -> String {
+    let w = fake.world();
+    let m = w
+        .members
+        .iter()
+        .find(|m| m.peer_url.contains(&format!("//{}:", h.address)));
+    m.expect("a member at its address").id.clone()
+}
+
+/// c4 joins where an EtcdMember object of its earlier life survived (its member left by hand)
+/// and k0s rewrites that object in two calls, labels first: for two probes it shows c4's new
+/// InvocationID beside the earlier member ID. `RecordHost` after the join takes the new ID only.
+#[test]
+fn rejoined_controller_is_recorded_with_its_new_member_id_not_its_earlier_one() {
+    let (fake, spec, state, c1, c4) = learner_cluster();
+    {
+        let mut w = fake.world();
+        for h in w.hosts.values_mut() {
+            h.version = Some("v1.35.4+k0s.0".into());
+        }
+        w.invocations = true;
+        w.relabelled_stale = true;
+        w.stale_objects
+            .insert(c4.address.clone(), ("5555666677778888".into(), 2));
+    }
+    let plan = plan_of(vec![
+        step_on(0, c4.clone(), StepKind::JoinController { via: c1 }, &[]),
+        step_on(1, c4.clone(), StepKind::RecordHost, &[0]),
+    ]);
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    r.result.as_ref().expect("joined and recorded");
+    let etcd = r.state.host(&c4).expect("c4 recorded").etcd.clone();
+    let id = etcd.expect("with its member ID").member_id;
+    assert_ne!(
+        id, "5555666677778888",
+        "the earlier life's member ID was recorded"
+    );
+    assert_eq!(id, real_member_id(&fake, &c4));
+    let probes = fake.world().probed.iter().filter(|h| **h == c4).count();
+    assert_eq!(probes, 3, "two probes showed the object not yet rewritten");
+}
+
+/// On k0s v1.35.5+ the same surviving object says Joined=True from the start, while c4 is
+/// still a learner: the join waits for c4's promotion, not for any Joined=True at its address.
+#[test]
+fn controller_join_is_not_ended_by_the_object_of_its_earlier_life() {
+    let (fake, spec, state, c1, c4) = learner_cluster();
+    {
+        let mut w = fake.world();
+        w.learners.insert(c4.address.clone(), 5);
+        w.relabelled_stale = true;
+        w.stale_objects
+            .insert(c4.address.clone(), ("5555666677778888".into(), 1));
+    }
+    let plan = one_step(&c4, StepKind::JoinController { via: c1 });
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    r.result.as_ref().expect("joined");
+    assert_eq!(
+        fake.world().learners[&c4.address],
+        0,
+        "the step ended on the earlier life's Joined=True, before c4 was promoted"
+    );
 }
 
 /// A learner counts as no voter in the health gate before a membership change: the next

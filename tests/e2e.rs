@@ -203,11 +203,56 @@ fn controller_that_left_and_was_reset_by_hand_rejoins() {
         .expect(0)
         .contains("c1")
         .contains("left the cluster");
+    let old_id = c.state_host("c1").expect("c1")["etcd"]["member_id"].clone();
     c.apply();
     assert_eq!(
         assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]),
         uid
     );
+    let new_id = c.state_host("c1").expect("c1")["etcd"]["member_id"].clone();
+    assert_ne!(
+        new_id, old_id,
+        "the earlier member's ID was recorded for c1"
+    );
+    assert_eq!(
+        new_id.as_str(),
+        Some(etcd_member_id(&c, "c2", "c1").as_str())
+    );
+}
+
+/// The member ID the EtcdMember object `name` shows, asked on `via`.
+fn object_member_id(c: &Cluster, via: &str, name: &str) -> Option<String> {
+    let out = c.lab.ssh_ok(
+        via,
+        "KUBECONFIG=/var/lib/k0s/pki/admin.conf timeout 20 k0s kubectl --data-dir=/var/lib/k0s get etcdmembers -o json",
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("EtcdMember list JSON");
+    v["items"]
+        .as_array()?
+        .iter()
+        .find(|o| o["metadata"]["name"] == name)?["status"]["memberID"]
+        .as_str()
+        .map(String::from)
+}
+
+/// The ID etcd itself gives member `name` (hex, as k0s writes it), asked with etcdctl on `via`.
+fn etcd_member_id(c: &Cluster, via: &str, name: &str) -> String {
+    let out = c.lab.ssh_ok(
+        via,
+        &format!(
+            "ETCDCTL_API=3 etcdctl --endpoints=http://{}:2379 member list -w json",
+            c.lab.address(via)
+        ),
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("etcdctl JSON");
+    let m = v["members"].as_array().expect("members");
+    let id = m
+        .iter()
+        .find(|x| x["name"] == name)
+        .expect("a member so named")["ID"]
+        .as_u64()
+        .expect("a numeric ID");
+    format!("{id:x}")
 }
 
 /// Seed scenario 2: a controller removed from the spec is removed from the cluster in one run;
@@ -1988,6 +2033,10 @@ fn backup_then_restore_onto_wiped_hosts_keeps_the_cluster() {
     let r = c.run(&["backup", "-out", out_dir.to_str().expect("utf-8")]);
     r.expect(0);
     let (sha, archive) = backup_line(&r);
+    let backup_ids: Vec<String> = ["c1", "c2"]
+        .iter()
+        .map(|n| object_member_id(&c, "c1", n).expect("an EtcdMember object with an ID"))
+        .collect();
     assert_eq!(archive.parent(), Some(out_dir.as_path()));
     let name = archive.file_name().and_then(|n| n.to_str()).unwrap_or("");
     assert!(
@@ -2060,6 +2109,14 @@ fn backup_then_restore_onto_wiped_hosts_keeps_the_cluster() {
     for n in ["c1", "c2", "w1"] {
         c.lab.wipe(n);
     }
+    // The restored EtcdMember objects show the backup's member IDs until each new k0s rewrites
+    // them, in two calls (labels, then status), here 3 s apart on c2 as when a status write is
+    // retried: for that long c2's object shows its new start beside the backup's ID. (c1,
+    // bootstrapped from the backup, has the same window; see the README's known gaps.)
+    c.lab.exec_ok(
+        "c2",
+        "printf 'member_status_gap 3\\n' > /etc/k0s-lab/k0s-knobs",
+    );
     std::fs::remove_file(&c.state).expect("rm state");
     let r = c.run(&[
         "apply",
@@ -2069,6 +2126,13 @@ fn backup_then_restore_onto_wiped_hosts_keeps_the_cluster() {
     ]);
     r.expect(0).contains("Restor");
     let restored = assert_one_cluster(&c, &["c1", "c2"], &["c1", "c2"]);
+    // c2 joined c1's restored cluster: recorded with its new member ID, never the backup's.
+    let recorded = c.state_host("c2").expect("recorded")["etcd"]["member_id"].clone();
+    assert_eq!(
+        recorded.as_str(),
+        Some(etcd_member_id(&c, "c1", "c2").as_str()),
+        "the backup's IDs were {backup_ids:?}"
+    );
     assert_eq!(restored, uid, "the restored cluster has another identity");
     assert_eq!(c.state_json()["cluster"]["uid"], uid.as_str());
     let namespaces = c.objects("c2", "namespaces");

@@ -589,6 +589,13 @@ fn double_cli_matches_reference() {
         "node/c1 cordoned\nnode/c1 drained\n"
     );
     assert_eq!(run("k0s kubectl uncordon c1").1, "node/c1 uncordoned\n");
+    // k0s writes `spec: {}` (Go's omitempty drops leave=false) and a custom resource is stored
+    // as written: the first patch adds the key, the second changes nothing.
+    assert_eq!(em["items"][0]["spec"], serde_json::json!({}));
+    assert_eq!(
+        run("k0s kubectl patch etcdmember c1 -p '{\"spec\":{\"leave\":false}}' --type merge").1,
+        "etcdmember.etcd.k0sproject.io/c1 patched\n"
+    );
     assert_eq!(
         run("k0s kubectl patch etcdmember c1 -p '{\"spec\":{\"leave\":false}}' --type merge").1,
         "etcdmember.etcd.k0sproject.io/c1 patched (no change)\n"

@@ -115,6 +115,20 @@ impl<T: Transport + 'static> K0sRunner<T> {
         self.seen_objects.lock().ok()?.get(addr).cloned()
     }
 
+    /// Is `member_id` the ID an EtcdMember object showed for `host`'s address before this run
+    /// joined it anew (`replaced_member_ids`)? Then k0s has not rewritten the object's status
+    /// yet: the ID is the old member's, not the new one's.
+    pub(super) fn is_replaced_member_id(&self, host: &HostId, member_id: &str) -> bool {
+        self.replaced_member_ids
+            .lock()
+            .ok()
+            .and_then(|m| {
+                m.get(host)
+                    .map(|old| super::remove::same_member_id(old, member_id))
+            })
+            .unwrap_or(false)
+    }
+
     /// The k0s version of `host` (`k0s version`; cached for the run until the host restarts).
     pub(super) async fn k0s_version(&self, host: &HostId) -> Result<String, String> {
         if let Some(v) = self.versions.lock().ok().and_then(|v| v.get(host).cloned()) {

@@ -32,10 +32,20 @@ impl<T: Transport + 'static> K0sRunner<T> {
         }
         self.require_health(ctx, via, None).await?;
         gate().await?;
+        // An EtcdMember object of the host's earlier life (its member left by hand, or the
+        // object outlived a removal) shows that life's member ID until the new k0s rewrites it;
+        // remember the ID so no wait below takes it for the new member's. Without such objects
+        // (k0s before 1.30 has no CRD) there is nothing to remember.
+        let _ = self.etcd_member_objects(via).await;
+        if let Some(old) = self.seen_object(&addr).and_then(|o| o.member_id)
+            && let Ok(mut m) = self.replaced_member_ids.lock()
+        {
+            m.insert(host.clone(), old);
+        }
         self.join(ctx, hs, via, TokenRole::Controller, &addr)
             .await?;
         if k0s::learner_joins(&self.k0s_version(via).await.map_err(failed)?) {
-            self.wait_promoted(ctx, via, &addr).await?;
+            self.wait_promoted(ctx, host, via, &addr).await?;
         }
         Ok(vec![])
     }
@@ -126,6 +136,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
     async fn wait_promoted(
         &self,
         ctx: &StepContext,
+        host: &HostId,
         via: &HostId,
         addr: &str,
     ) -> Result<(), StepError> {
@@ -139,7 +150,17 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 .iter()
                 .find(|o| o.peer_address.as_deref() == Some(addr))
             {
-                Some(o) if o.joined == Some(true) && o.member_id.is_some() => Ok(()),
+                Some(o) if o.joined == Some(true) && o.member_id.is_some() => {
+                    match o.member_id.as_deref() {
+                        // The object of the host's earlier life, not yet rewritten: its
+                        // Joined=True is that member's, not a promotion of the new one.
+                        Some(id) if self.is_replaced_member_id(host, id) => Err(format!(
+                            "EtcdMember \"{}\" still shows member {id}, the one {host} had before it joined anew",
+                            o.name
+                        )),
+                        _ => Ok(()),
+                    }
+                }
                 Some(o) => Err(format!(
                     "EtcdMember \"{}\" does not show Joined=True yet",
                     o.name

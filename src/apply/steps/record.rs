@@ -37,7 +37,13 @@ impl<T: Transport + 'static> K0sRunner<T> {
             }
             // The object must have been written by the k0s running there now, when both say
             // which start that is: one restored from a backup (or left from the host's earlier
-            // life) shows the old member ID until the new k0s rewrites it.
+            // life) shows the old member ID until the new k0s rewrites it. k0s rewrites the
+            // labels (the start) before the status (the ID), so after a join in this run the ID
+            // the object showed before the join is not taken either (`replaced_member_ids`).
+            // Not covered: the controller a restore bootstrapped. Its object comes from the
+            // backup, no earlier read of it exists, and the restored member may keep the ID
+            // (etcd derives it from the peer URL), so nothing here tells a stale ID from a
+            // current one during the moment between k0s's two writes.
             let running = facts
                 .status
                 .as_ref()
@@ -45,7 +51,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
             let member = facts.view.as_ref().and_then(|v| {
                 v.members.iter().find(|m| {
                     addr.as_deref() == Some(peer_host(&m.peer_url))
-                        && m.member_id.is_some()
+                        && m.member_id
+                            .as_deref()
+                            .is_some_and(|id| !self.is_replaced_member_id(host, id))
                         && (running.is_none()
                             || m.invocation.is_none()
                             || m.invocation.as_deref() == running)
@@ -65,7 +73,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 .await
                 .is_err()
             {
-                ctx.progress("etcd member ID unknown (no EtcdMember object); recorded without it");
+                ctx.progress(
+                    "etcd member ID unknown (no EtcdMember object written by the k0s running there); recorded without it",
+                );
                 break (facts, None);
             }
         };

@@ -13,7 +13,7 @@ use crate::plan::{ObjectKind, Step};
 use crate::transport::Transport;
 
 /// Member IDs compare as hex numbers (case and leading zeros do not matter).
-fn same_member_id(a: &str, b: &str) -> bool {
+pub(super) fn same_member_id(a: &str, b: &str) -> bool {
     let norm = |s: &str| {
         s.trim()
             .trim_start_matches("0x")
