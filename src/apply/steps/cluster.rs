@@ -115,7 +115,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         self.seen_objects.lock().ok()?.get(addr).cloned()
     }
 
-    /// Is `member_id` the ID an EtcdMember object showed for `host`'s address before this run
+    /// Is `member_id` an ID that EtcdMember objects showed for `host`'s address before this run
     /// joined it anew (`replaced_member_ids`)? Then k0s has not rewritten the object's status
     /// yet: the ID is the old member's, not the new one's.
     pub(super) fn is_replaced_member_id(&self, host: &HostId, member_id: &str) -> bool {
@@ -123,8 +123,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .lock()
             .ok()
             .and_then(|m| {
-                m.get(host)
-                    .map(|old| super::remove::same_member_id(old, member_id))
+                m.get(host).map(|old| {
+                    old.iter()
+                        .any(|o| super::remove::same_member_id(o, member_id))
+                })
             })
             .unwrap_or(false)
     }

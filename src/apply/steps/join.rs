@@ -32,12 +32,22 @@ impl<T: Transport + 'static> K0sRunner<T> {
         }
         self.require_health(ctx, via, None).await?;
         gate().await?;
-        // An EtcdMember object of the host's earlier life (its member left by hand, or the
-        // object outlived a removal) shows that life's member ID until the new k0s rewrites it;
-        // remember the ID so no wait below takes it for the new member's. Without such objects
-        // (k0s before 1.30 has no CRD) there is nothing to remember.
-        let _ = self.etcd_member_objects(via).await;
-        if let Some(old) = self.seen_object(&addr).and_then(|o| o.member_id)
+        // An EtcdMember object of the host's earlier life (its member left by hand, or restored
+        // from a backup) shows that life's member ID until the new k0s rewrites it; remember
+        // the IDs at this address (also of an object deleted earlier in this run) so no wait
+        // below takes one for the new member's. k0s before 1.30 has no such objects.
+        let mut old: Vec<String> = self
+            .etcd_member_objects(via)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .chain(self.seen_object(&addr))
+            .filter(|o| o.peer_address.as_deref() == Some(addr.as_str()))
+            .filter_map(|o| o.member_id)
+            .collect();
+        old.sort();
+        old.dedup();
+        if !old.is_empty()
             && let Ok(mut m) = self.replaced_member_ids.lock()
         {
             m.insert(host.clone(), old);
@@ -146,27 +156,29 @@ impl<T: Transport + 'static> K0sRunner<T> {
         );
         self.poll_until(ctx, (&waiting, &what), move || async move {
             let objects = self.etcd_member_objects(via).await?;
-            match objects
+            let mut here = objects
                 .iter()
-                .find(|o| o.peer_address.as_deref() == Some(addr))
-            {
-                Some(o) if o.joined == Some(true) && o.member_id.is_some() => {
-                    match o.member_id.as_deref() {
-                        // The object of the host's earlier life, not yet rewritten: its
-                        // Joined=True is that member's, not a promotion of the new one.
-                        Some(id) if self.is_replaced_member_id(host, id) => Err(format!(
-                            "EtcdMember \"{}\" still shows member {id}, the one {host} had before it joined anew",
-                            o.name
-                        )),
-                        _ => Ok(()),
-                    }
-                }
-                Some(o) => Err(format!(
-                    "EtcdMember \"{}\" does not show Joined=True yet",
-                    o.name
-                )),
-                None => Err(format!("no EtcdMember object for {addr} yet")),
+                .filter(|o| o.peer_address.as_deref() == Some(addr));
+            // An object of the host's earlier life, not yet rewritten, may say Joined=True: that
+            // was the old member's, not a promotion of the new one.
+            let old = |o: &&k0s::EtcdMemberObject| {
+                o.member_id
+                    .as_deref()
+                    .is_some_and(|id| self.is_replaced_member_id(host, id))
+            };
+            let Some(first) = here.clone().next() else {
+                return Err(format!("no EtcdMember object for {addr} yet"));
+            };
+            if here.any(|o| o.joined == Some(true) && o.member_id.is_some() && !old(&o)) {
+                return Ok(());
             }
+            Err(match first.member_id.as_deref() {
+                Some(id) if old(&first) => format!(
+                    "EtcdMember \"{}\" still shows member {id}, the one {host} had before it joined anew",
+                    first.name
+                ),
+                _ => format!("EtcdMember \"{}\" does not show Joined=True yet", first.name),
+            })
         })
         .await
     }

@@ -36,14 +36,14 @@ pub struct K0sRunner<T> {
     /// object before it removes the member; the member-ID check then uses what the object said
     /// moments before it was deleted.
     pub(super) seen_objects: Mutex<HashMap<String, k0s::EtcdMemberObject>>,
-    /// Controllers joined in this run whose address had an EtcdMember object before the join,
-    /// with the member ID it showed then. The new member never has that ID (etcd makes a new
+    /// Controllers joined in this run whose address had EtcdMember objects before the join,
+    /// with the member IDs they showed then. The new member never has one of them (etcd makes a new
     /// one for every member added), and k0s rewrites an existing object in two API calls
     /// (etcd_member_reconciler.go `createMemberObject`: labels with the new InvocationID first,
     /// the status with the new member ID after, retried 3 s later on failure): until the second
     /// lands, the object shows this start's InvocationID beside the old ID. `wait_promoted` and
     /// `RecordHost` wait that out instead of taking the old ID for the new member.
-    pub(super) replaced_member_ids: Mutex<HashMap<HostId, String>>,
+    pub(super) replaced_member_ids: Mutex<HashMap<HostId, Vec<String>>>,
     /// Hosts with a new k0s binary staged in this run and not yet moved into place, with its
     /// sha256 as checked on the host: a new k0s.yaml is checked by the binary that will read
     /// it, the staged one.
