@@ -798,7 +798,58 @@ fn double_three_controllers_reset_rejoin_and_peer_urls_exist() {
         (Some(0), String::new(), String::new())
     );
     assert_eq!(member_names(&lab, "c1"), set(&["c1", "c2"]));
+    // c3's EtcdMember object outlived its member. The new k0s rewrites it as k0s does, in two
+    // calls (labels, then status), here 5 s apart: in between it shows the new start's label
+    // beside the old member ID.
+    // Null while c1 cannot answer (the membership is changing).
+    let object = |name: &str| -> serde_json::Value {
+        let o = lab.ssh("c1", "k0s kubectl get etcdmembers -o json");
+        let list: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap_or_default();
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        items
+            .into_iter()
+            .find(|i| i["metadata"]["name"] == name)
+            .unwrap_or_default()
+    };
+    const START: &str = "k0s.k0sproject.io/shutdown-on-leave";
+    let before = object("c3");
+    let old_id = before["status"]["memberID"].clone();
+    assert!(old_id.is_string(), "{before}");
+    lab.exec_ok(
+        "c3",
+        "printf 'member_status_gap 5\\n' > /etc/k0s-lab/k0s-knobs",
+    );
     lab.ssh_ok("c3", "k0s start");
+    let mut between = serde_json::Value::Null;
+    let relabelled = lab.wait_until(Duration::from_secs(30), || {
+        between = object("c3");
+        between["metadata"]["labels"][START].is_string()
+            && between["metadata"]["labels"][START] != before["metadata"]["labels"][START]
+    });
+    assert!(relabelled, "c3's object was never relabelled: {between}");
+    assert_eq!(
+        between["status"], before["status"],
+        "status written with the labels"
+    );
+    assert_eq!(between["spec"], serde_json::json!({}));
+    let mut after = serde_json::Value::Null;
+    let rewritten = lab.wait_until(Duration::from_secs(30), || {
+        after = object("c3");
+        after["status"]["memberID"].is_string() && after["status"]["memberID"] != old_id
+    });
+    assert!(rewritten, "c3's status was never rewritten: {after}");
+    assert_eq!(after["metadata"]["labels"], between["metadata"]["labels"]);
+    let (was, now) = (
+        &before["status"]["conditions"][0],
+        &after["status"]["conditions"][0],
+    );
+    assert_eq!(
+        (&now["type"], &now["status"]),
+        (&"Joined".into(), &"True".into())
+    );
+    assert_eq!(now["message"], "Member joined");
+    // SetCondition moves the time only when the status flips (True before, True now).
+    assert_eq!(now["lastTransitionTime"], was["lastTransitionTime"]);
     wait_ready(&lab, "c3");
     assert_eq!(member_names(&lab, "c2"), three);
     assert_eq!(uid(&lab, "c3"), identity);
