@@ -37,8 +37,8 @@ pub struct K0sRunner<T> {
     /// moments before it was deleted.
     pub(super) seen_objects: Mutex<HashMap<String, k0s::EtcdMemberObject>>,
     /// Controllers joined in this run whose address had EtcdMember objects before the join,
-    /// with the member IDs they showed then. The new member never has one of them (etcd makes a new
-    /// one for every member added), and k0s rewrites an existing object in two API calls
+    /// with the member IDs they showed then. The new member never has one of them (etcd makes
+    /// a new ID for every member added), and k0s rewrites an existing object in two API calls
     /// (etcd_member_reconciler.go `createMemberObject`: labels with the new InvocationID first,
     /// the status with the new member ID after, retried 3 s later on failure): until the second
     /// lands, the object shows this start's InvocationID beside the old ID. `wait_promoted` and
