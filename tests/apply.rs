@@ -2279,6 +2279,42 @@ fn rejoined_controller_is_recorded_with_its_new_member_id_not_its_earlier_one() 
     assert_eq!(probes, 3, "two probes showed the object not yet rewritten");
 }
 
+/// k0s's status write never lands (before v1.35.5 a failed one is only logged): the object keeps
+/// the earlier life's ID beside the new start's label. `RecordHost` records the host without a
+/// member ID at its deadline, and says why.
+#[test]
+fn rejoined_controller_whose_object_is_never_rewritten_is_recorded_without_an_id() {
+    let (fake, spec, state, c1, c4) = learner_cluster();
+    {
+        let mut w = fake.world();
+        for h in w.hosts.values_mut() {
+            h.version = Some("v1.35.4+k0s.0".into());
+        }
+        w.invocations = true;
+        w.relabelled_stale = true;
+        w.stale_objects
+            .insert(c4.address.clone(), ("5555666677778888".into(), usize::MAX));
+    }
+    let plan = plan_of(vec![
+        step_on(0, c4.clone(), StepKind::JoinController { via: c1 }, &[]),
+        step_on(1, c4.clone(), StepKind::RecordHost, &[0]),
+    ]);
+    let mut o = opts(2);
+    o.health_grace = Duration::from_millis(200);
+    o.poll_interval = Duration::from_millis(20);
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    r.result.as_ref().expect("recorded");
+    let rec = r.state.host(&c4).expect("c4 recorded");
+    assert_eq!(rec.etcd, None, "an ID was recorded");
+    assert!(
+        r.human.contains(
+            "etcd member ID unknown (its EtcdMember object still shows member 5555666677778888 of its earlier life); recorded without it"
+        ),
+        "{}",
+        r.human
+    );
+}
+
 /// On k0s v1.35.5+ the same surviving object says Joined=True from the start, while c4 is
 /// still a learner: the join waits for c4's promotion, not for any Joined=True at its address.
 #[test]

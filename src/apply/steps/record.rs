@@ -68,14 +68,25 @@ impl<T: Transport + 'static> K0sRunner<T> {
             }
 
             // EtcdMember objects appear a little after a join (and not at all before k0s 1.30).
-            if dl
-                .retry("the etcd member ID", "not shown yet")
-                .await
-                .is_err()
-            {
-                ctx.progress(
-                    "etcd member ID unknown (no EtcdMember object written by the k0s running there); recorded without it",
-                );
+            let here = facts.view.as_ref().and_then(|v| {
+                v.members
+                    .iter()
+                    .find(|m| addr.as_deref() == Some(peer_host(&m.peer_url)))
+            });
+            let why = match here.map(|m| m.member_id.as_deref()) {
+                None => "no etcd member at its address".to_string(),
+                Some(None) => "no EtcdMember object with a member ID".to_string(),
+                Some(Some(id)) if self.is_replaced_member_id(host, id) => {
+                    format!("its EtcdMember object still shows member {id} of its earlier life")
+                }
+                Some(Some(_)) => {
+                    "its EtcdMember object was written by an earlier start of k0s".to_string()
+                }
+            };
+            if dl.retry("the etcd member ID", &why).await.is_err() {
+                ctx.progress(format!(
+                    "etcd member ID unknown ({why}); recorded without it"
+                ));
                 break (facts, None);
             }
         };
