@@ -42,8 +42,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
             // the object showed before the join is not taken either (`replaced_member_ids`).
             // Not covered: the controller a restore bootstrapped. Its object comes from the
             // backup, no earlier read of it exists, and the restored member may keep the ID
-            // (etcd derives it from the peer URL), so nothing here tells a stale ID from a
-            // current one during the moment between k0s's two writes.
+            // (etcd's restore makes it from the peer URLs and cluster token alone:
+            // membership/cluster.go `NewClusterFromURLsMap`, `NewMember(.., nil)`), so nothing
+            // here tells a stale ID from a current one between k0s's two writes.
             let running = facts
                 .status
                 .as_ref()
