@@ -2246,11 +2246,10 @@ fn real_member_id(fake: &Fake, h: &HostId) -> String {
     m.expect("a member at its address").id.clone()
 }
 
-/// c4 joins where an EtcdMember object of its earlier life survived (its member left by hand)
-/// and k0s rewrites that object in two calls, labels first: for two probes it shows c4's new
-/// InvocationID beside the earlier member ID. `RecordHost` after the join takes the new ID only.
-#[test]
-fn rejoined_controller_is_recorded_with_its_new_member_id_not_its_earlier_one() {
+/// c4 (k0s v1.35.4: no learners) joins via c1, then is recorded; its address has an EtcdMember
+/// object of its earlier life (member ID 5555666677778888) that probes show relabelled for
+/// `probes` more probes (k0s's labels written, its status not yet).
+fn rejoin_over_earlier_object(probes: usize) -> (Fake, Spec, State, HostId, Plan) {
     let (fake, spec, state, c1, c4) = learner_cluster();
     {
         let mut w = fake.world();
@@ -2260,12 +2259,21 @@ fn rejoined_controller_is_recorded_with_its_new_member_id_not_its_earlier_one() 
         w.invocations = true;
         w.relabelled_stale = true;
         w.stale_objects
-            .insert(c4.address.clone(), ("5555666677778888".into(), 2));
+            .insert(c4.address.clone(), ("5555666677778888".into(), probes));
     }
     let plan = plan_of(vec![
         step_on(0, c4.clone(), StepKind::JoinController { via: c1 }, &[]),
         step_on(1, c4.clone(), StepKind::RecordHost, &[0]),
     ]);
+    (fake, spec, state, c4, plan)
+}
+
+/// c4 joins where an EtcdMember object of its earlier life survived (its member left by hand)
+/// and k0s rewrites that object in two calls, labels first: for two probes it shows c4's new
+/// InvocationID beside the earlier member ID. `RecordHost` after the join takes the new ID only.
+#[test]
+fn rejoined_controller_is_recorded_with_its_new_member_id_not_its_earlier_one() {
+    let (fake, spec, state, c4, plan) = rejoin_over_earlier_object(2);
     let r = apply_with(&fake, &plan, &spec, state, opts(2));
     r.result.as_ref().expect("joined and recorded");
     let etcd = r.state.host(&c4).expect("c4 recorded").etcd.clone();
@@ -2284,21 +2292,7 @@ fn rejoined_controller_is_recorded_with_its_new_member_id_not_its_earlier_one() 
 /// member ID at its deadline, and says why.
 #[test]
 fn rejoined_controller_whose_object_is_never_rewritten_is_recorded_without_an_id() {
-    let (fake, spec, state, c1, c4) = learner_cluster();
-    {
-        let mut w = fake.world();
-        for h in w.hosts.values_mut() {
-            h.version = Some("v1.35.4+k0s.0".into());
-        }
-        w.invocations = true;
-        w.relabelled_stale = true;
-        w.stale_objects
-            .insert(c4.address.clone(), ("5555666677778888".into(), usize::MAX));
-    }
-    let plan = plan_of(vec![
-        step_on(0, c4.clone(), StepKind::JoinController { via: c1 }, &[]),
-        step_on(1, c4.clone(), StepKind::RecordHost, &[0]),
-    ]);
+    let (fake, spec, state, c4, plan) = rejoin_over_earlier_object(usize::MAX);
     let mut o = opts(2);
     o.health_grace = Duration::from_millis(200);
     o.poll_interval = Duration::from_millis(20);
