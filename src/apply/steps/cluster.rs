@@ -108,11 +108,27 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 }
             }
         }
+        if let Ok(mut ids) = self.seen_member_ids.lock() {
+            for o in &objects {
+                if let (Some(a), Some(id)) = (&o.peer_address, &o.member_id) {
+                    let at = ids.entry(a.clone()).or_default();
+                    if !at.contains(id) {
+                        at.push(id.clone());
+                    }
+                }
+            }
+        }
         Ok(objects)
     }
 
     pub(super) fn seen_object(&self, addr: &str) -> Option<k0s::EtcdMemberObject> {
         self.seen_objects.lock().ok()?.get(addr).cloned()
+    }
+
+    /// The member IDs EtcdMember objects showed at peer address `addr` so far in this run.
+    pub(super) fn seen_member_ids(&self, addr: &str) -> Vec<String> {
+        let ids = self.seen_member_ids.lock().ok();
+        ids.and_then(|m| m.get(addr).cloned()).unwrap_or_default()
     }
 
     /// Is `member_id` an ID that EtcdMember objects showed for `host`'s address before this run

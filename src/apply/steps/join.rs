@@ -34,19 +34,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
         gate().await?;
         // An EtcdMember object of the host's earlier life (its member left by hand, or restored
         // from a backup) shows that life's member ID until the new k0s rewrites it; remember
-        // the IDs at this address (also of an object deleted earlier in this run) so no wait
-        // below takes one for the new member's. k0s before 1.30 has no such objects.
-        let mut old: Vec<String> = self
-            .etcd_member_objects(via)
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .chain(self.seen_object(&addr))
-            .filter(|o| o.peer_address.as_deref() == Some(addr.as_str()))
-            .filter_map(|o| o.member_id)
-            .collect();
-        old.sort();
-        old.dedup();
+        // the IDs seen at this address so far (the health check above just listed the objects
+        // on `via`; also of an object deleted earlier in this run) so no wait below takes one
+        // for the new member's. k0s before 1.30 has no such objects.
+        let old = self.seen_member_ids(&addr);
         if !old.is_empty()
             && let Ok(mut m) = self.replaced_member_ids.lock()
         {

@@ -36,6 +36,9 @@ pub struct K0sRunner<T> {
     /// object before it removes the member; the member-ID check then uses what the object said
     /// moments before it was deleted.
     pub(super) seen_objects: Mutex<HashMap<String, k0s::EtcdMemberObject>>,
+    /// Every member ID an EtcdMember object showed at a peer address during this run, by that
+    /// address (from the same listings as `seen_objects`, which keeps only the last object).
+    pub(super) seen_member_ids: Mutex<HashMap<String, Vec<String>>>,
     /// Controllers joined in this run whose address had EtcdMember objects before the join,
     /// with the member IDs they showed then. The new member never has one of them (etcd makes
     /// a new ID for every member added), and k0s rewrites an existing object in two API calls
@@ -80,6 +83,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             spec_at: positions(spec.hosts.iter().map(|h| h.id())),
             known_at: positions(state.hosts.iter().map(|h| h.id())),
             seen_objects: Mutex::new(HashMap::new()),
+            seen_member_ids: Mutex::new(HashMap::new()),
             replaced_member_ids: Mutex::new(HashMap::new()),
             staged_binaries: Mutex::new(HashMap::new()),
             placed_binaries: Mutex::new(HashMap::new()),
