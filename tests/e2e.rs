@@ -101,7 +101,7 @@ fn wait_api_ready(c: &Cluster, name: &str) {
 #[track_caller]
 fn plan_upgrade_to_v1_33_5(c: &mut Cluster, hosts: &[&str]) -> e2e::Run {
     let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(newer);
     c.write_spec(hosts);
     let r = plan_changes_nothing(c, &[]);
@@ -1154,7 +1154,7 @@ fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
         THREE_PLUS_ONE,
         LabOptions::default(),
         SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
             ..SpecOptions::default()
         },
     );
@@ -1165,7 +1165,7 @@ fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
     // A newer version without a binary to upload (no k0sBinaryPath): the hosts would download
     // it, but its release cannot be checked (the harness points the release URL at a closed
     // port): an error at plan time, so apply restarts nothing on the old binary.
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.write_spec(&hosts);
     let text = std::fs::read_to_string(&c.spec).expect("spec");
     let without: String = text
@@ -1684,7 +1684,7 @@ fn use_existing_k0s_installs_the_binary_on_the_host() {
         &[("c1", "controller"), ("w1", "worker")],
         LabOptions::default(),
         SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
             ..SpecOptions::default()
         },
     );
@@ -1723,7 +1723,7 @@ fn use_existing_k0s_installs_the_binary_on_the_host() {
     assert_eq!(sha(), placed, "the placed binary was replaced");
 
     // A newer version for everyone: c1 gets it uploaded, w1 has no way to get it.
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.33.5+k0s.0"));
     write(&c);
     c.run(&["plan"])
@@ -1745,7 +1745,7 @@ fn use_existing_k0s_installs_the_binary_on_the_host() {
 fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
     let hosts = ["c1", "c2", "c3", "w1"];
     let mut spec_opts = SpecOptions {
-        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
         k0s_config: Some(
             "spec:\n  api:\n    sans:\n    - k8s.example.com\n  telemetry:\n    enabled: false"
                 .into(),
@@ -2186,7 +2186,7 @@ fn controller_with_capitals_in_its_hostname_leaves_etcd_when_removed() {
         ("Ctl-C", "controller"),
     ];
     let mut c = Cluster::new(&hosts);
-    c.spec_opts.k0s_version = Some("v1.34.1+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.34.1+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.34.1+k0s.0"));
     c.write_spec(&["Ctl-A", "Ctl-B", "Ctl-C"]);
     bootstrap(&c);
@@ -2226,13 +2226,13 @@ fn k0s_killed_before_its_upgrade_turn_comes_back_on_its_old_version() {
         &hosts,
         LabOptions::default(),
         SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
             ..SpecOptions::default()
         },
     );
     bootstrap(&c);
     let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(newer);
     // c1's upgrade (controllers go first) waits in its hook until the test lets it go.
     c.spec_opts.host_yaml.insert(
@@ -2348,7 +2348,7 @@ fn upgrade_drains_workers_in_batches_and_a_failed_drain_stops() {
         ONE_PLUS_FOUR,
         LabOptions::default(),
         SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
             ..SpecOptions::default()
         },
     );
@@ -2364,7 +2364,7 @@ fn upgrade_drains_workers_in_batches_and_a_failed_drain_stops() {
     });
 
     let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(newer);
     write_spec_with_options(&c, &hosts, options);
     c.run(&["plan"])
@@ -2418,7 +2418,7 @@ fn upgrade_drains_workers_in_batches_and_a_failed_drain_stops() {
 
     // A drain that fails: a pod on w3 whose disruption budget refuses eviction.
     let newest = c.lab.k0s_double_with_version("v1.33.6+k0s.0");
-    c.spec_opts.k0s_version = Some("v1.33.6+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.6+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(newest);
     write_spec_with_options(&c, &hosts, options);
     c.lab.ssh_ok(
@@ -2531,7 +2531,7 @@ fn hosts_download_k0s_from_a_release_mirror() {
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 
     // Downgrade: refused naming the hosts, unless -allow-downgrade.
-    c.spec_opts.k0s_version = Some("v1.33.3+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.3+k0s.0".parse().unwrap());
     c.write_spec(&hosts);
     plan_changes_nothing(&c, &[])
         .expect(1)
@@ -2544,7 +2544,7 @@ fn hosts_download_k0s_from_a_release_mirror() {
         .contains("(-allow-downgrade)");
 
     // Upgrade, first against broken downloads.
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.write_spec(&hosts);
     let good = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
     mirror.corrupt("v1.33.5+k0s.0");
@@ -2592,7 +2592,7 @@ fn upload_binary_downloads_once_locally_for_every_host() {
         LabOptions::default(),
         SpecOptions {
             from_release: true,
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
             host_yaml: ["c1", "w1", "w2"]
                 .iter()
                 .map(|h| (h.to_string(), "uploadBinary: true".to_string()))
@@ -2660,7 +2660,7 @@ fn upgraded_worker_is_back_only_when_its_node_reports_ready_anew() {
         &hosts,
         LabOptions::default(),
         SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
             ..SpecOptions::default()
         },
     );
@@ -2676,7 +2676,7 @@ fn upgraded_worker_is_back_only_when_its_node_reports_ready_anew() {
         );
     }
     let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(newer);
     c.write_spec(&["c1", "w1"]);
     c.apply().contains("Apply complete");
@@ -3445,7 +3445,7 @@ fn single_host_runs_kine_and_plans_no_changes() {
 #[test]
 fn single_kine_cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
     let spec_opts = SpecOptions {
-        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
         k0s_config: Some("spec:\n  telemetry:\n    enabled: false".into()),
         ..SpecOptions::default()
     };
@@ -3498,7 +3498,7 @@ fn removed_controller_with_a_hostname_override_leaves_no_objects_behind() {
         ("Ctl-C", "controller+worker"),
     ];
     let mut c = Cluster::new(&hosts);
-    c.spec_opts.k0s_version = Some("v1.34.1+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.34.1+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.34.1+k0s.0"));
     c.spec_opts
         .host_yaml

@@ -13,7 +13,7 @@ use k0sform::reality::{
     ClusterView, HostFacts, HostReality, K0sStatus, MemberView, NodeView, Probe, Reality,
     RemoteFile, ServiceKind,
 };
-use k0sform::spec::{HostSpec, K0sSpec, Options, Role, Spec, SshTarget};
+use k0sform::spec::{HostSpec, K0sSpec, K0sVersion, Options, Role, Spec, SshTarget};
 use k0sform::state::{ClusterState, EtcdMemberState, HostState, State};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,7 +35,7 @@ struct Case {
     options: PlanOptions,
     /// The local binary every host gets (version), when set.
     #[serde(default)]
-    binary: Option<String>,
+    binary: Option<K0sVersion>,
     /// No local binary at all (the spec names no `k0sBinaryPath`), whatever the version.
     #[serde(default)]
     no_local_binary: bool,
@@ -48,7 +48,7 @@ struct SpecCase {
     #[serde(default = "default_name")]
     name: String,
     #[serde(default)]
-    version: Option<String>,
+    version: Option<K0sVersion>,
     #[serde(default)]
     config: Option<serde_json::Value>,
     #[serde(default)]
@@ -177,7 +177,7 @@ struct StateHostCase {
     #[serde(default)]
     host_key: Option<String>,
     #[serde(default)]
-    version: Option<String>,
+    version: Option<K0sVersion>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -224,7 +224,7 @@ struct RealHostCase {
     #[serde(default)]
     running: Option<String>,
     #[serde(default)]
-    version: Option<String>,
+    version: Option<K0sVersion>,
     /// k0s.yaml on the host: `desired` (default for running controllers), `none`, or literal text.
     #[serde(default)]
     config: Option<String>,
@@ -242,7 +242,7 @@ struct RealHostCase {
     leftovers: bool,
     /// A k0s binary of this version at the install path of a host that is not running.
     #[serde(default)]
-    binary: Option<String>,
+    binary: Option<K0sVersion>,
     /// This controller's own view, overriding the default (split brain).
     #[serde(default)]
     view: Option<ViewCase>,
@@ -515,7 +515,9 @@ fn build(case: &Case) -> Inputs {
                     ServiceKind::Worker
                 });
                 f.status = Some(K0sStatus {
-                    version: version.clone().unwrap_or_else(|| "v1.33.4+k0s.0".into()),
+                    version: version
+                        .clone()
+                        .unwrap_or_else(|| "v1.33.4+k0s.0".parse().unwrap()),
                     pid: 100,
                     role: kind.clone(),
                     workloads: hs.role.has_node(),
@@ -814,7 +816,7 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                     .k0s_version
                     .clone()
                     .or(i.spec.k0s.version.clone())
-                    .unwrap_or_else(|| "v1.33.4+k0s.0".into());
+                    .unwrap_or_else(|| "v1.33.4+k0s.0".parse().unwrap());
                 let mut args = vec![
                     hs.k0s_install_path.clone(),
                     if controller { "controller" } else { "worker" }.to_string(),
@@ -2007,7 +2009,7 @@ mod props {
         let mut case = Case {
             spec: SpecCase {
                 name: "prop".into(),
-                version: Some(v_new.into()),
+                version: Some(v_new.parse().unwrap()),
                 ..Default::default()
             },
             reality: RealityCase::default(),
@@ -2082,7 +2084,7 @@ mod props {
                 }
                 Fate::OldVersion => {
                     r.running = Some(running.into());
-                    r.version = Some(v_old.into());
+                    r.version = Some(v_old.parse().unwrap());
                     if role.is_controller() {
                         case.reality.members.push(name.clone());
                     }

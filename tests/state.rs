@@ -43,7 +43,7 @@ fn host(address: &str, port: u16, role: Role, n: u32) -> HostState {
             member_id: format!("8e9e05c5216469{n:02x}"),
             peer_url: format!("https://{address}:2380"),
         }),
-        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
         install_flags_sha256: Some("aa".repeat(32)),
         config_sha256: Some("bb".repeat(32)),
         k0s_binary: None,
@@ -58,7 +58,7 @@ fn sample_state() -> State {
         name: "prod".into(),
         uid: "7c3f2a10-4b9e-4a51-9d2e-3f0c1b2a3d4e".into(),
         etcd_cluster_id: Some("cdf818194e3a8c32".into()),
-        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
         config_sha256: Some("cc".repeat(32)),
     });
     s.hosts = vec![
@@ -852,7 +852,7 @@ fn serial_grows_only_when_content_changes() {
     assert_eq!(temp_files(dir.path()), Vec::<String>::new());
 
     // A change: serial + 1, and the backup holds exactly the previous file.
-    s.hosts[0].k0s_version = Some("v1.34.1+k0s.0".into());
+    s.hosts[0].k0s_version = Some("v1.34.1+k0s.0".parse().unwrap());
     assert_eq!(
         store.write(&s).unwrap(),
         WriteOutcome::Written { serial: 2 }

@@ -1248,7 +1248,10 @@ esac
         assert!(!f.machine_id.is_empty());
         assert!(!f.hostname.is_empty());
         assert!(!f.arch.is_empty());
-        assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
+        assert_eq!(
+            f.k0s_version.as_ref().map(ToString::to_string).as_deref(),
+            Some("v1.33.4+k0s.0")
+        );
         assert_eq!(f.k0s_binary_sha256.as_ref().map(String::len), Some(64));
         assert!(f.has_etcd_data);
         assert_eq!(
@@ -1329,7 +1332,10 @@ esac
         let bin = fake_k0s(dir.path(), &worker);
         let f = run_script(&bin, "/x", true, "/x/k0s.yaml").unwrap();
         assert_eq!(f.status.as_ref().map(|s| s.role.as_str()), Some("worker"));
-        assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
+        assert_eq!(
+            f.k0s_version.as_ref().map(ToString::to_string).as_deref(),
+            Some("v1.33.4+k0s.0")
+        );
         assert!(
             !dir.path().join("version-calls").exists(),
             "worker: version ran"
@@ -1347,7 +1353,10 @@ esac
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         let f = run_script(bin.to_str().unwrap(), "/x", true, "/x/k0s.yaml").unwrap();
-        assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
+        assert_eq!(
+            f.k0s_version.as_ref().map(ToString::to_string).as_deref(),
+            Some("v1.33.4+k0s.0")
+        );
         assert_eq!(f.status, None);
         assert!(f.view.is_none());
     }

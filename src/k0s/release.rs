@@ -8,6 +8,7 @@
 //! `version.go DownloadURL`, `latest.go LatestByPrerelease`).
 
 use crate::transport::RemoteCommand;
+use crate::version::K0sVersion;
 use std::time::Duration;
 
 /// GitHub's release downloads, as k0sproject/version's `BaseUrl` + `releases/download/`.
@@ -189,37 +190,8 @@ pub fn is_sha256(s: &str) -> bool {
 }
 
 /// `stable.txt`/`latest.txt` hold one version (`v1.33.4+k0s.0`, sometimes without the `v`).
-pub fn parse_version_index(text: &str) -> Result<String, String> {
-    let v = text.trim();
-    let v = if v.starts_with('v') {
-        v.to_string()
-    } else {
-        format!("v{v}")
-    };
-    if is_version(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "expected a k0s version such as v1.33.4+k0s.0, got {:?}",
-            text.trim().chars().take(80).collect::<String>()
-        ))
-    }
-}
-
-/// `v<major>.<minor>.<patch>[-pre][+k0s.N]`, nothing a shell or a URL would read specially.
-pub fn is_version(v: &str) -> bool {
-    let Some(rest) = v.strip_prefix('v') else {
-        return false;
-    };
-    let core = rest.split(['-', '+']).next().unwrap_or("");
-    let nums: Vec<&str> = core.split('.').collect();
-    nums.len() == 3
-        && nums
-            .iter()
-            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        && rest
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+pub fn parse_version_index(text: &str) -> Result<K0sVersion, String> {
+    K0sVersion::parse(text.trim())
 }
 
 /// The shell line a host runs to fetch k0s into its staging path: curl (else wget) into
@@ -332,15 +304,17 @@ mod tests {
     #[test]
     fn version_index_holds_one_version() {
         assert_eq!(
-            parse_version_index("v1.34.1+k0s.0\n").unwrap(),
+            parse_version_index("v1.34.1+k0s.0\n").unwrap().to_string(),
             "v1.34.1+k0s.0"
         );
         assert_eq!(
-            parse_version_index("1.34.1+k0s.0").unwrap(),
+            parse_version_index("1.34.1+k0s.0").unwrap().to_string(),
             "v1.34.1+k0s.0"
         );
         assert_eq!(
-            parse_version_index("v1.35.0-rc.1+k0s.0").unwrap(),
+            parse_version_index("v1.35.0-rc.1+k0s.0")
+                .unwrap()
+                .to_string(),
             "v1.35.0-rc.1+k0s.0"
         );
         assert!(parse_version_index("<html>oops</html>").is_err());

@@ -3,6 +3,7 @@
 
 use crate::hostid::HostId;
 use crate::spec::Role;
+use crate::version::K0sVersion;
 use serde::{Deserialize, Serialize};
 
 pub const PLAN_FORMAT_VERSION: u32 = 1;
@@ -58,7 +59,7 @@ pub struct FirstContact {
 /// A k0s version k0sform chose because `spec.k0s.version` is empty.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResolvedVersion {
-    pub version: String,
+    pub version: K0sVersion,
     /// Why this one, e.g. "the version the cluster runs", "latest stable release (…/stable.txt)".
     pub source: String,
 }
@@ -248,14 +249,14 @@ pub enum StepKind {
     /// upgrade step swaps it in.
     UploadBinary {
         sha256: String,
-        version: Option<String>,
+        version: Option<K0sVersion>,
     },
     /// The host downloads k0s from `url` beside the installed one and checks its sha256;
     /// the install or upgrade step swaps it in.
     DownloadBinary {
         url: String,
         sha256: String,
-        version: String,
+        version: K0sVersion,
     },
     /// Write /etc/k0s/k0s.yaml for a controller.
     WriteConfig { sha256: String },
@@ -530,7 +531,7 @@ impl PlanOptions {
 pub struct LocalBinary {
     pub sha256: String,
     /// `k0s version` of that binary, when known.
-    pub version: Option<String>,
+    pub version: Option<K0sVersion>,
     /// The release URL it is downloaded from (`uploadBinary: true`); None for `k0sBinaryPath`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
@@ -541,7 +542,7 @@ pub struct LocalBinary {
 pub struct HostDownload {
     pub url: String,
     pub sha256: String,
-    pub version: String,
+    pub version: K0sVersion,
 }
 
 /// Facts about the desired outcome that need I/O to compute (hashing local files); the caller

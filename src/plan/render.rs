@@ -96,7 +96,7 @@ pub fn text(plan: &Plan, color: bool) -> String {
         let _ = writeln!(
             out,
             "k0s version {} ({})\n",
-            escape(&v.version),
+            escape(&v.version.to_string()),
             escape(&v.source)
         );
     }

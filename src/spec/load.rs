@@ -608,7 +608,10 @@ mod tests {
         assert_eq!((h.ssh.user.as_str(), h.ssh.port), ("root", 22));
         assert_eq!(h.data_dir, "/var/lib/k0s");
         assert_eq!(h.k0s_install_path, "/usr/local/bin/k0s");
-        assert_eq!(s.k0s.version.as_deref(), Some("v1.33.4+k0s.0"));
+        assert_eq!(
+            s.k0s.version.as_ref().map(ToString::to_string).as_deref(),
+            Some("v1.33.4+k0s.0")
+        );
         assert_eq!(s.options, crate::spec::Options::default());
         assert!(l.warnings.is_empty(), "{:?}", l.warnings);
         assert_eq!(l.sha256.len(), 64);

@@ -2,6 +2,7 @@
 //! validation. Field meanings and defaults follow k0sctl (reference/k0sctl.md §1).
 
 use crate::hostid::HostId;
+pub use crate::version::K0sVersion;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -231,7 +232,7 @@ pub const DEFAULT_KUBECONFIG_USER: &str = "admin";
 pub struct K0sSpec {
     /// Desired k0s version, e.g. `v1.33.4+k0s.0`. None = keep what runs; a new cluster gets
     /// the newest release of `version_channel` (looked up by `engine`, not here).
-    pub version: Option<String>,
+    pub version: Option<K0sVersion>,
     /// `stable` (default) or `latest` (pre-releases too), as k0sctl.
     pub version_channel: Option<String>,
     pub dynamic_config: bool,

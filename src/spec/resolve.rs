@@ -490,7 +490,11 @@ fn resolve_file(f: &RawUploadFile, p: &str, env: &Env, sink: &mut Sink) -> Optio
 }
 
 fn resolve_k0s(k: Option<&RawK0s>, sink: &mut Sink) -> K0sSpec {
-    let version = k.and_then(|k| set(&k.version));
+    let version = k.and_then(|k| set(&k.version)).and_then(|v| {
+        K0sVersion::parse(&v)
+            .map_err(|e| sink.error("spec.k0s.version", e))
+            .ok()
+    });
     let channel = k.and_then(|k| set(&k.version_channel));
     if let Some(c) = &channel
         && c != "stable"

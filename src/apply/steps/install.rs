@@ -9,6 +9,7 @@ use crate::k0s::{self, desired};
 use crate::reality::ServiceKind;
 use crate::spec::{HostSpec, Role};
 use crate::transport::{FileAttrs, Transport};
+use crate::version::K0sVersion;
 use std::path::PathBuf;
 
 /// A k0s binary on this machine that steps may upload besides the hosts' `k0sBinaryPath`:
@@ -17,7 +18,7 @@ use std::path::PathBuf;
 pub struct LocalK0s {
     pub path: PathBuf,
     pub sha256: String,
-    pub version: Option<String>,
+    pub version: Option<K0sVersion>,
 }
 
 impl<T: Transport + 'static> K0sRunner<T> {
@@ -95,7 +96,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         host: &HostId,
         url: &str,
         sha256: &str,
-        version: &str,
+        version: &K0sVersion,
     ) -> Result<Vec<StateChange>, StepError> {
         let hs = self.host_spec(host)?;
         let staged = k0s::staged_binary_path(&hs.k0s_install_path);
@@ -131,11 +132,11 @@ impl<T: Transport + 'static> K0sRunner<T> {
         &self,
         hs: &HostSpec,
         sha256: Option<&str>,
-        version: Option<&str>,
+        version: Option<&K0sVersion>,
     ) -> Option<PathBuf> {
         let cached = self.opts.binaries.iter().find(|b| {
             sha256.is_some_and(|s| b.sha256 == s)
-                || (sha256.is_none() && version.is_some() && b.version.as_deref() == version)
+                || (sha256.is_none() && version.is_some() && b.version.as_ref() == version)
         });
         cached
             .map(|b| b.path.clone())
@@ -146,7 +147,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         &self,
         hs: &HostSpec,
         sha256: Option<&str>,
-        version: Option<&str>,
+        version: Option<&K0sVersion>,
     ) -> Result<(), StepError> {
         let id = hs.id();
         let local = self.local_binary(hs, sha256, version).ok_or_else(|| {

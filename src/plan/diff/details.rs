@@ -34,7 +34,7 @@ impl Install {
                     i.binary = Some(format!(
                         "k0s {}uploaded (sha256 {})",
                         version
-                            .as_deref()
+                            .as_ref()
                             .map(|v| format!("{v} "))
                             .unwrap_or_default(),
                         short(sha256)
