@@ -237,6 +237,9 @@ struct RealHostCase {
     /// `k0s config create` on this host (k0s's defaults), when the probe got it.
     #[serde(default)]
     defaults: Option<String>,
+    /// The storage type `k0s status` reports (default: what the desired k0s.yaml gives).
+    #[serde(default)]
+    storage: Option<String>,
     /// Leftovers of an earlier install (service unit, etcd data) on a host that is not running.
     #[serde(default)]
     leftovers: bool,
@@ -311,11 +314,14 @@ fn peer_url(addr: &str) -> String {
 
 /// What `k0s status` reports of a controller's storage: (etcd peer address, type). A `single`
 /// host runs kine (no peer address); workers report neither.
-fn storage_of(hs: &HostSpec, controller: bool) -> (Option<String>, Option<String>) {
-    match (controller, hs.role) {
-        (false, _) => (None, None),
-        (true, Role::Single) => (None, Some("kine".into())),
-        (true, _) => (Some(hs.peer_address().to_string()), Some("etcd".into())),
+/// What `k0s status` reports about storage on a host running the desired k0s.yaml.
+fn storage_of(spec: &Spec, hs: &HostSpec, controller: bool) -> (Option<String>, Option<String>) {
+    if !controller {
+        return (None, None);
+    }
+    match desired::host_storage_type(spec, hs).as_str() {
+        "etcd" => (Some(hs.peer_address().to_string()), Some("etcd".into())),
+        other => (None, Some(other.into())),
     }
 }
 
@@ -523,8 +529,8 @@ fn build(case: &Case) -> Inputs {
                     workloads: hs.role.has_node(),
                     single_node: hs.role == Role::Single,
                     args,
-                    peer_address: storage_of(hs, controller).0,
-                    storage_type: storage_of(hs, controller).1,
+                    peer_address: storage_of(&spec, hs, controller).0,
+                    storage_type: r.storage.clone().or(storage_of(&spec, hs, controller).1),
                     invocation_id: None,
                 });
                 f.config_defaults = r.defaults.clone();
@@ -829,8 +835,8 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                     workloads: hs.role.has_node(),
                     single_node: hs.role == Role::Single,
                     args,
-                    peer_address: storage_of(hs, controller).0,
-                    storage_type: storage_of(hs, controller).1,
+                    peer_address: storage_of(&i.spec, hs, controller).0,
+                    storage_type: storage_of(&i.spec, hs, controller).1,
                     invocation_id: None,
                 });
                 f.service = Some(if controller {
@@ -2514,7 +2520,8 @@ fn environment_changes_are_a_planned_reconfigure_with_hidden_values() {
     let p = run(&i).expect("plan");
     assert!(!p.has_changes(), "{}", render::text(&p, false));
 
-    // A changed secret, an added and a removed variable: reconfigured, drained, values hidden.
+    // A changed secret, an added and a removed variable: reconfigured (no drain, as k0sctl),
+    // values hidden.
     i.spec.hosts[at].environment = env(&[("TOKEN", "n3w-s3cret"), ("NO_PROXY", "10.0.0.0/8")]);
     let p = run(&i).expect("plan");
     let ch = p
@@ -2524,7 +2531,7 @@ fn environment_changes_are_a_planned_reconfigure_with_hidden_values() {
         .expect("w01 changes");
     assert_eq!(ch.action, Action::Reconfigure);
     let kinds: Vec<&str> = ch.steps.iter().map(|s| p.steps[*s].kind.name()).collect();
-    assert_eq!(kinds, ["drain", "reconfigure", "uncordon", "record_host"]);
+    assert_eq!(kinds, ["reconfigure", "record_host"]);
     let text = render::text(&p, false);
     assert!(
         text.contains(

@@ -384,9 +384,10 @@ pub fn delete_node(bin: &str, data_dir: &str, name: &str) -> RemoteCommand {
 
 /// `kubectl drain` with the spec's drain options, as k0sctl passes them
 /// (pkg/apis/k0sctl.k0sproject.io/v1beta1/cluster/options.go `DrainOption.ToKubectlArgs`: a zero
-/// grace period, timeout or skip-wait timeout is left to kubectl's default). The command's own
-/// timeout is the drain timeout plus a margin; kubectl's `--timeout=0` waits forever, so then it
-/// is an hour.
+/// value is left out), except `--skip-wait-for-delete-timeout`: kubectl reads it as an integer
+/// of seconds (kubectl `pkg/cmd/drain/drain.go`, `IntVar`), where k0sctl passes a Go duration
+/// (`30s`) that fails every drain. The command's own timeout is the drain timeout plus a margin;
+/// kubectl's `--timeout=0` waits forever, so then it is an hour.
 pub fn drain(bin: &str, data_dir: &str, name: &str, opts: &DrainOptions) -> RemoteCommand {
     let mut args: Vec<String> = vec!["drain".into()];
     if opts.grace_period > 0 {
@@ -409,7 +410,7 @@ pub fn drain(bin: &str, data_dir: &str, name: &str, opts: &DrainOptions) -> Remo
     }
     if opts.skip_wait_for_delete_timeout > 0 {
         args.push(format!(
-            "--skip-wait-for-delete-timeout={}s",
+            "--skip-wait-for-delete-timeout={}",
             opts.skip_wait_for_delete_timeout
         ));
     }
@@ -937,7 +938,7 @@ mod tests {
                 "--ignore-daemonsets",
                 "--delete-emptydir-data",
                 "--pod-selector=app=web",
-                "--skip-wait-for-delete-timeout=30s",
+                "--skip-wait-for-delete-timeout=30",
                 "node/w1"
             ]
         );

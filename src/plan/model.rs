@@ -646,6 +646,9 @@ pub enum RefusalKind {
     /// A controller moved to an address that changes its etcd peer address: k0s has no command
     /// to change a member's peer URL, so it is left to the operator (steps in the details).
     PeerAddressChange,
+    /// The spec would move a running controller between etcd and kine: k0s keeps the data where
+    /// it was, and the cluster would start over empty.
+    DatastoreSwitch,
 }
 
 impl RefusalKind {

@@ -74,6 +74,14 @@ impl<W: Write + Send> HumanSink<W> {
             s.failed.len(),
             s.skipped.len()
         );
+        let warnings = s.warnings.iter().map(|(st, w)| {
+            format!(
+                "  {} {}: {}",
+                self.paint(YELLOW, "warning"),
+                Self::step_prefix(st),
+                escape(w)
+            )
+        });
         match s.outcome {
             ApplyOutcome::Complete => {
                 let text = format!("Apply complete: {}.", s.changes.sentence());
@@ -84,6 +92,7 @@ impl<W: Write + Send> HumanSink<W> {
                     if s.succeeded.len() == 1 { "" } else { "s" },
                     format_elapsed(s.elapsed)
                 ));
+                lines.extend(warnings);
                 return lines;
             }
             ApplyOutcome::Failed => {
@@ -105,6 +114,7 @@ impl<W: Write + Send> HumanSink<W> {
         if let Some(reason) = &s.reason {
             lines.push(format!("  reason: {}", escape(reason)));
         }
+        lines.extend(warnings);
         for st in &s.succeeded {
             lines.push(format!(
                 "  {} {}",
@@ -317,6 +327,7 @@ mod tests {
             succeeded: vec![rm, join.clone()],
             failed: vec![],
             skipped: vec![],
+            warnings: vec![],
             reason: None,
             elapsed: Duration::from_secs(75),
         };

@@ -178,7 +178,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
             StepKind::ResetHost {
                 machine_id,
                 uninstall,
-            } => self.reset_host(host, machine_id, *uninstall, gate).await,
+            } => {
+                self.reset_host(ctx, host, machine_id, *uninstall, gate)
+                    .await
+            }
             StepKind::Upgrade { to, .. } => self.upgrade(ctx, host, to, gate).await,
             StepKind::Reconfigure => self.reconfigure(ctx, host, gate).await,
             StepKind::RunHooks {

@@ -19,6 +19,7 @@ impl Planner<'_> {
         spec_host: &HostSpec,
     ) -> Result<HostPlan, Refusal> {
         let h = &self.hosts[idx];
+        self.refuse_datastore_switch(h, f, spec_host)?;
         // In the cluster: version, then config and flags.
         let running_version = f
             .status
@@ -108,6 +109,48 @@ impl Planner<'_> {
             });
         }
         Ok(HostPlan::new(idx, Decision::Noop, vec![]))
+    }
+
+    /// A running controller keeps its datastore: k0s moves no data between etcd and kine, so a
+    /// switch brings the API up on an empty datastore. Refused (exit 3), with the spec change
+    /// that keeps what runs.
+    pub(super) fn refuse_datastore_switch(
+        &self,
+        h: &HostCtx,
+        f: &HostFacts,
+        spec_host: &HostSpec,
+    ) -> Result<(), Refusal> {
+        let Some(have) = f.status.as_ref().and_then(|s| s.storage_type.as_deref()) else {
+            return Ok(());
+        };
+        if !h.role().is_controller() {
+            return Ok(());
+        }
+        let want = desired::host_storage_type(self.spec, spec_host);
+        if have == want {
+            return Ok(());
+        }
+        Err(Refusal {
+            kind: RefusalKind::DatastoreSwitch,
+            message: format!(
+                "{} ({}) keeps its cluster's data in {have}; the spec would switch it to {want}",
+                h.name(),
+                h.id
+            ),
+            details: vec![
+                format!(
+                    "k0s does not move data between etcd and kine: after the switch the API would come up on an empty {want} datastore"
+                ),
+                format!(
+                    "to keep {have}, set spec.k0s.config.spec.storage.type: {have}{}",
+                    if have == "etcd" && spec_host.role == crate::spec::Role::Single {
+                        " (a k0sctl-built `single` host runs etcd: its k0s.yaml came from `k0s config create`)"
+                    } else {
+                        ""
+                    }
+                ),
+            ],
+        })
     }
 
     /// The controller's k0s.yaml against the spec's, compared and shown in k0s's normal form
