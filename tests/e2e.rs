@@ -2928,9 +2928,10 @@ fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
     let r = plan_changes_nothing(&c, &[]);
     r.expect(0)
         .contains("the service environment differs (changed: TOKEN, values hidden (-show-secrets))")
-        .contains("drained")
         .contains("reinstalled with the spec's flags and environment");
     assert!(!r.text().contains("s3cret"), "{}", r.text());
+    // A reconfigure restarts without a drain, as k0sctl does (issue 27).
+    assert!(!r.text().contains("drained"), "{}", r.text());
     c.apply();
     assert!(
         unit().contains("Environment=\"TOKEN=s3cret-two\""),
@@ -3383,13 +3384,18 @@ fn destroy_removes_an_etcd_member_no_host_owns_first() {
     assert!(after["cluster"].is_null(), "{after}");
 }
 
-/// Issue 13: a `single` host runs kine. k0sform writes it no `storage:` section (any such key
-/// switches k0s to etcd, k0s `pkg/apis/k0s/v1beta1/storage.go`), so k0s reports kine, keeps no
-/// etcd member and has no EtcdMember objects; `k0s etcd member-list` refuses as k0s does; the
-/// next plan changes nothing.
+/// Issue 13: a `single` host with a `spec.k0s.config` that names no storage runs kine. k0sform
+/// writes it no `storage:` section (any such key switches k0s to etcd, k0s
+/// `pkg/apis/k0s/v1beta1/storage.go`), so k0s reports kine, keeps no etcd member and has no
+/// EtcdMember objects; `k0s etcd member-list` refuses as k0s does; the next plan changes
+/// nothing. (Without any `spec.k0s.config` it runs etcd, as k0sctl builds it: issue 27.)
 #[test]
 fn single_host_runs_kine_and_plans_no_changes() {
-    let c = Cluster::new(&[("s1", "single")]);
+    let spec_opts = SpecOptions {
+        k0s_config: Some("spec:\n  telemetry:\n    enabled: false".into()),
+        ..SpecOptions::default()
+    };
+    let c = Cluster::with(&[("s1", "single")], LabOptions::default(), spec_opts);
     bootstrap(&c);
     let cfg = c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml");
     assert!(!cfg.contains("storage"), "{cfg}");
@@ -3459,30 +3465,36 @@ fn single_kine_cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
         "s1",
         &format!("mkdir -p /etc/k0s && printf '%s' '{cfg}' > /etc/k0s/k0s.yaml && chmod 600 /etc/k0s/k0s.yaml"),
     );
+    start_single_as_k0sctl_then_adopt(&c, "kine");
+    assert!(c.state_host("s1").expect("recorded")["etcd"].is_null());
+    assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
+}
+
+/// Install and start `s1` with its k0s.yaml in place as k0sctl does (`--single=true`), check it
+/// runs `storage`, adopt it with `apply -refresh-only`: the next plan changes nothing, and
+/// neither did adopting.
+fn start_single_as_k0sctl_then_adopt(c: &Cluster, storage: &str) {
     c.lab.ssh_ok(
         "s1",
         "k0s config validate --config=/etc/k0s/k0s.yaml && k0s install controller --data-dir=/var/lib/k0s --single=true --config=/etc/k0s/k0s.yaml && k0s start",
     );
-    wait_api_ready(&c, "s1");
+    wait_api_ready(c, "s1");
     c.eventually(60, "s1 Ready", || c.nodes("s1").get("s1") == Some(&true));
     let status = c.lab.ssh_ok("s1", "k0s status -o json");
     let st: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
     assert_eq!(
-        st["ClusterConfig"]["spec"]["storage"]["type"], "kine",
+        st["ClusterConfig"]["spec"]["storage"]["type"], storage,
         "{status}"
     );
     let uid = c.uid("s1");
-
     let before = c.host_snapshot("s1");
     c.run(&["apply", "-refresh-only", "-auto-approve"])
         .expect(0);
     assert_eq!(c.state_json()["cluster"]["uid"], uid.as_str());
-    assert!(c.state_host("s1").expect("recorded")["etcd"].is_null());
-    plan_changes_nothing(&c, &["-detailed-exitcode"])
+    plan_changes_nothing(c, &["-detailed-exitcode"])
         .expect(0)
         .contains("No changes");
     assert_eq!(before, c.host_snapshot("s1"), "adoption changed the host");
-    assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
 }
 
 /// Issue 13: k0s names a controller's EtcdMember after its etcd member name (the OS hostname,
@@ -3712,4 +3724,117 @@ fn worker_join_waits_on_a_node_watch_and_leaves_none_running() {
         .lab
         .wait_until(std::time::Duration::from_secs(15), || watching().is_empty());
     assert!(gone, "the watch outlived k0sform on c1: {:?}", watching());
+}
+
+/// Issue 27: a `single` host built as k0sctl builds it without `spec.k0s.config`: its k0s.yaml is
+/// `k0s config create` (k0sctl `phase/configure_k0s.go` `Prepare`; the host's own address is
+/// already in its SANs), whose `storage.type: etcd` makes it run etcd despite `--single`. The
+/// spec names the version without a `v` (valid for k0sctl). Adopted with `apply -refresh-only`,
+/// the next plan changes nothing: no switch to kine, no drain.
+#[test]
+fn single_etcd_host_built_by_k0sctl_without_a_config_is_adopted_and_plans_no_changes() {
+    let spec_opts = SpecOptions {
+        k0s_version: Some("1.33.4+k0s.0".into()),
+        ..SpecOptions::default()
+    };
+    let c = Cluster::with(&[("s1", "single")], LabOptions::default(), spec_opts);
+    c.lab.install_double("s1");
+    c.lab.ssh_ok(
+        "s1",
+        "mkdir -p /etc/k0s && k0s config create > /etc/k0s/k0s.yaml && chmod 600 /etc/k0s/k0s.yaml",
+    );
+    let cfg = c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml");
+    // What real k0s prints (cmd/config/create.go, DefaultClusterConfig): the host's address as
+    // api.address, in the SANs and as etcd peerAddress; storage type etcd.
+    let addr = c.lab.address("s1");
+    for line in [
+        "apiVersion: k0s.k0sproject.io/v1beta1".to_string(),
+        "kind: ClusterConfig".to_string(),
+        format!("    address: {addr}"),
+        format!("    - {addr}"),
+        format!("      peerAddress: {addr}"),
+        "    type: etcd".to_string(),
+    ] {
+        assert!(cfg.lines().any(|l| l == line), "{line:?} not in\n{cfg}");
+    }
+    start_single_as_k0sctl_then_adopt(&c, "etcd");
+    assert_eq!(
+        c.state_host("s1").expect("recorded")["k0s_version"],
+        "v1.33.4+k0s.0"
+    );
+    assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
+}
+
+/// Issue 27: `skipWaitForDeleteTimeout: 30s` reaches kubectl as `30` (kubectl's flag is an
+/// integer of seconds; the double rejects `30s` as kubectl does), and `gracePeriod: 0` is
+/// k0sctl's default again: a worker upgrade drains, restarts and uncordons.
+#[test]
+fn drain_with_skip_wait_for_delete_timeout_passes_kubectl_seconds() {
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            ..SpecOptions::default()
+        },
+    );
+    let hosts = ["c1", "w1"];
+    let options = "drain:\n  skipWaitForDeleteTimeout: 30s\n  gracePeriod: 0s\n  timeout: 5s\n";
+    write_spec_with_options(&c, &hosts, options);
+    bootstrap(&c);
+    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    // The double reads the flag as kubectl does.
+    let bad = c.lab.ssh(
+        "c1",
+        "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl drain --skip-wait-for-delete-timeout=30s node/w1",
+    );
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        lab::stderr(&bad).contains(
+            "invalid argument \"30s\" for \"--skip-wait-for-delete-timeout\" flag: strconv.ParseInt"
+        ),
+        "{}",
+        lab::stderr(&bad)
+    );
+
+    let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(newer);
+    write_spec_with_options(&c, &hosts, options);
+    c.run(&["plan"])
+        .expect(0)
+        .contains("Node \"w1\" cordoned and drained via c1");
+    c.apply().contains("Apply complete");
+    let ops = node_ops(&c, "c1");
+    assert!(
+        ops.iter()
+            .any(|(v, n, ok)| v == "drain" && n == "w1" && ok == "ok"),
+        "{ops:#?}"
+    );
+    assert_eq!(c.lab.ssh_ok("w1", "k0s version").trim(), "v1.33.5+k0s.0");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// Issue 27: a `k0s reset` whose clean-up fails (`Error: errors occurred during clean-up: …`,
+/// exit 1; k0s `pkg/cleanup/cleanup.go`) is a warning, as in k0sctl: the removal completes,
+/// the warning is in the run's summary, and the host leaves the state.
+#[test]
+fn removal_completes_with_a_warning_when_reset_clean_up_fails() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    bootstrap(&c);
+    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    c.lab.exec_ok(
+        "w1",
+        "mkdir -p /etc/k0s-lab && echo 'failed to delete k0s generated data-dir: unlinkat /var/lib/k0s/kubelet: device or resource busy' > /etc/k0s-lab/reset-fails",
+    );
+    c.write_spec(&["c1"]);
+    let r = c.apply();
+    r.contains("Apply complete")
+        .contains("warning")
+        .contains("errors occurred during clean-up: failed to delete k0s generated data-dir");
+    assert!(!c.nodes("c1").contains_key("w1"));
+    assert!(c.state_host("w1").is_none());
+    c.lab
+        .exec_ok("w1", "test ! -e /etc/systemd/system/k0sworker.service");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
