@@ -225,8 +225,12 @@ mod tests {
             "v1.2.4+k0s.0",
             "v1.10.0+k0s.0",
         ];
-        for w in ordered.windows(2) {
-            assert!(v(w[0]) < v(w[1]), "{} < {}", w[0], w[1]);
+        for (i, a) in ordered.iter().enumerate() {
+            for b in &ordered[i + 1..] {
+                assert!(v(a) < v(b), "{a} < {b}");
+                assert!(v(b) > v(a), "{b} > {a}");
+                assert_ne!(v(a), v(b));
+            }
         }
         assert_eq!(v("v1.2.3+k0s.1.abc"), v("v1.2.3+k0s.1"));
         assert!(v("v1.35.0-rc.1+k0s.0").at_least(1, 35, 0));
@@ -265,10 +269,11 @@ mod tests {
     }
 
     fn version() -> impl Strategy<Value = String> {
+        // Few numbers: pairs often differ only in their pre-release or build part.
         (
+            0u32..2,
             0u32..3,
-            0u32..12,
-            0u32..12,
+            0u32..3,
             proptest::option::of("(alpha|beta|rc)\\.[0-9]{1,2}"),
             proptest::option::of(0u32..3),
         )

@@ -562,6 +562,19 @@ mod tests {
     }
 
     #[test]
+    fn zero_drain_durations_are_k0sctls_defaults() {
+        let l = load_str(
+            "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: controller\n    ssh: {address: 10.0.0.1}\n  options:\n    drain: {gracePeriod: 0s, timeout: 0, skipWaitForDeleteTimeout: 30s}\n",
+        )
+        .unwrap();
+        let d = &l.spec.options.drain;
+        assert_eq!(
+            (d.grace_period, d.timeout, d.skip_wait_for_delete_timeout),
+            (120, 300, 30)
+        );
+    }
+
+    #[test]
     fn connect_hooks_are_warned_others_run() {
         let l = load_str(
             "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: controller\n    ssh: {address: 10.0.0.1}\n    hooks:\n      connect: {after: [uptime]}\n      backup: {before: [sync]}\n      apply: {before: [date], after: [date]}\n      install: {before: [date]}\n      upgrade: {after: [date]}\n      reset: {before: [date]}\n",
