@@ -312,6 +312,7 @@ pub async fn plan_with(
         probe_out,
     )
     .await?;
+    crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality);
     // A destroy installs nothing: no version to choose, no release to look up.
     let resolved = if opts.destroy {
         None
@@ -392,6 +393,7 @@ pub async fn rederive_saved(
     saved
         .verify(&state.sealed_view(), &loaded.sha256, &reality)
         .map_err(SavedPlanFailure::Stale)?;
+    crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality);
     // The version the saved plan chose is the one installed, whatever the index says now.
     let resolved = if opts.destroy {
         None

@@ -3461,19 +3461,21 @@ fn single_kine_cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
     let cfg = format!(
         "# generated-by-k0sctl 2026-08-01T10:00:00Z\napiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nspec:\n  api:\n    sans:\n    - {addr}\n  telemetry:\n    enabled: false\n"
     );
-    c.lab.ssh_ok(
-        "s1",
-        &format!("mkdir -p /etc/k0s && printf '%s' '{cfg}' > /etc/k0s/k0s.yaml && chmod 600 /etc/k0s/k0s.yaml"),
-    );
-    start_single_as_k0sctl_then_adopt(&c, "kine");
+    start_single_as_k0sctl_then_adopt(&c, Some(&cfg), "kine");
     assert!(c.state_host("s1").expect("recorded")["etcd"].is_null());
     assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
 }
 
-/// Install and start `s1` with its k0s.yaml in place as k0sctl does (`--single=true`), check it
-/// runs `storage`, adopt it with `apply -refresh-only`: the next plan changes nothing, and
-/// neither did adopting.
-fn start_single_as_k0sctl_then_adopt(c: &Cluster, storage: &str) {
+/// Write `cfg` as s1's k0s.yaml (None: it is there already), install and start `s1` as k0sctl
+/// does (`--single=true`), check it runs `storage`, adopt it with `apply -refresh-only`: the
+/// next plan changes nothing, and neither did adopting.
+fn start_single_as_k0sctl_then_adopt(c: &Cluster, cfg: Option<&str>, storage: &str) {
+    if let Some(cfg) = cfg {
+        c.lab.ssh_ok(
+            "s1",
+            &format!("mkdir -p /etc/k0s && printf '%s' '{cfg}' > /etc/k0s/k0s.yaml && chmod 600 /etc/k0s/k0s.yaml"),
+        );
+    }
     c.lab.ssh_ok(
         "s1",
         "k0s config validate --config=/etc/k0s/k0s.yaml && k0s install controller --data-dir=/var/lib/k0s --single=true --config=/etc/k0s/k0s.yaml && k0s start",
@@ -3757,11 +3759,26 @@ fn single_etcd_host_built_by_k0sctl_without_a_config_is_adopted_and_plans_no_cha
     ] {
         assert!(cfg.lines().any(|l| l == line), "{line:?} not in\n{cfg}");
     }
-    start_single_as_k0sctl_then_adopt(&c, "etcd");
+    start_single_as_k0sctl_then_adopt(&c, None, "etcd");
     assert_eq!(
         c.state_host("s1").expect("recorded")["k0s_version"],
         "v1.33.4+k0s.0"
     );
+    assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
+}
+
+/// Issue 27: k0sctl's base without `spec.k0s.config` is the leader's existing k0s.yaml; only
+/// without one it is `k0s config create`. A `single` host that runs kine from a k0s.yaml with no
+/// `storage:` key (as earlier k0sform versions wrote it) stays on kine: no switch, no refusal.
+#[test]
+fn single_kine_host_without_a_config_keeps_kine() {
+    let c = Cluster::new(&[("s1", "single")]);
+    c.lab.install_double("s1");
+    let addr = c.lab.address("s1");
+    let cfg = format!(
+        "apiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nmetadata:\n  name: k0s\nspec:\n  api:\n    sans:\n      - {addr}\n"
+    );
+    start_single_as_k0sctl_then_adopt(&c, Some(&cfg), "kine");
     assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
 }
 

@@ -34,6 +34,26 @@ pub fn storage_type(spec: &Spec) -> String {
     resolved_storage_type(config, single)
 }
 
+/// k0sctl's base when `spec.k0s.config` is empty is the leader's existing k0s.yaml, and only
+/// without one `k0s config create` (k0sctl `phase/configure_k0s.go` `Prepare`). Of that file
+/// k0sform keeps the datastore: where the first running controller of the spec runs kine (a
+/// `single` host whose k0s.yaml has no `storage:` key, as earlier k0sform versions wrote it),
+/// the spec's config becomes `spec.storage.type: kine`, which k0s reads the same. Run after
+/// the probe, before planning; the planner and the executor then see the same spec.
+pub fn keep_running_storage(spec: &mut Spec, reality: &crate::reality::Reality) {
+    if spec.k0s.config.is_some() {
+        return;
+    }
+    let probes = reality.probe_index();
+    let leader = spec.controllers().filter(|h| !h.reset).find_map(|h| {
+        let f = probes.at(&h.ssh.address, h.ssh.port)?.facts()?;
+        f.status.as_ref()?.storage_type.clone()
+    });
+    if leader.as_deref() == Some("kine") {
+        spec.k0s.config = Some(serde_json::json!({"spec": {"storage": {"type": "kine"}}}));
+    }
+}
+
 /// The storage type `host` runs with once it has the k0s.yaml k0sform writes for it.
 pub fn host_storage_type(spec: &Spec, host: &HostSpec) -> String {
     resolved_storage_type(&config_value(spec, host), host.role == Role::Single)
@@ -849,6 +869,37 @@ mod tests {
             config_value(&s, &single).pointer("/spec/storage"),
             Some(&json!({"type": "etcd", "etcd": {"peerAddress": "192.168.0.1"}}))
         );
+    }
+
+    #[test]
+    fn a_running_kine_leader_keeps_kine_without_a_config() {
+        use crate::reality::{HostFacts, HostReality, K0sStatus, Probe, Reality};
+        let single = host(Role::Single, "10.0.0.1");
+        let reality = |storage: &str| Reality {
+            hosts: vec![HostReality {
+                id: single.id(),
+                probe: Probe::Reached(Box::new(HostFacts {
+                    status: Some(K0sStatus {
+                        storage_type: Some(storage.into()),
+                        ..K0sStatus::running("v1.33.4+k0s.0".parse().unwrap(), 1, "controller")
+                    }),
+                    ..Default::default()
+                })),
+            }],
+        };
+        let mut s = spec(vec![single.clone()], None);
+        keep_running_storage(&mut s, &reality("etcd"));
+        assert_eq!(s.k0s.config, None);
+        keep_running_storage(&mut s, &reality("kine"));
+        assert_eq!(host_storage_type(&s, &single), "kine");
+        assert!(!config_yaml(&s, &single).contains("etcd"));
+        // A config of the spec's own is the user's word.
+        let mut s = spec(
+            vec![single.clone()],
+            Some(json!({"spec": {"storage": {"type": "etcd"}}})),
+        );
+        keep_running_storage(&mut s, &reality("kine"));
+        assert_eq!(host_storage_type(&s, &single), "etcd");
     }
 
     #[test]
