@@ -704,6 +704,12 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
             "missing field `lineage`",
         ),
         ("duplicate-host", duplicate, "appears more than once"),
+        // A recorded version is a k0s version, checked as every version read from a file.
+        (
+            "bad-version",
+            good.replacen("\"v1.33.4+k0s.0\"", "\"v1.33.4;reboot\"", 1),
+            "\"v1.33.4;reboot\" is not a k0s version (it can't contain ';'",
+        ),
         (
             "binary-stat",
             binary("1 2 3 $(reboot)", &hex),
