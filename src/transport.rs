@@ -116,12 +116,15 @@ impl CommandOutput {
     pub fn stderr_str(&self) -> String {
         String::from_utf8_lossy(&self.stderr).into_owned()
     }
-    /// The last `Error: …` line k0s printed, or the last stderr line.
+    /// The last `Error: …` line k0s printed, else kubectl's last `error: …`, else the last stderr
+    /// line.
     pub fn error_line(&self) -> String {
         let err = self.stderr_str();
         err.lines()
             .rev()
             .find(|l| l.starts_with("Error: "))
+            // kubectl's own (`error: invalid argument …` above its `See 'kubectl … --help'`).
+            .or_else(|| err.lines().rev().find(|l| l.starts_with("error: ")))
             .or_else(|| err.lines().rev().find(|l| !l.trim().is_empty()))
             .unwrap_or("")
             .to_string()
@@ -236,5 +239,30 @@ pub trait Transport: Send + Sync {
         attrs: &FileAttrs,
     ) -> impl Future<Output = Result<String, TransportError>> + Send {
         self.upload_file(host, local, remote, attrs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_line_is_k0s_or_kubectl_error_before_any_hint() {
+        let out = |stderr: &str| CommandOutput {
+            status: Some(1),
+            stdout: Vec::new(),
+            stderr: stderr.as_bytes().to_vec(),
+        };
+        assert_eq!(
+            out("error: invalid argument \"30s\" for \"--x\" flag\nSee 'kubectl drain --help' for usage.\n")
+                .error_line(),
+            "error: invalid argument \"30s\" for \"--x\" flag"
+        );
+        assert_eq!(
+            out("time=… level=warning msg=x\nError: errors occurred during clean-up: y\n")
+                .error_line(),
+            "Error: errors occurred during clean-up: y"
+        );
+        assert_eq!(out("boom\n\n").error_line(), "boom");
     }
 }
