@@ -199,8 +199,7 @@ pub fn cache_uploads(
             continue;
         }
         let arch = url_arch(url, &version.to_string());
-        let dest: PathBuf =
-            download::cache_path(&download::cache_dir()?, &version.to_string(), &arch);
+        let dest: PathBuf = download::cache_path(&download::cache_dir()?, version, &arch);
         let path = download::ensure_cached(url, &dest, sha256, mirror.timeout, progress)
             .map_err(|e| format!("{}: downloading k0s {version} locally: {e}", s.host))?;
         out.push(LocalK0s {

@@ -8,6 +8,7 @@
 //! store to configure, where curl already honours the machine's CA store and proxy variables
 //! (`HTTPS_PROXY`, `NO_PROXY`). Where curl itself is missing the error says so.
 
+use crate::version::K0sVersion;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -86,10 +87,11 @@ pub fn cache_dir() -> Result<PathBuf, String> {
 }
 
 /// Where the cache keeps `version` for `arch` (the version without its `v`, as k0sctl).
-pub fn cache_path(dir: &Path, version: &str, arch: &str) -> PathBuf {
+pub fn cache_path(dir: &Path, version: &K0sVersion, arch: &str) -> PathBuf {
+    let v = version.to_string();
     dir.join("linux")
         .join(arch)
-        .join(format!("k0s-{}", version.trim_start_matches('v')))
+        .join(format!("k0s-{}", v.strip_prefix('v').unwrap_or(&v)))
 }
 
 /// A cached binary whose sha256 is `sha256`, downloading it from `url` first when it is
@@ -199,7 +201,11 @@ mod tests {
         let src = d.path().join("k0s-v1.33.4+k0s.0-amd64");
         std::fs::write(&src, "binary").unwrap();
         let url = format!("file://{}", src.display());
-        let dest = cache_path(&d.path().join("cache"), "v1.33.4+k0s.0", "amd64");
+        let dest = cache_path(
+            &d.path().join("cache"),
+            &"v1.33.4+k0s.0".parse().unwrap(),
+            "amd64",
+        );
         assert!(dest.ends_with("linux/amd64/k0s-1.33.4+k0s.0"));
         let t = Duration::from_secs(5);
         let err = ensure_cached(&url, &dest, &"0".repeat(64), t, false).unwrap_err();
