@@ -395,6 +395,29 @@ Apply complete: 0 added, 1 replaced, 0 changed, 0 removed. 3 steps in 1m15s.
     }
 
     #[test]
+    fn warnings_follow_a_complete_run() {
+        let mut evs = events(ApplyOutcome::Complete);
+        let Some(ApplyEvent::Summary { summary }) = evs.last_mut() else {
+            panic!("no summary");
+        };
+        let step = summary.succeeded[0].clone();
+        summary.warnings.push((
+            step,
+            "10.0.0.1: k0s reset left something behind (Error: errors occurred during clean-up: x)"
+                .into(),
+        ));
+        let out = render(&evs, false);
+        let tail: Vec<&str> = out.lines().rev().take(2).collect();
+        assert_eq!(
+            tail,
+            [
+                "  warning c1: Removing etcd member 8e9e05c52164694d (https://10.0.0.1:2380) via c2: 10.0.0.1: k0s reset left something behind (Error: errors occurred during clean-up: x)",
+                "Apply complete: 0 added, 1 replaced, 0 changed, 0 removed. 3 steps in 1m15s.",
+            ]
+        );
+    }
+
+    #[test]
     fn failed_run_lists_every_step() {
         let out = render(&events(ApplyOutcome::Failed), false);
         let tail: Vec<&str> = out.lines().skip(6).collect();
