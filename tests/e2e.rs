@@ -3768,6 +3768,28 @@ fn single_etcd_host_built_by_k0sctl_without_a_config_is_adopted_and_plans_no_cha
     assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
 }
 
+/// Issue 27: a new `single` host without `spec.k0s.config` is built as k0sctl builds it: on
+/// etcd (k0sform writes `storage.type: etcd`, which `--single` would otherwise turn into kine),
+/// recorded with its etcd member; the next plan changes nothing.
+#[test]
+fn single_host_without_a_config_bootstraps_on_etcd() {
+    let c = Cluster::new(&[("s1", "single")]);
+    bootstrap(&c);
+    let status = c.lab.ssh_ok("s1", "k0s status -o json");
+    let st: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
+    assert_eq!(
+        st["ClusterConfig"]["spec"]["storage"]["type"], "etcd",
+        "{status}"
+    );
+    assert_eq!(st["SingleNode"], true);
+    assert_eq!(c.members("s1").len(), 1);
+    assert!(!c.state_host("s1").expect("recorded")["etcd"].is_null());
+    assert_eq!(c.nodes("s1").get("s1"), Some(&true));
+    plan_changes_nothing(&c, &["-detailed-exitcode"])
+        .expect(0)
+        .contains("No changes");
+}
+
 /// Issue 27: k0sctl's base without `spec.k0s.config` is the leader's existing k0s.yaml; only
 /// without one it is `k0s config create`. A `single` host that runs kine from a k0s.yaml with no
 /// `storage:` key (as earlier k0sform versions wrote it) stays on kine: no switch, no refusal.
