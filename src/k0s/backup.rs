@@ -257,9 +257,16 @@ pub fn parse_sha256sum(out: &str) -> Result<String, K0sError> {
     }
 }
 
-/// `cat <file>`: the archive's bytes on stdout.
+/// The largest archive taken from a host: an etcd snapshot (etcd's quota is at most 8 GiB)
+/// and the data dir's pki, manifests, images (airgap bundles) and helm home.
+pub const MAX_ARCHIVE: u64 = 16 << 30;
+
+/// `cat <file>`: the archive's bytes on stdout, streamed (`Transport::run_into`), up to
+/// `MAX_ARCHIVE`.
 pub fn read_file(path: &str) -> RemoteCommand {
-    RemoteCommand::new(["cat", "--", path]).timeout(Duration::from_secs(1800))
+    RemoteCommand::new(["cat", "--", path])
+        .timeout(Duration::from_secs(3600))
+        .output_limit(MAX_ARCHIVE)
 }
 
 /// `rm -rf <dir>`: the scratch directory and what k0s left in it.
