@@ -45,8 +45,6 @@ pub async fn take(
     let (host, _) =
         engine::healthy_controller(spec, state, transport, "back up", refuse_first_contact).await?;
     let id = host.id();
-    progress(format!("{id}: backing up"));
-    run_hooks(transport, spec, host, "before", progress).await?;
     let path = out_dir.join(remote::archive_name(
         &spec.name,
         std::time::SystemTime::now(),
@@ -57,8 +55,11 @@ pub async fn take(
             path.display()
         ))
     };
-    // Written beside its final name, 0600 from the start; removed unless it is committed.
+    // Written beside its final name, 0600 from the start; removed unless it is committed. Made
+    // first: a folder it cannot be written to fails the backup before anything runs on the host.
     let mut file = crate::private_file::Pending::new(&path).map_err(cannot_write)?;
+    progress(format!("{id}: backing up"));
+    run_hooks(transport, spec, host, "before", progress).await?;
     let dir = format!("/tmp/k0sform-backup-{}", uuid::Uuid::new_v4().simple());
     let taken = fetch_archive(transport, host, &dir, &mut file).await;
     // The remote copy goes whatever happened: it holds the CA keys.

@@ -95,4 +95,26 @@ mod tests {
             .collect();
         assert!(leftovers.is_empty());
     }
+
+    /// A file abandoned before its commit leaves nothing behind, and the target is untouched.
+    #[test]
+    fn an_uncommitted_file_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("backup.tar.gz");
+        std::fs::write(&target, "old").unwrap();
+        let mut p = Pending::new(&target).unwrap();
+        p.file().write_all(b"half").unwrap();
+        let mode = std::fs::metadata(p.temp_path())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        drop(p);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["backup.tar.gz"]);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "old");
+    }
 }
