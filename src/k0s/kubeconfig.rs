@@ -79,9 +79,10 @@ pub enum AdminKubeconfigError {
     Forbidden(Vec<String>),
 }
 
-/// What the admin kubeconfig may hold, by where in it (k0s `cmd/kubeconfig/admin.go`, and
-/// before v1.31 `cmd/controller/certificates.go`, which also wrote `namespace: default`; both
-/// through clientcmd.Write, which writes `preferences: {}`).
+/// What the admin kubeconfig may hold, by where in it: k0s `cmd/kubeconfig/admin.go` builds it
+/// from the PKI files since v1.36.1 and printed `pki/admin.conf` before, as
+/// `cmd/controller/certificates.go` wrote it (before v1.26 from a template that also had
+/// `namespace: default`); through clientcmd.Write, which writes `preferences: {}`.
 const TOP_KEYS: &[&str] = &[
     "apiVersion",
     "kind",
@@ -389,7 +390,7 @@ mod tests {
         assert_eq!(v["users"][0]["user"]["client-key-data"], "S0VZCg==");
         assert_eq!(v["kind"], "Config");
         assert_eq!(rewrite_admin_kubeconfig(ADMIN, &names()).unwrap(), out);
-        // What k0s writes since v1.31 (no namespace) reads the same.
+        // What k0s writes since v1.26 (no namespace) reads the same.
         let now = ADMIN.replace("    namespace: default\n", "");
         assert_eq!(rewrite_admin_kubeconfig(&now, &names()).unwrap(), out);
     }
