@@ -2000,6 +2000,84 @@ fn backup_line(r: &e2e::Run) -> (String, std::path::PathBuf) {
     (sha.to_string(), std::path::PathBuf::from(path))
 }
 
+/// Issue 28, items 3 and 6: a backup larger than the 16 MiB a command's output is held to (here
+/// an airgap image bundle of 24 MiB that does not compress) streams to the local file, with the
+/// host's sha256; a controller whose `k0s kubeconfig admin` answer carries an `exec` plugin,
+/// a `tokenFile`, a proxy and `insecure-skip-tls-verify` is refused (exit 3, naming it) by
+/// `kubeconfig` and by `apply -kubeconfig-out`, and nothing is printed or written.
+#[test]
+fn big_backups_stream_and_a_hostile_kubeconfig_is_refused() {
+    let c = Cluster::new(&[("c1", "controller")]);
+    bootstrap(&c);
+    let bundle = "/var/lib/k0s/images/bundle.tar";
+    let host_sha = c.lab.exec_ok(
+        "c1",
+        &format!(
+            "mkdir -p /var/lib/k0s/images && head -c 25165824 /dev/urandom > {bundle} && sha256sum {bundle}"
+        ),
+    );
+    let host_sha = host_sha.split_whitespace().next().expect("sha256sum");
+    let out_dir = c.lab.dir().join("backups");
+    std::fs::create_dir(&out_dir).expect("mkdir");
+    let r = c.run(&["backup", "-out", out_dir.to_str().expect("utf-8")]);
+    r.expect(0);
+    let (sha, archive) = backup_line(&r);
+    let bytes = std::fs::read(&archive).expect("archive");
+    assert!(bytes.len() > 24 << 20, "{} bytes", bytes.len());
+    assert_eq!(k0sform::hash::sha256_hex(&bytes), sha);
+    assert_eq!(mode_of(&archive), 0o600);
+    let files: Vec<_> = std::fs::read_dir(&out_dir)
+        .expect("backups")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(files.len(), 1, "temp files left: {files:?}");
+    // The bundle inside is the host's, byte for byte.
+    let inside = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("tar xzOf \"$1\" images/bundle.tar | sha256sum")
+        .arg("sh")
+        .arg(&archive)
+        .output()
+        .expect("tar");
+    assert_eq!(
+        lab::stdout(&inside).split_whitespace().next(),
+        Some(host_sha),
+        "{}",
+        lab::stderr(&inside)
+    );
+
+    c.lab.exec_ok(
+        "c1",
+        "printf 'hostile_kubeconfig 1\\n' > /etc/k0s-lab/k0s-knobs",
+    );
+    let kc = c.lab.dir().join("admin.conf");
+    let kc_arg = kc.to_str().expect("utf-8");
+    let addr = c.lab.address("c1");
+    for args in [
+        &["kubeconfig"][..],
+        &["kubeconfig", "-out", kc_arg][..],
+        &["apply", "-auto-approve", "-kubeconfig-out", kc_arg][..],
+    ] {
+        let r = c.run(args);
+        r.expect(3)
+            .contains(&format!("refused: controller {addr}: "))
+            .contains("users[0].user.exec")
+            .contains("users[0].user.tokenFile")
+            .contains("clusters[0].cluster.proxy-url")
+            .contains("clusters[0].cluster.insecure-skip-tls-verify");
+        assert!(!r.stdout.contains("apiVersion"), "{args:?}: {}", r.stdout);
+        assert!(!r.text().contains("/bin/sh"), "{}", r.text());
+        assert!(!kc.exists(), "{args:?} wrote the kubeconfig");
+    }
+    // Without the additions, the same controller's kubeconfig is handed out.
+    c.lab.exec_ok("c1", "rm /etc/k0s-lab/k0s-knobs");
+    let r = c.run(&["kubeconfig"]);
+    r.expect(0);
+    let (_, _, server, key) = kubeconfig_parts(&r.stdout);
+    assert_eq!(server, format!("https://{addr}:6443"));
+    assert!(key.len() > 100, "{}", r.stdout);
+}
+
 fn create_namespace(c: &Cluster, via: &str, name: &str) {
     c.lab.ssh_ok(
         via,

@@ -390,6 +390,33 @@ async fn command_timeout_is_typed_and_kills_the_remote_command() {
     t.close_all().await;
 }
 
+/// Issue 28, item 6: `run_into` streams a stdout larger than the 16 MiB that `run` holds into a
+/// writer, with its size and sha256, and stops at the command's own limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn large_output_streams_into_a_writer_up_to_its_own_limit() {
+    let sshd = Sshd::start();
+    let t = connected(&sshd, "root").await;
+    let big = cmd(&["sh", "-c", "yes k0sform | head -c 20000000"]).output_limit(20_000_000);
+    let mut out = Vec::new();
+    let got = t.run_into(&sshd.id(), big.clone(), &mut out).await.unwrap();
+    assert_eq!((got.status, got.bytes), (Some(0), 20_000_000));
+    assert_eq!(out.len(), 20_000_000);
+    assert_eq!(got.sha256, k0sform::hash::sha256_hex(&out));
+    assert!(out.starts_with(b"k0sform\nk0sform\n"));
+    // One byte over its limit: an error, and no more than the limit was written.
+    let mut out = Vec::new();
+    let err = t
+        .run_into(&sshd.id(), big.output_limit(19_999_999), &mut out)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("more than"), "{err}");
+    assert!(out.len() < 20_000_000, "{}", out.len());
+    let out = t.run(&sshd.id(), cmd(&["echo", "ok"])).await.unwrap();
+    assert_eq!(out.stdout, b"ok\n");
+    t.close_all().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn write_file_and_upload_are_atomic_and_checked() {
     let sshd = Sshd::start();

@@ -335,9 +335,15 @@ pub fn kubectl<S: AsRef<str>>(bin: &str, data_dir: &str, args: &[S]) -> RemoteCo
 pub const ETCD_MEMBER_RESOURCE: &str = "etcdmembers.etcd.k0sproject.io";
 pub const CONTROL_NODE_RESOURCE: &str = "controlnodes.autopilot.k0sproject.io";
 
+/// The stdout limit of a command that lists every Node (the probe's `kubectl get` of the
+/// cluster objects, `get_nodes`): sized for 5,000 Nodes (Kubernetes' largest tested cluster)
+/// at up to ~50 KiB each in kubectl's indented JSON (up to 50 images with all their names,
+/// labels, annotations, conditions), with the few other objects listed beside them.
+pub const NODE_LISTING_LIMIT: u64 = 256 << 20;
+
 /// Node objects as JSON (`parse::parse_nodes`).
 pub fn get_nodes(bin: &str, data_dir: &str) -> RemoteCommand {
-    kubectl(bin, data_dir, &["get", "nodes", "-o", "json"])
+    kubectl(bin, data_dir, &["get", "nodes", "-o", "json"]).output_limit(NODE_LISTING_LIMIT)
 }
 
 /// A shell wrapper for a command that runs until it is told to stop: it runs `"$@"` in the
@@ -854,6 +860,9 @@ mod tests {
             )]
         );
         assert!(c.timeout > Duration::ZERO);
+        // Issue 28, item 6: every Node of a large cluster fits.
+        assert_eq!(c.output_limit, NODE_LISTING_LIMIT);
+        const { assert!(NODE_LISTING_LIMIT >= 5_000 * 48 * 1024) };
         assert_eq!(
             delete_etcd_member(BIN, DD, "c1").argv[3..],
             [
