@@ -48,6 +48,9 @@ pub struct Stale {
 pub enum SavedPlanError {
     #[error("the saved plan is not valid JSON of a k0sform plan: {0}")]
     Parse(#[from] serde_json::Error),
+    /// An address in the file breaks the spec's rule (`spec::address_problem`).
+    #[error("the saved plan is not valid: {field}: {problem}")]
+    Address { field: String, problem: String },
 }
 
 /// The fields that are sealed, in a fixed order.
@@ -116,8 +119,13 @@ impl SavedPlan {
         s
     }
 
+    /// Read a saved plan. Every host address in it (each `address` field: steps, their `via`
+    /// hosts, changes, identities, …) is held to the spec's rule, as the state's are: anyone may
+    /// have edited the file, and its addresses reach the plan text `show` and `apply` print.
     pub fn from_json(text: &str) -> Result<Self, SavedPlanError> {
-        Ok(serde_json::from_str(text)?)
+        let saved: SavedPlan = serde_json::from_str(text)?;
+        check_addresses(&serde_json::to_value(&saved)?, &mut String::new())?;
+        Ok(saved)
     }
 
     /// Is this plan still applicable to this state, spec and probed reality?
@@ -290,6 +298,42 @@ impl SavedPlan {
         }
         Err(Stale { reasons })
     }
+}
+
+/// Every `address` string under `v`, checked; `at` is the path of `v` (e.g. `plan.steps[3].host`),
+/// named in the error. A host address is always an `address` field (`HostId`).
+fn check_addresses(v: &serde_json::Value, at: &mut String) -> Result<(), SavedPlanError> {
+    use std::fmt::Write as _;
+    let len = at.len();
+    match v {
+        serde_json::Value::Object(fields) => {
+            for (k, x) in fields {
+                if !at.is_empty() {
+                    at.push('.');
+                }
+                at.push_str(k);
+                if let (true, Some(address)) = (k == "address", x.as_str())
+                    && let Some(problem) = crate::spec::address_problem(address)
+                {
+                    return Err(SavedPlanError::Address {
+                        field: at.clone(),
+                        problem,
+                    });
+                }
+                check_addresses(x, at)?;
+                at.truncate(len);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, x) in items.iter().enumerate() {
+                let _ = write!(at, "[{i}]");
+                check_addresses(x, at)?;
+                at.truncate(len);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn same_set(a: &[String], b: &[String]) -> bool {

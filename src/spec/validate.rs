@@ -312,31 +312,15 @@ fn collect_target_findings(t: &SshTarget, p: &str, out: &mut Vec<TargetFinding>)
     let error = |out: &mut Vec<TargetFinding>, field: String, message: String| {
         out.push(TargetFinding::Error { field, message });
     };
-    let addr = &t.address;
-    if addr.is_empty() {
-        error(out, format!("{p}.address"), "the address is empty".into());
-    } else if t.openssh {
-        // An ssh_config alias is allowed, but nothing that `ssh` would read as an option.
-        if addr.starts_with('-') || addr.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            error(
-                out,
-                format!("{p}.address"),
-                format!("`{addr}` is not a host name, IP address or ssh_config alias"),
-            );
-        }
-    } else if addr.parse::<IpAddr>().is_err() && !is_dns_name(addr) {
-        let hint = if addr.starts_with('[') {
-            " (write IPv6 addresses without brackets)"
-        } else if addr.contains(':') {
-            " (put the port in `port`)"
+    if let Some(message) = address_problem(&t.address) {
+        let message = if t.openssh && !t.address.is_empty() {
+            format!(
+                "{message} (an ssh_config alias must be a host name too: k0sform records it in the state)"
+            )
         } else {
-            ""
+            message
         };
-        error(
-            out,
-            format!("{p}.address"),
-            format!("`{addr}` is neither an IP address nor a DNS name{hint}"),
-        );
+        error(out, format!("{p}.address"), message);
     }
     if t.port == 0 {
         error(
@@ -389,6 +373,33 @@ fn collect_target_findings(t: &SshTarget, p: &str, out: &mut Vec<TargetFinding>)
     if let Some(b) = &t.bastion {
         collect_target_findings(b, &format!("{p}.bastion"), out);
     }
+}
+
+/// What is wrong with a host's address, if anything: it must be an IP address or an RFC 1123
+/// host name (`is_dns_name`). The one rule for every address k0sform connects to or prints: a
+/// spec's `ssh`/`openSSH` address (an ssh_config alias too, since it is recorded in the state),
+/// and every address read back from a state or a saved plan, which anyone may have edited
+/// (`state::parse`, `plan::SavedPlan::from_json`). Such an address reaches ssh's command line
+/// and the terminal: no shell metacharacters, `%`, quotes, spaces, control characters or a
+/// leading `-` can pass. The address is shown escaped in the message.
+pub(crate) fn address_problem(addr: &str) -> Option<String> {
+    if addr.is_empty() {
+        return Some("the address is empty".into());
+    }
+    if addr.parse::<IpAddr>().is_ok() || is_dns_name(addr) {
+        return None;
+    }
+    let hint = if addr.starts_with('[') {
+        " (write IPv6 addresses without brackets)"
+    } else if addr.contains(':') {
+        " (put the port in `port`)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "`{}` is neither an IP address nor a DNS name{hint}",
+        crate::ui::escape(addr)
+    ))
 }
 
 /// A path on the host (k0sInstallPath, dataDir, kubeletRootDir): what is wrong with it, if
