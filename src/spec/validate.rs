@@ -635,6 +635,43 @@ mod tests {
         }
     }
 
+    /// One rule for every address, `openSSH:` aliases included (k0sform records them in the
+    /// state, whose reader holds them to the same rule), shown escaped.
+    #[test]
+    fn addresses() {
+        for ok in ["10.0.0.1", "fe80::1", "cp-1.example.com", "Node1", "node1."] {
+            assert_eq!(address_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "",
+            "x'$(id)'",
+            "-oProxyCommand=id",
+            "a%hb",
+            "a b",
+            "web_1",
+            "[::1]",
+        ] {
+            assert!(address_problem(bad).is_some(), "{bad}");
+        }
+        let message = address_problem("\u{1b}[2Kc1").unwrap_or_default();
+        assert!(message.contains("`\\x1b[2Kc1`"), "{message}");
+        let mut alias = SshTarget::new("x'$(id)'", 22);
+        alias.openssh = true;
+        let found: Vec<String> = target_findings(&alias, "spec.hosts[0].openSSH")
+            .into_iter()
+            .filter_map(|f| match f {
+                TargetFinding::Error { field, message } => Some(format!("{field}: {message}")),
+                TargetFinding::Missing { .. } => None,
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "spec.hosts[0].openSSH.address: `x'$(id)'` is neither an IP address nor a DNS name (an ssh_config alias must be a host name too: k0sform records it in the state)"
+            ]
+        );
+    }
+
     #[test]
     fn names() {
         assert!(is_dns_name("cp-1.example.com"));
