@@ -124,7 +124,11 @@ impl SavedPlan {
     /// have edited the file, and its addresses reach the plan text `show` and `apply` print.
     pub fn from_json(text: &str) -> Result<Self, SavedPlanError> {
         let saved: SavedPlan = serde_json::from_str(text)?;
-        check_addresses(&serde_json::to_value(&saved)?, &mut String::new())?;
+        if let Some((field, problem)) =
+            crate::spec::json_address_problem(&serde_json::to_value(&saved)?)
+        {
+            return Err(SavedPlanError::Address { field, problem });
+        }
         Ok(saved)
     }
 
@@ -298,42 +302,6 @@ impl SavedPlan {
         }
         Err(Stale { reasons })
     }
-}
-
-/// Every `address` string under `v`, checked; `at` is the path of `v` (e.g. `plan.steps[3].host`),
-/// named in the error. A host address is always an `address` field (`HostId`).
-fn check_addresses(v: &serde_json::Value, at: &mut String) -> Result<(), SavedPlanError> {
-    use std::fmt::Write as _;
-    let len = at.len();
-    match v {
-        serde_json::Value::Object(fields) => {
-            for (k, x) in fields {
-                if !at.is_empty() {
-                    at.push('.');
-                }
-                at.push_str(k);
-                if let (true, Some(address)) = (k == "address", x.as_str())
-                    && let Some(problem) = crate::spec::address_problem(address)
-                {
-                    return Err(SavedPlanError::Address {
-                        field: at.clone(),
-                        problem,
-                    });
-                }
-                check_addresses(x, at)?;
-                at.truncate(len);
-            }
-        }
-        serde_json::Value::Array(items) => {
-            for (i, x) in items.iter().enumerate() {
-                let _ = write!(at, "[{i}]");
-                check_addresses(x, at)?;
-                at.truncate(len);
-            }
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 fn same_set(a: &[String], b: &[String]) -> bool {

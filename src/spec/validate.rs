@@ -402,6 +402,48 @@ pub(crate) fn address_problem(addr: &str) -> Option<String> {
     ))
 }
 
+/// The first `address` string under `v` (a saved plan, a probe file, as JSON) that breaks
+/// `address_problem`: its path (e.g. `plan.steps[3].host.address`) and the problem. A host
+/// address in k0sform's files is always an `address` field (`HostId`, `SshTarget`), so a walk
+/// finds every one, including in fields added later.
+pub(crate) fn json_address_problem(v: &serde_json::Value) -> Option<(String, String)> {
+    fn walk(v: &serde_json::Value, at: &mut String) -> Option<(String, String)> {
+        use std::fmt::Write as _;
+        let len = at.len();
+        match v {
+            serde_json::Value::Object(fields) => {
+                for (k, x) in fields {
+                    if !at.is_empty() {
+                        at.push('.');
+                    }
+                    at.push_str(k);
+                    if let (true, Some(address)) = (k == "address", x.as_str())
+                        && let Some(problem) = address_problem(address)
+                    {
+                        return Some((at.clone(), problem));
+                    }
+                    if let Some(found) = walk(x, at) {
+                        return Some(found);
+                    }
+                    at.truncate(len);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, x) in items.iter().enumerate() {
+                    let _ = write!(at, "[{i}]");
+                    if let Some(found) = walk(x, at) {
+                        return Some(found);
+                    }
+                    at.truncate(len);
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+    walk(v, &mut String::new())
+}
+
 /// A path on the host (k0sInstallPath, dataDir, kubeletRootDir): what is wrong with it, if
 /// anything. Shared with the check of a state's recorded access.
 pub(crate) fn remote_path_problem(v: &str) -> Option<String> {
