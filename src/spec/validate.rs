@@ -378,8 +378,8 @@ fn collect_target_findings(t: &SshTarget, p: &str, out: &mut Vec<TargetFinding>)
 /// What is wrong with a host's address, if anything: it must be an IP address or an RFC 1123
 /// host name (`is_dns_name`). The one rule for every address k0sform connects to or prints: a
 /// spec's `ssh`/`openSSH` address (an ssh_config alias too, since it is recorded in the state),
-/// and every address read back from a state or a saved plan, which anyone may have edited
-/// (`state::parse`, `plan::SavedPlan::from_json`). Such an address reaches ssh's command line
+/// and every address read back from a state, a saved plan or a probe file, which anyone may have
+/// edited (`state::parse`, `json_address_problem`). Such an address reaches ssh's command line
 /// and the terminal: no shell metacharacters, `%`, quotes, spaces, control characters or a
 /// leading `-` can pass. The address is shown escaped in the message.
 pub(crate) fn address_problem(addr: &str) -> Option<String> {
