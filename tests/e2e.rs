@@ -1145,6 +1145,82 @@ fn state_recorded_proxy_command_is_ignored_and_reported() {
     assert!(!marker.exists(), "the state's ProxyCommand ran");
 }
 
+/// Issue 28, items 2 and 5, with an ssh client as old as CVE-2023-51385 (`testdata/old-ssh/ssh`,
+/// first in PATH: it expands `%h` in a ProxyCommand to the destination as given and runs the line
+/// with `sh -c`). A host behind a bastion is planned through it with the target named in the
+/// ProxyCommand, never `%h`. A state that names a host by an address carrying a quote and
+/// `$(…)`, recorded as an `openSSH:` host behind the bastion and logging in as another user (no
+/// `ssh -G` first), is refused when read, naming the file and the field: the plan contacts no
+/// host, nothing of the address runs here and the file is left as it was.
+#[test]
+fn hostile_state_address_runs_nothing_through_an_old_ssh_client() {
+    let mut c = controller_behind_bastion();
+    let stand_in = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/old-ssh");
+    let log = c.lab.dir().join("old-ssh.log");
+    let path = std::env::var("PATH").unwrap_or_default();
+    c.env
+        .push(("PATH".into(), format!("{}:{path}", stand_in.display())));
+    c.env
+        .push(("OLD_SSH_LOG".into(), log.display().to_string()));
+    let c1 = c.lab.host("c1");
+    c.run(&["plan"]).expect(0).contains("bootstrap");
+    let seen = std::fs::read_to_string(&log).expect("the stand-in ran");
+    assert!(
+        seen.contains(&format!("-W '[{}]:{}'", c1.address, c1.port)),
+        "{seen}"
+    );
+    assert!(!seen.contains("%h"), "{seen}");
+
+    let marker = c.lab.dir().join("pwned");
+    let hostile = format!("x'$(touch${{IFS}}{})'", marker.display());
+    let loaded = k0sform::spec::load(std::slice::from_ref(&c.spec)).expect("spec");
+    let mut ssh = loaded.spec.hosts[0].ssh.clone();
+    assert!(ssh.bastion.is_some(), "c1 is behind the bastion");
+    ssh.address = hostile.clone();
+    ssh.port = 22;
+    ssh.user = "k0sform".into();
+    ssh.openssh = true;
+    let mut state = k0sform::state::State::new();
+    state.upsert_host(k0sform::state::HostState {
+        address: hostile,
+        port: 22,
+        role: k0sform::spec::Role::Worker,
+        node_name: Some("w9".into()),
+        machine_id: "0123456789abcdef0123456789abcdef".into(),
+        host_key: c1.host_key_fingerprint.clone(),
+        host_public_key: None,
+        etcd: None,
+        k0s_version: None,
+        install_flags_sha256: None,
+        config_sha256: None,
+        k0s_binary: None,
+        access: Some(k0sform::state::HostAccess {
+            ssh,
+            k0s_install_path: "/usr/local/bin/k0s".into(),
+            data_dir: "/var/lib/k0s".into(),
+            kubelet_root_dir: None,
+        }),
+    });
+    let text = state.to_canonical_json().expect("json");
+    std::fs::write(&c.state, &text).expect("write state");
+    std::fs::remove_file(&log).expect("log");
+    for args in [&["plan"][..], &["apply", "-auto-approve"]] {
+        c.run(args)
+            .expect(1)
+            .contains(&format!(
+                "state file {} is not a valid k0sform state: hosts[0].address: `x'$(touch",
+                c.state.display()
+            ))
+            .contains("is neither an IP address nor a DNS name");
+        assert!(
+            !marker.exists(),
+            "{args:?}: the state's address ran a command here"
+        );
+        assert!(!log.exists(), "{args:?}: ssh was started");
+        assert_eq!(std::fs::read_to_string(&c.state).expect("state"), text);
+    }
+}
+
 /// Upgrade and reconfigure: a new k0s version rolls through controllers one at a time, then the
 /// workers; a changed k0s config is rewritten and the controllers restarted one at a time; the
 /// cluster keeps its members and identity throughout.

@@ -1239,3 +1239,50 @@ async fn hostile_ssh_config_cannot_weaken_the_connection() {
     t.close_all().await;
     assert!(!marker.with_extension("khc").exists());
 }
+
+/// Issue 28, item 2: the ProxyCommand k0sform gives ssh names the target itself (quoted, `%`
+/// doubled), never `%h`. OpenSSH substitutes `%h` into the line after k0sform's quoting and
+/// runs it with `$SHELL -c`; clients before 9.6 (CVE-2023-51385) do not refuse a destination
+/// with quotes or `$(…)`. `testdata/old-ssh/ssh` behaves as such a client: through it, a host
+/// behind a bastion is reached as usual, and an address with shell syntax that reaches the
+/// transport (every reader refuses one before: this is the second line of defence) runs
+/// nothing here.
+#[tokio::test(flavor = "multi_thread")]
+async fn proxy_command_names_the_target_and_runs_nothing_of_its_address() {
+    let bastion = Sshd::start();
+    let target_sshd = Sshd::start();
+    let stand_in = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/old-ssh/ssh");
+    let old_client = || {
+        SshTransport::new(SshOptions {
+            ssh_program: stand_in.clone(),
+            ..SshOptions::default()
+        })
+        .unwrap()
+    };
+    let mut target = target_sshd.target("root");
+    target.bastion = Some(Box::new(bastion.target("root")));
+    let t = old_client();
+    t.connect(&target_sshd.id(), &target, None, false, &[])
+        .await
+        .unwrap();
+    let out = t
+        .run(&target_sshd.id(), cmd(&["echo", "via bastion"]))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"via bastion\n");
+    t.close_all().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let hostile = format!("x'$(touch${{IFS}}{})'", marker.display());
+    target.address = hostile.clone();
+    let id = HostId::new(hostile, 22);
+    let t = old_client();
+    let err = t.connect(&id, &target, None, false, &[]).await;
+    t.close_all().await;
+    assert!(err.is_err(), "the hostile address was reached");
+    assert!(
+        !marker.exists(),
+        "a command from the address ran locally through the ProxyCommand"
+    );
+}
