@@ -3133,6 +3133,20 @@ fn state_entry_with_a_live_workers_node_name_is_refused_whatever_its_role() {
             "{role:?}: {text}"
         );
     }
+    // Where w01 has no spec hostname (it goes by the name it reports), the record is blamed,
+    // not the live host.
+    let mut i = case_inputs("noop");
+    let w01 = HostId::new("10.0.1.1", 22);
+    for h in i.spec.hosts.iter_mut().filter(|h| h.id() == w01) {
+        h.hostname = None;
+    }
+    add_state_only_entry(&mut i, "10.0.0.99", Role::Controller, "w01", None);
+    let text = refused_exit_3(&i);
+    assert!(
+        text.contains("w01 (10.0.0.99) leaves the spec, but the Node \"w01\" it would delete is named after w01 (10.0.1.1)")
+            && !text.contains("says its hostname is"),
+        "{text}"
+    );
     // Its EtcdMember and ControlNode objects too: named after a live controller.
     let mut i = case_inputs("noop");
     add_state_only_entry(&mut i, "10.0.0.99", Role::Controller, "c02", None);

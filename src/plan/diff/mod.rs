@@ -143,7 +143,10 @@ impl Planner<'_> {
         // "another host" is "another index".
         let mut by_name: std::collections::HashMap<String, Vec<usize>> =
             std::collections::HashMap::with_capacity(self.hosts.len());
-        for (i, o) in self.hosts.iter().enumerate() {
+        // A host leaving the spec is no owner here: its recorded name is what its removal
+        // deletes, and the removal refuses that where a machine running k0s goes by the name
+        // (`objects_of_another_host`), blaming the record, not the live host.
+        for (i, o) in self.hosts.iter().enumerate().filter(|(_, o)| o.in_spec()) {
             for name in o.known_names().into_iter().chain(o.reported_name()) {
                 let owners = by_name.entry(name).or_default();
                 if owners.last() != Some(&i) {
