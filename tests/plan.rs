@@ -3305,3 +3305,31 @@ fn recorded_k0s_paths_are_shown_and_implausible_ones_refused() {
         }
     }
 }
+
+/// A spec controller's record naming another controller's member (c02 recorded with c03's ID
+/// and peer URL): c02 rebuilt is replaced without removing c03's member, and c03 is not taken
+/// for gone.
+#[test]
+fn a_spec_hosts_record_naming_another_controllers_member_is_refused() {
+    let mut i = case_inputs("noop");
+    let (c02, c03) = (HostId::new("10.0.0.2", 22), HostId::new("10.0.0.3", 22));
+    let theirs = i.state.host(&c03).and_then(|h| h.etcd.clone());
+    i.state
+        .hosts
+        .iter_mut()
+        .find(|h| h.id() == c02)
+        .expect("c02")
+        .etcd = theirs;
+    // As recorded, c02 runs as it is: nothing to change for either.
+    let p = run(&i).expect("plan");
+    assert!(p.changes.is_empty(), "{}", render::text(&p, false));
+    // Rebuilt, c02 is replaced: its stale member would be c03's.
+    facts_mut(&mut i.reality, &c02).expect("c02").machine_id = "mid-rebuilt".into();
+    let text = refused_exit_3(&i);
+    assert!(
+        text.contains("c02 (10.0.0.2): the state records etcd member")
+            && text.contains("belongs to c03 (10.0.0.3)")
+            && !text.contains("left the cluster"),
+        "{text}"
+    );
+}

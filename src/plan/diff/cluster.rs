@@ -412,10 +412,10 @@ fn managed_cluster(
 /// The host an etcd member belongs to. The spec is trusted and the state is data that can be
 /// wrong (or written by someone else), so what the state records counts last: first a host of
 /// the spec that answers with the member's peer address (`k0s status`), then one whose peer
-/// address it is by the spec, then any other machine answering with it, and only then a state
-/// record naming its peer URL or member ID. Within each, the first in the order of `hosts`
-/// (sorted by id): a state entry whose address sorts first no longer takes a live
-/// controller's member (which had that controller planned as having left the cluster).
+/// address it is by the spec, then any other machine answering with it or at its address, and
+/// only then a state record naming its peer URL or member ID. Within each, the first in the
+/// order of `hosts` (sorted by id): a state entry whose address sorts first no longer takes a
+/// live controller's member (which had that controller planned as having left the cluster).
 fn member_owner<'h, 'a>(hosts: &'h [HostCtx<'a>], m: &Member) -> Option<&'h HostCtx<'a>> {
     let key = peer_key(&m.peer_url);
     let answers = |h: &&HostCtx| {
@@ -424,6 +424,10 @@ fn member_owner<'h, 'a>(hosts: &'h [HostCtx<'a>], m: &Member) -> Option<&'h Host
             .and_then(|s| s.peer_address.as_deref())
             .is_some_and(|p| peer_key(&super::hosts::peer_url(p)) == key)
     };
+    // A controller answering at the member's address, k0s running there or not.
+    let at = crate::k0s::peer_url_host(&m.peer_url);
+    let answers_at =
+        |h: &&HostCtx| h.role().is_controller() && h.facts().is_some() && h.id.address == at;
     let of_spec = |h: &&HostCtx| {
         h.spec
             .is_some_and(|s| peer_key(&super::hosts::peer_url(s.peer_address())) == key)
@@ -440,7 +444,7 @@ fn member_owner<'h, 'a>(hosts: &'h [HostCtx<'a>], m: &Member) -> Option<&'h Host
         .iter()
         .find(|h| h.spec.is_some() && answers(h))
         .or_else(|| hosts.iter().find(of_spec))
-        .or_else(|| hosts.iter().find(answers))
+        .or_else(|| hosts.iter().find(|h| answers(h) || answers_at(h)))
         .or_else(|| hosts.iter().find(recorded))
 }
 

@@ -507,6 +507,9 @@ impl Planner<'_> {
             {
                 format!("{who} answers with that peer address")
             }
+            Some(o) if o.facts().is_some() && o.spec.is_none() => {
+                format!("{who} answers at that address")
+            }
             Some(o) if o.spec.is_some() => {
                 format!("it is the peer address of {who}, a host of the spec")
             }
