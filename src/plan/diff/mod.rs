@@ -143,10 +143,7 @@ impl Planner<'_> {
         // "another host" is "another index".
         let mut by_name: std::collections::HashMap<String, Vec<usize>> =
             std::collections::HashMap::with_capacity(self.hosts.len());
-        // A host leaving the spec is no owner here: its recorded name is what its removal
-        // deletes, and the removal refuses that where a machine running k0s goes by the name
-        // (`objects_of_another_host`), blaming the record, not the live host.
-        for (i, o) in self.hosts.iter().enumerate().filter(|(_, o)| o.in_spec()) {
+        for (i, o) in self.hosts.iter().enumerate() {
             for name in o.known_names().into_iter().chain(o.reported_name()) {
                 let owners = by_name.entry(name).or_default();
                 if owners.last() != Some(&i) {
@@ -159,9 +156,14 @@ impl Planner<'_> {
             let Some(name) = h.reported_name() else {
                 continue;
             };
+            // A host running k0s by its name is not blamed for a leaving host's record of that
+            // name: that removal refuses to delete the live host's objects, blaming the record
+            // (`objects_of_another_host`).
+            let runs = h.facts().is_some_and(|f| f.is_running());
+            let blamed = |o: &HostCtx| !(runs && !o.in_spec() && !o.excluded);
             let owner = by_name
                 .get(&name)
-                .and_then(|owners| owners.iter().find(|&&o| o != i))
+                .and_then(|owners| owners.iter().find(|&&o| o != i && blamed(&self.hosts[o])))
                 .map(|&o| &self.hosts[o]);
             if let Some(o) = owner {
                 details.push(format!(
