@@ -3333,3 +3333,40 @@ fn a_spec_hosts_record_naming_another_controllers_member_is_refused() {
         "{text}"
     );
 }
+
+/// A state entry at a second address of a live controller's machine, recorded with that
+/// machine's machine-id and host key (the state shows both): its removal would reset c02.
+/// Refused, naming both.
+#[test]
+fn state_entry_at_a_second_address_of_a_live_host_is_not_reset() {
+    let mut i = case_inputs("noop");
+    add_state_only_entry(&mut i, "10.0.0.22", Role::Worker, "x22", None);
+    for h in i
+        .state
+        .hosts
+        .iter_mut()
+        .filter(|h| h.address == "10.0.0.22")
+    {
+        h.machine_id = "mid-c02".into();
+        h.host_key = "SHA256:key-c02".into();
+    }
+    let c02 = i
+        .reality
+        .facts(&HostId::new("10.0.0.2", 22))
+        .expect("c02")
+        .clone();
+    for h in i
+        .reality
+        .hosts
+        .iter_mut()
+        .filter(|h| h.id.address == "10.0.0.22")
+    {
+        h.probe = Probe::Reached(Box::new(c02.clone()));
+    }
+    let text = refused_exit_3(&i);
+    assert!(
+        text.contains("x22 (10.0.0.22) leaves the spec, but the machine answering there is c02 (10.0.0.2), a host of the spec")
+            && text.contains("refusing to reset it"),
+        "{text}"
+    );
+}

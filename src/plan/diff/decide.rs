@@ -184,6 +184,9 @@ impl<'a> Planner<'a> {
         }
         recorded_paths_check(h)?;
         let member = self.stale_member(h)?;
+        if let Some(f) = f {
+            self.check_not_a_spec_hosts_machine(h, f)?;
+        }
         let reset = match (f, h.state) {
             (Some(f), Some(st)) if f.machine_id == st.machine_id && f.host_key == st.host_key => {
                 Some(st.machine_id.clone())
@@ -539,6 +542,46 @@ impl Planner<'_> {
                 ),
             ],
         }
+    }
+}
+
+impl Planner<'_> {
+    /// The machine answering at a leaving host's address is also a host of the spec, at
+    /// another address (same machine-id and host key): a second address of that machine, and
+    /// a state record for it (copied from the spec host's, which the state shows) would reset
+    /// the live host. Refused, naming both. A move (the record follows the machine to its new
+    /// address, `plan::moves`) never gets here: its old address is no host of the plan.
+    fn check_not_a_spec_hosts_machine(&self, h: &HostCtx, f: &HostFacts) -> Result<(), Refusal> {
+        let Some(o) = self.hosts.iter().find(|o| {
+            o.id != h.id
+                && o.in_spec()
+                && o.facts()
+                    .is_some_and(|of| of.machine_id == f.machine_id && of.host_key == f.host_key)
+        }) else {
+            return Ok(());
+        };
+        Err(Refusal {
+            kind: RefusalKind::UnknownIdentity,
+            message: format!(
+                "{} ({}) leaves the spec, but the machine answering there is {} ({}), a host of \
+                 the spec (machine-id {}, host key {}); refusing to reset it",
+                h.name(),
+                h.id,
+                o.name(),
+                o.id,
+                short(&f.machine_id),
+                short_key(&f.host_key)
+            ),
+            details: vec![format!(
+                "{} ({}): if it is a second address of {}, its state record is wrong: forget it \
+                 (k0sform state rm {}); the machine stays as {}",
+                h.name(),
+                h.id,
+                o.id,
+                h.id,
+                o.id
+            )],
+        })
     }
 }
 
