@@ -1968,6 +1968,41 @@ fn reset_refused_when_machine_id_differs() {
     assert!(fake.world().hosts[&c3].running);
 }
 
+/// Issue 28: a host known only to the state whose recorded data dir is `/` is never reset
+/// with it (the planner refuses such a plan; the executor checks again).
+#[test]
+fn reset_refused_for_implausible_recorded_paths() {
+    let (fake, mut spec, mut state, _) = three_controllers();
+    let c3 = host(3);
+    spec.hosts.retain(|h| h.id() != c3);
+    let rec = state.host_mut(&c3).expect("c3 recorded");
+    rec.access = Some(k0sform::state::HostAccess {
+        ssh: SshTarget::new(c3.address.clone(), 22),
+        k0s_install_path: "/usr/local/bin/k0s".into(),
+        data_dir: "/".into(),
+        kubelet_root_dir: None,
+    });
+    let plan = one_step(
+        &c3,
+        StepKind::ResetHost {
+            machine_id: "mid-c3".into(),
+            uninstall: false,
+        },
+    );
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    let reason = r.refusal();
+    assert_eq!(r.exit_code(), 3);
+    assert!(
+        reason.contains("access.dataDir: `/` is the root directory"),
+        "{reason}"
+    );
+    assert!(
+        fake.calls().iter().all(|c| c.host != c3),
+        "no command ran on the host"
+    );
+    assert!(fake.world().hosts[&c3].running);
+}
+
 #[test]
 fn reset_stops_then_resets_the_recorded_machine() {
     let (fake, spec, state, _) = three_controllers();

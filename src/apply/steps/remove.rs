@@ -254,6 +254,19 @@ impl<T: Transport + 'static> K0sRunner<T> {
         uninstall: bool,
         gate: impl AsyncFnOnce() -> Result<(), StepError>,
     ) -> Result<Vec<StateChange>, StepError> {
+        // A host known only to the state is reset with its recorded paths (`paths`): the plan
+        // refused implausible ones (`state::paths`); checked again before anything runs.
+        if self.spec_host(host).is_none()
+            && let Some(st) = self.known_host(host)
+        {
+            let problems = crate::state::paths::recorded_path_problems(st);
+            if !problems.is_empty() {
+                return Err(StepError::Unsafe(format!(
+                    "{host}: the state records no plausible k0s paths ({}): refusing to reset it with them",
+                    problems.join("; ")
+                )));
+            }
+        }
         let facts = self.probe(host).await?;
         if facts.machine_id.trim() != machine_id.trim() {
             return Err(StepError::Unsafe(format!(
