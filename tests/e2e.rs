@@ -1435,7 +1435,8 @@ fn removed_host_is_reset_with_its_own_login_and_paths() {
     c.write_spec(&["c1"]);
     c.run(&["plan"])
         .expect(0)
-        .contains("k0s stopped and reset on w1");
+        .contains("k0s stopped and reset on w1")
+        .contains("k0s paths from its state record: k0sInstallPath /opt/k0s/bin/k0s, dataDir /srv/k0s, kubeletRootDir /srv/k0s/kubelet");
     c.apply();
     assert!(!c.nodes("c1").contains_key("w1"));
     assert_eq!(
@@ -3866,4 +3867,124 @@ fn worker_join_waits_on_a_node_watch_and_leaves_none_running() {
         .lab
         .wait_until(std::time::Duration::from_secs(15), || watching().is_empty());
     assert!(gone, "the watch outlived k0sform on c1: {:?}", watching());
+}
+
+/// Issue 28, item 1: a hostile (or mistaken) state entry for a host that left the spec, at an
+/// address of the lab's range no machine answers at, must not act on the live cluster. An entry
+/// recording c2's member ID and peer URL (whose address sorts before every host's), two entries
+/// recording c2's and c3's, an entry recorded as a controller with w1's node name, and an entry
+/// whose recorded data dir is `/`: every apply is refused (exit 3, naming both hosts) before any
+/// step; etcd keeps its 3 members and every Node stays, and the real state is untouched.
+#[test]
+fn hostile_state_entries_never_remove_live_members_or_nodes() {
+    let c = Cluster::new(THREE_PLUS_ONE);
+    bootstrap(&c);
+    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    let prefix = c
+        .lab
+        .address("c1")
+        .rsplit_once('.')
+        .expect("IPv4")
+        .0
+        .to_string();
+    let original = std::fs::read_to_string(&c.state).expect("state");
+    let serial = c.state_serial();
+    let members_before = c.members("c1");
+    let nodes_before = c.nodes("c1");
+    assert_eq!(members_before.len(), 3, "{members_before:?}");
+    let recorded = |name: &str| c.state_host(name).expect("recorded");
+    // A state-only entry at `last` of the lab's range, from `template`'s record.
+    let entry = |last: u8, name: &str, role: &str, etcd: serde_json::Value| {
+        let mut e = recorded("w1");
+        e["address"] = format!("{prefix}.{last}").into();
+        e["role"] = role.into();
+        e["node_name"] = name.into();
+        e["machine_id"] = format!("{:032x}", last).into();
+        e["etcd"] = etcd;
+        e
+    };
+    let with_entries = |entries: Vec<serde_json::Value>| {
+        let mut st: serde_json::Value = serde_json::from_str(&original).expect("state JSON");
+        let hosts = st["hosts"].as_array_mut().expect("hosts");
+        hosts.extend(entries);
+        hosts.sort_by_key(|h| h["address"].as_str().unwrap_or_default().to_string());
+        std::fs::write(&c.state, serde_json::to_string_pretty(&st).unwrap()).unwrap();
+    };
+    let refused = |what: &str, needles: &[String]| {
+        let r = c.run(&["apply", "-auto-approve"]);
+        r.expect(3);
+        for n in needles {
+            r.contains(n);
+        }
+        assert_eq!(c.members("c1"), members_before, "{what}: etcd changed");
+        assert_eq!(c.nodes("c1"), nodes_before, "{what}: Nodes changed");
+        assert_eq!(c.state_serial(), serial, "{what}: the state was written");
+    };
+    let (c2, c3, w1) = (
+        c.lab.address("c2"),
+        c.lab.address("c3"),
+        c.lab.address("w1"),
+    );
+
+    // c2's member, claimed by an entry whose address sorts before every host's.
+    with_entries(vec![entry(
+        1,
+        "x1",
+        "controller",
+        recorded("c2")["etcd"].clone(),
+    )]);
+    refused(
+        "c2's member",
+        &[
+            format!("x1 ({prefix}.1): the state records etcd member"),
+            format!("belongs to c2 ({c2})"),
+        ],
+    );
+    let r = c.run(&["plan", "-exclude", &format!("{prefix}.1")]);
+    r.expect(0);
+    assert!(!r.text().contains("left the cluster"), "{}", r.text());
+
+    // Two entries: c2's and c3's members (etcd 3 → 1).
+    with_entries(vec![
+        entry(250, "x250", "controller", recorded("c2")["etcd"].clone()),
+        entry(251, "x251", "controller", recorded("c3")["etcd"].clone()),
+    ]);
+    refused(
+        "c2's and c3's members",
+        &[
+            format!("belongs to c2 ({c2})"),
+            format!("belongs to c3 ({c3})"),
+        ],
+    );
+
+    // Recorded as a controller, with w1's node name: w1's Node, deleted without a drain.
+    with_entries(vec![entry(
+        252,
+        "w1",
+        "controller",
+        serde_json::Value::Null,
+    )]);
+    refused(
+        "w1's Node",
+        &[format!(
+            "w1 ({prefix}.252) leaves the spec, but its Node \"w1\" reports the address {w1} of w1 ({w1}), a host of the spec"
+        )],
+    );
+
+    // A data dir of `/`: refused, never contacted.
+    let mut e = entry(253, "x253", "worker", serde_json::Value::Null);
+    e["access"]["data_dir"] = "/".into();
+    with_entries(vec![e]);
+    refused(
+        "a data dir of /",
+        &[
+            format!(
+                "x253 ({prefix}.253) leaves the cluster, but the k0s paths its state record names are no plausible k0s paths"
+            ),
+            "access.dataDir: `/` is the root directory".to_string(),
+        ],
+    );
+
+    std::fs::write(&c.state, &original).unwrap();
+    plan_changes_nothing(&c, &["-detailed-exitcode"]).expect(0);
 }

@@ -511,6 +511,32 @@ async fn state_access_cannot_run_local_commands() {
     });
     state.upsert_host(hc);
 
+    // Recorded k0s paths that cannot be k0s's (issue 28): that host is not contacted either.
+    for (field, bin, data_dir, why) in [
+        (
+            "dataDir",
+            "/usr/local/bin/k0s",
+            "/",
+            "`/` is the root directory",
+        ),
+        (
+            "k0sInstallPath",
+            "/etc/shadow",
+            "/var/lib/k0s",
+            "is under /etc",
+        ),
+    ] {
+        let mut hd = hb.clone();
+        let a = hd.access.as_mut().expect("access");
+        a.k0s_install_path = bin.into();
+        a.data_dir = data_dir.into();
+        let e = k0sform::state::access::reach(&hd, &s).expect_err("refused");
+        let e = e.join("\n");
+        assert!(
+            e.contains(&format!("access.{field}: ")) && e.contains(why),
+            "{e}"
+        );
+    }
     let reach = k0sform::state::access::reach(&hb, &s).expect("b's access is valid");
     let dropped = reach.dropped.join("\n");
     for option in [

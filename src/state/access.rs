@@ -58,7 +58,7 @@ pub fn reach(h: &HostState, spec: &Spec) -> Result<Reach, Vec<String>> {
                 ("dataDir", Some(&data_dir)),
                 ("kubeletRootDir", kubelet_root_dir.as_ref()),
             ] {
-                if let Some(e) = v.and_then(|v| crate::spec::remote_path_problem(v)) {
+                if let Some(e) = v.and_then(|v| super::paths::k0s_path_problem(field, v)) {
                     problems.push(format!("access.{field}: {e}"));
                 }
             }
