@@ -37,12 +37,15 @@ async fn apply(
     destroy: bool,
     transport: &SshTransport,
 ) -> Result<Exit, Failure> {
-    if destroy && !args.auto_approve && !global.input {
+    // A dry run (k0sctl's --dry-run, DRY_RUN) only plans: it never asks.
+    let dry_run = args.run.dry_run().map_err(Failure::error)?;
+    let asks = !args.auto_approve && !dry_run;
+    if destroy && asks && !global.input {
         return Err(Failure::error(
             "destroy needs confirmation but -input=false forbids asking: review `k0sform plan -destroy` and use -auto-approve",
         ));
     }
-    if args.plan_file.is_none() && !args.auto_approve && !global.input {
+    if args.plan_file.is_none() && asks && !global.input {
         return Err(Failure::error(
             "apply needs confirmation but -input=false forbids asking: review the plan and use -auto-approve, or apply a saved plan file",
         ));
@@ -53,7 +56,6 @@ async fn apply(
         ));
     }
     let started = tokio::time::Instant::now();
-    let dry_run = args.run.dry_run().map_err(Failure::error)?;
     k0sctl_checks(args, dry_run)?;
     // The lock comes first: planning against a state another apply is about to change is useless.
     let (mut loaded, mut ctx) = super::load_inputs(global)?;
@@ -518,5 +520,51 @@ async fn execute(
             exit: e.exit(),
             message: e.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{K0sctlApplyArgs, RunArgs};
+
+    /// k0sctl apply's option flags set the spec's options for the run; without them the spec's
+    /// own values stay.
+    #[test]
+    fn k0sctl_flags_set_the_spec_options() {
+        let mut spec = crate::spec::Spec::default();
+        let before = spec.options.clone();
+        k0sctl_overrides(&mut spec, &Default::default(), &Default::default()).expect("ok");
+        assert_eq!(spec.options, before);
+        let k = K0sctlApplyArgs {
+            no_wait: true,
+            concurrent_uploads: Some(0),
+            evict_taint: Some("a/b=c:NoSchedule".into()),
+            ..Default::default()
+        };
+        let run = RunArgs {
+            concurrency: Some(7),
+            ..Default::default()
+        };
+        k0sctl_overrides(&mut spec, &k, &run).expect("ok");
+        let o = &spec.options;
+        assert!(!o.wait);
+        assert_eq!(o.concurrency_limit, 7);
+        assert_eq!(
+            o.concurrent_uploads,
+            tokio::sync::Semaphore::MAX_PERMITS,
+            "0: no limit"
+        );
+        let t = o.evict_taint.as_ref().expect("taint");
+        assert_eq!(
+            (t.taint.as_str(), t.effect.as_str()),
+            ("a/b=c", "NoSchedule")
+        );
+        assert!(!t.controller_workers);
+        let bad = K0sctlApplyArgs {
+            evict_taint: Some("a=b:c:NoSchedule".into()),
+            ..Default::default()
+        };
+        assert!(k0sctl_overrides(&mut spec, &bad, &run).is_err());
     }
 }
