@@ -40,7 +40,7 @@ impl Failure {
         if !self.message.is_empty() {
             let message = crate::ui::escape_lines(&self.message);
             eprintln!("Error: {message}");
-            crate::runlog::line(&format!("error: {message}"));
+            crate::runlog::line(&format!("error: {message:?}"));
             if let Some(log) = crate::runlog::path() {
                 eprintln!("The debug log of this run is in {}", log.display());
             }

@@ -131,7 +131,7 @@ impl SshTransport {
             line,
             shown,
         } = self.prepare(host, cmd)?;
-        tracing::debug!(%host, command = %shown, "run");
+        tracing::debug!(%host, command = ?shown, "run");
         let started = Instant::now();
         let result = self
             .exec_checked(host, cmd, (&conn, sudo, &line, &shown), (stdin, stdout))
@@ -141,11 +141,13 @@ impl SshTransport {
         match &result {
             Ok((out, _)) => match out.status {
                 Some(code) => {
-                    tracing::debug!(%host, command = %shown, exit_code = code, ms, "exit")
+                    tracing::debug!(%host, command = ?shown, exit_code = code, ms, "exit")
                 }
-                None => tracing::debug!(%host, command = %shown, ms, "killed by a signal"),
+                None => tracing::debug!(%host, command = ?shown, ms, "killed by a signal"),
             },
-            Err(e) => tracing::debug!(%host, command = %shown, error = %e, ms, "failed"),
+            Err(e) => {
+                tracing::debug!(%host, command = ?shown, error = ?e.to_string(), ms, "failed")
+            }
         }
         result
     }
@@ -234,14 +236,14 @@ impl SshTransport {
         let Prepared {
             conn, line, shown, ..
         } = self.prepare(host, cmd)?;
-        tracing::debug!(%host, command = %shown, "stream");
+        tracing::debug!(%host, command = ?shown, "stream");
         let status = conn.stream(&line, lines).await;
         match &status {
-            Ok(Some(code)) => tracing::debug!(%host, command = %shown, exit_code = code, "exit"),
+            Ok(Some(code)) => tracing::debug!(%host, command = ?shown, exit_code = code, "exit"),
             Ok(None) => {
-                tracing::debug!(%host, command = %shown, "stream stopped or killed by a signal")
+                tracing::debug!(%host, command = ?shown, "stream stopped or killed by a signal")
             }
-            Err(e) => tracing::debug!(%host, command = %shown, error = %e, "failed"),
+            Err(e) => tracing::debug!(%host, command = ?shown, error = ?e.to_string(), "failed"),
         }
         status
     }
