@@ -221,9 +221,28 @@ pub struct InitArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct CompletionArgs {
-    /// The shell to complete for
+    /// The shell to complete for (default: -shell, else $SHELL's name, else bash)
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub shell: Option<clap_complete::Shell>,
+    /// The shell, as k0sctl's `completion --shell`/`-s` names it (cmd/completion.go)
+    #[arg(short = 's', long = "shell", value_enum, conflicts_with = "shell")]
+    pub shell_flag: Option<clap_complete::Shell>,
+}
+
+impl CompletionArgs {
+    /// The argument, `-shell`, else as k0sctl: the name of `$SHELL` (`/bin/zsh`: zsh), else bash.
+    pub fn shell(&self) -> Result<clap_complete::Shell, String> {
+        use clap::ValueEnum;
+        if let Some(s) = self.shell.or(self.shell_flag) {
+            return Ok(s);
+        }
+        let Some(env) = std::env::var("SHELL").ok().filter(|s| !s.is_empty()) else {
+            return Ok(clap_complete::Shell::Bash);
+        };
+        let name = env.rsplit('/').next().unwrap_or_default();
+        clap_complete::Shell::from_str(name, false)
+            .map_err(|_| format!("SHELL={env}: no completion for {name}; name the shell: bash, zsh, fish, elvish or powershell"))
+    }
 }
 
 const COMPLETION_HELP: &str = "\

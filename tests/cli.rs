@@ -1200,3 +1200,60 @@ fn backup_takes_k0sctls_output_flag() {
     let o = u.run(&["backup", "-o", "x", "-out", "."]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// `completion` takes k0sctl's `--shell`/`-s` and, without a shell, completes for `$SHELL`'s
+/// (else bash), as `k0sctl completion` (cmd/completion.go).
+#[test]
+fn completion_takes_k0sctls_shell_flag_and_variable() {
+    for (args, shell_env, marker) in [
+        (&["completion", "-s", "zsh"][..], None, "#compdef k0sform"),
+        (
+            &["completion", "--shell", "fish"],
+            None,
+            "complete -c k0sform",
+        ),
+        (&["completion", "-shell=zsh"], None, "#compdef k0sform"),
+        (
+            &["completion"],
+            Some("/usr/bin/fish"),
+            "complete -c k0sform",
+        ),
+        (&["completion"], None, "complete -F _k0sform"),
+    ] {
+        let mut c = k0sform();
+        c.args(args).env_remove("SHELL");
+        if let Some(s) = shell_env {
+            c.env("SHELL", s);
+        }
+        let o = c.output().expect("runs");
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).contains(marker), "{args:?} {shell_env:?}");
+    }
+    let o = k0sform()
+        .arg("completion")
+        .env("SHELL", "/bin/tcsh")
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("name the shell"), "{}", stderr(&o));
+    let o = k0sform()
+        .args(["completion", "bash", "-s", "zsh"])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// `-timeout` (k0sctl's --timeout) bounds the whole run, planning included: reached there, the
+/// run fails having changed nothing.
+#[test]
+fn timeout_reached_while_planning_fails_the_run() {
+    let u = Unreachable::new();
+    let o = u.run(&["apply", "-auto-approve", "--timeout", "1ns"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("-timeout 1ns reached while planning; no host was changed"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!u.path("s.json").exists());
+}
