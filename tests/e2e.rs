@@ -3923,6 +3923,7 @@ fn k0sctl_pipeline_flags_and_the_debug_log() {
     let r = c.run(&[
         "apply",
         "-auto-approve",
+        "-json",
         "--concurrency",
         "0",
         "--concurrent-uploads",
@@ -3941,6 +3942,14 @@ fn k0sctl_pipeline_flags_and_the_debug_log() {
         "prod",
     ]);
     r.expect(0).contains("-force (k0sctl) changes nothing");
+    // --concurrency 0 is no limit: every host of the spec and the state at once.
+    let begin: serde_json::Value = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "begin")
+        .expect("a begin event");
+    assert_eq!(begin["parallelism"], 2, "{begin}");
     let (cluster, user, server, _) = kubeconfig_parts(&std::fs::read_to_string(&kc).expect("kc"));
     assert_eq!(
         (cluster.as_str(), user.as_str(), server.as_str()),
@@ -3999,4 +4008,23 @@ fn k0sctl_pipeline_flags_and_the_debug_log() {
     assert!(plan_part.contains("exit_code=0"), "{plan_part}");
     assert!(!plan_part.contains("pr0xy-s3cret"));
     assert_eq!(token_like_words(plan_part), Vec::<String>::new());
+}
+
+/// Issue 30: k0sctl's `--timeout` bounds an apply: once reached no new step starts (as one
+/// Ctrl-C), the running ones finish and are recorded, and the run fails; the next apply
+/// finishes the work.
+#[test]
+fn k0sctl_timeout_stops_starting_steps() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    // w1's Node registers 30 s after its join: the run is still going when the timeout comes.
+    c.lab
+        .exec_ok("w1", "printf 'join_latency 30\\n' > /etc/k0s-lab/k0s-knobs");
+    let started = std::time::Instant::now();
+    let r = c.run(&["apply", "-auto-approve", "--timeout", "5s"]);
+    assert_ne!(r.code, 0, "{}", r.text());
+    r.contains("-timeout 5s reached: no new step starts");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(5));
+    c.lab.exec_ok("w1", "rm -f /etc/k0s-lab/k0s-knobs");
+    c.apply();
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
