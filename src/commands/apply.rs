@@ -232,9 +232,10 @@ fn k0sctl_checks(args: &ApplyArgs, dry_run: bool) -> Result<(), Failure> {
     if let Some((_, flag)) = kubeconfig_flag
         && args.kubeconfig_out.is_none()
     {
-        return Err(Failure::error(format!(
-            "{flag} names what goes into the kubeconfig -kubeconfig-out writes: give -kubeconfig-out FILE too (or use `k0sform kubeconfig`)"
-        )));
+        // As in k0sctl (action/apply.go: only with KubeconfigOut), they do nothing alone.
+        eprintln!(
+            "Note: {flag} shapes the kubeconfig -kubeconfig-out writes; without -kubeconfig-out it changes nothing."
+        );
     }
     if dry_run && args.kubeconfig_out.is_some() {
         eprintln!("Note: a dry run writes no kubeconfig (-kubeconfig-out).");
