@@ -82,21 +82,22 @@ async fn apply(
         Some(file) => {
             let saved = super::show::read_saved(file)?;
             let cli = super::plan_options(&args.target)?;
-            let planned = engine::rederive_saved(
+            let rederiving = engine::rederive_saved(
                 &saved,
                 loaded,
                 ctx,
                 transport,
                 (&cli, args.target.parallelism),
-            )
-            .await
-            .map_err(|e| match e {
-                engine::SavedPlanFailure::Stale(stale) => Failure {
-                    exit: Exit::StalePlan,
-                    message: format!("{}: {stale}; run `k0sform plan` again", file.display()),
-                },
-                engine::SavedPlanFailure::Other(f) => f,
-            })?;
+            );
+            let planned = within_timeout(&args.run, started, rederiving)
+                .await?
+                .map_err(|e| match e {
+                    engine::SavedPlanFailure::Stale(stale) => Failure {
+                        exit: Exit::StalePlan,
+                        message: format!("{}: {stale}; run `k0sform plan` again", file.display()),
+                    },
+                    engine::SavedPlanFailure::Other(f) => f,
+                })?;
             // What runs is what was derived now (equal to the file's plan, or refused above).
             show_plan(args, &planned.plan, color);
             // A plan file that destroys the cluster is confirmed like `destroy`: a file swapped
@@ -120,17 +121,7 @@ async fn apply(
                 None,
                 None,
             );
-            let planned = match args.run.deadline() {
-                Some(d) => tokio::time::timeout_at(started + d, planning)
-                    .await
-                    .map_err(|_| {
-                        Failure::error(format!(
-                            "-timeout {} reached while planning; no host was changed",
-                            humantime::format_duration(d)
-                        ))
-                    })??,
-                None => planning.await?,
-            };
+            let planned = within_timeout(&args.run, started, planning).await??;
             show_plan(args, &planned.plan, color);
             if dry_run {
                 eprintln!("Dry run: nothing was changed.");
@@ -188,6 +179,26 @@ async fn apply(
         write_kubeconfig(global, &spec, transport, path, (&over, refuse)).await?;
     }
     Ok(exit)
+}
+
+/// Planning under `-timeout` (k0sctl's --timeout, counted from the start of the run): reached
+/// there, the run fails before any host changed.
+async fn within_timeout<T>(
+    run: &crate::cli::RunArgs,
+    started: tokio::time::Instant,
+    planning: impl std::future::Future<Output = T>,
+) -> Result<T, Failure> {
+    match run.deadline() {
+        Some(d) => tokio::time::timeout_at(started + d, planning)
+            .await
+            .map_err(|_| {
+                Failure::error(format!(
+                    "-timeout {} reached while planning; no host was changed",
+                    humantime::format_duration(d)
+                ))
+            }),
+        None => Ok(planning.await),
+    }
 }
 
 /// k0sctl's spellings (cmd/apply.go, cmd/flags.go) that need a word before anything runs: the
