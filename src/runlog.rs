@@ -8,8 +8,8 @@
 //! carries a secret; stdin, where join tokens and configs travel, is never logged) and its exit
 //! code, and one line when the run starts and ends. Not the events of the libraries k0sform
 //! uses. The folder is made 0700, the file 0600, a link in its place is refused. When the file
-//! has grown past `ROTATE_AT` it is moved to `<path>.1` (replacing the one before), so the two
-//! stay bounded.
+//! has grown past `ROTATE_AT` it is moved to `<path>.1` (replacing the one before), and one run
+//! writes at most `RUN_LIMIT` bytes of records, so the two stay bounded.
 
 use std::fs::File;
 use std::io::Write;
@@ -21,6 +21,10 @@ pub const PATH_ENV: &str = "K0SFORM_LOG_PATH";
 
 /// A log larger than this when a run starts is moved to `<path>.1`.
 pub const ROTATE_AT: u64 = 8 << 20;
+
+/// Most bytes of records one run writes (a run over tens of thousands of hosts would write
+/// hundreds of MiB); past it one line says so, and the run's first and last lines still come.
+pub const RUN_LIMIT: u64 = 64 << 20;
 
 /// The log of this process, once `open` succeeded.
 static LOG: OnceLock<(PathBuf, Arc<File>)> = OnceLock::new();
@@ -70,7 +74,7 @@ pub fn open_file(path: &Path) -> std::io::Result<File> {
 
 /// Open the log for this run and write its first line (`command`: the subcommand's name, never
 /// its arguments). `None` (with a warning on stderr) when it cannot be opened: the run goes on.
-pub fn start(command: &str) -> Option<Arc<File>> {
+pub fn start(command: &str) -> Option<Writer> {
     let opened = default_path().and_then(|p| match open_file(&p) {
         Ok(f) => Ok((p, f)),
         Err(e) => Err(format!("{}: {e}", p.display())),
@@ -89,7 +93,7 @@ pub fn start(command: &str) -> Option<Arc<File>> {
         env!("CARGO_PKG_VERSION"),
         std::process::id()
     ));
-    Some(file)
+    Some(Writer::new(file, RUN_LIMIT))
 }
 
 /// The log of this run, when there is one: failures name it.
@@ -110,14 +114,52 @@ pub fn finish(code: u8) {
     line(&format!("run ended with exit code {code}"));
 }
 
-/// A `tracing` writer appending to the log file.
+/// A `tracing` writer appending to the log file, up to `limit` bytes.
 #[derive(Clone)]
-pub struct Writer(pub Arc<File>);
+pub struct Writer {
+    file: Arc<File>,
+    written: Arc<std::sync::atomic::AtomicU64>,
+    limit: u64,
+}
+
+impl Writer {
+    pub fn new(file: Arc<File>, limit: u64) -> Self {
+        Writer {
+            file,
+            written: Default::default(),
+            limit,
+        }
+    }
+}
+
+/// One record's write (`tracing-subscriber` formats a record, then writes it whole).
+pub struct Record<'a>(&'a Writer);
+
+impl Write for Record<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        use std::sync::atomic::Ordering;
+        let w = self.0;
+        let before = w.written.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        if before + buf.len() as u64 <= w.limit {
+            (&*w.file).write_all(buf)?;
+        } else if before <= w.limit {
+            let note = format!(
+                "(the log of this run stops here: it reached {} MiB)\n",
+                w.limit >> 20
+            );
+            (&*w.file).write_all(note.as_bytes())?;
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Writer {
-    type Writer = &'a File;
+    type Writer = Record<'a>;
     fn make_writer(&'a self) -> Self::Writer {
-        &self.0
+        Record(self)
     }
 }
 
@@ -155,6 +197,24 @@ mod tests {
         let link = dir.path().join("link.log");
         std::os::unix::fs::symlink(&path, &link).unwrap();
         assert!(open_file(&link).is_err());
+    }
+
+    #[test]
+    fn one_run_writes_at_most_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k0sform.log");
+        let w = Writer::new(Arc::new(open_file(&path).unwrap()), 11);
+        use tracing_subscriber::fmt::MakeWriter;
+        for record in ["12345\n", "6789\n", "abc\n", "def\n"] {
+            w.make_writer().write_all(record.as_bytes()).unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with("12345\n6789\n(the log of this run stops here"),
+            "{text}"
+        );
+        assert!(!text.contains("abc") && !text.contains("def"), "{text}");
+        assert_eq!(text.lines().count(), 3, "{text}");
     }
 
     #[test]

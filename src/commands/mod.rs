@@ -168,7 +168,7 @@ async fn plan_now(
 /// Logs go to stderr: warnings by default, `-v` info, `-vv` debug, `-vvv` trace
 /// (`K0SFORM_LOG` overrides with a tracing filter). With a run log (`runlog`), k0sform's own
 /// debug events also go to that file, whatever the stderr level.
-fn init_logging(verbose: u8, log: Option<std::sync::Arc<std::fs::File>>) {
+fn init_logging(verbose: u8, log: Option<crate::runlog::Writer>) {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::prelude::*;
     use tracing_subscriber::{EnvFilter, fmt};
@@ -188,7 +188,7 @@ fn init_logging(verbose: u8, log: Option<std::sync::Arc<std::fs::File>>) {
     // is noise, and k0sform vets what its own events carry.
     let file = log.map(|f| {
         fmt::layer()
-            .with_writer(crate::runlog::Writer(f))
+            .with_writer(f)
             .with_ansi(false)
             .with_filter(Targets::new().with_target("k0sform", LevelFilter::DEBUG))
     });
