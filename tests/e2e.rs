@@ -3988,3 +3988,164 @@ fn hostile_state_entries_never_remove_live_members_or_nodes() {
     std::fs::write(&c.state, &original).unwrap();
     plan_changes_nothing(&c, &["-detailed-exitcode"]).expect(0);
 }
+
+/// Words shaped like a k0s bootstrap token (`[a-z0-9]{6}.[a-z0-9]{16}`) or a join token (the
+/// base64 of a gzip stream: `H4sI…`).
+fn token_like_words(text: &str) -> Vec<String> {
+    text.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '.' || ch == '+' || ch == '/'))
+        .filter(|w| {
+            let bootstrap = w.len() == 23
+                && w.as_bytes()[6] == b'.'
+                && w.chars()
+                    .enumerate()
+                    .all(|(i, ch)| i == 6 || ch.is_ascii_digit() || ch.is_ascii_lowercase());
+            bootstrap || w.contains("H4sI")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue 30: a `k0sctl apply` line of a pipeline with its k0sctl flags runs as `k0sform apply
+/// -auto-approve` with the same flags: `DRY_RUN`/`--dry-run` only plan, the kubeconfig flags
+/// shape the kubeconfig written, `backup -o FILE` writes FILE. Every run that connects leaves
+/// its commands, with their exit codes, in the debug log, and no join token nor environment
+/// value in it.
+#[test]
+fn k0sctl_pipeline_flags_and_the_debug_log() {
+    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    c.spec_opts.host_yaml.insert(
+        "w1".into(),
+        "environment:\n  HTTPS_PROXY: http://u:pr0xy-s3cret@proxy.invalid:3128".into(),
+    );
+    c.write_spec(&["c1", "w1"]);
+    let log = c.lab.dir().join("cache/k0sform/k0sform.log");
+
+    // A dry run, as k0sctl's DRY_RUN=true or --dry-run: the plan, no question, no change.
+    let mut cmd = c.command(&["apply"]);
+    let out = cmd
+        .env("DRY_RUN", "true")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", lab::stderr(&out));
+    assert!(
+        lab::stdout(&out).contains("to add"),
+        "{}",
+        lab::stdout(&out)
+    );
+    assert!(lab::stderr(&out).contains("Dry run: nothing was changed."));
+    c.run(&["apply", "-auto-approve", "--dry-run"])
+        .expect(0)
+        .contains("Dry run: nothing was changed.");
+    assert!(!c.state.exists(), "a dry run wrote the state");
+    c.run(&["plan", "-detailed-exitcode"]).expect(2);
+
+    let kc = c.lab.dir().join("admin.conf");
+    let r = c.run(&[
+        "apply",
+        "-auto-approve",
+        "-json",
+        "--concurrency",
+        "0",
+        "--concurrent-uploads",
+        "0",
+        "--no-wait",
+        "--timeout",
+        "10m",
+        "--force",
+        "--kubeconfig-out",
+        kc.to_str().expect("utf-8"),
+        "--kubeconfig-api-address",
+        "https://lb.invalid:6443",
+        "--kubeconfig-user",
+        "ci",
+        "--kubeconfig-cluster",
+        "prod",
+    ]);
+    r.expect(0).contains("-force (k0sctl) changes nothing");
+    // --concurrency 0 is no limit: every host of the spec and the state at once.
+    let begin: serde_json::Value = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "begin")
+        .expect("a begin event");
+    assert_eq!(begin["parallelism"], 2, "{begin}");
+    let (cluster, user, server, _) = kubeconfig_parts(&std::fs::read_to_string(&kc).expect("kc"));
+    assert_eq!(
+        (cluster.as_str(), user.as_str(), server.as_str()),
+        ("prod", "ci", "https://lb.invalid:6443")
+    );
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    // backup -o FILE (k0sctl's --output).
+    let file = c.lab.dir().join("b.tar.gz");
+    let r = c.run(&["backup", "-o", file.to_str().expect("utf-8")]);
+    r.expect(0);
+    assert_eq!(backup_line(&r).1, file);
+    assert_eq!(mode_of(&file), 0o600);
+
+    // The debug log: every run, each command on its host with its exit code.
+    assert_eq!(mode_of(&log), 0o600);
+    let text = std::fs::read_to_string(&log).expect("log");
+    for needle in [
+        "apply: run started",
+        "plan: run started",
+        "backup: run started",
+        "run ended with exit code 0",
+        "run ended with exit code 2",
+        "k0s install controller",
+        "HTTPS_PROXY=(value hidden)",
+        "k0s backup",
+        "exit_code=0",
+    ] {
+        assert!(text.contains(needle), "{needle} not in the log:\n{text}");
+    }
+    for name in ["c1", "w1"] {
+        let host = format!("host={} ", c.lab.address(name));
+        assert!(text.contains(&host), "{host} not in the log");
+    }
+    assert!(
+        !text.contains("pr0xy-s3cret"),
+        "an environment value in the log"
+    );
+    assert_eq!(
+        token_like_words(&text),
+        Vec::<String>::new(),
+        "a token in the log"
+    );
+
+    // A plan against the running cluster writes its probe commands, and nothing secret.
+    let before = text.len();
+    c.run(&["plan"]).expect(0);
+    let text = std::fs::read_to_string(&log).expect("log");
+    let plan_part = &text[before..];
+    assert!(plan_part.contains("plan: run started"), "{plan_part}");
+    assert!(plan_part.contains("command=\"sh -c"), "{plan_part}");
+    // One line per record: a command's line breaks are escaped.
+    for line in plan_part.lines() {
+        assert!(line.starts_with("20"), "{line}");
+    }
+    assert!(plan_part.contains("exit_code=0"), "{plan_part}");
+    assert!(!plan_part.contains("pr0xy-s3cret"));
+    assert_eq!(token_like_words(plan_part), Vec::<String>::new());
+}
+
+/// Issue 30: k0sctl's `--timeout` bounds an apply: once reached no new step starts (as one
+/// Ctrl-C), the running ones finish and are recorded, and the run fails; the next apply
+/// finishes the work.
+#[test]
+fn k0sctl_timeout_stops_starting_steps() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    // w1's Node registers 30 s after its join: the run is still going when the timeout comes.
+    c.lab
+        .exec_ok("w1", "printf 'join_latency 30\\n' > /etc/k0s-lab/k0s-knobs");
+    let started = std::time::Instant::now();
+    let r = c.run(&["apply", "-auto-approve", "--timeout", "5s"]);
+    assert_ne!(r.code, 0, "{}", r.text());
+    r.contains("-timeout 5s reached: no new step starts");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(5));
+    c.lab.exec_ok("w1", "rm -f /etc/k0s-lab/k0s-knobs");
+    c.apply();
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}

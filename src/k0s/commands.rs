@@ -129,14 +129,25 @@ pub fn install(
         .to_string(),
     ];
     argv.extend(args.iter().cloned());
+    // Logs and errors show the variables' names only: their values may be secrets (a proxy's
+    // password), and the debug log (`runlog`) keeps every command as shown.
+    let mut shown = argv.clone();
     for (k, v) in env {
         argv.push("-e".into());
         argv.push(format!("{k}={v}"));
+        shown.push("-e".into());
+        shown.push(format!("{k}=(value hidden)"));
     }
     if force {
         argv.push("--force".into());
+        shown.push("--force".into());
     }
-    RemoteCommand::new(argv).timeout(SERVICE)
+    let cmd = RemoteCommand::new(argv).timeout(SERVICE);
+    if env.is_empty() {
+        cmd
+    } else {
+        cmd.shown_as(crate::ssh::quote::join(&shown))
+    }
 }
 
 /// The systemd drop-in k0sctl writes a host's `environment` to (rig v2
@@ -185,8 +196,18 @@ exec "$@""#
         bin.to_string(),
         k0sctl_env_dropin(kind),
     ];
+    let shown = format!(
+        "{} (after: staged binary moved in, {} removed)",
+        install
+            .shown_as
+            .clone()
+            .unwrap_or_else(|| crate::ssh::quote::join(&install.argv)),
+        k0sctl_env_dropin(kind)
+    );
     argv.extend(install.argv);
-    RemoteCommand::new(argv).timeout(install.timeout)
+    RemoteCommand::new(argv)
+        .timeout(install.timeout)
+        .shown_as(shown)
 }
 
 /// `k0s start` (returns once systemd accepted the job; poll `status` for readiness).
@@ -752,6 +773,16 @@ mod tests {
             ]
         );
         assert!(c.root);
+        // Logs and errors name the variable, never its value.
+        let shown = c.shown_as.as_deref().expect("shown");
+        assert!(shown.contains("-e 'HTTP_PROXY=(value hidden)'"), "{shown}");
+        assert!(!shown.contains("p:3128"), "{shown}");
+        let s = install_service(BIN, ServiceKind::Controller, &args, &env, true);
+        let shown = s.shown_as.as_deref().expect("shown");
+        assert!(
+            shown.contains("install controller") && !shown.contains("p:3128"),
+            "{shown}"
+        );
         let w = install(BIN, ServiceKind::Worker, &[], &BTreeMap::new(), false);
         assert_eq!(w.argv, [BIN, "install", "worker"]);
     }
