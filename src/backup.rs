@@ -19,7 +19,7 @@ use std::time::Duration;
 pub struct Saved {
     pub path: PathBuf,
     pub sha256: String,
-    pub bytes: usize,
+    pub bytes: u64,
     /// The controller it was taken on.
     pub host: HostId,
 }
@@ -45,43 +45,50 @@ pub async fn take(
     let (host, _) =
         engine::healthy_controller(spec, state, transport, "back up", refuse_first_contact).await?;
     let id = host.id();
+    let path = out_dir.join(remote::archive_name(
+        &spec.name,
+        std::time::SystemTime::now(),
+    ));
+    let cannot_write = |e: std::io::Error| {
+        Failure::error(format!(
+            "cannot write the backup to {}: {e}",
+            path.display()
+        ))
+    };
+    // Written beside its final name, 0600 from the start; removed unless it is committed. Made
+    // first: a folder it cannot be written to fails the backup before anything runs on the host.
+    let mut file = crate::private_file::Pending::new(&path).map_err(cannot_write)?;
     progress(format!("{id}: backing up"));
     run_hooks(transport, spec, host, "before", progress).await?;
     let dir = format!("/tmp/k0sform-backup-{}", uuid::Uuid::new_v4().simple());
-    let taken = fetch_archive(transport, host, &dir).await;
+    let taken = fetch_archive(transport, host, &dir, &mut file).await;
     // The remote copy goes whatever happened: it holds the CA keys.
     match run(transport, &id, remote::remove_dir(&dir)).await {
         Ok(o) if o.success() => {}
         Ok(o) => tracing::warn!(%id, "cannot remove {dir}: {}", o.error_line()),
         Err(e) => tracing::warn!(%id, "cannot remove {dir}: {}", e.message),
     }
-    let (data, sha256) = taken?;
-    let path = out_dir.join(remote::archive_name(
-        &spec.name,
-        std::time::SystemTime::now(),
-    ));
-    crate::private_file::write(&path, &data).map_err(|e| {
-        Failure::error(format!(
-            "cannot write the backup to {}: {e}",
-            path.display()
-        ))
-    })?;
+    let (bytes, sha256) = taken?;
+    check_archive(&file, &id).await?;
+    file.commit().map_err(cannot_write)?;
     run_hooks(transport, spec, host, "after", progress).await?;
     Ok(Saved {
         path,
         sha256,
-        bytes: data.len(),
+        bytes,
         host: id,
     })
 }
 
-/// `k0s backup` into the private scratch dir `dir`, then the archive's bytes and sha256, checked
-/// against the host's `sha256sum` and read as a k0s archive.
+/// `k0s backup` into the private scratch dir `dir`, then the archive streamed into `file`
+/// (up to `remote::MAX_ARCHIVE`), hashed on the way and checked against the host's
+/// `sha256sum`: its size and sha256.
 async fn fetch_archive(
     transport: &SshTransport,
     host: &HostSpec,
     dir: &str,
-) -> Result<(Vec<u8>, String), Failure> {
+    file: &mut crate::private_file::Pending,
+) -> Result<(u64, String), Failure> {
     let id = host.id();
     let step = |what: &str, o: &CommandOutput| {
         Failure::error(format!("{id}: {what} failed: {}", o.error_line()))
@@ -105,19 +112,45 @@ async fn fetch_archive(
     let o = run(transport, &id, remote::sha256sum(&archive)).await?;
     let want = remote::parse_sha256sum(&o.stdout_str())
         .map_err(|e| Failure::error(format!("{id}: {e}: {}", o.error_line())))?;
-    let o = run(transport, &id, remote::read_file(&archive)).await?;
-    if !o.success() {
-        return Err(step(&format!("reading {archive}"), &o));
-    }
-    let got = crate::hash::sha256_hex(&o.stdout);
-    if got != want {
+    let local = file
+        .file()
+        .try_clone()
+        .map_err(|e| Failure::error(format!("cannot write the backup: {e}")))?;
+    let mut local = tokio::fs::File::from_std(local);
+    let got = transport
+        .run_into(&id, remote::read_file(&archive), &mut local)
+        .await
+        .map_err(|e| Failure::error(e.to_string()))?;
+    if got.status != Some(0) {
         return Err(Failure::error(format!(
-            "{id}: the archive arrived damaged: sha256 {got} here, {want} on the host"
+            "{id}: reading {archive} failed: {}",
+            got.error_line()
         )));
     }
-    k0s::backup::read_archive(o.stdout.as_slice())
-        .map_err(|e| Failure::error(format!("{id}: {archive}: {e}")))?;
-    Ok((o.stdout, got))
+    if got.sha256 != want {
+        return Err(Failure::error(format!(
+            "{id}: the archive arrived damaged: sha256 {} here, {want} on the host",
+            got.sha256
+        )));
+    }
+    Ok((got.bytes, got.sha256))
+}
+
+/// Read the archive that arrived as a k0s backup (`k0s::backup::read_archive`), off the async
+/// threads: a real one is gigabytes to decompress.
+async fn check_archive(file: &crate::private_file::Pending, id: &HostId) -> Result<(), Failure> {
+    let path = file.temp_path().to_path_buf();
+    let read = tokio::task::spawn_blocking(move || {
+        let f = std::fs::File::open(&path)?;
+        Ok::<_, std::io::Error>(remote::read_archive(std::io::BufReader::new(f)))
+    })
+    .await;
+    match read {
+        Ok(Ok(Ok(_))) => Ok(()),
+        Ok(Ok(Err(e))) => Err(Failure::error(format!("{id}: {e}"))),
+        Ok(Err(e)) => Err(Failure::error(format!("cannot read the backup back: {e}"))),
+        Err(e) => Err(Failure::error(format!("cannot read the backup back: {e}"))),
+    }
 }
 
 /// The host's `hooks.backup.<stage>` lines, one after another as the SSH user; the first that

@@ -72,18 +72,24 @@ pub fn fetch_text(url: &str, timeout: Duration) -> Result<String, String> {
 
 /// The local cache folder: `$XDG_CACHE_HOME/k0sform/k0s`, else `$HOME/.cache/k0sform/k0s`.
 pub fn cache_dir() -> Result<PathBuf, String> {
+    Ok(k0sform_cache_dir()?.join("k0s"))
+}
+
+/// k0sform's folder of the user's cache: `$XDG_CACHE_HOME/k0sform`, else
+/// `$HOME/.cache/k0sform` (the k0s downloads, the debug log).
+pub fn k0sform_cache_dir() -> Result<PathBuf, String> {
     let base =
         match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
             Some(x) => PathBuf::from(x),
             None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
                 Some(h) => PathBuf::from(h).join(".cache"),
                 None => return Err(
-                    "neither XDG_CACHE_HOME nor HOME is set: no place for the k0s download cache"
+                    "neither XDG_CACHE_HOME nor HOME is set: no place for k0sform's cache (k0s downloads, the debug log)"
                         .into(),
                 ),
             },
         };
-    Ok(base.join("k0sform").join("k0s"))
+    Ok(base.join("k0sform"))
 }
 
 /// Where the cache keeps `version` for `arch` (the version without its `v`, as k0sctl).

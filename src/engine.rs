@@ -34,9 +34,16 @@ impl Failure {
     }
     /// Print the failure (`Error: …` on stderr) and return its exit code. Messages quote what
     /// hosts answered (stderr lines, names): escaped, line breaks kept.
+    /// With a debug log (`runlog`), the message goes there too and names it, as k0sctl's
+    /// "apply failed - log file saved to …" (cmd/apply.go).
     pub fn report(self) -> Exit {
         if !self.message.is_empty() {
-            eprintln!("Error: {}", crate::ui::escape_lines(&self.message));
+            let message = crate::ui::escape_lines(&self.message);
+            eprintln!("Error: {message}");
+            crate::runlog::line(&format!("error: {message:?}"));
+            if let Some(log) = crate::runlog::path() {
+                eprintln!("The debug log of this run is in {}", log.display());
+            }
         }
         self.exit
     }

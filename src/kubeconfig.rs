@@ -3,7 +3,11 @@
 //! the caller or written as a 0600 file, never logged, stored in the state or put in an event.
 
 use crate::engine::{self, Failure};
-use crate::k0s::{self, kubeconfig::KubeconfigNames};
+use crate::exit::Exit;
+use crate::k0s::{
+    self,
+    kubeconfig::{AdminKubeconfigError, KubeconfigNames},
+};
 use crate::spec::Spec;
 use crate::ssh::SshTransport;
 use crate::state::State;
@@ -18,9 +22,10 @@ pub struct Overrides {
     pub address: Option<String>,
 }
 
-/// Fetch the admin kubeconfig from the first healthy controller and rewrite it: server from
-/// `-address`, else k0sctl's rules with that controller's address; names from the overrides,
-/// else `metadata.name` and `metadata.user`. `refuse_first_contact`: `-trust-new-host-keys=false`
+/// Fetch the admin kubeconfig from the first healthy controller and rebuild it from its allowed
+/// fields: server from `-address`, else k0sctl's rules with that controller's address; names
+/// from the overrides, else `metadata.name` and `metadata.user`. An answer holding anything
+/// else (an `exec` plugin, a proxy, …) is refused with exit 3, naming the controller. `refuse_first_contact`: `-trust-new-host-keys=false`
 /// (`engine::healthy_controller`).
 pub async fn fetch(
     spec: &Spec,
@@ -59,8 +64,13 @@ pub async fn fetch(
             .clone()
             .unwrap_or_else(|| k0s::kubeconfig::api_server_url(spec, &host.ssh.address)),
     };
-    k0s::kubeconfig::rewrite_admin_kubeconfig(&out.stdout_str(), &names)
-        .map_err(|e| Failure::error(format!("{id}: {e}")))
+    k0s::kubeconfig::rewrite_admin_kubeconfig(&out.stdout_str(), &names).map_err(|e| match e {
+        AdminKubeconfigError::Forbidden(_) => Failure {
+            exit: Exit::Refused,
+            message: format!("refused: controller {id}: {e}"),
+        },
+        AdminKubeconfigError::Unreadable(_) => Failure::error(format!("{id}: {e}")),
+    })
 }
 
 /// Write the kubeconfig to `path` (0600, atomically, a symlink there replaced, not followed).

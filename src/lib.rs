@@ -20,6 +20,7 @@ pub mod plan;
 pub mod private_file;
 pub mod probe;
 pub mod reality;
+pub mod runlog;
 pub mod spec;
 pub mod ssh;
 pub mod state;

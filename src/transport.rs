@@ -20,7 +20,14 @@ pub struct RemoteCommand {
     pub env: Vec<(String, String)>,
     /// How logs and errors name the command instead of `argv` (whose values may be secrets).
     pub shown_as: Option<String>,
+    /// Most bytes of stdout taken from the command (`OUTPUT_LIMIT` unless set): past that the
+    /// command fails, and a host cannot make k0sform hold or write more.
+    pub output_limit: u64,
 }
+
+/// The stdout limit of a command that does not set its own (`RemoteCommand::output_limit`), and
+/// the stderr limit of every command.
+pub const OUTPUT_LIMIT: u64 = 16 << 20;
 
 impl RemoteCommand {
     pub fn new<I, S>(argv: I) -> Self
@@ -35,7 +42,13 @@ impl RemoteCommand {
             timeout: Duration::from_secs(60),
             env: Vec::new(),
             shown_as: None,
+            output_limit: OUTPUT_LIMIT,
         }
+    }
+    /// Take up to `bytes` of stdout from the command instead of `OUTPUT_LIMIT`.
+    pub fn output_limit(mut self, bytes: u64) -> Self {
+        self.output_limit = bytes;
+        self
     }
     /// Name the command `text` in logs and errors (its argv holds a secret).
     pub fn shown_as(mut self, text: impl Into<String>) -> Self {
@@ -131,6 +144,29 @@ impl CommandOutput {
     }
 }
 
+/// A command whose stdout went to a writer (`Transport::run_into`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Streamed {
+    /// Exit status; None when killed by a signal or the timeout.
+    pub status: Option<i32>,
+    /// Bytes of stdout written.
+    pub bytes: u64,
+    /// Lower-case hex sha256 of those bytes.
+    pub sha256: String,
+    pub stderr: Vec<u8>,
+}
+
+impl Streamed {
+    /// As `CommandOutput::error_line`.
+    pub fn error_line(&self) -> String {
+        CommandOutput {
+            stderr: self.stderr.clone(),
+            ..CommandOutput::default()
+        }
+        .error_line()
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
     #[error("{host}: cannot connect: {message}")]
@@ -190,6 +226,41 @@ pub trait Transport: Send + Sync {
             Err(TransportError::Other {
                 host: host.clone(),
                 message: "this transport cannot stream a command's output".into(),
+            })
+        }
+    }
+
+    /// Run one command and write its stdout to `out` as it arrives (never held whole), hashing
+    /// it on the way; at most `cmd.output_limit` bytes, past that this fails. For outputs of
+    /// any size, such as a backup archive. A non-zero exit is not an error here. The default
+    /// collects the output with `run` first (fine for tests and fakes).
+    fn run_into(
+        &self,
+        host: &HostId,
+        cmd: RemoteCommand,
+        out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+    ) -> impl Future<Output = Result<Streamed, TransportError>> + Send {
+        async move {
+            use tokio::io::AsyncWriteExt;
+            let limit = cmd.output_limit;
+            let o = self.run(host, cmd).await?;
+            let other = |message: String| TransportError::Other {
+                host: host.clone(),
+                message,
+            };
+            if o.stdout.len() as u64 > limit {
+                return Err(other(format!(
+                    "the command wrote more than {limit} bytes of output"
+                )));
+            }
+            out.write_all(&o.stdout)
+                .await
+                .map_err(|e| other(format!("writing output: {e}")))?;
+            Ok(Streamed {
+                status: o.status,
+                bytes: o.stdout.len() as u64,
+                sha256: crate::hash::sha256_hex(&o.stdout),
+                stderr: o.stderr,
             })
         }
     }

@@ -1796,6 +1796,37 @@ fn remove_member_refused_when_peer_url_carries_another_member_id() {
     assert!(r.human.contains("Apply refused as unsafe"), "{}", r.human);
 }
 
+/// Issue 28: a step removing a spec controller's member for another host (a state entry that
+/// records c2's member ID and peer URL) is refused by the executor too, before any change.
+#[test]
+fn remove_member_refused_for_another_spec_controllers_peer_address() {
+    let (fake, spec, mut state, ids) = three_controllers();
+    let (c1, x9) = (host(1), host(9));
+    let mut entry = recorded(&x9, "x9", Some(&ids[1]));
+    entry.etcd.as_mut().expect("member").peer_url = format!("https://{}:2380", host(2).address);
+    state.upsert_host(entry);
+    let plan = one_step(
+        &x9,
+        StepKind::RemoveMember {
+            member_id: ids[1].clone(),
+            peer_url: format!("https://{}:2380", host(2).address),
+            via: c1.clone(),
+        },
+    );
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    let reason = r.refusal();
+    assert_eq!(r.exit_code(), 3);
+    assert!(
+        reason.contains(&format!(
+            "is the peer address of {}, a controller of the spec: refusing to remove its member for {x9}",
+            host(2)
+        )),
+        "{reason}"
+    );
+    assert_eq!(runs_on(&fake, &c1, "etcd leave"), 0, "no remote change");
+    assert_eq!(fake.world().members.len(), 3);
+}
+
 /// A controller restored from a backup (or rebuilt) shows its earlier EtcdMember object, with
 /// the earlier member ID, until the k0s running now rewrites it: `RecordHost` takes the member
 /// ID only from an object that the running k0s wrote (its label = `k0s status`'s InvocationID),
@@ -1928,6 +1959,41 @@ fn reset_refused_when_machine_id_differs() {
     let reason = r.refusal();
     assert_eq!(r.exit_code(), 3);
     assert!(reason.contains("mid-rebuilt"), "{reason}");
+    assert!(
+        fake.calls().iter().all(|c| c.host != c3),
+        "no command ran on the host"
+    );
+    assert!(fake.world().hosts[&c3].running);
+}
+
+/// Issue 28: a host known only to the state whose recorded data dir is `/` is never reset
+/// with it (the planner refuses such a plan; the executor checks again).
+#[test]
+fn reset_refused_for_implausible_recorded_paths() {
+    let (fake, mut spec, mut state, _) = three_controllers();
+    let c3 = host(3);
+    spec.hosts.retain(|h| h.id() != c3);
+    let rec = state.host_mut(&c3).expect("c3 recorded");
+    rec.access = Some(k0sform::state::HostAccess {
+        ssh: SshTarget::new(c3.address.clone(), 22),
+        k0s_install_path: "/usr/local/bin/k0s".into(),
+        data_dir: "/".into(),
+        kubelet_root_dir: None,
+    });
+    let plan = one_step(
+        &c3,
+        StepKind::ResetHost {
+            machine_id: "mid-c3".into(),
+            uninstall: false,
+        },
+    );
+    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    let reason = r.refusal();
+    assert_eq!(r.exit_code(), 3);
+    assert!(
+        reason.contains("access.dataDir: `/` is the root directory"),
+        "{reason}"
+    );
     assert!(
         fake.calls().iter().all(|c| c.host != c3),
         "no command ran on the host"

@@ -1145,6 +1145,82 @@ fn state_recorded_proxy_command_is_ignored_and_reported() {
     assert!(!marker.exists(), "the state's ProxyCommand ran");
 }
 
+/// Issue 28, items 2 and 5, with an ssh client as old as CVE-2023-51385 (`testdata/old-ssh/ssh`,
+/// first in PATH: it expands `%h` in a ProxyCommand to the destination as given and runs the line
+/// with `sh -c`). A host behind a bastion is planned through it with the target named in the
+/// ProxyCommand, never `%h`. A state that names a host by an address carrying a quote and
+/// `$(…)`, recorded as an `openSSH:` host behind the bastion and logging in as another user (no
+/// `ssh -G` first), is refused when read, naming the file and the field: the plan contacts no
+/// host, nothing of the address runs here and the file is left as it was.
+#[test]
+fn hostile_state_address_runs_nothing_through_an_old_ssh_client() {
+    let mut c = controller_behind_bastion();
+    let stand_in = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/old-ssh");
+    let log = c.lab.dir().join("old-ssh.log");
+    let path = std::env::var("PATH").unwrap_or_default();
+    c.env
+        .push(("PATH".into(), format!("{}:{path}", stand_in.display())));
+    c.env
+        .push(("OLD_SSH_LOG".into(), log.display().to_string()));
+    let c1 = c.lab.host("c1");
+    c.run(&["plan"]).expect(0).contains("bootstrap");
+    let seen = std::fs::read_to_string(&log).expect("the stand-in ran");
+    assert!(
+        seen.contains(&format!("-W '[{}]:{}'", c1.address, c1.port)),
+        "{seen}"
+    );
+    assert!(!seen.contains("%h"), "{seen}");
+
+    let marker = c.lab.dir().join("pwned");
+    let hostile = format!("x'$(touch${{IFS}}{})'", marker.display());
+    let loaded = k0sform::spec::load(std::slice::from_ref(&c.spec)).expect("spec");
+    let mut ssh = loaded.spec.hosts[0].ssh.clone();
+    assert!(ssh.bastion.is_some(), "c1 is behind the bastion");
+    ssh.address = hostile.clone();
+    ssh.port = 22;
+    ssh.user = "k0sform".into();
+    ssh.openssh = true;
+    let mut state = k0sform::state::State::new();
+    state.upsert_host(k0sform::state::HostState {
+        address: hostile,
+        port: 22,
+        role: k0sform::spec::Role::Worker,
+        node_name: Some("w9".into()),
+        machine_id: "0123456789abcdef0123456789abcdef".into(),
+        host_key: c1.host_key_fingerprint.clone(),
+        host_public_key: None,
+        etcd: None,
+        k0s_version: None,
+        install_flags_sha256: None,
+        config_sha256: None,
+        k0s_binary: None,
+        access: Some(k0sform::state::HostAccess {
+            ssh,
+            k0s_install_path: "/usr/local/bin/k0s".into(),
+            data_dir: "/var/lib/k0s".into(),
+            kubelet_root_dir: None,
+        }),
+    });
+    let text = state.to_canonical_json().expect("json");
+    std::fs::write(&c.state, &text).expect("write state");
+    std::fs::remove_file(&log).expect("log");
+    for args in [&["plan"][..], &["apply", "-auto-approve"]] {
+        c.run(args)
+            .expect(1)
+            .contains(&format!(
+                "state file {} is not a valid k0sform state: hosts[0].address: `x'$(touch",
+                c.state.display()
+            ))
+            .contains("is neither an IP address nor a DNS name");
+        assert!(
+            !marker.exists(),
+            "{args:?}: the state's address ran a command here"
+        );
+        assert!(!log.exists(), "{args:?}: ssh was started");
+        assert_eq!(std::fs::read_to_string(&c.state).expect("state"), text);
+    }
+}
+
 /// Upgrade and reconfigure: a new k0s version rolls through controllers one at a time, then the
 /// workers; a changed k0s config is rewritten and the controllers restarted one at a time; the
 /// cluster keeps its members and identity throughout.
@@ -1359,7 +1435,8 @@ fn removed_host_is_reset_with_its_own_login_and_paths() {
     c.write_spec(&["c1"]);
     c.run(&["plan"])
         .expect(0)
-        .contains("k0s stopped and reset on w1");
+        .contains("k0s stopped and reset on w1")
+        .contains("k0s paths from its state record: k0sInstallPath /opt/k0s/bin/k0s, dataDir /srv/k0s, kubeletRootDir /srv/k0s/kubelet");
     c.apply();
     assert!(!c.nodes("c1").contains_key("w1"));
     assert_eq!(
@@ -1998,6 +2075,84 @@ fn backup_line(r: &e2e::Run) -> (String, std::path::PathBuf) {
     let line = r.stdout.lines().last().unwrap_or("");
     let (sha, path) = line.split_once("  ").expect("`<sha256>  <path>` on stdout");
     (sha.to_string(), std::path::PathBuf::from(path))
+}
+
+/// Issue 28, items 3 and 6: a backup larger than the 16 MiB a command's output is held to (here
+/// an airgap image bundle of 24 MiB that does not compress) streams to the local file, with the
+/// host's sha256; a controller whose `k0s kubeconfig admin` answer carries an `exec` plugin,
+/// a `tokenFile`, a proxy and `insecure-skip-tls-verify` is refused (exit 3, naming it) by
+/// `kubeconfig` and by `apply -kubeconfig-out`, and nothing is printed or written.
+#[test]
+fn big_backups_stream_and_a_hostile_kubeconfig_is_refused() {
+    let c = Cluster::new(&[("c1", "controller")]);
+    bootstrap(&c);
+    let bundle = "/var/lib/k0s/images/bundle.tar";
+    let host_sha = c.lab.exec_ok(
+        "c1",
+        &format!(
+            "mkdir -p /var/lib/k0s/images && head -c 25165824 /dev/urandom > {bundle} && sha256sum {bundle}"
+        ),
+    );
+    let host_sha = host_sha.split_whitespace().next().expect("sha256sum");
+    let out_dir = c.lab.dir().join("backups");
+    std::fs::create_dir(&out_dir).expect("mkdir");
+    let r = c.run(&["backup", "-out", out_dir.to_str().expect("utf-8")]);
+    r.expect(0);
+    let (sha, archive) = backup_line(&r);
+    let bytes = std::fs::read(&archive).expect("archive");
+    assert!(bytes.len() > 24 << 20, "{} bytes", bytes.len());
+    assert_eq!(k0sform::hash::sha256_hex(&bytes), sha);
+    assert_eq!(mode_of(&archive), 0o600);
+    let files: Vec<_> = std::fs::read_dir(&out_dir)
+        .expect("backups")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(files.len(), 1, "temp files left: {files:?}");
+    // The bundle inside is the host's, byte for byte.
+    let inside = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("tar xzOf \"$1\" images/bundle.tar | sha256sum")
+        .arg("sh")
+        .arg(&archive)
+        .output()
+        .expect("tar");
+    assert_eq!(
+        lab::stdout(&inside).split_whitespace().next(),
+        Some(host_sha),
+        "{}",
+        lab::stderr(&inside)
+    );
+
+    c.lab.exec_ok(
+        "c1",
+        "printf 'hostile_kubeconfig 1\\n' > /etc/k0s-lab/k0s-knobs",
+    );
+    let kc = c.lab.dir().join("admin.conf");
+    let kc_arg = kc.to_str().expect("utf-8");
+    let addr = c.lab.address("c1");
+    for args in [
+        &["kubeconfig"][..],
+        &["kubeconfig", "-out", kc_arg][..],
+        &["apply", "-auto-approve", "-kubeconfig-out", kc_arg][..],
+    ] {
+        let r = c.run(args);
+        r.expect(3)
+            .contains(&format!("refused: controller {addr}: "))
+            .contains("users[0].user.exec")
+            .contains("users[0].user.tokenFile")
+            .contains("clusters[0].cluster.proxy-url")
+            .contains("clusters[0].cluster.insecure-skip-tls-verify");
+        assert!(!r.stdout.contains("apiVersion"), "{args:?}: {}", r.stdout);
+        assert!(!r.text().contains("/bin/sh"), "{}", r.text());
+        assert!(!kc.exists(), "{args:?} wrote the kubeconfig");
+    }
+    // Without the additions, the same controller's kubeconfig is handed out.
+    c.lab.exec_ok("c1", "rm /etc/k0s-lab/k0s-knobs");
+    let r = c.run(&["kubeconfig"]);
+    r.expect(0);
+    let (_, _, server, key) = kubeconfig_parts(&r.stdout);
+    assert_eq!(server, format!("https://{addr}:6443"));
+    assert!(key.len() > 100, "{}", r.stdout);
 }
 
 fn create_namespace(c: &Cluster, via: &str, name: &str) {
@@ -3876,5 +4031,286 @@ fn removal_completes_with_a_warning_when_reset_clean_up_fails() {
     assert!(c.state_host("w1").is_none());
     c.lab
         .exec_ok("w1", "test ! -e /etc/systemd/system/k0sworker.service");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// Issue 28, item 1: a hostile (or mistaken) state entry for a host that left the spec, at an
+/// address of the lab's range no machine answers at, must not act on the live cluster. An entry
+/// recording c2's member ID and peer URL (whose address sorts before every host's), two entries
+/// recording c2's and c3's, an entry recorded as a controller with w1's node name, and an entry
+/// whose recorded data dir is `/`: every apply is refused (exit 3, naming both hosts) before any
+/// step; etcd keeps its 3 members and every Node stays, and the real state is untouched.
+#[test]
+fn hostile_state_entries_never_remove_live_members_or_nodes() {
+    let c = Cluster::new(THREE_PLUS_ONE);
+    bootstrap(&c);
+    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    let prefix = c
+        .lab
+        .address("c1")
+        .rsplit_once('.')
+        .expect("IPv4")
+        .0
+        .to_string();
+    let original = std::fs::read_to_string(&c.state).expect("state");
+    let serial = c.state_serial();
+    let members_before = c.members("c1");
+    let nodes_before = c.nodes("c1");
+    assert_eq!(members_before.len(), 3, "{members_before:?}");
+    let recorded = |name: &str| c.state_host(name).expect("recorded");
+    // A state-only entry at `last` of the lab's range, from `template`'s record.
+    let entry = |last: u8, name: &str, role: &str, etcd: serde_json::Value| {
+        let mut e = recorded("w1");
+        e["address"] = format!("{prefix}.{last}").into();
+        e["role"] = role.into();
+        e["node_name"] = name.into();
+        e["machine_id"] = format!("{:032x}", last).into();
+        e["etcd"] = etcd;
+        e
+    };
+    let with_entries = |entries: Vec<serde_json::Value>| {
+        let mut st: serde_json::Value = serde_json::from_str(&original).expect("state JSON");
+        let hosts = st["hosts"].as_array_mut().expect("hosts");
+        hosts.extend(entries);
+        hosts.sort_by_key(|h| h["address"].as_str().unwrap_or_default().to_string());
+        std::fs::write(&c.state, serde_json::to_string_pretty(&st).unwrap()).unwrap();
+    };
+    let refused = |what: &str, needles: &[String]| {
+        let r = c.run(&["apply", "-auto-approve"]);
+        r.expect(3);
+        for n in needles {
+            r.contains(n);
+        }
+        assert_eq!(c.members("c1"), members_before, "{what}: etcd changed");
+        assert_eq!(c.nodes("c1"), nodes_before, "{what}: Nodes changed");
+        assert_eq!(c.state_serial(), serial, "{what}: the state was written");
+    };
+    let (c2, c3, w1) = (
+        c.lab.address("c2"),
+        c.lab.address("c3"),
+        c.lab.address("w1"),
+    );
+
+    // c2's member, claimed by an entry whose address sorts before every host's.
+    with_entries(vec![entry(
+        1,
+        "x1",
+        "controller",
+        recorded("c2")["etcd"].clone(),
+    )]);
+    refused(
+        "c2's member",
+        &[
+            format!("x1 ({prefix}.1): the state records etcd member"),
+            format!("belongs to c2 ({c2})"),
+        ],
+    );
+    let r = c.run(&["plan", "-exclude", &format!("{prefix}.1")]);
+    r.expect(0);
+    assert!(!r.text().contains("left the cluster"), "{}", r.text());
+
+    // Two entries: c2's and c3's members (etcd 3 → 1).
+    with_entries(vec![
+        entry(250, "x250", "controller", recorded("c2")["etcd"].clone()),
+        entry(251, "x251", "controller", recorded("c3")["etcd"].clone()),
+    ]);
+    refused(
+        "c2's and c3's members",
+        &[
+            format!("belongs to c2 ({c2})"),
+            format!("belongs to c3 ({c3})"),
+        ],
+    );
+
+    // Recorded as a controller, with w1's node name: w1's Node, deleted without a drain.
+    with_entries(vec![entry(
+        252,
+        "w1",
+        "controller",
+        serde_json::Value::Null,
+    )]);
+    refused(
+        "w1's Node",
+        &[format!(
+            "w1 ({prefix}.252) leaves the spec, but its Node \"w1\" reports the address {w1} of w1 ({w1}), a host of the spec"
+        )],
+    );
+
+    // A data dir of `/`: refused, never contacted.
+    let mut e = entry(253, "x253", "worker", serde_json::Value::Null);
+    e["access"]["data_dir"] = "/".into();
+    with_entries(vec![e]);
+    refused(
+        "a data dir of /",
+        &[
+            format!(
+                "x253 ({prefix}.253) leaves the cluster, but the k0s paths its state record names are no plausible k0s paths"
+            ),
+            "access.dataDir: `/` is the root directory".to_string(),
+        ],
+    );
+
+    std::fs::write(&c.state, &original).unwrap();
+    plan_changes_nothing(&c, &["-detailed-exitcode"]).expect(0);
+}
+
+/// Words shaped like a k0s bootstrap token (`[a-z0-9]{6}.[a-z0-9]{16}`) or a join token (the
+/// base64 of a gzip stream: `H4sI…`).
+fn token_like_words(text: &str) -> Vec<String> {
+    text.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '.' || ch == '+' || ch == '/'))
+        .filter(|w| {
+            let bootstrap = w.len() == 23
+                && w.as_bytes()[6] == b'.'
+                && w.chars()
+                    .enumerate()
+                    .all(|(i, ch)| i == 6 || ch.is_ascii_digit() || ch.is_ascii_lowercase());
+            bootstrap || w.contains("H4sI")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue 30: a `k0sctl apply` line of a pipeline with its k0sctl flags runs as `k0sform apply
+/// -auto-approve` with the same flags: `DRY_RUN`/`--dry-run` only plan, the kubeconfig flags
+/// shape the kubeconfig written, `backup -o FILE` writes FILE. Every run that connects leaves
+/// its commands, with their exit codes, in the debug log, and no join token nor environment
+/// value in it.
+#[test]
+fn k0sctl_pipeline_flags_and_the_debug_log() {
+    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    c.spec_opts.host_yaml.insert(
+        "w1".into(),
+        "environment:\n  HTTPS_PROXY: http://u:pr0xy-s3cret@proxy.invalid:3128".into(),
+    );
+    c.write_spec(&["c1", "w1"]);
+    let log = c.lab.dir().join("cache/k0sform/k0sform.log");
+
+    // A dry run, as k0sctl's DRY_RUN=true or --dry-run: the plan, no question, no change.
+    let mut cmd = c.command(&["apply"]);
+    let out = cmd
+        .env("DRY_RUN", "true")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", lab::stderr(&out));
+    assert!(
+        lab::stdout(&out).contains("to add"),
+        "{}",
+        lab::stdout(&out)
+    );
+    assert!(lab::stderr(&out).contains("Dry run: nothing was changed."));
+    c.run(&["apply", "-auto-approve", "--dry-run"])
+        .expect(0)
+        .contains("Dry run: nothing was changed.");
+    assert!(!c.state.exists(), "a dry run wrote the state");
+    c.run(&["plan", "-detailed-exitcode"]).expect(2);
+
+    let kc = c.lab.dir().join("admin.conf");
+    let r = c.run(&[
+        "apply",
+        "-auto-approve",
+        "-json",
+        "--concurrency",
+        "0",
+        "--concurrent-uploads",
+        "0",
+        "--no-wait",
+        "--timeout",
+        "10m",
+        "--force",
+        "--kubeconfig-out",
+        kc.to_str().expect("utf-8"),
+        "--kubeconfig-api-address",
+        "https://lb.invalid:6443",
+        "--kubeconfig-user",
+        "ci",
+        "--kubeconfig-cluster",
+        "prod",
+    ]);
+    r.expect(0).contains("-force (k0sctl) changes nothing");
+    // --concurrency 0 is no limit: every host of the spec and the state at once.
+    let begin: serde_json::Value = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "begin")
+        .expect("a begin event");
+    assert_eq!(begin["parallelism"], 2, "{begin}");
+    let (cluster, user, server, _) = kubeconfig_parts(&std::fs::read_to_string(&kc).expect("kc"));
+    assert_eq!(
+        (cluster.as_str(), user.as_str(), server.as_str()),
+        ("prod", "ci", "https://lb.invalid:6443")
+    );
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    // backup -o FILE (k0sctl's --output).
+    let file = c.lab.dir().join("b.tar.gz");
+    let r = c.run(&["backup", "-o", file.to_str().expect("utf-8")]);
+    r.expect(0);
+    assert_eq!(backup_line(&r).1, file);
+    assert_eq!(mode_of(&file), 0o600);
+
+    // The debug log: every run, each command on its host with its exit code.
+    assert_eq!(mode_of(&log), 0o600);
+    let text = std::fs::read_to_string(&log).expect("log");
+    for needle in [
+        "apply: run started",
+        "plan: run started",
+        "backup: run started",
+        "run ended with exit code 0",
+        "run ended with exit code 2",
+        "k0s install controller",
+        "HTTPS_PROXY=(value hidden)",
+        "k0s backup",
+        "exit_code=0",
+    ] {
+        assert!(text.contains(needle), "{needle} not in the log:\n{text}");
+    }
+    for name in ["c1", "w1"] {
+        let host = format!("host={} ", c.lab.address(name));
+        assert!(text.contains(&host), "{host} not in the log");
+    }
+    assert!(
+        !text.contains("pr0xy-s3cret"),
+        "an environment value in the log"
+    );
+    assert_eq!(
+        token_like_words(&text),
+        Vec::<String>::new(),
+        "a token in the log"
+    );
+
+    // A plan against the running cluster writes its probe commands, and nothing secret.
+    let before = text.len();
+    c.run(&["plan"]).expect(0);
+    let text = std::fs::read_to_string(&log).expect("log");
+    let plan_part = &text[before..];
+    assert!(plan_part.contains("plan: run started"), "{plan_part}");
+    assert!(plan_part.contains("command=\"sh -c"), "{plan_part}");
+    // One line per record: a command's line breaks are escaped.
+    for line in plan_part.lines() {
+        assert!(line.starts_with("20"), "{line}");
+    }
+    assert!(plan_part.contains("exit_code=0"), "{plan_part}");
+    assert!(!plan_part.contains("pr0xy-s3cret"));
+    assert_eq!(token_like_words(plan_part), Vec::<String>::new());
+}
+
+/// Issue 30: k0sctl's `--timeout` bounds an apply: once reached no new step starts (as one
+/// Ctrl-C), the running ones finish and are recorded, and the run fails; the next apply
+/// finishes the work.
+#[test]
+fn k0sctl_timeout_stops_starting_steps() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    // w1's Node registers 30 s after its join: the run is still going when the timeout comes.
+    c.lab
+        .exec_ok("w1", "printf 'join_latency 30\\n' > /etc/k0s-lab/k0s-knobs");
+    let started = std::time::Instant::now();
+    let r = c.run(&["apply", "-auto-approve", "--timeout", "5s"]);
+    assert_ne!(r.code, 0, "{}", r.text());
+    r.contains("-timeout 5s reached: no new step starts");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(5));
+    c.lab.exec_ok("w1", "rm -f /etc/k0s-lab/k0s-knobs");
+    c.apply();
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }

@@ -476,3 +476,191 @@ proptest! {
 fn saved_plan_seed_reads() {
     assert!(SavedPlan::from_json(&plan_seed()).is_ok());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hostile addresses (issue 28): in the address fields of a state and of a saved plan.
+
+/// Addresses as someone editing the file writes them: shell syntax, ssh's %-tokens, options,
+/// terminal controls and bidi overrides, mixed with the characters of real addresses.
+fn hostile_address() -> impl Strategy<Value = String> {
+    let pieces = proptest::sample::select(vec![
+        "'",
+        "\"",
+        "$(",
+        ")",
+        "`",
+        ";",
+        "|",
+        "&",
+        " ",
+        "\t",
+        "\n",
+        "%h",
+        "%p",
+        "%%",
+        "-o",
+        "-",
+        "\u{1b}[2K",
+        "\u{1b}[1A",
+        "\u{9b}",
+        "\u{7}",
+        "\u{202e}",
+        "\0",
+        "[",
+        "]",
+        ":",
+        ".",
+        "_",
+        "\\",
+        "*",
+        "~",
+        "a",
+        "Z",
+        "0",
+        "9",
+        "10.0.0.1",
+        "::1",
+        "k0s.example.com",
+    ]);
+    proptest::collection::vec(pieces, 0..8).prop_map(|v| v.concat())
+}
+
+/// What an accepted address may hold: the characters of IP addresses and host names, no
+/// leading `-` (an ssh option).
+fn plain_address(a: &str) -> bool {
+    !a.is_empty()
+        && !a.starts_with('-')
+        && a.chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-:".contains(c))
+}
+
+/// Text a terminal shows as it is: no control character but line breaks and tabs (which
+/// `ui::escape` keeps), no bidi override.
+fn shows_as_is(s: &str) -> bool {
+    !s.chars().any(|c| {
+        (c.is_control() && !matches!(c, '\n' | '\t')) || ('\u{202a}'..='\u{202e}').contains(&c)
+    })
+}
+
+/// `value` with the string at `field` (`a.b[0].c`) set to `to`, creating objects on the way.
+fn set_field(value: &mut serde_json::Value, field: &str, to: &str) {
+    let mut at = value;
+    for part in field.split('.') {
+        at = match part.split_once('[') {
+            Some((name, index)) => {
+                &mut at[name][index.trim_end_matches(']').parse::<usize>().expect("index")]
+            }
+            None => &mut at[part],
+        };
+    }
+    *at = serde_json::Value::String(to.to_string());
+}
+
+const STATE_ADDRESS_FIELDS: &[&str] = &[
+    "hosts[0].address",
+    "hosts[0].access.ssh.address",
+    "hosts[0].access.ssh.bastion.address",
+    "intents[0].address",
+];
+
+/// The seed state with recorded access through a bastion, `field` set to `address`: refused
+/// naming the field in a message without raw controls, or accepted as a plain address.
+fn state_with_address(field: &'static str, address: String) {
+    within(format!("state {field} = {address:?}"), move || {
+        let mut v: serde_json::Value = serde_json::from_str(STATE_SEED).expect("seed");
+        let target = |a: &str| {
+            serde_json::json!({"address": a, "port": 22, "user": "root", "key_path": null,
+                "config_path": null, "options": {}, "bastion": null, "host_key": null,
+                "openssh": false})
+        };
+        let mut ssh = target("10.0.0.1");
+        ssh["bastion"] = target("10.0.0.2");
+        v["hosts"][0]["access"] = serde_json::json!({"ssh": ssh,
+            "k0s_install_path": "/usr/local/bin/k0s", "data_dir": "/var/lib/k0s"});
+        set_field(&mut v, field, &address);
+        let bytes = serde_json::to_vec(&v).expect("json");
+        match k0sform::state::parse(Path::new("fuzz.json"), &bytes) {
+            Ok(_) => assert!(plain_address(&address), "{field} {address:?} was accepted"),
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains(&format!(
+                        "fuzz.json is not a valid k0sform state: {field}: "
+                    )),
+                    "{msg}"
+                );
+                assert!(shows_as_is(&msg), "raw controls in {msg:?}");
+            }
+        }
+    });
+}
+
+const PLAN_ADDRESS_FIELDS: &[&str] = &[
+    "plan.changes[0].host.address",
+    "plan.steps[0].host.address",
+    "plan.steps[0].kind.via.address",
+    "identities[0].host.address",
+];
+
+/// The seed plan with `field` set to `address`, sealed again: refused naming the field in a
+/// message without raw controls, or accepted as a plain address and rendered without any.
+fn plan_with_address(field: &'static str, address: String) {
+    within(format!("saved plan {field} = {address:?}"), move || {
+        let mut v: serde_json::Value = serde_json::from_str(&plan_seed()).expect("seed");
+        set_field(&mut v, field, &address);
+        let mut saved: SavedPlan = serde_json::from_value(v).expect("still a plan");
+        saved.seal();
+        match SavedPlan::from_json(&saved.to_json()) {
+            Ok(saved) => {
+                assert!(plain_address(&address), "{field} {address:?} was accepted");
+                let text = render::text(&saved.plan, false);
+                assert!(shows_as_is(&text), "raw controls in {text:?}");
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains(&format!("not valid: {field}: ")), "{msg}");
+                assert!(shows_as_is(&msg), "raw controls in {msg:?}");
+            }
+        }
+    });
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn state_reader_refuses_hostile_addresses(
+        field in proptest::sample::select(STATE_ADDRESS_FIELDS),
+        address in hostile_address(),
+    ) {
+        state_with_address(field, address);
+    }
+
+    #[test]
+    fn saved_plan_reader_refuses_hostile_addresses(
+        field in proptest::sample::select(PLAN_ADDRESS_FIELDS),
+        address in hostile_address(),
+    ) {
+        plan_with_address(field, address);
+    }
+}
+
+#[test]
+fn known_hostile_addresses_are_refused_in_every_field() {
+    for address in [
+        "x'$(id)'",
+        "-oProxyCommand=id",
+        "\u{1b}[1A\u{1b}[2KNo changes",
+        "a%hb",
+        "",
+    ] {
+        for field in STATE_ADDRESS_FIELDS {
+            state_with_address(field, address.to_string());
+        }
+        for field in PLAN_ADDRESS_FIELDS {
+            plan_with_address(field, address.to_string());
+        }
+    }
+    state_with_address("hosts[0].address", "k0s.example.com".into());
+    plan_with_address("plan.steps[0].host.address", "10.0.0.7".into());
+}

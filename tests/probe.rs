@@ -511,6 +511,32 @@ async fn state_access_cannot_run_local_commands() {
     });
     state.upsert_host(hc);
 
+    // Recorded k0s paths that cannot be k0s's (issue 28): that host is not contacted either.
+    for (field, bin, data_dir, why) in [
+        (
+            "dataDir",
+            "/usr/local/bin/k0s",
+            "/",
+            "`/` is the root directory",
+        ),
+        (
+            "k0sInstallPath",
+            "/etc/shadow",
+            "/var/lib/k0s",
+            "is under /etc",
+        ),
+    ] {
+        let mut hd = hb.clone();
+        let a = hd.access.as_mut().expect("access");
+        a.k0s_install_path = bin.into();
+        a.data_dir = data_dir.into();
+        let e = k0sform::state::access::reach(&hd, &s).expect_err("refused");
+        let e = e.join("\n");
+        assert!(
+            e.contains(&format!("access.{field}: ")) && e.contains(why),
+            "{e}"
+        );
+    }
     let reach = k0sform::state::access::reach(&hb, &s).expect("b's access is valid");
     let dropped = reach.dropped.join("\n");
     for option in [
@@ -640,4 +666,35 @@ async fn state_only_host_through_a_recorded_bastion_is_checked() {
     assert_eq!(f.bastions[0].bastion, bastion_id);
     assert_eq!(f.bastions[0].host_key, bastion.host_fingerprint());
     assert!(!marker.exists(), "a command from the state ran locally");
+}
+
+/// Issue 28, item 2: `openssh: true` in a state's recorded access (the host's or a bastion's)
+/// is not honoured. It let ssh_config pick the port and login and took any alias as the
+/// address; a host known only to the state is reached as an `ssh:` host at its recorded
+/// address, port and user, and the plan says so.
+#[test]
+fn recorded_openssh_is_not_honoured() {
+    let s = spec(vec![HostSpec::new(
+        Role::Controller,
+        SshTarget::new("10.0.0.1", 22),
+        1,
+    )]);
+    let mut hop = SshTarget::new("10.0.0.2", 22);
+    hop.openssh = true;
+    let mut ssh = SshTarget::new("10.0.0.3", 22);
+    ssh.user = "ubuntu".into();
+    ssh.openssh = true;
+    ssh.bastion = Some(Box::new(hop));
+    let mut h = state_host(&HostId::new("10.0.0.3", 22), "", None);
+    h.access = Some(default_access(ssh));
+    let reach = k0sform::state::access::reach(&h, &s).expect("valid access");
+    assert!(!reach.ssh.openssh);
+    assert!(reach.ssh.bastion.as_ref().is_some_and(|b| !b.openssh));
+    assert_eq!(
+        reach.dropped,
+        [
+            "access.ssh.openssh is ignored: a state cannot make an address an ssh_config alias; 10.0.0.3 is reached as user ubuntu on port 22",
+            "access.ssh.bastion.openssh is ignored: a state cannot make an address an ssh_config alias; 10.0.0.2 is reached as user root on port 22",
+        ]
+    );
 }

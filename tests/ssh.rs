@@ -390,6 +390,33 @@ async fn command_timeout_is_typed_and_kills_the_remote_command() {
     t.close_all().await;
 }
 
+/// Issue 28, item 6: `run_into` streams a stdout larger than the 16 MiB that `run` holds into a
+/// writer, with its size and sha256, and stops at the command's own limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn large_output_streams_into_a_writer_up_to_its_own_limit() {
+    let sshd = Sshd::start();
+    let t = connected(&sshd, "root").await;
+    let big = cmd(&["sh", "-c", "yes k0sform | head -c 20000000"]).output_limit(20_000_000);
+    let mut out = Vec::new();
+    let got = t.run_into(&sshd.id(), big.clone(), &mut out).await.unwrap();
+    assert_eq!((got.status, got.bytes), (Some(0), 20_000_000));
+    assert_eq!(out.len(), 20_000_000);
+    assert_eq!(got.sha256, k0sform::hash::sha256_hex(&out));
+    assert!(out.starts_with(b"k0sform\nk0sform\n"));
+    // One byte over its limit: an error, and no more than the limit was written.
+    let mut out = Vec::new();
+    let err = t
+        .run_into(&sshd.id(), big.output_limit(19_999_999), &mut out)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("more than"), "{err}");
+    assert!(out.len() < 20_000_000, "{}", out.len());
+    let out = t.run(&sshd.id(), cmd(&["echo", "ok"])).await.unwrap();
+    assert_eq!(out.stdout, b"ok\n");
+    t.close_all().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn write_file_and_upload_are_atomic_and_checked() {
     let sshd = Sshd::start();
@@ -1211,4 +1238,51 @@ async fn hostile_ssh_config_cannot_weaken_the_connection() {
     }
     t.close_all().await;
     assert!(!marker.with_extension("khc").exists());
+}
+
+/// Issue 28, item 2: the ProxyCommand k0sform gives ssh names the target itself (quoted, `%`
+/// doubled), never `%h`. OpenSSH substitutes `%h` into the line after k0sform's quoting and
+/// runs it with `$SHELL -c`; clients before 9.6 (CVE-2023-51385) do not refuse a destination
+/// with quotes or `$(…)`. `testdata/old-ssh/ssh` behaves as such a client: through it, a host
+/// behind a bastion is reached as usual, and an address with shell syntax that reaches the
+/// transport (every reader refuses one before: this is the second line of defence) runs
+/// nothing here.
+#[tokio::test(flavor = "multi_thread")]
+async fn proxy_command_names_the_target_and_runs_nothing_of_its_address() {
+    let bastion = Sshd::start();
+    let target_sshd = Sshd::start();
+    let stand_in = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/old-ssh/ssh");
+    let old_client = || {
+        SshTransport::new(SshOptions {
+            ssh_program: stand_in.clone(),
+            ..SshOptions::default()
+        })
+        .unwrap()
+    };
+    let mut target = target_sshd.target("root");
+    target.bastion = Some(Box::new(bastion.target("root")));
+    let t = old_client();
+    t.connect(&target_sshd.id(), &target, None, false, &[])
+        .await
+        .unwrap();
+    let out = t
+        .run(&target_sshd.id(), cmd(&["echo", "via bastion"]))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"via bastion\n");
+    t.close_all().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let hostile = format!("x'$(touch${{IFS}}{})'", marker.display());
+    target.address = hostile.clone();
+    let id = HostId::new(hostile, 22);
+    let t = old_client();
+    let err = t.connect(&id, &target, None, false, &[]).await;
+    t.close_all().await;
+    assert!(err.is_err(), "the hostile address was reached");
+    assert!(
+        !marker.exists(),
+        "a command from the address ran locally through the ProxyCommand"
+    );
 }

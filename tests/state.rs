@@ -1450,3 +1450,64 @@ fn symlink_planted_at_the_lock_path_is_refused_and_its_target_untouched() {
             .is_symlink()
     );
 }
+
+/// Issue 28, item 11: the state file and its backup are opened without following a symbolic
+/// link (O_NOFOLLOW), as the lock is: whoever can write the state's folder must not make
+/// k0sform read another file as its state (or keep it as the backup of its next write). The
+/// link is refused with an error naming it, loads and writes fail, `state list` too, and
+/// neither the link nor its target changes. A FIFO is refused too, without blocking.
+#[test]
+fn symlinked_state_file_is_refused_and_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("elsewhere.json");
+    create(&real, &sample_state());
+    let real_bytes = std::fs::read(&real).unwrap();
+    let path = dir.path().join("s.json");
+    std::os::unix::fs::symlink(&real, &path).unwrap();
+
+    let mut store = LocalStore::new(&path);
+    let err = store.load().unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("cannot read state file {}", path.display()))
+            && err.contains("symbolic link, which k0sform never follows"),
+        "{err}"
+    );
+    let _guard = store.lock("test", Duration::ZERO).unwrap();
+    assert!(store.write(&sample_state()).is_err());
+    let err = store.load_serial(1).unwrap_err().to_string();
+    assert!(err.contains("symbolic link"), "{err}");
+    drop(_guard);
+
+    let (code, _, err) = k0sform(&["-state=s.json", "state", "list"], dir.path());
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read(&real).unwrap(), real_bytes);
+    assert!(
+        std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(!dir.path().join("s.json.backup").exists());
+
+    // A backup that is a link is refused as well when a serial is asked for.
+    let path = dir.path().join("b.json");
+    create(&path, &sample_state());
+    std::os::unix::fs::symlink(&real, dir.path().join("b.json.backup")).unwrap();
+    let err = LocalStore::new(&path)
+        .load_serial(0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("b.json.backup") && err.contains("symbolic link"),
+        "{err}"
+    );
+
+    // A FIFO at the state's path is not a state file (and reading it must not hang).
+    let fifo = dir.path().join("f.json");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) with a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let err = LocalStore::new(&fifo).load().unwrap_err().to_string();
+    assert!(err.contains("not a regular file"), "{err}");
+}

@@ -14,10 +14,7 @@ use std::path::Path;
 pub fn run(global: &GlobalArgs, cmd: &StateCommand) -> Exit {
     let mut store = match super::open_store(global) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("Error: {e}");
-            return e.exit();
-        }
+        Err(e) => return report(&e, e.exit()),
     };
     let store = store.as_mut();
     let result = match cmd {
@@ -29,15 +26,26 @@ pub fn run(global: &GlobalArgs, cmd: &StateCommand) -> Exit {
         StateCommand::Push { file, force } => push(store, global, file, *force),
     };
     match result {
-        Ok(text) => {
+        // `pull` prints the state as JSON, to be piped or pushed back: serde_json escapes
+        // control characters there. Everything else is for people.
+        Ok(text) if matches!(cmd, StateCommand::Pull { .. }) => {
             print!("{text}");
             Exit::Success
         }
-        Err(e) => {
-            eprintln!("Error: {e}");
-            e.exit()
+        Ok(text) => {
+            print!("{}", crate::ui::escape_lines(&text));
+            Exit::Success
         }
+        Err(e) => report(&e, e.exit()),
     }
+}
+
+/// `Error: …` on stderr. State commands quote what a state or a lock says (addresses, holder
+/// fields, parse errors that cite the file's text): escaped, line breaks kept, as
+/// `engine::Failure::report` does for the other commands.
+fn report(e: &dyn std::fmt::Display, exit: Exit) -> Exit {
+    eprintln!("Error: {}", crate::ui::escape_lines(&e.to_string()));
+    exit
 }
 
 /// A failed state command: a store error, or a message about the command's input.
@@ -425,18 +433,21 @@ pub fn force_unlock(global: &GlobalArgs, args: &ForceUnlockArgs) -> Exit {
     let is_remote = location.to_str().is_some_and(state::is_etcd_location);
     let store = match super::open_store(global) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("Error: {e}");
-            return e.exit();
-        }
+        Err(e) => return report(&e, e.exit()),
     };
+    let escape = crate::ui::escape;
     match store.force_unlock(&args.id) {
         Ok(ForceUnlockOutcome::NotLocked { stale }) => {
             match stale {
+                // What a lock file says is anyone's to write: shown escaped.
                 Some(h) => println!(
                     "The state is not locked: lock {} was left by pid {} on {} ({}, since {}), \
                      and the OS released it when that process ended. Cleared its record.",
-                    h.id, h.pid, h.host, h.operation, h.started_at
+                    escape(&h.id),
+                    h.pid,
+                    escape(&h.host),
+                    escape(&h.operation),
+                    escape(&h.started_at)
                 ),
                 None => println!("The state is not locked; nothing to unlock."),
             }
@@ -451,12 +462,9 @@ pub fn force_unlock(global: &GlobalArgs, args: &ForceUnlockArgs) -> Exit {
             Exit::Success
         }
         Ok(ForceUnlockOutcome::Released { holder }) => {
-            println!("Lock {} released ({holder}).", holder.id);
+            println!("Lock {} released ({holder}).", escape(&holder.id));
             Exit::Success
         }
-        Err(e) => {
-            eprintln!("Error: {e}");
-            e.exit()
-        }
+        Err(e) => report(&e, e.exit()),
     }
 }

@@ -17,8 +17,8 @@ pub const CONFIG: &str = "k0s.yaml";
 /// What k0sform checks in an archive before it restores from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackupArchive {
-    /// Entry names in archive order.
-    pub entries: Vec<String>,
+    /// How many entries the archive holds.
+    pub entries: usize,
     /// `spec.storage.etcd.peerAddress` of the archived k0s.yaml: `k0s restore` registers the
     /// restored etcd member at this address, whatever host it runs on.
     pub peer_address: Option<String>,
@@ -26,86 +26,75 @@ pub struct BackupArchive {
 
 /// The largest k0s.yaml read from an archive (a ClusterConfig is a few KiB).
 const MAX_CONFIG: u64 = 1 << 20;
+/// Most bytes the tar reader may take in to find the next entry: its header and whatever
+/// describes it (GNU long name and link, PAX records, sparse maps), which it holds in memory.
+/// k0s writes none of these beyond a path or a size.
+pub const MAX_ENTRY_METADATA: u64 = 1 << 20;
+/// Most entries an archive may hold. A k0s backup holds the data dir's pki, manifests, images
+/// and helm home: hundreds of files.
+pub const MAX_ENTRIES: usize = 100_000;
 
 /// Read a k0s backup archive (gzip, tar). It must hold a k0s.yaml and, unless that config uses
 /// kine, the etcd snapshot: `k0s restore` fails without them, after k0sform has prepared a host.
+/// The archive may come from a host: what the tar reader may hold for one entry is bounded
+/// (`MAX_ENTRY_METADATA`), and so is the number of entries; bodies are only streamed through.
 pub fn read_archive(gz: impl Read) -> Result<BackupArchive, K0sError> {
     const WHAT: &str = "the backup archive";
     let bad = |m: &str| K0sError::parse(WHAT, m);
-    let mut tar = flate2::read::GzDecoder::new(gz);
-    let mut entries = Vec::new();
+    let meter = std::rc::Rc::new(Meter::default());
+    let mut archive = tar::Archive::new(Metered {
+        inner: flate2::read::GzDecoder::new(gz),
+        meter: meter.clone(),
+    });
+    let mut iter = archive
+        .entries()
+        .map_err(|e| bad(&meter.explain(&e, false)))?;
+    let mut entries = 0;
     let mut config: Option<String> = None;
-    // A PAX or GNU long-name record names the entry after it.
-    let mut long_name: Option<String> = None;
+    let mut snapshot = false;
     loop {
-        let mut header = [0u8; 512];
-        if let Err(e) = tar.read_exact(&mut header) {
-            return Err(bad(&match e.kind() {
-                std::io::ErrorKind::UnexpectedEof if entries.is_empty() => {
-                    "empty or truncated".to_string()
-                }
-                std::io::ErrorKind::UnexpectedEof => "truncated (no end-of-archive marker)".into(),
-                _ => format!("not gzip-compressed: {e}"),
-            }));
+        meter.budget.set(Some(MAX_ENTRY_METADATA));
+        let next = iter.next();
+        meter.budget.set(None);
+        let mut entry = match next {
+            None => break,
+            Some(Ok(e)) => e,
+            Some(Err(e)) => return Err(bad(&meter.explain(&e, entries == 0))),
+        };
+        entries += 1;
+        if entries > MAX_ENTRIES {
+            return Err(bad(&format!("more than {MAX_ENTRIES} entries")));
         }
-        if header.iter().all(|&b| b == 0) {
-            break;
+        // A sparse entry's holes are made up while reading, as long as its header says: a
+        // few bytes could stand for petabytes of zeros. Go's archive/tar (k0s) writes none.
+        if entry.header().entry_type().is_gnu_sparse() {
+            return Err(bad("a sparse entry (k0s writes none)"));
         }
-        // The checksum is taken with its own field read as spaces.
-        let sum: u32 = header
-            .iter()
-            .enumerate()
-            .map(|(i, &b)| {
-                if (148..156).contains(&i) {
-                    32
-                } else {
-                    u32::from(b)
-                }
-            })
-            .sum();
-        if octal(&header[148..156]) != Some(u64::from(sum)) {
-            return Err(bad("not a tar archive (header checksum)"));
-        }
-        let size = octal(&header[124..136]).ok_or_else(|| bad("a tar header has no size"))?;
-        let kind = header[156];
-        let mut name = text(&header[0..100]);
-        if &header[257..262] == b"ustar" {
-            let prefix = text(&header[345..500]);
-            if !prefix.is_empty() {
-                name = format!("{prefix}/{name}");
-            }
-        }
-        let padded = size.div_ceil(512) * 512;
-        match kind {
-            b'x' | b'L' => {
-                let body = read_body(&mut tar, size, padded).map_err(|_| bad("truncated"))?;
-                long_name = if kind == b'L' {
-                    Some(text(&body))
-                } else {
-                    pax_path(&body)
-                };
-                continue;
-            }
-            b'g' => {
-                skip(&mut tar, padded).map_err(|_| bad("truncated"))?;
-                continue;
-            }
-            _ => {}
-        }
-        if let Some(n) = long_name.take() {
-            name = n;
-        }
-        let name = name
-            .trim_start_matches("./")
-            .trim_end_matches('/')
-            .to_string();
-        if name == CONFIG && matches!(kind, b'0' | 0) && size <= MAX_CONFIG {
-            let body = read_body(&mut tar, size, padded).map_err(|_| bad("truncated"))?;
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let name = name.trim_start_matches("./").trim_end_matches('/');
+        let size = entry.size();
+        let mut read = 0;
+        if name == CONFIG && entry.header().entry_type().is_file() && size <= MAX_CONFIG {
+            let mut body = Vec::new();
+            read = (&mut entry)
+                .take(MAX_CONFIG)
+                .read_to_end(&mut body)
+                .map_err(|e| bad(&meter.explain(&e, false)))? as u64;
             config = Some(String::from_utf8_lossy(&body).into_owned());
-        } else {
-            skip(&mut tar, padded).map_err(|_| bad("truncated"))?;
         }
-        entries.push(name);
+        snapshot |= name == ETCD_SNAPSHOT;
+        read += std::io::copy(&mut entry, &mut std::io::sink())
+            .map_err(|e| bad(&meter.explain(&e, false)))?;
+        if read < size {
+            return Err(bad("truncated"));
+        }
+    }
+    if meter.eof.get() {
+        return Err(bad(if entries == 0 {
+            "empty or truncated"
+        } else {
+            "truncated (no end-of-archive marker)"
+        }));
     }
     let config = config.ok_or_else(|| bad("no k0s.yaml in it (not a k0s backup)"))?;
     let doc: serde_json::Value =
@@ -115,7 +104,7 @@ pub fn read_archive(gz: impl Read) -> Result<BackupArchive, K0sError> {
         .and_then(|s| s.get("type"))
         .and_then(|t| t.as_str())
         .is_some_and(|t| t == "kine");
-    if !kine && !entries.iter().any(|e| e == ETCD_SNAPSHOT) {
+    if !kine && !snapshot {
         return Err(bad("no etcd-snapshot.db in it"));
     }
     let peer_address = storage
@@ -129,46 +118,71 @@ pub fn read_archive(gz: impl Read) -> Result<BackupArchive, K0sError> {
     })
 }
 
-fn octal(field: &[u8]) -> Option<u64> {
-    let s = text(field);
-    let s = s.trim_matches(|c: char| c == ' ' || c == '\0');
-    if s.is_empty() {
-        return None;
+/// What `Metered` saw of the decompressed stream.
+#[derive(Default)]
+struct Meter {
+    /// Bytes the tar reader may still take in before it returns the next entry; `None` while
+    /// an entry's body is read.
+    budget: std::cell::Cell<Option<u64>>,
+    /// The budget ran out.
+    over: std::cell::Cell<bool>,
+    /// The stream ended.
+    eof: std::cell::Cell<bool>,
+    /// How the decompressor failed (not gzip, damaged, cut short).
+    gzip: std::cell::Cell<Option<std::io::ErrorKind>>,
+}
+
+impl Meter {
+    /// The reason a read of the archive failed, told from what the stream showed.
+    fn explain(&self, e: &std::io::Error, first: bool) -> String {
+        if self.over.get() {
+            format!("an entry's header records (long name, PAX) exceed {MAX_ENTRY_METADATA} bytes")
+        } else if let Some(kind) = self.gzip.get()
+            && kind != std::io::ErrorKind::UnexpectedEof
+        {
+            format!("not gzip-compressed, or damaged: {e}")
+        } else if self.eof.get() || self.gzip.get().is_some() {
+            if first {
+                "empty or truncated"
+            } else {
+                "truncated"
+            }
+            .to_string()
+        } else {
+            format!("not a tar archive, or damaged: {e}")
+        }
     }
-    u64::from_str_radix(s, 8).ok()
 }
 
-fn text(field: &[u8]) -> String {
-    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
-    String::from_utf8_lossy(&field[..end]).into_owned()
+/// The decompressed archive as the tar reader takes it in, metered (`Meter`).
+struct Metered<R> {
+    inner: R,
+    meter: std::rc::Rc<Meter>,
 }
 
-/// The `path` record of a PAX extended header (`<len> path=<value>\n` records).
-fn pax_path(body: &[u8]) -> Option<String> {
-    let text = String::from_utf8_lossy(body);
-    text.lines().find_map(|l| {
-        let (_, rec) = l.split_once(' ')?;
-        rec.strip_prefix("path=").map(str::to_string)
-    })
-}
-
-/// An entry's `size` bytes, its padding to `padded` consumed.
-fn read_body(r: &mut impl Read, size: u64, padded: u64) -> std::io::Result<Vec<u8>> {
-    let mut body = Vec::new();
-    r.take(padded).read_to_end(&mut body)?;
-    if (body.len() as u64) < padded {
-        return Err(std::io::ErrorKind::UnexpectedEof.into());
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let m = &self.meter;
+        let want = match m.budget.get() {
+            Some(0) if !buf.is_empty() => {
+                m.over.set(true);
+                return Err(std::io::Error::other("entry metadata over its limit"));
+            }
+            Some(left) => buf.len().min(usize::try_from(left).unwrap_or(usize::MAX)),
+            None => buf.len(),
+        };
+        let n = self
+            .inner
+            .read(&mut buf[..want])
+            .inspect_err(|e| m.gzip.set(Some(e.kind())))?;
+        if n == 0 && want > 0 {
+            m.eof.set(true);
+        }
+        if let Some(left) = m.budget.get() {
+            m.budget.set(Some(left - n as u64));
+        }
+        Ok(n)
     }
-    body.truncate(size as usize);
-    Ok(body)
-}
-
-fn skip(r: &mut impl Read, n: u64) -> std::io::Result<()> {
-    let copied = std::io::copy(&mut r.take(n), &mut std::io::sink())?;
-    if copied < n {
-        return Err(std::io::ErrorKind::UnexpectedEof.into());
-    }
-    Ok(())
 }
 
 /// The local file name of a backup: k0s's `k0s_backup_` prefix (which `k0s restore` strips when
@@ -248,9 +262,16 @@ pub fn parse_sha256sum(out: &str) -> Result<String, K0sError> {
     }
 }
 
-/// `cat <file>`: the archive's bytes on stdout.
+/// The largest archive taken from a host: an etcd snapshot (etcd's quota is at most 8 GiB)
+/// and the data dir's pki, manifests, images (airgap bundles) and helm home.
+pub const MAX_ARCHIVE: u64 = 16 << 30;
+
+/// `cat <file>`: the archive's bytes on stdout, streamed (`Transport::run_into`), up to
+/// `MAX_ARCHIVE`.
 pub fn read_file(path: &str) -> RemoteCommand {
-    RemoteCommand::new(["cat", "--", path]).timeout(Duration::from_secs(1800))
+    RemoteCommand::new(["cat", "--", path])
+        .timeout(Duration::from_secs(3600))
+        .output_limit(MAX_ARCHIVE)
 }
 
 /// `rm -rf <dir>`: the scratch directory and what k0s left in it.
@@ -262,29 +283,23 @@ pub fn remove_dir(dir: &str) -> RemoteCommand {
 pub(crate) mod tests {
     use super::*;
 
-    /// A tar.gz with these (name, content) entries, as Go's archive/tar writes them.
+    /// A tar.gz with these (name, content) entries in ustar headers, as Go's archive/tar writes
+    /// them (a name too long for the header goes in a GNU long-name entry before it).
     pub(crate) fn archive(files: &[(&str, &[u8])]) -> Vec<u8> {
-        use std::io::Write;
-        let mut tar = Vec::new();
+        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut tar = tar::Builder::new(gz);
         for (name, body) in files {
-            let mut h = [0u8; 512];
-            h[..name.len()].copy_from_slice(name.as_bytes());
-            h[100..107].copy_from_slice(b"0000644");
-            h[124..135].copy_from_slice(format!("{:011o}", body.len()).as_bytes());
-            h[156] = if name.ends_with('/') { b'5' } else { b'0' };
-            h[257..263].copy_from_slice(b"ustar\0");
-            h[263..265].copy_from_slice(b"00");
-            h[148..156].copy_from_slice(b"        ");
-            let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
-            h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-            tar.extend_from_slice(&h);
-            tar.extend_from_slice(body);
-            tar.resize(tar.len().div_ceil(512) * 512, 0);
+            let mut h = tar::Header::new_ustar();
+            h.set_mode(0o644);
+            h.set_size(body.len() as u64);
+            h.set_entry_type(if name.ends_with('/') {
+                tar::EntryType::Directory
+            } else {
+                tar::EntryType::Regular
+            });
+            tar.append_data(&mut h, name, *body).unwrap();
         }
-        tar.resize(tar.len() + 1024, 0);
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        gz.write_all(&tar).unwrap();
-        gz.finish().unwrap()
+        tar.into_inner().unwrap().finish().unwrap()
     }
 
     const CONFIG_YAML: &[u8] =
@@ -299,8 +314,137 @@ pub(crate) mod tests {
             (CONFIG, CONFIG_YAML),
         ]);
         let got = read_archive(a.as_slice()).expect("reads");
-        assert_eq!(got.entries, [ETCD_SNAPSHOT, "pki", "pki/ca.crt", CONFIG]);
+        assert_eq!(got.entries, 4);
         assert_eq!(got.peer_address.as_deref(), Some("10.0.0.1"));
+        // Names as tar writes them (`./`), long names (a GNU long-name entry, a PAX path).
+        let long = format!("helmhome/cache/{}.tgz", "x".repeat(300));
+        let a = archive(&[
+            ("./etcd-snapshot.db", b"snap"),
+            (&long, b"chart"),
+            ("./k0s.yaml", CONFIG_YAML),
+        ]);
+        assert_eq!(read_archive(a.as_slice()).expect("reads").entries, 3);
+        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut tar = tar::Builder::new(gz);
+        for (name, body) in [(ETCD_SNAPSHOT, &b"snap"[..]), (CONFIG, CONFIG_YAML)] {
+            tar.append_pax_extensions([("path", format!("./{name}").as_bytes())])
+                .unwrap();
+            let mut h = tar::Header::new_ustar();
+            h.set_size(body.len() as u64);
+            tar.append_data(&mut h, "the-header-name", body).unwrap();
+        }
+        let a = tar.into_inner().unwrap().finish().unwrap();
+        let got = read_archive(a.as_slice()).expect("PAX paths win");
+        assert_eq!(got.peer_address.as_deref(), Some("10.0.0.1"));
+    }
+
+    /// Counts the compressed bytes the reader took.
+    struct Counting<'a>(&'a [u8], usize);
+
+    impl Read for Counting<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.read(buf)?;
+            self.1 += n;
+            Ok(n)
+        }
+    }
+
+    /// A tar.gz of a header of `kind` claiming `claimed` bytes, then `body` bytes of `fill`
+    /// (written in pieces: nothing here holds the whole body).
+    fn hostile(kind: tar::EntryType, claimed: u64, body: usize, fill: u8) -> Vec<u8> {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut h = tar::Header::new_gnu();
+        h.set_path("././@LongLink").unwrap();
+        h.set_entry_type(kind);
+        h.set_size(claimed);
+        h.set_cksum();
+        gz.write_all(h.as_bytes()).unwrap();
+        let piece = vec![fill; 1 << 16];
+        let mut left = body;
+        while left > 0 {
+            let n = left.min(piece.len());
+            gz.write_all(&piece[..n]).unwrap();
+            left -= n;
+        }
+        gz.finish().unwrap()
+    }
+
+    /// Issue 28, item 6: a long name or PAX record claiming a GiB, with 64 MiB of it present
+    /// (a few hundred KB compressed), is refused after the reader took in at most
+    /// `MAX_ENTRY_METADATA` of it: what it can hold stays bounded, and it stops early.
+    #[test]
+    fn hostile_header_records_are_refused_early() {
+        for kind in [
+            tar::EntryType::GNULongName,
+            tar::EntryType::GNULongLink,
+            tar::EntryType::XHeader,
+        ] {
+            let fill = if kind == tar::EntryType::XHeader {
+                b'9'
+            } else {
+                b'a'
+            };
+            let a = hostile(kind, 1 << 30, 64 << 20, fill);
+            let mut input = Counting(&a, 0);
+            let e = read_archive(&mut input).expect_err("refused").to_string();
+            assert!(e.contains("exceed 1048576 bytes"), "{kind:?}: {e}");
+            assert!(
+                input.1 < a.len() / 8,
+                "{kind:?}: read {} of {} compressed bytes",
+                input.1,
+                a.len()
+            );
+        }
+        // Within the limit, the records of one entry still pass (then the archive ends).
+        let within = MAX_ENTRY_METADATA - 1024;
+        let a = hostile(tar::EntryType::GNULongName, within, within as usize, b'a');
+        let e = read_archive(a.as_slice())
+            .expect_err("truncated")
+            .to_string();
+        assert!(e.contains("truncated"), "{e}");
+    }
+
+    /// A sparse entry whose one hole is a TiB long is refused at once, not read through.
+    #[test]
+    fn sparse_entries_are_refused() {
+        use std::io::Write;
+        let mut h = tar::Header::new_gnu();
+        h.set_path(ETCD_SNAPSHOT).unwrap();
+        h.set_entry_type(tar::EntryType::GNUSparse);
+        h.set_size(0);
+        let gnu = h.as_gnu_mut().unwrap();
+        gnu.sparse[0].set_offset(1 << 40);
+        gnu.sparse[0].set_length(0);
+        gnu.set_real_size(1 << 40);
+        h.set_cksum();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(h.as_bytes()).unwrap();
+        gz.write_all(&[0; 1024]).unwrap();
+        let a = gz.finish().unwrap();
+        let started = std::time::Instant::now();
+        let e = read_archive(a.as_slice()).expect_err("refused").to_string();
+        assert!(e.contains("sparse"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    /// Issue 28, item 6: an archive of more than `MAX_ENTRIES` (empty) entries is refused once
+    /// it passes the count.
+    #[test]
+    fn too_many_entries_are_refused() {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut h = tar::Header::new_ustar();
+        h.set_size(0);
+        for i in 0..=MAX_ENTRIES + 10 {
+            h.set_path(format!("manifests/{i}")).unwrap();
+            h.set_cksum();
+            gz.write_all(h.as_bytes()).unwrap();
+        }
+        gz.write_all(&[0; 1024]).unwrap();
+        let a = gz.finish().unwrap();
+        let e = read_archive(a.as_slice()).expect_err("refused").to_string();
+        assert!(e.contains("more than 100000 entries"), "{e}");
     }
 
     #[test]

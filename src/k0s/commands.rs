@@ -129,14 +129,25 @@ pub fn install(
         .to_string(),
     ];
     argv.extend(args.iter().cloned());
+    // Logs and errors show the variables' names only: their values may be secrets (a proxy's
+    // password), and the debug log (`runlog`) keeps every command as shown.
+    let mut shown = argv.clone();
     for (k, v) in env {
         argv.push("-e".into());
         argv.push(format!("{k}={v}"));
+        shown.push("-e".into());
+        shown.push(format!("{k}=(value hidden)"));
     }
     if force {
         argv.push("--force".into());
+        shown.push("--force".into());
     }
-    RemoteCommand::new(argv).timeout(SERVICE)
+    let cmd = RemoteCommand::new(argv).timeout(SERVICE);
+    if env.is_empty() {
+        cmd
+    } else {
+        cmd.shown_as(crate::ssh::quote::join(&shown))
+    }
 }
 
 /// The systemd drop-in k0sctl writes a host's `environment` to (rig v2
@@ -185,8 +196,18 @@ exec "$@""#
         bin.to_string(),
         k0sctl_env_dropin(kind),
     ];
+    let shown = format!(
+        "{} (after: staged binary moved in, {} removed)",
+        install
+            .shown_as
+            .clone()
+            .unwrap_or_else(|| crate::ssh::quote::join(&install.argv)),
+        k0sctl_env_dropin(kind)
+    );
     argv.extend(install.argv);
-    RemoteCommand::new(argv).timeout(install.timeout)
+    RemoteCommand::new(argv)
+        .timeout(install.timeout)
+        .shown_as(shown)
 }
 
 /// `k0s start` (returns once systemd accepted the job; poll `status` for readiness).
@@ -335,9 +356,15 @@ pub fn kubectl<S: AsRef<str>>(bin: &str, data_dir: &str, args: &[S]) -> RemoteCo
 pub const ETCD_MEMBER_RESOURCE: &str = "etcdmembers.etcd.k0sproject.io";
 pub const CONTROL_NODE_RESOURCE: &str = "controlnodes.autopilot.k0sproject.io";
 
+/// The stdout limit of a command that lists every Node (the probe's `kubectl get` of the
+/// cluster objects, `get_nodes`): sized for 5,000 Nodes (Kubernetes' largest tested cluster)
+/// at up to ~50 KiB each in kubectl's indented JSON (up to 50 images with all their names,
+/// labels, annotations, conditions), with the few other objects listed beside them.
+pub const NODE_LISTING_LIMIT: u64 = 256 << 20;
+
 /// Node objects as JSON (`parse::parse_nodes`).
 pub fn get_nodes(bin: &str, data_dir: &str) -> RemoteCommand {
-    kubectl(bin, data_dir, &["get", "nodes", "-o", "json"])
+    kubectl(bin, data_dir, &["get", "nodes", "-o", "json"]).output_limit(NODE_LISTING_LIMIT)
 }
 
 /// A shell wrapper for a command that runs until it is told to stop: it runs `"$@"` in the
@@ -747,6 +774,16 @@ mod tests {
             ]
         );
         assert!(c.root);
+        // Logs and errors name the variable, never its value.
+        let shown = c.shown_as.as_deref().expect("shown");
+        assert!(shown.contains("-e 'HTTP_PROXY=(value hidden)'"), "{shown}");
+        assert!(!shown.contains("p:3128"), "{shown}");
+        let s = install_service(BIN, ServiceKind::Controller, &args, &env, true);
+        let shown = s.shown_as.as_deref().expect("shown");
+        assert!(
+            shown.contains("install controller") && !shown.contains("p:3128"),
+            "{shown}"
+        );
         let w = install(BIN, ServiceKind::Worker, &[], &BTreeMap::new(), false);
         assert_eq!(w.argv, [BIN, "install", "worker"]);
     }
@@ -855,6 +892,9 @@ mod tests {
             )]
         );
         assert!(c.timeout > Duration::ZERO);
+        // Issue 28, item 6: every Node of a large cluster fits.
+        assert_eq!(c.output_limit, NODE_LISTING_LIMIT);
+        const { assert!(NODE_LISTING_LIMIT >= 5_000 * 48 * 1024) };
         assert_eq!(
             delete_etcd_member(BIN, DD, "c1").argv[3..],
             [

@@ -62,12 +62,124 @@ pub struct KubeconfigNames {
     pub server: String,
 }
 
-/// k0sctl's `kubeConfig`: take the current context (or the only one), point its cluster at
-/// `names.server`, and return a kubeconfig with exactly that cluster, user and context, renamed
-/// to `names.cluster` / `names.user`, as the current context.
-pub fn rewrite_admin_kubeconfig(raw: &str, names: &KubeconfigNames) -> Result<String, K0sError> {
+/// Why the admin kubeconfig a controller printed is not handed out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdminKubeconfigError {
+    /// Not a kubeconfig k0sform can read (not YAML, the current context's parts missing).
+    #[error(transparent)]
+    Unreadable(#[from] K0sError),
+    /// It holds what k0s never writes there (the keys' paths, never their values): a client
+    /// could act on it, e.g. run an `exec` plugin's command, send its credentials through a
+    /// proxy or skip the server's certificate check.
+    #[error(
+        "its admin kubeconfig holds {}, which k0s never writes there and a client would act on \
+         (k0sform passes on only the cluster's CA data and the client certificate and key data)",
+        .0.join(", ")
+    )]
+    Forbidden(Vec<String>),
+}
+
+/// What the admin kubeconfig may hold, by where in it: k0s `cmd/kubeconfig/admin.go` builds it
+/// from the PKI files since v1.36.1 and printed `pki/admin.conf` before, as
+/// `cmd/controller/certificates.go` wrote it (before v1.26 from a template that also had
+/// `namespace: default`); through clientcmd.Write, which writes `preferences: {}`.
+const TOP_KEYS: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "preferences",
+    "clusters",
+    "contexts",
+    "current-context",
+    "users",
+];
+const CLUSTER_KEYS: &[&str] = &["server", "certificate-authority-data"];
+const CONTEXT_KEYS: &[&str] = &["cluster", "user", "namespace"];
+const USER_KEYS: &[&str] = &["client-certificate-data", "client-key-data"];
+
+/// Most forbidden keys an error names.
+const MAX_NAMED: usize = 8;
+
+/// The paths of everything in `doc` outside the allow-list: unknown keys at any level, a
+/// `preferences` that is not empty, a namespace other than `default`, a wrong apiVersion/kind.
+fn forbidden_keys(doc: &Map<String, Value>) -> Vec<String> {
+    // A key from the host, shown quoted (escapes and all) and cut short.
+    let show = |k: &str| {
+        let cut: String = k.chars().take(64).collect();
+        if cut.len() < k.len() || !k.chars().all(|c| c.is_ascii_graphic()) {
+            format!("{cut:?}")
+        } else {
+            cut
+        }
+    };
+    let mut out = Vec::new();
+    let unknown = |out: &mut Vec<String>, at: &str, m: &Map<String, Value>, allowed: &[&str]| {
+        for k in m.keys().filter(|k| !allowed.contains(&k.as_str())) {
+            out.push(format!("{at}{}", show(k)));
+        }
+    };
+    unknown(&mut out, "", doc, TOP_KEYS);
+    let lists = [
+        ("clusters", "cluster", CLUSTER_KEYS),
+        ("contexts", "context", CONTEXT_KEYS),
+        ("users", "user", USER_KEYS),
+    ];
+    for (list, key, allowed) in lists {
+        let Some(items) = doc.get(list).and_then(Value::as_array) else {
+            continue;
+        };
+        for (i, item) in items.iter().enumerate() {
+            let Some(item) = item.as_object() else {
+                continue;
+            };
+            unknown(&mut out, &format!("{list}[{i}]."), item, &["name", key]);
+            if let Some(body) = item.get(key).and_then(Value::as_object) {
+                unknown(&mut out, &format!("{list}[{i}].{key}."), body, allowed);
+                if body
+                    .get("namespace")
+                    .is_some_and(|n| n.as_str() != Some("default"))
+                {
+                    out.push(format!("{list}[{i}].{key}.namespace (not default)"));
+                }
+            }
+        }
+    }
+    if doc
+        .get("preferences")
+        .is_some_and(|p| !p.is_null() && p.as_object().is_none_or(|m| !m.is_empty()))
+    {
+        out.push("preferences (not empty)".into());
+    }
+    for (key, want) in [("apiVersion", "v1"), ("kind", "Config")] {
+        if doc.get(key).is_some_and(|v| v.as_str() != Some(want)) {
+            out.push(format!("{key} (not {want})"));
+        }
+    }
+    out
+}
+
+/// k0sctl's `kubeConfig` over an allow-list: take the current context (or the only one), and
+/// build a new kubeconfig of exactly that cluster's CA data with `names.server`, the user's
+/// client certificate and key data, and one context, renamed to `names.cluster` /
+/// `names.user`, as the current context. An answer with anything else in it (an `exec` plugin,
+/// `auth-provider`, `tokenFile`, `proxy-url`, `insecure-skip-tls-verify`, …, in any entry) is
+/// refused, never cleaned: k0s writes none of it, so the controller is not what it should be.
+pub fn rewrite_admin_kubeconfig(
+    raw: &str,
+    names: &KubeconfigNames,
+) -> Result<String, AdminKubeconfigError> {
     const WHAT: &str = "the admin kubeconfig";
-    let doc: Value = serde_saphyr::from_str(raw).map_err(|_| K0sError::parse(WHAT, "not YAML"))?;
+    let broken = |m: &str| AdminKubeconfigError::Unreadable(K0sError::parse(WHAT, m));
+    let doc: Value = serde_saphyr::from_str(raw).map_err(|_| broken("not YAML"))?;
+    let doc = doc.as_object().ok_or_else(|| broken("not a mapping"))?;
+    let mut forbidden = forbidden_keys(doc);
+    if !forbidden.is_empty() {
+        if forbidden.len() > MAX_NAMED {
+            let more = forbidden.len() - MAX_NAMED;
+            forbidden.truncate(MAX_NAMED);
+            forbidden.push(format!("{more} more"));
+        }
+        return Err(AdminKubeconfigError::Forbidden(forbidden));
+    }
     let named = |list: &str, key: &str, name: &str| -> Option<Value> {
         doc.get(list)?
             .as_array()?
@@ -91,62 +203,87 @@ pub fn rewrite_admin_kubeconfig(raw: &str, names: &KubeconfigNames) -> Result<St
         None if contexts.len() == 1 => contexts[0]
             .get("context")
             .cloned()
-            .ok_or_else(|| K0sError::parse(WHAT, "its context has no body"))?,
+            .ok_or_else(|| broken("its context has no body"))?,
         None if current.is_empty() => {
-            return Err(K0sError::parse(
-                WHAT,
-                "no current-context and not exactly one context",
-            ));
+            return Err(broken("no current-context and not exactly one context"));
         }
-        None => {
-            return Err(K0sError::parse(
-                WHAT,
-                "the current context is not in the file",
-            ));
-        }
+        None => return Err(broken("the current context is not in the file")),
     };
     let cluster_ref = context.get("cluster").and_then(Value::as_str).unwrap_or("");
     let user_ref = context.get("user").and_then(Value::as_str).unwrap_or("");
-    let mut cluster = named("clusters", "cluster", cluster_ref)
-        .and_then(|c| c.as_object().cloned())
-        .ok_or_else(|| K0sError::parse(WHAT, "the context's cluster is not in the file"))?;
+    let cluster = named("clusters", "cluster", cluster_ref)
+        .ok_or_else(|| broken("the context's cluster is not in the file"))?;
     let user = named("users", "user", user_ref)
-        .ok_or_else(|| K0sError::parse(WHAT, "the context's user is not in the file"))?;
-    cluster.insert("server".into(), Value::String(names.server.clone()));
-    let mut context = context.as_object().cloned().unwrap_or_default();
-    context.insert("cluster".into(), Value::String(names.cluster.clone()));
-    context.insert("user".into(), Value::String(names.user.clone()));
-
-    // Keys in alphabetical order, as clientcmd.Write puts them.
-    let entry = |key: &str, body: Value, name: &str| {
-        let mut m = Map::new();
-        if key > "name" {
-            m.insert("name".into(), Value::String(name.into()));
-            m.insert(key.into(), body);
-        } else {
-            m.insert(key.into(), body);
-            m.insert("name".into(), Value::String(name.into()));
+        .ok_or_else(|| broken("the context's user is not in the file"))?;
+    // Each piece of data: base64 (what kubeconfigs carry), so nothing else rides along.
+    let data = |body: &Value, key: &'static str| -> Result<Value, AdminKubeconfigError> {
+        use base64::Engine;
+        let text = body.get(key).and_then(Value::as_str).unwrap_or("");
+        match base64::engine::general_purpose::STANDARD.decode(text) {
+            Ok(bytes) if !bytes.is_empty() => Ok(Value::String(text.to_string())),
+            _ => Err(AdminKubeconfigError::Unreadable(K0sError::parse(
+                WHAT,
+                format!("its {key} is missing or not base64"),
+            ))),
         }
-        Value::Array(vec![Value::Object(m)])
     };
-    let mut out = Map::new();
-    out.insert("apiVersion".into(), Value::String("v1".into()));
-    out.insert(
-        "clusters".into(),
-        entry("cluster", Value::Object(cluster), &names.cluster),
-    );
-    out.insert(
-        "contexts".into(),
-        entry("context", Value::Object(context), &names.cluster),
-    );
-    out.insert(
-        "current-context".into(),
-        Value::String(names.cluster.clone()),
-    );
-    out.insert("kind".into(), Value::String("Config".into()));
-    out.insert("preferences".into(), Value::Object(Map::new()));
-    out.insert("users".into(), entry("user", user, &names.user));
-    Ok(super::desired::to_yaml(&Value::Object(out)))
+    let object = |pairs: Vec<(&str, Value)>| {
+        Value::Object(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    };
+    let str = |s: &str| Value::String(s.to_string());
+    // Keys in alphabetical order, as clientcmd.Write puts them.
+    let out = object(vec![
+        ("apiVersion", str("v1")),
+        (
+            "clusters",
+            Value::Array(vec![object(vec![
+                (
+                    "cluster",
+                    object(vec![
+                        (
+                            "certificate-authority-data",
+                            data(&cluster, "certificate-authority-data")?,
+                        ),
+                        ("server", str(&names.server)),
+                    ]),
+                ),
+                ("name", str(&names.cluster)),
+            ])]),
+        ),
+        (
+            "contexts",
+            Value::Array(vec![object(vec![
+                (
+                    "context",
+                    object(vec![
+                        ("cluster", str(&names.cluster)),
+                        ("user", str(&names.user)),
+                    ]),
+                ),
+                ("name", str(&names.cluster)),
+            ])]),
+        ),
+        ("current-context", str(&names.cluster)),
+        ("kind", str("Config")),
+        ("preferences", Value::Object(Map::new())),
+        (
+            "users",
+            Value::Array(vec![object(vec![
+                ("name", str(&names.user)),
+                (
+                    "user",
+                    object(vec![
+                        (
+                            "client-certificate-data",
+                            data(&user, "client-certificate-data")?,
+                        ),
+                        ("client-key-data", data(&user, "client-key-data")?),
+                    ]),
+                ),
+            ])]),
+        ),
+    ]);
+    Ok(super::desired::to_yaml(&out))
 }
 
 #[cfg(test)]
@@ -249,11 +386,199 @@ mod tests {
         assert_eq!(v["contexts"][0]["name"], "prod");
         assert_eq!(v["contexts"][0]["context"]["cluster"], "prod");
         assert_eq!(v["contexts"][0]["context"]["user"], "ops");
-        assert_eq!(v["contexts"][0]["context"]["namespace"], "default");
         assert_eq!(v["users"][0]["name"], "ops");
         assert_eq!(v["users"][0]["user"]["client-key-data"], "S0VZCg==");
         assert_eq!(v["kind"], "Config");
         assert_eq!(rewrite_admin_kubeconfig(ADMIN, &names()).unwrap(), out);
+        // What k0s writes since v1.26 (no namespace) reads the same.
+        let now = ADMIN.replace("    namespace: default\n", "");
+        assert_eq!(rewrite_admin_kubeconfig(&now, &names()).unwrap(), out);
+    }
+
+    /// Every leaf of a YAML document, as `a.b[0].c` paths.
+    fn leaves(v: &Value, at: String, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                for (k, x) in m {
+                    let p = if at.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{at}.{k}")
+                    };
+                    leaves(x, p, out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    leaves(x, format!("{at}[{i}]"), out);
+                }
+            }
+            _ => out.push(at),
+        }
+    }
+
+    /// Issue 28, item 3: the kubeconfig handed out holds the allowed fields and nothing else,
+    /// whatever extra entries (all within the allow-list) the answer had.
+    #[test]
+    fn output_holds_only_the_allowed_fields() {
+        let raw = ADMIN.replace(
+            "users:\n",
+            "users:\n- name: other\n  user:\n    client-certificate-data: T1RIRVIK\n    client-key-data: T1RIRVIK\n",
+        );
+        let out = rewrite_admin_kubeconfig(&raw, &names()).expect("rewrites");
+        let v: Value = serde_saphyr::from_str(&out).expect("YAML");
+        let mut got = Vec::new();
+        leaves(&v, String::new(), &mut got);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "apiVersion",
+                "clusters[0].cluster.certificate-authority-data",
+                "clusters[0].cluster.server",
+                "clusters[0].name",
+                "contexts[0].context.cluster",
+                "contexts[0].context.user",
+                "contexts[0].name",
+                "current-context",
+                "kind",
+                "preferences",
+                "users[0].name",
+                "users[0].user.client-certificate-data",
+                "users[0].user.client-key-data",
+            ]
+        );
+        assert!(!out.contains("T1RIRVIK"), "{out}");
+    }
+
+    /// Issue 28, item 3: an answer carrying anything a client acts on, in any entry (the one
+    /// used or another), is refused, naming the key and never its value.
+    #[test]
+    fn every_forbidden_key_is_refused() {
+        let cases: &[(&str, &str, &str)] = &[
+            // (after this line of ADMIN, insert this, expect this path)
+            (
+                "    client-key-data: S0VZCg==\n",
+                "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /tmp/pwn\n",
+                "users[0].user.exec",
+            ),
+            (
+                "    client-key-data: S0VZCg==\n",
+                "    auth-provider:\n      name: oidc\n",
+                "users[0].user.auth-provider",
+            ),
+            (
+                "    client-key-data: S0VZCg==\n",
+                "    tokenFile: /tmp/pwn\n",
+                "users[0].user.tokenFile",
+            ),
+            (
+                "    client-key-data: S0VZCg==\n",
+                "    token: pwn\n",
+                "users[0].user.token",
+            ),
+            (
+                "    client-key-data: S0VZCg==\n",
+                "    username: pwn\n    password: pwn\n",
+                "users[0].user.password",
+            ),
+            (
+                "    client-key-data: S0VZCg==\n",
+                "    client-certificate: /tmp/pwn\n",
+                "users[0].user.client-certificate",
+            ),
+            (
+                "    client-key-data: S0VZCg==\n",
+                "    client-key: /tmp/pwn\n",
+                "users[0].user.client-key",
+            ),
+            (
+                "    client-key-data: S0VZCg==\n",
+                "    as: pwn\n",
+                "users[0].user.as",
+            ),
+            (
+                "    client-key-data: S0VZCg==\n",
+                "    extensions: []\n",
+                "users[0].user.extensions",
+            ),
+            (
+                "    server: https://localhost:6443\n",
+                "    proxy-url: socks5://10.9.9.9:1080\n",
+                "clusters[0].cluster.proxy-url",
+            ),
+            (
+                "    server: https://localhost:6443\n",
+                "    insecure-skip-tls-verify: true\n",
+                "clusters[0].cluster.insecure-skip-tls-verify",
+            ),
+            (
+                "    server: https://localhost:6443\n",
+                "    tls-server-name: pwn\n",
+                "clusters[0].cluster.tls-server-name",
+            ),
+            (
+                "    server: https://localhost:6443\n",
+                "    certificate-authority: /tmp/pwn\n",
+                "clusters[0].cluster.certificate-authority",
+            ),
+            (
+                "    server: https://localhost:6443\n",
+                "    disable-compression: true\n",
+                "clusters[0].cluster.disable-compression",
+            ),
+            (
+                "  name: local\n",
+                "  extensions: []\n",
+                "clusters[0].extensions",
+            ),
+            (
+                "    user: user\n",
+                "    extensions: []\n",
+                "contexts[0].context.extensions",
+            ),
+            (
+                "    namespace: default\n",
+                "",
+                "contexts[0].context.namespace (not default)",
+            ),
+            ("kind: Config\n", "extensions: []\n", "extensions"),
+            ("preferences: {}\n", "", "preferences (not empty)"),
+            (
+                "users:\n",
+                "- name: unused\n  user:\n    exec: {command: /tmp/pwn}\n",
+                "users[0].user.exec",
+            ),
+            (
+                "kind: Config\n",
+                "\"\\e]0;x\\a\": 1\n",
+                "\"\\u{1b}]0;x\\u{7}\"",
+            ),
+        ];
+        for (after, insert, path) in cases {
+            assert!(ADMIN.contains(after), "{after}");
+            let mut raw = ADMIN.replace(after, &format!("{after}{insert}"));
+            if path.starts_with("contexts[0].context.namespace") {
+                raw = raw.replace("namespace: default", "namespace: kube-system");
+            }
+            if path.starts_with("preferences") {
+                raw = raw.replace("preferences: {}", "preferences: {colors: true}");
+            }
+            match rewrite_admin_kubeconfig(&raw, &names()) {
+                Err(AdminKubeconfigError::Forbidden(keys)) => {
+                    assert!(keys.iter().any(|k| k == path), "{path}: {keys:?}");
+                    let e = AdminKubeconfigError::Forbidden(keys).to_string();
+                    for secret in ["/tmp/pwn", "10.9.9.9", "S0VZ", "oidc"] {
+                        assert!(!e.contains(secret), "{e}");
+                    }
+                }
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            rewrite_admin_kubeconfig(&ADMIN.replace("apiVersion: v1", "apiVersion: v2"), &names()),
+            Err(AdminKubeconfigError::Forbidden(k)) if k == ["apiVersion (not v1)"]
+        ));
     }
 
     #[test]
@@ -266,15 +591,22 @@ mod tests {
     #[test]
     fn broken_kubeconfigs_are_errors_that_quote_nothing() {
         for raw in [
-            "::: not yaml [".to_string(),
+            "a: [not closed".to_string(),
             ADMIN.replace("current-context: Default", "current-context: Other")
                 .replace("contexts:\n- context:", "contexts:\n- name: Second\n  context: {cluster: local, user: user}\n- context:"),
             ADMIN.replace("    cluster: local\n", "    cluster: gone\n"),
             ADMIN.replace("    user: user\n", "    user: gone\n"),
+            ADMIN.replace("    client-key-data: S0VZCg==\n", ""),
+            ADMIN.replace("client-certificate-data: Q0VSVAo=", "client-certificate-data: \"not base64!\""),
+            ADMIN.replace("certificate-authority-data: Q0EK", "certificate-authority-data: \"\""),
+            "- just a list".to_string(),
         ] {
-            let e = rewrite_admin_kubeconfig(&raw, &names())
-                .expect_err("refused")
-                .to_string();
+            let e = rewrite_admin_kubeconfig(&raw, &names()).expect_err("refused");
+            assert!(
+                matches!(e, AdminKubeconfigError::Unreadable(_)),
+                "{raw}: {e:?}"
+            );
+            let e = e.to_string();
             assert!(!e.contains("S0VZ") && !e.contains("Q0VS"), "{e}");
         }
     }

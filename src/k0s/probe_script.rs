@@ -255,7 +255,11 @@ pub fn probe(
     .collect();
     argv.extend(files.iter().cloned());
     argv.extend(staging.iter().cloned());
-    let command = RemoteCommand::new(argv).timeout(PROBE_TIMEOUT);
+    let mut command = RemoteCommand::new(argv).timeout(PROBE_TIMEOUT);
+    if want_view {
+        // The view lists every Node of the cluster.
+        command = command.output_limit(super::commands::NODE_LISTING_LIMIT);
+    }
     ProbeCommand {
         command,
         reader: ProbeReader {
@@ -1450,6 +1454,19 @@ esac
         let out = run_in_tmpdir(argv, Some(&dir.path().join("missing")));
         let stderr = out.stderr_str();
         assert!(stderr.contains("ran without"), "{stderr}");
+    }
+
+    /// Issue 28, item 6: the probe that lists the cluster's objects takes as much output as
+    /// 5,000 Nodes make; the others keep the default limit.
+    #[test]
+    fn the_view_has_room_for_every_node() {
+        let with = probe("/k0s", "/var/lib/k0s", true, None, None, &[], &[]);
+        assert_eq!(
+            with.command.output_limit,
+            super::super::commands::NODE_LISTING_LIMIT
+        );
+        let without = probe("/k0s", "/var/lib/k0s", false, None, None, &[], &[]);
+        assert_eq!(without.command.output_limit, crate::transport::OUTPUT_LIMIT);
     }
 
     #[test]

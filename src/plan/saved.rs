@@ -48,6 +48,9 @@ pub struct Stale {
 pub enum SavedPlanError {
     #[error("the saved plan is not valid JSON of a k0sform plan: {0}")]
     Parse(#[from] serde_json::Error),
+    /// An address in the file breaks the spec's rule (`spec::address_problem`).
+    #[error("the saved plan is not valid: {field}: {problem}")]
+    Address { field: String, problem: String },
 }
 
 /// The fields that are sealed, in a fixed order.
@@ -116,8 +119,17 @@ impl SavedPlan {
         s
     }
 
+    /// Read a saved plan. Every host address in it (each `address` field: steps, their `via`
+    /// hosts, changes, identities, …) is held to the spec's rule, as the state's are: anyone may
+    /// have edited the file, and its addresses reach the plan text `show` and `apply` print.
     pub fn from_json(text: &str) -> Result<Self, SavedPlanError> {
-        Ok(serde_json::from_str(text)?)
+        let saved: SavedPlan = serde_json::from_str(text)?;
+        if let Some((field, problem)) =
+            crate::spec::json_address_problem(&serde_json::to_value(&saved)?)
+        {
+            return Err(SavedPlanError::Address { field, problem });
+        }
+        Ok(saved)
     }
 
     /// Is this plan still applicable to this state, spec and probed reality?

@@ -350,6 +350,13 @@ pub enum RealityFileError {
         host: crate::hostid::HostId,
         message: String,
     },
+    /// An address in the file breaks the spec's rule (`spec::address_problem`).
+    #[error("{path}: {field}: {problem}")]
+    Address {
+        path: PathBuf,
+        field: String,
+        problem: String,
+    },
 }
 
 /// Write `reality` as pretty JSON (hosts sorted), atomically (temp file + rename).
@@ -386,7 +393,19 @@ pub fn load(path: &Path) -> Result<Reality, RealityFileError> {
         path: path.to_path_buf(),
         source,
     })?;
-    // A probe file is as untrusted as the hosts it claims to describe.
+    // A probe file is as untrusted as the hosts it claims to describe. Its addresses (hosts,
+    // the bastions they were reached through) are recorded in the state and printed.
+    let value = serde_json::to_value(&r).map_err(|source| RealityFileError::Json {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if let Some((field, problem)) = crate::spec::json_address_problem(&value) {
+        return Err(RealityFileError::Address {
+            path: path.to_path_buf(),
+            field,
+            problem,
+        });
+    }
     for h in &r.hosts {
         if let Probe::Reached(f) = &h.probe {
             crate::k0s::facts::check(f).map_err(|message| RealityFileError::Invalid {
@@ -641,5 +660,44 @@ mod tests {
             load(&dir.path().join("missing.json")),
             Err(RealityFileError::Io { .. })
         ));
+    }
+
+    /// A probe file's addresses (a host's, a bastion it was reached through) are held to the
+    /// spec's rule when read: refused naming the file and the field, shown escaped.
+    #[test]
+    fn probe_file_with_a_hostile_address_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        for (field, reality) in [
+            (
+                "hosts[0].id.address",
+                Reality {
+                    hosts: vec![HostReality {
+                        id: HostId::new("\u{1b}[2Kx'$(id)'", 22),
+                        probe: Probe::Unreachable { error: "e".into() },
+                    }],
+                },
+            ),
+            (
+                "hosts[0].probe.bastion.address",
+                Reality {
+                    hosts: vec![HostReality {
+                        id: HostId::new("10.0.0.1", 22),
+                        probe: Probe::HostKeyChanged {
+                            expected: "SHA256:a".into(),
+                            offered: "SHA256:b".into(),
+                            bastion: Some(HostId::new("\u{1b}[2Kx'$(id)'", 22)),
+                        },
+                    }],
+                },
+            ),
+        ] {
+            save(&reality, &path).unwrap();
+            let err = load(&path).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("r.json: {field}: `\\x1b[2Kx'$(id)'` is neither")),
+                "{err}"
+            );
+        }
     }
 }

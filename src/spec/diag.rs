@@ -199,39 +199,14 @@ pub(crate) fn did_you_mean<'a>(
             let d = if c.to_ascii_lowercase() == lower {
                 0
             } else {
-                levenshtein(&lower, &c.to_ascii_lowercase())
+                // Optimal string alignment: swapping two neighbours counts as one edit (`prot` → `port`).
+                strsim::osa_distance(&lower, &c.to_ascii_lowercase())
             };
             (d, c)
         })
         .filter(|(d, c)| *d <= (c.len().max(input.len()) / 3).max(1))
         .min_by_key(|(d, c)| (*d, *c))
         .map(|(_, c)| c)
-}
-
-/// Edit distance where swapping two neighbours counts as one edit (`prot` → `port`).
-fn levenshtein(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = best;
-        }
-    }
-    d[a.len()][b.len()]
 }
 
 #[cfg(test)]

@@ -31,5 +31,7 @@ pub use load::{
     CLUSTER_API_VERSION, K0S_API_VERSION, LoadOptions, Loaded, default_paths, load, load_with,
 };
 pub use model::*;
-pub(crate) use validate::{TargetFinding, remote_path_problem, target_findings};
+pub(crate) use validate::{
+    TargetFinding, address_problem, json_address_problem, remote_path_problem, target_findings,
+};
 pub use validate::{check_k0s_version, shell_words, valid_env_name};

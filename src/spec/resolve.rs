@@ -577,18 +577,12 @@ fn resolve_evict_taint(e: &RawEvictTaint, sink: &mut Sink) -> Option<EvictTaint>
     let taint = set(&e.taint).unwrap_or_else(|| "k0sctl.k0sproject.io/evict=true".into());
     let effect = set(&e.effect).unwrap_or_else(|| "NoExecute".into());
     let mut ok = true;
-    if !taint.contains('=') || taint.starts_with('=') || taint.contains(char::is_whitespace) {
-        sink.error(
-            "spec.options.evictTaint.taint",
-            format!("`{taint}` must be in the form key=value"),
-        );
+    if let Some(e) = evict_taint_error(&taint) {
+        sink.error("spec.options.evictTaint.taint", e);
         ok = false;
     }
-    if !["NoExecute", "NoSchedule", "PreferNoSchedule"].contains(&effect.as_str()) {
-        sink.error(
-            "spec.options.evictTaint.effect",
-            format!("`{effect}` is not one of NoExecute, NoSchedule, PreferNoSchedule"),
-        );
+    if let Some(e) = evict_effect_error(&effect) {
+        sink.error("spec.options.evictTaint.effect", e);
         ok = false;
     }
     let controller_workers = e.controller_workers.unwrap_or(false);
@@ -604,6 +598,41 @@ fn resolve_evict_taint(e: &RawEvictTaint, sink: &mut Sink) -> Option<EvictTaint>
         effect,
         controller_workers,
     })
+}
+
+/// What is wrong with an evict taint that is not `key=value` (k0sctl's `EvictTaintOption.Validate`).
+fn evict_taint_error(taint: &str) -> Option<String> {
+    (!taint.contains('=') || taint.starts_with('=') || taint.contains(char::is_whitespace))
+        .then(|| format!("`{taint}` must be in the form key=value"))
+}
+
+/// What is wrong with an evict taint's effect that is not one of Kubernetes' three.
+fn evict_effect_error(effect: &str) -> Option<String> {
+    (!["NoExecute", "NoSchedule", "PreferNoSchedule"].contains(&effect))
+        .then(|| format!("`{effect}` is not one of NoExecute, NoSchedule, PreferNoSchedule"))
+}
+
+impl EvictTaint {
+    /// k0sctl apply's `--evict-taint <key=value>:<effect>` (cmd/apply.go: exactly one `:`, both
+    /// sides set; controllerWorkers off), checked as `spec.options.evictTaint` is.
+    pub fn from_flag(s: &str) -> Result<Self, String> {
+        let (taint, effect) =
+            match s.split(':').collect::<Vec<_>>()[..] {
+                [t, e] if !t.is_empty() && !e.is_empty() => (t, e),
+                _ => return Err(
+                    "expected <key=value>:<effect>, e.g. k0sctl.k0sproject.io/evict=true:NoExecute"
+                        .into(),
+                ),
+            };
+        if let Some(e) = evict_taint_error(taint).or_else(|| evict_effect_error(effect)) {
+            return Err(e);
+        }
+        Ok(EvictTaint {
+            taint: taint.to_string(),
+            effect: effect.to_string(),
+            controller_workers: false,
+        })
+    }
 }
 
 /// A Go `time.Duration` string (`2m`, `1h30m`, `90s`, `1.5h`, `0`) in whole seconds.

@@ -309,31 +309,15 @@ fn collect_target_findings(t: &SshTarget, p: &str, out: &mut Vec<TargetFinding>)
     let error = |out: &mut Vec<TargetFinding>, field: String, message: String| {
         out.push(TargetFinding::Error { field, message });
     };
-    let addr = &t.address;
-    if addr.is_empty() {
-        error(out, format!("{p}.address"), "the address is empty".into());
-    } else if t.openssh {
-        // An ssh_config alias is allowed, but nothing that `ssh` would read as an option.
-        if addr.starts_with('-') || addr.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            error(
-                out,
-                format!("{p}.address"),
-                format!("`{addr}` is not a host name, IP address or ssh_config alias"),
-            );
-        }
-    } else if addr.parse::<IpAddr>().is_err() && !is_dns_name(addr) {
-        let hint = if addr.starts_with('[') {
-            " (write IPv6 addresses without brackets)"
-        } else if addr.contains(':') {
-            " (put the port in `port`)"
+    if let Some(message) = address_problem(&t.address) {
+        let message = if t.openssh && !t.address.is_empty() {
+            format!(
+                "{message} (an ssh_config alias must be a host name too: k0sform records it in the state)"
+            )
         } else {
-            ""
+            message
         };
-        error(
-            out,
-            format!("{p}.address"),
-            format!("`{addr}` is neither an IP address nor a DNS name{hint}"),
-        );
+        error(out, format!("{p}.address"), message);
     }
     if t.port == 0 {
         error(
@@ -386,6 +370,75 @@ fn collect_target_findings(t: &SshTarget, p: &str, out: &mut Vec<TargetFinding>)
     if let Some(b) = &t.bastion {
         collect_target_findings(b, &format!("{p}.bastion"), out);
     }
+}
+
+/// What is wrong with a host's address, if anything: it must be an IP address or an RFC 1123
+/// host name (`is_dns_name`). The one rule for every address k0sform connects to or prints: a
+/// spec's `ssh`/`openSSH` address (an ssh_config alias too, since it is recorded in the state),
+/// and every address read back from a state, a saved plan or a probe file, which anyone may have
+/// edited (`state::parse`, `json_address_problem`). Such an address reaches ssh's command line
+/// and the terminal: no shell metacharacters, `%`, quotes, spaces, control characters or a
+/// leading `-` can pass. The address is shown escaped in the message.
+pub(crate) fn address_problem(addr: &str) -> Option<String> {
+    if addr.is_empty() {
+        return Some("the address is empty".into());
+    }
+    if addr.parse::<IpAddr>().is_ok() || is_dns_name(addr) {
+        return None;
+    }
+    let hint = if addr.starts_with('[') {
+        " (write IPv6 addresses without brackets)"
+    } else if addr.contains(':') {
+        " (put the port in `port`)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "`{}` is neither an IP address nor a DNS name{hint}",
+        crate::ui::escape(addr)
+    ))
+}
+
+/// The first `address` string under `v` (a saved plan, a probe file, as JSON) that breaks
+/// `address_problem`: its path (e.g. `plan.steps[3].host.address`) and the problem. A host
+/// address in k0sform's files is always an `address` field (`HostId`, `SshTarget`), so a walk
+/// finds every one, including in fields added later.
+pub(crate) fn json_address_problem(v: &serde_json::Value) -> Option<(String, String)> {
+    fn walk(v: &serde_json::Value, at: &mut String) -> Option<(String, String)> {
+        use std::fmt::Write as _;
+        let len = at.len();
+        match v {
+            serde_json::Value::Object(fields) => {
+                for (k, x) in fields {
+                    if !at.is_empty() {
+                        at.push('.');
+                    }
+                    at.push_str(k);
+                    if let (true, Some(address)) = (k == "address", x.as_str())
+                        && let Some(problem) = address_problem(address)
+                    {
+                        return Some((at.clone(), problem));
+                    }
+                    if let Some(found) = walk(x, at) {
+                        return Some(found);
+                    }
+                    at.truncate(len);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, x) in items.iter().enumerate() {
+                    let _ = write!(at, "[{i}]");
+                    if let Some(found) = walk(x, at) {
+                        return Some(found);
+                    }
+                    at.truncate(len);
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+    walk(v, &mut String::new())
 }
 
 /// A path on the host (k0sInstallPath, dataDir, kubeletRootDir): what is wrong with it, if
@@ -576,6 +629,43 @@ mod tests {
             assert_eq!(check_k0s_version(&v(ok)), Ok(()), "{ok}");
         }
         assert!(check_k0s_version(&v("v0.10.0")).is_err());
+    }
+
+    /// One rule for every address, `openSSH:` aliases included (k0sform records them in the
+    /// state, whose reader holds them to the same rule), shown escaped.
+    #[test]
+    fn addresses() {
+        for ok in ["10.0.0.1", "fe80::1", "cp-1.example.com", "Node1", "node1."] {
+            assert_eq!(address_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "",
+            "x'$(id)'",
+            "-oProxyCommand=id",
+            "a%hb",
+            "a b",
+            "web_1",
+            "[::1]",
+        ] {
+            assert!(address_problem(bad).is_some(), "{bad}");
+        }
+        let message = address_problem("\u{1b}[2Kc1").unwrap_or_default();
+        assert!(message.contains("`\\x1b[2Kc1`"), "{message}");
+        let mut alias = SshTarget::new("x'$(id)'", 22);
+        alias.openssh = true;
+        let found: Vec<String> = target_findings(&alias, "spec.hosts[0].openSSH")
+            .into_iter()
+            .filter_map(|f| match f {
+                TargetFinding::Error { field, message } => Some(format!("{field}: {message}")),
+                TargetFinding::Missing { .. } => None,
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "spec.hosts[0].openSSH.address: `x'$(id)'` is neither an IP address nor a DNS name (an ssh_config alias must be a host name too: k0sform records it in the state)"
+            ]
+        );
     }
 
     #[test]

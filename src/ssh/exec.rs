@@ -6,7 +6,7 @@ use super::master::HostConn;
 use super::quote;
 use super::session::{SshTransport, other};
 use crate::hostid::HostId;
-use crate::transport::{CommandOutput, RemoteCommand, TransportError};
+use crate::transport::{CommandOutput, OUTPUT_LIMIT, RemoteCommand, Streamed, TransportError};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -15,30 +15,70 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// reports the timeout itself (and has killed the command).
 const LOCAL_TIMEOUT_GRACE: Duration = Duration::from_secs(10);
 
-/// Most bytes read from one output stream of one command: a host cannot make k0sform hold more.
-pub const OUTPUT_LIMIT: usize = 16 << 20;
-
 /// Why reading a command's streams ended early.
 enum Stop {
-    /// A stream had more than `OUTPUT_LIMIT` bytes.
-    Over,
+    /// A stream had more than its limit of bytes.
+    Over(u64),
     Read(std::io::Error),
     Feed(std::io::Error),
+    /// Writing stdout where it goes (`Transport::run_into`) failed.
+    Write(std::io::Error),
 }
 
-/// Read `stream` to its end, or fail with `Stop::Over` past `OUTPUT_LIMIT` bytes.
-async fn read_capped<R: tokio::io::AsyncRead + Unpin>(stream: Option<R>) -> Result<Vec<u8>, Stop> {
+/// Read `stream` to its end, or fail with `Stop::Over` past `limit` bytes.
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(
+    stream: Option<R>,
+    limit: u64,
+) -> Result<Vec<u8>, Stop> {
     let mut bytes = Vec::new();
     if let Some(s) = stream {
-        s.take(OUTPUT_LIMIT as u64 + 1)
+        s.take(limit + 1)
             .read_to_end(&mut bytes)
             .await
             .map_err(Stop::Read)?;
     }
-    if bytes.len() > OUTPUT_LIMIT {
-        return Err(Stop::Over);
+    if bytes.len() as u64 > limit {
+        return Err(Stop::Over(limit));
     }
     Ok(bytes)
+}
+
+/// Copy `stream` to `out` as it arrives, hashing it, or fail with `Stop::Over` past `limit`
+/// bytes (nothing past the limit is written). Returns the bytes copied and their sha256.
+async fn copy_capped<R: tokio::io::AsyncRead + Unpin>(
+    stream: Option<R>,
+    limit: u64,
+    out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+) -> Result<(u64, String), Stop> {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    let mut total = 0u64;
+    if let Some(s) = stream {
+        let mut s = s.take(limit + 1);
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = s.read(&mut buf).await.map_err(Stop::Read)?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            if total > limit {
+                return Err(Stop::Over(limit));
+            }
+            hash.update(&buf[..n]);
+            out.write_all(&buf[..n]).await.map_err(Stop::Write)?;
+        }
+    }
+    out.flush().await.map_err(Stop::Write)?;
+    Ok((total, hex::encode(hash.finalize())))
+}
+
+/// Where a command's stdout goes.
+pub(super) enum Output<'a> {
+    /// Collected (`CommandOutput::stdout`).
+    Collect,
+    /// Written here as it arrives (`Transport::run_into`).
+    Into(&'a mut (dyn tokio::io::AsyncWrite + Unpin + Send)),
 }
 
 /// What to feed a command's stdin.
@@ -55,20 +95,79 @@ impl SshTransport {
         cmd: &RemoteCommand,
         stdin: Input<'_>,
     ) -> Result<CommandOutput, TransportError> {
+        Ok(self.run_to(host, cmd, stdin, Output::Collect).await?.0)
+    }
+
+    /// `Transport::run_into`.
+    pub(super) async fn run_into_writer(
+        &self,
+        host: &HostId,
+        cmd: &RemoteCommand,
+        out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+    ) -> Result<Streamed, TransportError> {
+        let input = cmd.stdin.as_deref().map_or(Input::None, Input::Bytes);
+        let (o, copied) = self.run_to(host, cmd, input, Output::Into(out)).await?;
+        let (bytes, sha256) = copied.unwrap_or_default();
+        Ok(Streamed {
+            status: o.status,
+            bytes,
+            sha256,
+            stderr: o.stderr,
+        })
+    }
+
+    /// Run `cmd` with `stdin`, its stdout going to `stdout`: the output, and for a stdout
+    /// written elsewhere the bytes written and their sha256.
+    async fn run_to(
+        &self,
+        host: &HostId,
+        cmd: &RemoteCommand,
+        stdin: Input<'_>,
+        stdout: Output<'_>,
+    ) -> Result<(CommandOutput, Option<(u64, String)>), TransportError> {
         let Prepared {
             conn,
             sudo,
             line,
             shown,
         } = self.prepare(host, cmd)?;
+        tracing::debug!(%host, command = ?shown, "run");
+        let started = Instant::now();
+        let result = self
+            .exec_checked(host, cmd, (&conn, sudo, &line, &shown), (stdin, stdout))
+            .await;
+        // The debug log's record of the command (`runlog`): its exit code, or why there is none.
+        let ms = started.elapsed().as_millis();
+        match &result {
+            Ok((out, _)) => match out.status {
+                Some(code) => {
+                    tracing::debug!(%host, command = ?shown, exit_code = code, ms, "exit")
+                }
+                None => tracing::debug!(%host, command = ?shown, ms, "killed by a signal"),
+            },
+            Err(e) => {
+                tracing::debug!(%host, command = ?shown, error = ?e.to_string(), ms, "failed")
+            }
+        }
+        result
+    }
+
+    /// `run_to` once the command is prepared: the two timeouts, a lost master, sudo refusals.
+    async fn exec_checked(
+        &self,
+        host: &HostId,
+        cmd: &RemoteCommand,
+        (conn, sudo, line, shown): (&std::sync::Arc<HostConn>, bool, &str, &str),
+        (stdin, stdout): (Input<'_>, Output<'_>),
+    ) -> Result<(CommandOutput, Option<(u64, String)>), TransportError> {
         let remote_secs = quote::remote_timeout_secs(cmd.timeout);
         let started = Instant::now();
         let limit = Duration::from_secs(remote_secs) + LOCAL_TIMEOUT_GRACE;
-        tracing::debug!(%host, command = %shown, "run");
-        let result = tokio::time::timeout(limit, conn.exec(&line, stdin)).await;
+        let result =
+            tokio::time::timeout(limit, conn.exec(line, stdin, (stdout, cmd.output_limit))).await;
         let timed_out = || TransportError::Timeout {
             host: host.clone(),
-            command: shown.clone(),
+            command: shown.to_string(),
             secs: remote_secs,
         };
         let out = match result {
@@ -77,12 +176,13 @@ impl SshTransport {
                 // The master is gone (host down, network cut): forget it, so a later `connect`
                 // opens a new one instead of failing forever. Nothing is retried here: the
                 // command may have run.
-                self.forget(host, &conn);
+                self.forget(host, conn);
                 conn.shutdown().await;
                 return Err(e);
             }
             Ok(r) => r?,
         };
+        let (out, copied) = out;
         // coreutils timeout: 124 after TERM, 137 after the -k KILL.
         if matches!(out.status, Some(124) | Some(137))
             && started.elapsed() + Duration::from_millis(500) >= Duration::from_secs(remote_secs)
@@ -90,9 +190,9 @@ impl SshTransport {
             return Err(timed_out());
         }
         if sudo {
-            check_sudo(&conn, &out)?;
+            check_sudo(conn, &out)?;
         }
-        Ok(out)
+        Ok((out, copied))
     }
 }
 
@@ -136,9 +236,15 @@ impl SshTransport {
         let Prepared {
             conn, line, shown, ..
         } = self.prepare(host, cmd)?;
-        tracing::debug!(%host, command = %shown, "stream");
+        tracing::debug!(%host, command = ?shown, "stream");
         let status = conn.stream(&line, lines).await;
-        tracing::debug!(%host, command = %shown, ?status, "stream ended");
+        match &status {
+            Ok(Some(code)) => tracing::debug!(%host, command = ?shown, exit_code = code, "exit"),
+            Ok(None) => {
+                tracing::debug!(%host, command = ?shown, "stream stopped or killed by a signal")
+            }
+            Err(e) => tracing::debug!(%host, command = ?shown, error = ?e.to_string(), "failed"),
+        }
         status
     }
 }
@@ -263,7 +369,14 @@ impl HostConn {
         }
     }
 
-    async fn exec(&self, line: &str, input: Input<'_>) -> Result<CommandOutput, TransportError> {
+    /// Run `line` with `input`; its stdout collected or written where `output` says, up to its
+    /// limit. For a stdout written elsewhere, also the bytes written and their sha256.
+    async fn exec(
+        &self,
+        line: &str,
+        input: Input<'_>,
+        (output, limit): (Output<'_>, u64),
+    ) -> Result<(CommandOutput, Option<(u64, String)>), TransportError> {
         // Never closed, so acquiring cannot fail; a failure would only lift the limit.
         let _session = self.sessions.acquire().await.ok();
         let stdin = match input {
@@ -296,36 +409,47 @@ impl HostConn {
                 _ => Ok(()),
             }
         };
-        // The first stream over the limit ends the wait at once: the command may well keep
-        // writing on the other one. It is not waited for (its remote `timeout` still holds).
-        let (_, stdout, stderr) = match tokio::try_join!(
-            feed,
-            read_capped(stdout),
-            read_capped(stderr)
-        ) {
-            Ok(all) => all,
-            Err(Stop::Over) => {
-                return Err(other(
-                    &self.host,
-                    format!(
-                        "the command wrote more than {} MiB of output; k0sform stopped reading it",
-                        OUTPUT_LIMIT >> 20
-                    ),
-                ));
-            }
-            Err(Stop::Read(e)) => {
-                return Err(other(&self.host, format!("reading output: {e}")));
-            }
-            Err(Stop::Feed(e)) => {
-                return Err(other(&self.host, format!("sending input: {e}")));
+        let stdout = async {
+            match output {
+                Output::Collect => read_capped(stdout, limit).await.map(|b| (b, None)),
+                Output::Into(w) => copy_capped(stdout, limit, w)
+                    .await
+                    .map(|c| (Vec::new(), Some(c))),
             }
         };
+        // The first stream over the limit ends the wait at once: the command may well keep
+        // writing on the other one. It is not waited for (its remote `timeout` still holds).
+        let (_, (stdout, copied), stderr) =
+            match tokio::try_join!(feed, stdout, read_capped(stderr, OUTPUT_LIMIT)) {
+                Ok(all) => all,
+                Err(Stop::Over(limit)) => {
+                    return Err(other(
+                        &self.host,
+                        format!(
+                            "the command wrote more than {} of output; k0sform stopped reading it",
+                            size(limit)
+                        ),
+                    ));
+                }
+                Err(Stop::Write(e)) => {
+                    return Err(other(&self.host, format!("writing its output here: {e}")));
+                }
+                Err(Stop::Read(e)) => {
+                    return Err(other(&self.host, format!("reading output: {e}")));
+                }
+                Err(Stop::Feed(e)) => {
+                    return Err(other(&self.host, format!("sending input: {e}")));
+                }
+            };
         let status = self.exit_status(child).await?;
-        Ok(CommandOutput {
-            status,
-            stdout,
-            stderr,
-        })
+        Ok((
+            CommandOutput {
+                status,
+                stdout,
+                stderr,
+            },
+            copied,
+        ))
     }
 }
 
@@ -361,6 +485,15 @@ fn sudo_denied(host: &HostId, user: &str, out: &CommandOutput) -> Option<Transpo
     })
 }
 
+/// `bytes` in MiB or GiB, as limits are set.
+fn size(bytes: u64) -> String {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
+        format!("{} GiB", bytes >> 30)
+    } else {
+        format!("{} MiB", bytes >> 20)
+    }
+}
+
 /// A short form of a command for error messages.
 fn display_command(argv: &[String]) -> String {
     let s = quote::join(argv);
@@ -393,6 +526,33 @@ mod tests {
             }
             _ => None,
         }
+    }
+
+    /// Issue 28, item 6: a streamed stdout is written and hashed as it comes, and stops at its
+    /// limit with nothing past it written.
+    #[tokio::test]
+    async fn streamed_output_is_hashed_and_capped() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let mut out = Vec::new();
+        let Ok((n, sha)) = copy_capped(Some(data.as_slice()), 200_000, &mut out).await else {
+            panic!("copied");
+        };
+        assert_eq!((n, sha), (200_000, crate::hash::sha256_hex(&data)));
+        assert_eq!(out, data);
+        let mut out = Vec::new();
+        match copy_capped(Some(data.as_slice()), 199_999, &mut out).await {
+            Err(Stop::Over(199_999)) => {}
+            _ => panic!("not stopped at the limit"),
+        }
+        assert!(out.len() < 199_999, "{}", out.len());
+        match read_capped(Some(data.as_slice()), 199_999).await {
+            Err(Stop::Over(199_999)) => {}
+            _ => panic!("not stopped at the limit"),
+        }
+        assert_eq!(
+            read_capped(Some(data.as_slice()), 200_000).await.ok(),
+            Some(data)
+        );
     }
 
     #[test]

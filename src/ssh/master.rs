@@ -403,7 +403,7 @@ impl SshTransport {
         if let Some(b) = &target.bastion {
             o(format!(
                 "ProxyCommand={}",
-                self.proxy_command(host, b, (base, depth + 1, bastions))?
+                self.proxy_command(host, target, b, (base, depth + 1, bastions))?
             ));
         }
 
@@ -441,11 +441,13 @@ impl SshTransport {
         )
     }
 
-    /// `ssh -W [%h]:%p … bastion` as a ProxyCommand, carrying our known_hosts, identity and
-    /// options (ProxyJump would not pass command-line options to the jump connection).
+    /// `ssh -W '[ADDRESS]:PORT' … bastion` as a ProxyCommand to reach `target` through
+    /// `bastion`, carrying our known_hosts, identity and options (ProxyJump would not pass
+    /// command-line options to the jump connection).
     fn proxy_command(
         &self,
         host: &HostId,
+        target: &SshTarget,
         bastion: &SshTarget,
         (base, depth, bastions): (&Path, usize, &[BastionTrust]),
     ) -> Result<String, TransportError> {
@@ -476,14 +478,20 @@ impl SshTransport {
         )?);
         words.push("--".into());
         words.push(bastion.address.clone());
-        // ssh expands %-tokens in ProxyCommand: literal % doubled, except in the -W target.
-        let mut line = quote(&words[0]).replace('%', "%%");
-        line.push_str(" -W '[%h]:%p'");
-        for w in &words[1..] {
-            line.push(' ');
-            line.push_str(&quote(w).replace('%', "%%"));
-        }
-        Ok(line)
+        // The -W target is written out, never `%h`: ssh substitutes `%h` into the line after
+        // our quoting and runs it with $SHELL -c, so an address with a quote in it would run
+        // here (clients before OpenSSH 9.6, CVE-2023-51385, do not refuse such names). The
+        // address was checked (`spec::address_problem`) wherever it came from; quoted all the
+        // same. ssh expands %-tokens in the whole line: every literal % is doubled.
+        // Unlike `%h`, this is the address as written: a `Hostname` from ssh_config or
+        // `options` for the target is not applied behind a bastion.
+        words.insert(1, "-W".into());
+        words.insert(2, format!("[{}]:{}", target.address, target.port));
+        Ok(words
+            .iter()
+            .map(|w| quote(w).replace('%', "%%"))
+            .collect::<Vec<_>>()
+            .join(" "))
     }
 
     /// Close one host's connection (master exits, socket removed).

@@ -6,7 +6,9 @@ use super::exec::Input;
 use super::hostkey::ConnectedHost;
 use super::master::HostConn;
 use crate::hostid::HostId;
-use crate::transport::{CommandOutput, FileAttrs, RemoteCommand, Transport, TransportError};
+use crate::transport::{
+    CommandOutput, FileAttrs, RemoteCommand, Streamed, Transport, TransportError,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
@@ -142,6 +144,15 @@ impl Transport for SshTransport {
             Some(b) => self.run_with(host, &cmd, Input::Bytes(b)).await,
             None => self.run_with(host, &cmd, Input::None).await,
         }
+    }
+
+    async fn run_into(
+        &self,
+        host: &HostId,
+        cmd: RemoteCommand,
+        out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+    ) -> Result<Streamed, TransportError> {
+        self.run_into_writer(host, &cmd, out).await
     }
 
     async fn run_lines(

@@ -58,7 +58,7 @@ pub fn reach(h: &HostState, spec: &Spec) -> Result<Reach, Vec<String>> {
                 ("dataDir", Some(&data_dir)),
                 ("kubeletRootDir", kubelet_root_dir.as_ref()),
             ] {
-                if let Some(e) = v.and_then(|v| crate::spec::remote_path_problem(v)) {
+                if let Some(e) = v.and_then(|v| super::paths::k0s_path_problem(field, v)) {
                     problems.push(format!("access.{field}: {e}"));
                 }
             }
@@ -104,8 +104,8 @@ pub fn reach(h: &HostState, spec: &Spec) -> Result<Reach, Vec<String>> {
     })
 }
 
-/// Drop from a recorded target (and its bastions) every option outside the allow-list, and an
-/// ssh_config file the spec does not use itself. A key or ssh_config file that is not on this
+/// Drop from a recorded target (and its bastions) `openssh`, every option outside the allow-list,
+/// and an ssh_config file the spec does not use itself. A key or ssh_config file that is not on this
 /// machine gives way to the first spec host's (a state written on a laptop, used in CI).
 fn restrict(
     t: &mut SshTarget,
@@ -114,6 +114,15 @@ fn restrict(
     field: &str,
     dropped: &mut Vec<String>,
 ) {
+    // `openSSH:` lets ssh_config decide the port and login (no `-p`/`-l` for k0sctl's defaults)
+    // and took any alias as the address: a state does not get to ask for that.
+    if t.openssh {
+        t.openssh = false;
+        dropped.push(format!(
+            "{field}.openssh is ignored: a state cannot make an address an ssh_config alias; {} is reached as user {} on port {}",
+            t.address, t.user, t.port
+        ));
+    }
     t.options.retain(|k, v| {
         let allowed = STATE_SSH_OPTIONS.iter().any(|a| a.eq_ignore_ascii_case(k));
         if !allowed {

@@ -33,12 +33,21 @@ impl LockHolder {
     }
 }
 
+/// The holder's text fields come from the lock file or a remote lock record, which anyone who can
+/// write there may have filled in: shown escaped (`ui::escape`), so no terminal control in them
+/// reaches the terminal through a lock or `force-unlock` message.
 impl fmt::Display for LockHolder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::ui::escape;
         write!(
             f,
             "pid {} on host {} (user {}), operation \"{}\" since {}, lock ID {}",
-            self.pid, self.host, self.user, self.operation, self.started_at, self.id
+            self.pid,
+            escape(&self.host),
+            escape(&self.user),
+            escape(&self.operation),
+            escape(&self.started_at),
+            escape(&self.id)
         )
     }
 }

@@ -112,30 +112,47 @@ fn open_lock_file(path: &Path) -> Result<File, StateError> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(|source| lock_open_error(path, source))?;
-    check_plain_file(path, &file)?;
+    check_plain_file(path, &file, "open lock file")?;
     // A lock file made by something else (or an older build) may be wider; holder details are
     // nobody else's business. Not our file to change when another user owns it: ignore failure.
     let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
     Ok(file)
 }
 
-fn lock_open_error(path: &Path, source: std::io::Error) -> StateError {
-    let refused = source.raw_os_error() == Some(libc::ELOOP);
+/// `open` of a file k0sform never follows links to (the lock, the state file, its backup) failed:
+/// an `O_NOFOLLOW` refusal says so in words rather than as "Too many levels of symbolic links".
+pub(super) fn no_follow_error(
+    path: &Path,
+    action: &'static str,
+    source: std::io::Error,
+) -> StateError {
+    let source = if source.raw_os_error() == Some(libc::ELOOP) {
+        std::io::Error::other(
+            "it is a symbolic link, which k0sform never follows; remove it or give the real path",
+        )
+    } else {
+        source
+    };
     StateError::Io {
         path: path.to_path_buf(),
-        action: if refused {
-            "open lock file (it is a symbolic link, which k0sform never follows; remove it)"
-        } else {
-            "open lock file"
-        },
+        action,
         source,
     }
 }
 
-fn check_plain_file(path: &Path, file: &File) -> Result<(), StateError> {
+fn lock_open_error(path: &Path, source: std::io::Error) -> StateError {
+    no_follow_error(path, "open lock file", source)
+}
+
+/// Refuse anything but a regular file at `path` (a FIFO, a device, a folder), opened for `action`.
+pub(super) fn check_plain_file(
+    path: &Path,
+    file: &File,
+    action: &'static str,
+) -> Result<(), StateError> {
     let meta = file.metadata().map_err(|source| StateError::Io {
         path: path.to_path_buf(),
-        action: "inspect lock file",
+        action,
         source,
     })?;
     if meta.is_file() {
@@ -143,7 +160,7 @@ fn check_plain_file(path: &Path, file: &File) -> Result<(), StateError> {
     }
     Err(StateError::Io {
         path: path.to_path_buf(),
-        action: "open lock file",
+        action,
         source: std::io::Error::other("not a regular file; remove it"),
     })
 }
@@ -259,7 +276,7 @@ pub(crate) fn force_unlock(path: &Path, id: &str) -> Result<ForceUnlockOutcome, 
         }
         Err(source) => return Err(lock_open_error(path, source)),
     };
-    check_plain_file(path, &file)?;
+    check_plain_file(path, &file, "open lock file")?;
     match file.try_lock() {
         Ok(()) => {
             let stale = read_holder(&mut file);
@@ -294,7 +311,7 @@ pub(crate) fn force_unlock(path: &Path, id: &str) -> Result<ForceUnlockOutcome, 
                             path.display()
                         )
                     } else {
-                        format!(" (pid {} on host {})", h.pid, h.host)
+                        format!(" (pid {} on host {})", h.pid, crate::ui::escape(&h.host))
                     };
                     Err(StateError::LockHeldByLiveProcess {
                         lock_path: path.to_path_buf(),

@@ -8,6 +8,7 @@ mod etcd;
 mod holder;
 mod lock;
 mod model;
+pub mod paths;
 mod store;
 
 pub use error::StateError;

@@ -244,15 +244,7 @@ impl LocalStore {
 
     /// The stored bytes, `None` when there is no state file yet.
     fn read_current(&self) -> Result<Option<Vec<u8>>, StateError> {
-        match std::fs::read(&self.path) {
-            Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(StateError::Io {
-                path: self.path.clone(),
-                action: "read state file",
-                source,
-            }),
-        }
+        read_no_follow(&self.path)
     }
 
     /// Call `observer` at each point of every write (crash tests stop the writer there).
@@ -276,16 +268,8 @@ impl LocalStore {
 
     /// Read and check the file, without touching the store's bookkeeping.
     fn read(&self) -> Result<Option<State>, StateError> {
-        let bytes = match std::fs::read(&self.path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(StateError::Io {
-                    path: self.path.clone(),
-                    action: "read state file",
-                    source,
-                });
-            }
+        let Some(bytes) = self.read_current()? else {
+            return Ok(None);
         };
         let state = parse(&self.path, &bytes)?;
         if let Some(expected) = &self.expected_lineage
@@ -444,6 +428,34 @@ fn is_own_temp_file(file_name: &str, prefix: &str) -> bool {
         })
 }
 
+/// The bytes of a state file (or its backup), `None` when there is none. A symbolic link at the
+/// path is refused, never followed (`O_NOFOLLOW`, as the lock is opened): whoever can write the
+/// state's folder could otherwise make k0sform read another file as its state (and keep it as the
+/// backup of its next write). Anything but a regular file is refused too (a FIFO would block).
+fn read_no_follow(path: &Path) -> Result<Option<Vec<u8>>, StateError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    const ACTION: &str = "read state file";
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(lock::no_follow_error(path, ACTION, source)),
+    };
+    lock::check_plain_file(path, &file, ACTION)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|source| StateError::Io {
+            path: path.to_path_buf(),
+            action: ACTION,
+            source,
+        })?;
+    Ok(Some(bytes))
+}
+
 fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_os_string();
     s.push(suffix);
@@ -512,6 +524,8 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
         return Err(invalid("format_version 0 does not exist".into()));
     }
     let state: State = serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
+    // First, as later messages name hosts by their address.
+    check_addresses(&state).map_err(invalid)?;
     let mut seen = std::collections::BTreeSet::new();
     for h in &state.hosts {
         if !seen.insert((h.address.as_str(), h.port)) {
@@ -571,6 +585,36 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
         }
     }
     Ok(state)
+}
+
+/// Every address a state names is held to the spec's rule (`spec::address_problem`: an IP
+/// address or an RFC 1123 name): a state is anyone's to edit, and its addresses reach ssh's
+/// command line (a removed host is reached at its recorded address, its bastions too), the plan
+/// text and `state` output. The error names the field, e.g. `hosts[2].access.ssh.bastion.address`.
+fn check_addresses(state: &State) -> Result<(), String> {
+    let check = |field: &dyn std::fmt::Display, address: &str| match crate::spec::address_problem(
+        address,
+    ) {
+        Some(problem) => Err(format!("{field}: {problem}")),
+        None => Ok(()),
+    };
+    for (i, h) in state.hosts.iter().enumerate() {
+        check(&format_args!("hosts[{i}].address"), &h.address)?;
+        let mut field = format!("hosts[{i}].access.ssh");
+        let mut hop = h.access.as_ref().map(|a| &a.ssh);
+        while let Some(t) = hop {
+            check(&format_args!("{field}.address"), &t.address)?;
+            field.push_str(".bastion");
+            hop = t.bastion.as_deref();
+        }
+    }
+    for (i, b) in state.bastions.iter().enumerate() {
+        check(&format_args!("bastions[{i}].address"), &b.address)?;
+    }
+    for (i, intent) in state.intents.iter().enumerate() {
+        check(&format_args!("intents[{i}].address"), &intent.address)?;
+    }
+    Ok(())
 }
 
 /// Strings that must never reach the state: k0s join tokens are base64 of a gzipped kubeconfig
@@ -722,22 +766,12 @@ impl StateStore for LocalStore {
     fn load_serial(&mut self, serial: u64) -> Result<State, StateError> {
         let mut kept = Vec::new();
         for p in [self.path.clone(), self.backup_path()] {
-            match std::fs::read(&p) {
-                Ok(b) => {
-                    let s = parse(&p, &b)?;
-                    if s.serial == serial {
-                        return Ok(s);
-                    }
-                    kept.push(s.serial);
+            if let Some(b) = read_no_follow(&p)? {
+                let s = parse(&p, &b)?;
+                if s.serial == serial {
+                    return Ok(s);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => {
-                    return Err(StateError::Io {
-                        path: p,
-                        action: "read state file",
-                        source,
-                    });
-                }
+                kept.push(s.serial);
             }
         }
         kept.sort_unstable();

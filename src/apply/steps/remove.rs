@@ -35,6 +35,18 @@ impl<T: Transport + 'static> K0sRunner<T> {
     ) -> Result<Vec<StateChange>, StepError> {
         let host = &step.host;
         let addr = peer_host(peer_url);
+        // The planner never lets one host's record name another's member (`plan::diff`,
+        // `cluster::member_owner`); checked again here, as `remove_unknown_member` does.
+        if let Some(other) = self
+            .spec
+            .controllers()
+            .find(|h| h.peer_address() == addr && &h.id() != host)
+        {
+            return Err(StepError::Unsafe(format!(
+                "{peer_url} is the peer address of {}, a controller of the spec: refusing to remove its member for {host}",
+                other.id()
+            )));
+        }
         let members = self.member_list(via).await.map_err(StepError::Unsafe)?;
         if !members.values().any(|u| peer_host(u) == addr) {
             ctx.progress(format!(
@@ -243,6 +255,19 @@ impl<T: Transport + 'static> K0sRunner<T> {
         uninstall: bool,
         gate: impl AsyncFnOnce() -> Result<(), StepError>,
     ) -> Result<Vec<StateChange>, StepError> {
+        // A host known only to the state is reset with its recorded paths (`paths`): the plan
+        // refused implausible ones (`state::paths`); checked again before anything runs.
+        if self.spec_host(host).is_none()
+            && let Some(st) = self.known_host(host)
+        {
+            let problems = crate::state::paths::recorded_path_problems(st);
+            if !problems.is_empty() {
+                return Err(StepError::Unsafe(format!(
+                    "{host}: the state records no plausible k0s paths ({}): refusing to reset it with them",
+                    problems.join("; ")
+                )));
+            }
+        }
         let facts = self.probe(host).await?;
         if facts.machine_id.trim() != machine_id.trim() {
             return Err(StepError::Unsafe(format!(

@@ -382,13 +382,7 @@ fn managed_cluster(
         control_nodes.extend(view.control_nodes.iter().cloned());
     }
     for m in members.values_mut() {
-        let owner = hosts.iter().find(|h| {
-            h.peer_keys().contains(&peer_key(&m.peer_url))
-                || (m.member_id.is_some()
-                    && h.state.and_then(|s| s.etcd.as_ref()).map(|e| &e.member_id)
-                        == m.member_id.as_ref())
-        });
-        if let Some(o) = owner {
+        if let Some(o) = member_owner(hosts, m) {
             m.host = Some(o.id.clone());
             m.healthy = healthy.contains(&o.id);
         }
@@ -413,6 +407,45 @@ fn managed_cluster(
                 .is_some_and(|v| v.errors.is_empty())
         }),
     }
+}
+
+/// The host an etcd member belongs to. The spec is trusted and the state is data that can be
+/// wrong (or written by someone else), so what the state records counts last: first a host of
+/// the spec that answers with the member's peer address (`k0s status`), then one whose peer
+/// address it is by the spec, then any other machine answering with it or at its address, and
+/// only then a state record naming its peer URL or member ID. Within each, the first in the
+/// order of `hosts` (sorted by id): a state entry whose address sorts first no longer takes a
+/// live controller's member (which had that controller planned as having left the cluster).
+fn member_owner<'h, 'a>(hosts: &'h [HostCtx<'a>], m: &Member) -> Option<&'h HostCtx<'a>> {
+    let key = peer_key(&m.peer_url);
+    let answers = |h: &&HostCtx| {
+        h.facts()
+            .and_then(|f| f.status.as_ref())
+            .and_then(|s| s.peer_address.as_deref())
+            .is_some_and(|p| peer_key(&super::hosts::peer_url(p)) == key)
+    };
+    // A controller answering at the member's address, k0s running there or not.
+    let at = crate::k0s::peer_url_host(&m.peer_url);
+    let answers_at =
+        |h: &&HostCtx| h.role().is_controller() && h.facts().is_some() && h.id.address == at;
+    let of_spec = |h: &&HostCtx| {
+        h.spec
+            .is_some_and(|s| peer_key(&super::hosts::peer_url(s.peer_address())) == key)
+    };
+    let recorded = |h: &&HostCtx| {
+        h.state.and_then(|s| s.etcd.as_ref()).is_some_and(|e| {
+            peer_key(&e.peer_url) == key
+                || m.member_id
+                    .as_deref()
+                    .is_some_and(|id| same_member_id(id, &e.member_id))
+        })
+    };
+    hosts
+        .iter()
+        .find(|h| h.spec.is_some() && answers(h))
+        .or_else(|| hosts.iter().find(of_spec))
+        .or_else(|| hosts.iter().find(|h| answers(h) || answers_at(h)))
+        .or_else(|| hosts.iter().find(recorded))
 }
 
 /// `destroy` where no controller of the recorded cluster answers (all stopped, or reset by an

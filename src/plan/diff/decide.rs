@@ -182,7 +182,11 @@ impl<'a> Planner<'a> {
         if h.state.is_none() && !f.is_some_and(leftovers) {
             return Ok(None);
         }
+        recorded_paths_check(h)?;
         let member = self.stale_member(h)?;
+        if let Some(f) = f {
+            self.check_not_a_spec_hosts_machine(h, f)?;
+        }
         let reset = match (f, h.state) {
             (Some(f), Some(st)) if f.machine_id == st.machine_id && f.host_key == st.host_key => {
                 Some(st.machine_id.clone())
@@ -414,6 +418,9 @@ impl<'a> Planner<'a> {
             }) else {
                 return Ok(None);
             };
+            if let Some(owner) = m.host.as_ref().filter(|o| **o != h.id) {
+                return Err(self.others_member_refusal(h, rec, m, owner));
+            }
             if let Some(seen) = &m.member_id
                 && !same_member_id(seen, &rec.member_id)
             {
@@ -477,6 +484,142 @@ impl<'a> Planner<'a> {
             healthy: m.healthy,
         }))
     }
+}
+
+impl Planner<'_> {
+    /// A state record names the etcd member of another host (`cluster::member_owner`): a live
+    /// controller of the spec, a machine that answers with its peer address, or another record.
+    /// Removing it would take that host's member out of etcd (two such records: a 3-member
+    /// etcd down to 1). Refused, naming both hosts.
+    fn others_member_refusal(
+        &self,
+        h: &HostCtx,
+        rec: &crate::state::EtcdMemberState,
+        m: &super::cluster::Member,
+        owner: &crate::hostid::HostId,
+    ) -> Refusal {
+        let o = self.host_by_id(owner);
+        let who = match o {
+            Some(o) => format!("{} ({})", o.name(), o.id),
+            None => owner.to_string(),
+        };
+        let key = peer_key(&m.peer_url);
+        let why = match o {
+            Some(o)
+                if o.facts()
+                    .and_then(|f| f.status.as_ref())
+                    .and_then(|s| s.peer_address.as_deref())
+                    .is_some_and(|p| peer_key(&super::hosts::peer_url(p)) == key) =>
+            {
+                format!("{who} answers with that peer address")
+            }
+            Some(o) if o.facts().is_some() && o.spec.is_none() => {
+                format!("{who} answers at that address")
+            }
+            Some(o) if o.spec.is_some() => {
+                format!("it is the peer address of {who}, a host of the spec")
+            }
+            _ => format!("the state records it for {who} too"),
+        };
+        let seen = m.member_id.as_deref().unwrap_or("(no ID shown)");
+        Refusal {
+            kind: RefusalKind::UnknownIdentity,
+            message: format!(
+                "{} ({}): the state records etcd member {} ({}) for it, but member {seen} at {} \
+                 belongs to {who}; refusing to remove another host's etcd member",
+                h.name(),
+                h.id,
+                rec.member_id,
+                rec.peer_url,
+                m.peer_url
+            ),
+            details: vec![
+                format!("{} ({}): {}: {why}", h.name(), h.id, m.peer_url),
+                format!(
+                    "{} ({}): if it is no machine of this cluster, its state record is wrong: \
+                     check it (k0sform state show {}) and forget it (k0sform state rm {})",
+                    h.name(),
+                    h.id,
+                    h.id,
+                    h.id
+                ),
+            ],
+        }
+    }
+}
+
+impl Planner<'_> {
+    /// The machine answering at a leaving host's address is also a host of the spec, at
+    /// another address (same machine-id and host key): a second address of that machine, and
+    /// a state record for it (copied from the spec host's, which the state shows) would reset
+    /// the live host. Refused, naming both. A move (the record follows the machine to its new
+    /// address, `plan::moves`) never gets here: its old address is no host of the plan.
+    fn check_not_a_spec_hosts_machine(&self, h: &HostCtx, f: &HostFacts) -> Result<(), Refusal> {
+        let Some(o) = self.hosts.iter().find(|o| {
+            o.id != h.id
+                && o.in_spec()
+                && o.facts()
+                    .is_some_and(|of| of.machine_id == f.machine_id && of.host_key == f.host_key)
+        }) else {
+            return Ok(());
+        };
+        Err(Refusal {
+            kind: RefusalKind::UnknownIdentity,
+            message: format!(
+                "{} ({}) leaves the spec, but the machine answering there is {} ({}), a host of \
+                 the spec (machine-id {}, host key {}); refusing to reset it",
+                h.name(),
+                h.id,
+                o.name(),
+                o.id,
+                short(&f.machine_id),
+                short_key(&f.host_key)
+            ),
+            details: vec![format!(
+                "{} ({}): if it is a second address of {}, its state record is wrong: forget it \
+                 (k0sform state rm {}); the machine stays as {}",
+                h.name(),
+                h.id,
+                o.id,
+                h.id,
+                o.id
+            )],
+        })
+    }
+}
+
+/// A host known only to the state is reset (and, on destroy, its binary deleted) with the k0s
+/// paths its record names: refused when one of them cannot be k0s's (`state::paths`).
+pub(super) fn recorded_paths_check(h: &HostCtx) -> Result<(), Refusal> {
+    let Some(st) = h.state.filter(|_| h.spec.is_none()) else {
+        return Ok(());
+    };
+    let problems = crate::state::paths::recorded_path_problems(st);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let mut details: Vec<String> = problems
+        .iter()
+        .map(|p| format!("{} ({}): {p}", h.name(), h.id))
+        .collect();
+    details.push(format!(
+        "{} ({}): its state record is wrong: check it (k0sform state show {}), and forget it \
+         (k0sform state rm {}) after resetting the machine by hand if it runs k0s",
+        h.name(),
+        h.id,
+        h.id,
+        h.id
+    ));
+    Err(Refusal {
+        kind: RefusalKind::UnknownIdentity,
+        message: format!(
+            "{} ({}) leaves the cluster, but the k0s paths its state record names are no \
+             plausible k0s paths; refusing to remove it with them",
+            h.name(),
+            h.id
+        ),
+        details,
+    })
 }
 
 pub(super) fn leftovers(f: &HostFacts) -> bool {

@@ -138,6 +138,7 @@ impl Planner<'_> {
                 )],
             )));
         }
+        super::decide::recorded_paths_check(h)?;
         let f = match h.probe {
             None | Some(Probe::Unreachable { .. }) => return Err(unreachable_refusal(h)),
             Some(Probe::K0sNotAnswering { error }) => return Err(not_answering_refusal(h, error)),

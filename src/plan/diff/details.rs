@@ -299,7 +299,10 @@ impl Planner<'_> {
                             ""
                         }
                     ),
-                ))
+                ));
+                if h.spec.is_none() {
+                    out.push(line('!', recorded_paths_text(h.state)));
+                }
             }
             StepKind::RestoreBackup { archive, sha256 } => out.push(line(
                 '+',
@@ -420,6 +423,21 @@ fn files_text(files: &[crate::files::DesiredFile]) -> String {
     format!("files uploaded: {}", list.join(", "))
 }
 
+/// The k0s paths a host known only to the state is reset with: the ones its record names (the
+/// state is data others can write: `state::paths` refused implausible ones), else k0s's
+/// defaults.
+fn recorded_paths_text(st: Option<&crate::state::HostState>) -> String {
+    let (bin, data_dir, kubelet) = crate::state::HostState::k0s_paths(st);
+    // k0s's own default: `<dataDir>/kubelet` (k0s pkg/config/cfgvars.go, NewCfgVars).
+    let kubelet = kubelet.unwrap_or_else(|| format!("{data_dir}/kubelet"));
+    let paths = format!("k0sInstallPath {bin}, dataDir {data_dir}, kubeletRootDir {kubelet}");
+    if st.is_some_and(|s| s.access.is_some()) {
+        format!("k0s paths from its state record: {paths}")
+    } else {
+        format!("k0s paths (none recorded, k0s's defaults): {paths}")
+    }
+}
+
 pub(super) fn identity_text(f: &HostFacts, member_id: Option<&str>) -> String {
     let mut s = format!(
         "recorded in state: machine-id {}, host key {}",
@@ -435,7 +453,7 @@ pub(super) fn identity_text(f: &HostFacts, member_id: Option<&str>) -> String {
     s
 }
 
-fn object_list(objects: &[ObjectKind]) -> String {
+pub(super) fn object_list(objects: &[ObjectKind]) -> String {
     let names: Vec<&str> = objects
         .iter()
         .map(|o| match o {

@@ -115,7 +115,7 @@ pub(super) fn peer_key(url: &str) -> String {
     rest.trim_end_matches('/').to_string()
 }
 
-fn peer_url(addr: &str) -> String {
+pub(super) fn peer_url(addr: &str) -> String {
     if addr.contains(':') {
         format!("https://[{addr}]:2380")
     } else {

@@ -156,9 +156,14 @@ impl Planner<'_> {
             let Some(name) = h.reported_name() else {
                 continue;
             };
+            // A host running k0s by its name is not blamed for a leaving host's record of that
+            // name: that removal refuses to delete the live host's objects, blaming the record
+            // (`objects_of_another_host`).
+            let runs = h.facts().is_some_and(|f| f.is_running());
+            let blamed = |o: &HostCtx| !(runs && !o.in_spec() && !o.excluded);
             let owner = by_name
                 .get(&name)
-                .and_then(|owners| owners.iter().find(|&&o| o != i))
+                .and_then(|owners| owners.iter().find(|&&o| o != i && blamed(&self.hosts[o])))
                 .map(|&o| &self.hosts[o]);
             if let Some(o) = owner {
                 details.push(format!(

@@ -21,7 +21,7 @@ impl Planner<'_> {
         };
         let name = h.name();
         if !self.opts.destroy
-            && let Some(r) = self.node_runs_elsewhere(h)
+            && let Some(r) = self.objects_of_another_host(h)
         {
             return Err(r);
         }
@@ -83,56 +83,140 @@ impl Planner<'_> {
         Ok(())
     }
 
-    /// A removed host whose Node is evidently still in use elsewhere: it reports the address
-    /// of another host of the spec, or the host does not answer while its Node is Ready (a
-    /// kubelet still posts its status). The machine most likely runs at another address (a
-    /// move the plan could not see, e.g. with `-exclude NEW`), and draining and deleting the
-    /// Node would take its pods away.
-    fn node_runs_elsewhere(&self, h: &HostCtx) -> Option<Refusal> {
+    /// A removed host whose objects are evidently another host's: its Node reports the address
+    /// of another host of the spec (or of another machine that answered the probe), an object
+    /// it would delete (Node, EtcdMember, ControlNode) has the name another such host goes by,
+    /// or the host does not answer while its Node is Ready (a kubelet still posts its status).
+    /// Whatever role the state records: a record saying `controller` deletes a Node too. The
+    /// machine most likely runs at another address (a move the plan could not see, e.g. with
+    /// `-exclude NEW`), or the state's record is wrong; draining and deleting would take
+    /// another host's pods, Node or etcd objects away.
+    fn objects_of_another_host(&self, h: &HostCtx) -> Option<Refusal> {
         let name = h.name();
-        if !h.role().has_node() || !self.cluster.nodes.contains_key(&name) {
-            return None;
-        }
+        let has_node = self.cluster.nodes.contains_key(&name);
         let norm = |a: &str| {
             a.parse::<std::net::IpAddr>()
                 .map(|ip| ip.to_string())
                 .unwrap_or_else(|_| a.to_string())
         };
-        let ips = self.cluster.node_ips.get(&name);
-        let elsewhere = self.hosts.iter().find_map(|other| {
-            let s = other.spec.filter(|_| other.id != h.id)?;
-            let ip = [Some(s.ssh.address.as_str()), s.private_address.as_deref()]
+        let ips = self.cluster.node_ips.get(&name).filter(|_| has_node);
+        // The hosts whose objects must stay: those of the spec, and the machines that answered.
+        let others = || {
+            self.hosts
+                .iter()
+                .filter(|o| o.id != h.id && (o.spec.is_some() || o.facts().is_some()))
+        };
+        let who = |other: &HostCtx| match other.name() {
+            n if n == other.id.to_string() || n == other.id.address => n,
+            n => format!("{n} ({})", other.id),
+        };
+        let elsewhere = others().find_map(|other| {
+            let spec_addrs = other
+                .spec
+                .map(|s| [Some(s.ssh.address.as_str()), s.private_address.as_deref()])
+                .unwrap_or_default();
+            let answered = other.facts().map(|_| other.id.address.as_str());
+            let ip = spec_addrs
                 .into_iter()
+                .chain([answered])
                 .flatten()
                 .map(norm)
                 .find(|a| ips.is_some_and(|ips| ips.contains(a)))?;
-            let who = match other.name() {
-                n if n == other.id.to_string() || n == other.id.address => n,
-                n => format!("{n} ({})", other.id),
+            let what = if other.spec.is_some() {
+                "a host of the spec"
+            } else {
+                "a machine that answers there"
             };
-            Some(format!(
-                "its Node \"{name}\" reports the address {ip} of {who}, a host of the spec"
+            Some((
+                format!(
+                    "its Node \"{name}\" reports the address {ip} of {}, {what}",
+                    who(other)
+                ),
+                "that Node",
             ))
         });
+        let named = || {
+            let objects = self.existing_objects(h);
+            let mut wanted: Vec<(ObjectKind, String)> = Vec::new();
+            if has_node {
+                wanted.push((ObjectKind::Node, name.clone()));
+            }
+            if objects.contains(&ObjectKind::EtcdMember) {
+                wanted.push((ObjectKind::EtcdMember, self.etcd_member_object_name(h)));
+            }
+            if objects.contains(&ObjectKind::ControlNode) {
+                wanted.push((ObjectKind::ControlNode, self.control_node_name(h)));
+            }
+            wanted.into_iter().find_map(|(kind, object)| {
+                let (other, what) = others().find_map(|o| {
+                    let what = self.object_owner(o)?;
+                    self.names_of(o).contains(&object).then_some((o, what))
+                })?;
+                Some((
+                    format!(
+                        "the {} \"{object}\" it would delete is named after {}, {what}",
+                        super::details::object_list(&[kind]),
+                        who(other),
+                    ),
+                    "another host's objects",
+                ))
+            })
+        };
         let unanswered = matches!(h.probe, None | Some(Probe::Unreachable { .. }));
-        let why = elsewhere.or_else(|| {
-            (unanswered && self.cluster.ready_nodes.contains(&name)).then(|| {
-                format!(
-                    "it does not answer while its Node \"{name}\" is Ready: a kubelet still posts its status"
+        let (why, what) = elsewhere.or_else(named).or_else(|| {
+            (has_node && unanswered && self.cluster.ready_nodes.contains(&name)).then(|| {
+                (
+                    format!(
+                        "it does not answer while its Node \"{name}\" is Ready: a kubelet still posts its status"
+                    ),
+                    "that Node",
                 )
             })
         })?;
         Some(Refusal {
             kind: RefusalKind::UnknownIdentity,
             message: format!(
-                "{name} ({}) leaves the spec, but {why}; refusing to drain and delete that Node",
+                "{name} ({}) leaves the spec, but {why}; refusing to drain and delete {what}",
                 h.id
             ),
             details: vec![
                 "if the machine moved to another address of the spec, plan without -exclude for it: a move keeps its Node and its record (or `k0sform state mv OLD NEW`)".into(),
                 "if the machine is gone, wait until its Node is NotReady (the node controller marks it after ~40 s) and plan again".into(),
+                format!(
+                    "if {} is no machine of this cluster, its state record is wrong: check it (k0sform state show {}) and forget it (k0sform state rm {})",
+                    h.id, h.id, h.id
+                ),
             ],
         })
+    }
+
+    /// Whether the cluster objects named after host `o` are its own, and why: it runs k0s (a
+    /// machine that answered, in the cluster or not), or it is a host of the spec the state
+    /// records (a member of the cluster, down or excluded now). A host of the spec k0sform
+    /// never recorded and not running yet (a machine replacing one of the same name) owns no
+    /// object yet.
+    fn object_owner(&self, o: &HostCtx) -> Option<&'static str> {
+        if o.facts().is_some_and(|f| f.is_running()) {
+            Some(if o.spec.is_some() {
+                "a host of the spec that runs k0s"
+            } else {
+                "a machine that answered the probe running k0s"
+            })
+        } else if o.spec.is_some() && o.state.is_some() {
+            Some("a recorded host of the spec")
+        } else {
+            None
+        }
+    }
+
+    /// Every name host `o` goes by, lower-cased: its node name, its spec and recorded names,
+    /// the hostname it reports and its etcd member's name.
+    fn names_of(&self, o: &HostCtx) -> Vec<String> {
+        let mut v = vec![o.name().to_lowercase()];
+        v.extend(o.known_names());
+        v.extend(Self::os_hostname(o));
+        v.extend(self.member_name(o));
+        v
     }
 
     /// The cluster objects that still name the host.
