@@ -271,21 +271,21 @@ pub fn mirror() -> Result<Mirror, Failure> {
     Mirror::from_env().map_err(Failure::error)
 }
 
-/// After the probe: choose the k0s version when the spec names none (`pinned` by a saved plan,
-/// else what runs, else a lookup), write it into the spec, and find every release binary the
+/// After the probe: choose the k0s version when the spec names none (what runs, else what the
+/// state records, else a lookup; a saved plan's choice is never taken, only compared), write it
+/// into the spec, and find every release binary the
 /// hosts need with its sha256. Network lookups run here, never in `plan::diff`.
 pub async fn release_sources(
     spec: &mut Spec,
     state: &State,
     reality: &Reality,
     desired: &mut Desired,
-    pinned: Option<&ResolvedVersion>,
 ) -> Result<Option<ResolvedVersion>, Failure> {
     let mirror = mirror()?;
     // curl runs synchronously; let the runtime move its other tasks (SSH masters) elsewhere.
     tokio::task::block_in_place(|| {
-        let resolved = binaries::resolve_version(spec, state, reality, pinned, &mirror)
-            .map_err(Failure::error)?;
+        let resolved =
+            binaries::resolve_version(spec, state, reality, &mirror).map_err(Failure::error)?;
         if let Some(r) = &resolved {
             spec.k0s.version = Some(r.version.clone());
         }
@@ -316,7 +316,7 @@ pub async fn plan_with(
     let resolved = if opts.destroy {
         None
     } else {
-        release_sources(&mut loaded.spec, &state.state, &reality, &mut desired, None).await?
+        release_sources(&mut loaded.spec, &state.state, &reality, &mut desired).await?
     };
     let mut plan = plan::diff(&loaded.spec, &state.state, &reality, &desired, opts)?;
     plan.k0s_version = resolved;
@@ -392,18 +392,12 @@ pub async fn rederive_saved(
     saved
         .verify(&state.sealed_view(), &loaded.sha256, &reality)
         .map_err(SavedPlanFailure::Stale)?;
-    // The version the saved plan chose is the one installed, whatever the index says now.
+    // The version is chosen again, as for a plan: the file's choice must be the same
+    // (`SavedPlan::matches`), it is never taken.
     let resolved = if opts.destroy {
         None
     } else {
-        release_sources(
-            &mut loaded.spec,
-            &state.state,
-            &reality,
-            &mut desired,
-            saved.plan.k0s_version.as_ref(),
-        )
-        .await?
+        release_sources(&mut loaded.spec, &state.state, &reality, &mut desired).await?
     };
     let mut derived = plan::diff(&loaded.spec, &state.state, &reality, &desired, &opts)
         .map_err(|r| SavedPlanFailure::Other(r.into()))?;

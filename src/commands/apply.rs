@@ -12,7 +12,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
 pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
-    engine::with_ssh(|transport| async move { apply(global, args, false, &transport).await })
+    engine::with_ssh(|transport| async move { apply(global, args, &transport).await })
 }
 
 /// `k0sform destroy`: `apply` of a destroy plan, confirmed by typing the cluster's name.
@@ -20,20 +20,24 @@ pub fn destroy(global: &GlobalArgs, args: &DestroyArgs) -> Exit {
     let apply_args = ApplyArgs {
         plan_file: None,
         target: args.target_args(),
+        destroy: true,
         auto_approve: args.auto_approve,
         json: args.json,
         kubeconfig_out: None,
         show_secrets: false,
     };
-    engine::with_ssh(|transport| async move { apply(global, &apply_args, true, &transport).await })
+    engine::with_ssh(|transport| async move { apply(global, &apply_args, &transport).await })
 }
 
 async fn apply(
     global: &GlobalArgs,
     args: &ApplyArgs,
-    destroy: bool,
     transport: &SshTransport,
 ) -> Result<Exit, Failure> {
+    let destroy = args.destroy;
+    if destroy {
+        super::refuse_with_destroy(&args.target)?;
+    }
     if destroy && !args.auto_approve && !global.input {
         return Err(Failure::error(
             "destroy needs confirmation but -input=false forbids asking: review `k0sform plan -destroy` and use -auto-approve",
@@ -62,7 +66,10 @@ async fn apply(
     let mut planned = match &args.plan_file {
         Some(file) => {
             let saved = super::show::read_saved(file)?;
-            let cli = super::plan_options(&args.target)?;
+            let cli = crate::plan::PlanOptions {
+                destroy,
+                ..super::plan_options(&args.target)?
+            };
             let planned = engine::rederive_saved(
                 &saved,
                 loaded,
@@ -80,8 +87,9 @@ async fn apply(
             })?;
             // What runs is what was derived now (equal to the file's plan, or refused above).
             show_plan(args, &planned.plan, color);
-            // A plan file that destroys the cluster is confirmed like `destroy`: a file swapped
-            // or edited into a destroy plan does not run unasked.
+            // A plan file that destroys the cluster is applied only with -destroy (checked when
+            // its options were compared) and confirmed like `destroy`: typing the cluster's name,
+            // unless -auto-approve.
             if planned.plan.destroy && planned.plan.has_changes() && !args.auto_approve {
                 confirm_destroy(global.input, args.json, &planned.plan.cluster_name)?;
             }
