@@ -680,8 +680,29 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
         serde_json::to_string_pretty(&s).unwrap()
     };
     let hex = "ab".repeat(32);
+    // A recorded version may become the one installed: in a download URL, a path on the hosts.
+    let cluster_version = {
+        let mut s = sample_state();
+        s.cluster.as_mut().expect("cluster").k0s_version = Some("v1.33.4+k0s.0/../../x".into());
+        serde_json::to_string_pretty(&s).unwrap()
+    };
+    let host_version = {
+        let mut s = sample_state();
+        s.hosts[1].k0s_version = Some("latest".into());
+        serde_json::to_string_pretty(&s).unwrap()
+    };
 
     let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "cluster-version",
+            cluster_version,
+            "cluster: k0s_version: `v1.33.4+k0s.0/../../x` is not a k0s version",
+        ),
+        (
+            "host-version",
+            host_version,
+            "k0s_version: `latest` is not a k0s version",
+        ),
         ("truncated", good[..good.len() / 2].to_string(), "truncated"),
         ("empty", String::new(), "truncated"),
         ("not-json", "hosts: [oops]\n".into(), "not JSON"),
