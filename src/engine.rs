@@ -245,7 +245,21 @@ pub async fn reality(
                     .collect(),
                 staging: staging.clone(),
             };
-            probe::probe_all(spec, state, transport, &opts).await
+            let plans = probe::plan_probes(spec, state, &opts);
+            // -trust-new-host-keys=false: refused right after the key exchange, before the
+            // probe (or anything) runs on any host.
+            let connected = if plan_opts.refuse_first_contact {
+                let connected = probe::connect_all(transport, &plans, opts.parallelism).await;
+                let keys: Vec<_> = connected
+                    .iter()
+                    .filter_map(|(id, c)| Some((id, c.as_ref().ok()?)))
+                    .collect();
+                crate::plan::refuse_first_contact_keys(spec, state, plan_opts, &keys)?;
+                connected
+            } else {
+                BTreeMap::new()
+            };
+            probe::probe_planned(transport, &plans, connected, opts.parallelism).await
         }
     };
     if let Some(p) = probe_out {
@@ -503,7 +517,7 @@ impl crate::apply::Prober for SshProber {
 /// identity is refused (exit 3). Each candidate is probed once (its host key checked as `plan`
 /// checks it) until one qualifies; with `refuse_first_contact` (`-trust-new-host-keys=false`)
 /// a candidate reached by trusting its key or a bastion's on first contact is refused (exit 3)
-/// before anything else runs on it.
+/// right after the key exchange, before anything runs on it.
 pub async fn healthy_controller<'a>(
     spec: &'a Spec,
     state: &State,
@@ -520,10 +534,21 @@ pub async fn healthy_controller<'a>(
         let Some(p) = probe::find_probe(&probes, &id) else {
             continue;
         };
+        let probed = match probe::connect_host(transport, p).await {
+            Ok(c) => {
+                // Before the probe runs on it (`refuse_first_contacts` below checks again).
+                if refuse_first_contact {
+                    let opts = PlanOptions::default();
+                    crate::plan::refuse_first_contact_keys(spec, state, &opts, &[(&id, &c)])?;
+                }
+                probe::run_probe(transport, p, c).await
+            }
+            Err(probe) => probe,
+        };
         let mut seen = Reality {
             hosts: vec![HostReality {
                 id: id.clone(),
-                probe: probe::probe_host(transport, p).await,
+                probe: probed,
             }],
         };
         if refuse_first_contact {
