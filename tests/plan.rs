@@ -1694,6 +1694,25 @@ fn saved_plan_versions_are_checked_and_chosen_again() {
             "{bad}: {e}"
         );
     }
+    // A step's binary version as well.
+    let mut evil = saved.clone();
+    evil.plan.steps.insert(
+        0,
+        k0sform::plan::Step {
+            id: 0,
+            host: p.steps[0].host.clone(),
+            kind: StepKind::DownloadBinary {
+                url: "https://example.invalid/k0s".into(),
+                sha256: "ab".repeat(32),
+                version: "v1.33.4+k0s.0\u{1b}[2J".into(),
+            },
+            after: vec![],
+        },
+    );
+    evil.seal();
+    let e = SavedPlan::from_json(&evil.to_json()).unwrap_err();
+    assert!(e.to_string().contains("plan.steps[0].kind.version"), "{e}");
+
     let mut derived = p.clone();
     derived.k0s_version = Some(ResolvedVersion {
         version: "v1.33.5+k0s.0".into(),

@@ -253,14 +253,6 @@ impl SavedPlan {
                 flags("-target", &cli.target)
             ));
         }
-        if self.options.no_drain != cli.no_drain {
-            let with = |yes: bool| if yes { "with" } else { "without" };
-            reasons.push(format!(
-                "the plan was made {} -no-drain but apply was run {} it: a plan file cannot switch off drains, repeat the flag on the command line",
-                with(self.options.no_drain),
-                with(cli.no_drain)
-            ));
-        }
         if cli.refresh_only && !self.options.refresh_only {
             reasons
                 .push("apply was given -refresh-only but the plan was made without it".to_string());
@@ -269,6 +261,12 @@ impl SavedPlan {
             reasons.push(r);
         }
         for (flag, saved, given, why) in [
+            (
+                "-no-drain",
+                self.options.no_drain,
+                cli.no_drain,
+                "a plan file cannot switch off drains",
+            ),
             (
                 "-allow-downgrade",
                 self.options.allow_downgrade,
