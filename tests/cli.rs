@@ -289,7 +289,7 @@ fn destroy_with_input_false_fails_instead_of_asking() {
     }
 }
 
-/// `plan -destroy` resets every host: flags that narrow or change what a plan does are refused
+/// `plan -destroy` and `apply -destroy` reset every host: flags that narrow or change what a plan does are refused
 /// before anything is read; `destroy` itself does not take them at all.
 #[test]
 fn destroy_flag_errors() {
@@ -304,20 +304,32 @@ fn destroy_flag_errors() {
             "-restore-from",
         ),
     ] {
-        let o = k0sform()
-            .args(["-c", "testdata/specs/valid/ha.yaml", "-state"])
-            .arg(dir.path().join("s.json"))
-            .args(["plan", "-destroy"])
-            .args(&extra)
-            .output()
-            .expect("runs");
-        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", stderr(&o));
-        assert!(
-            stderr(&o).contains(&format!("-destroy cannot be used with {needle}")),
-            "{}",
-            stderr(&o)
-        );
-        assert!(!dir.path().join("s.json.lock").exists());
+        // `apply -destroy` (with or without a plan file) is refused the same way.
+        for cmd in [
+            &["plan", "-destroy"][..],
+            &["apply", "-destroy"],
+            &["apply", "-destroy", "p.plan"],
+        ] {
+            let o = k0sform()
+                .args(["-c", "testdata/specs/valid/ha.yaml", "-state"])
+                .arg(dir.path().join("s.json"))
+                .args(cmd)
+                .args(&extra)
+                .output()
+                .expect("runs");
+            assert_eq!(
+                o.status.code(),
+                Some(1),
+                "{cmd:?} {extra:?}: {}",
+                stderr(&o)
+            );
+            assert!(
+                stderr(&o).contains(&format!("-destroy cannot be used with {needle}")),
+                "{}",
+                stderr(&o)
+            );
+            assert!(!dir.path().join("s.json.lock").exists());
+        }
     }
     for flag in ["-target", "-refresh-only", "-restore-from", "-out"] {
         let o = k0sform()
