@@ -289,8 +289,8 @@ fn destroy_with_input_false_fails_instead_of_asking() {
     }
 }
 
-/// `plan -destroy` and `apply -destroy` reset every host: flags that narrow or change what a plan does are refused
-/// before anything is read; `destroy` itself does not take them at all.
+/// `plan -destroy` and `apply -destroy` reset every host: flags that narrow or change what a
+/// plan does are refused before anything is read; `destroy` itself does not take them at all.
 #[test]
 fn destroy_flag_errors() {
     let dir = tempfile::tempdir().expect("tmp");
