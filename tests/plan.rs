@@ -1754,6 +1754,70 @@ fn first_contact_is_shown_and_refused_on_request() {
     assert!(p.first_contacts.is_empty());
 }
 
+/// Issue 28, item 10: `-trust-new-host-keys=false` is checked on the keys alone, before the
+/// probe runs (`refuse_first_contact_keys`). On every plan case it is never stricter than the
+/// plan's own review: what it refuses, the plan refuses too; a new host is refused, a host
+/// that moved (it offers the key recorded at its old address) is not.
+#[test]
+fn first_contact_keys_are_refused_before_the_probe_as_the_plan_would() {
+    use k0sform::ssh::{ConnectedBastion, ConnectedHost};
+    let connections = |r: &Reality| -> Vec<(HostId, ConnectedHost)> {
+        r.hosts
+            .iter()
+            .filter_map(|h| {
+                let f = h.probe.facts()?;
+                Some((
+                    h.id.clone(),
+                    ConnectedHost {
+                        fingerprint: f.host_key.clone(),
+                        public_key: f.host_public_key.clone().unwrap_or_default(),
+                        first_contact: true,
+                        bastions: f
+                            .bastions
+                            .iter()
+                            .map(|b| ConnectedBastion {
+                                id: b.bastion.clone(),
+                                fingerprint: b.host_key.clone(),
+                                public_key: b.host_public_key.clone(),
+                                first_contact: true,
+                            })
+                            .collect(),
+                    },
+                ))
+            })
+            .collect()
+    };
+    let early = |i: &Inputs| {
+        let c = connections(&i.reality);
+        let keys: Vec<(&HostId, &ConnectedHost)> = c.iter().map(|(id, c)| (id, c)).collect();
+        plan::refuse_first_contact_keys(&i.spec, &i.state, &i.options, &keys)
+    };
+    for (name, case) in load_cases() {
+        let i = build(&case);
+        let Ok(p) = run(&i) else { continue };
+        if let Err(r) = early(&i) {
+            assert_eq!(r.exit_code(), 3, "{name}");
+            for f in &p.first_contacts {
+                assert!(
+                    r.details.iter().any(|d| d.contains(&f.fingerprint)),
+                    "{name}: {r:?}"
+                );
+            }
+            assert_eq!(r.details.len(), p.first_contacts.len(), "{name}: {r:?}");
+        }
+    }
+    let i = case_inputs("add_worker");
+    let new = run(&i).unwrap().first_contacts[0].clone();
+    let r = early(&i).unwrap_err();
+    assert!(
+        r.details[0].contains(&format!("{}: offers {}", new.host, new.fingerprint)),
+        "{r:?}"
+    );
+    let i = case_inputs("move_worker");
+    assert!(run(&i).unwrap().first_contacts.is_empty());
+    early(&i).expect("a moved host offers its recorded key");
+}
+
 /// Hook lines show values from the environment as the `${NAME}` they came from, in the plan's
 /// steps, text, JSON and saved plan; `-show-secrets` shows them (issue 14, item 7).
 #[test]
