@@ -3354,9 +3354,12 @@ fn destroy_resets_every_host_and_empties_the_state() {
         "{after}"
     );
 
-    // Again: nothing is left to destroy.
+    // Again: nothing is left to destroy (`apply -destroy` is `destroy`).
     let serial = c.state_serial();
     c.run(&["destroy", "-auto-approve"])
+        .expect(0)
+        .contains("No changes");
+    c.run(&["apply", "-destroy", "-auto-approve"])
         .expect(0)
         .contains("No changes");
     assert_eq!(c.state_serial(), serial);
