@@ -27,20 +27,16 @@ fn from_release(h: &HostSpec) -> bool {
 }
 
 /// The version to install when `spec.k0s.version` is empty; None when the spec names one (or
-/// nothing needs a version). `pinned` (from a saved plan) wins; then what the cluster runs;
-/// then, for a new cluster with hosts that get k0s from a release, the version index.
+/// nothing needs a version): what the cluster runs; then what the state records; then, for a
+/// new cluster with hosts that get k0s from a release, the version index.
 pub fn resolve_version(
     spec: &Spec,
     state: &State,
     reality: &Reality,
-    pinned: Option<&ResolvedVersion>,
     mirror: &Mirror,
 ) -> Result<Option<ResolvedVersion>, String> {
     if spec.k0s.version.is_some() {
         return Ok(None);
-    }
-    if let Some(p) = pinned {
-        return Ok(Some(p.clone()));
     }
     // k0sctl takes the leader's running version; controllers first, in spec order.
     let probes = reality.probe_index();

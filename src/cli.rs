@@ -395,6 +395,11 @@ pub struct ApplyArgs {
     pub plan_file: Option<PathBuf>,
     #[command(flatten)]
     pub target: TargetArgs,
+    /// Destroy the cluster: with a plan file, the file is a `plan -destroy` plan (needed to
+    /// apply one); without, as `k0sform destroy`. Asks for the cluster's name unless
+    /// -auto-approve
+    #[arg(long = "destroy")]
+    pub destroy: bool,
     /// Do not ask for confirmation
     #[arg(long = "auto-approve")]
     pub auto_approve: bool,

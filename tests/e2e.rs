@@ -614,6 +614,65 @@ fn bastion_host_key_is_recorded_and_checked() {
         .expect(0);
 }
 
+/// Issue 28, item 10: with `-trust-new-host-keys=false` a host whose key nothing records or
+/// pins is refused (exit 3) right after the key exchange, before any command runs on it: its
+/// sshd starts no session, and the probe does not get to generate /etc/k0s/k0sform-machine-id
+/// on a host without a machine-id. By default the same host is trusted and probed.
+#[test]
+fn first_contact_is_refused_before_any_command_runs() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let names = ["c1", "w1"];
+    for n in names {
+        // No machine-id anywhere: the probe would write one.
+        c.lab.hide(n, &["/var/lib/dbus/machine-id"]);
+        c.lab
+            .exec_ok(n, ": > /etc/machine-id; rm -f /etc/k0s/k0sform-machine-id");
+    }
+    let generated = |n: &str| {
+        c.lab
+            .exec(n, "test -e /etc/k0s/k0sform-machine-id")
+            .status
+            .success()
+    };
+    let sessions = |n: &str| c.lab.sshd_log(n).matches("Starting session").count();
+    let before: Vec<usize> = names.iter().map(|n| sessions(n)).collect();
+    for args in [
+        &["plan", "-trust-new-host-keys=false"][..],
+        &["apply", "-auto-approve", "--trust-new-host-keys", "false"][..],
+    ] {
+        let r = c.run(args);
+        r.expect(3).contains("-trust-new-host-keys=false");
+        for n in names {
+            let h = c.lab.host(n);
+            r.contains(&format!("{}: offers {}", h.address, h.host_key_fingerprint));
+        }
+    }
+    for (n, before) in names.iter().zip(&before) {
+        assert!(
+            c.lab.sshd_log(n).contains("Accepted publickey"),
+            "{n}: {}",
+            c.lab.sshd_log(n)
+        );
+        assert_eq!(
+            sessions(n),
+            *before,
+            "a command ran on {n}:\n{}",
+            c.lab.sshd_log(n)
+        );
+        assert!(!generated(n), "the probe ran on {n}");
+    }
+    assert!(!c.state.exists(), "a refused run wrote the state");
+
+    // Trusted by default: the probe runs (and generates the id the checks above look for).
+    c.run(&["plan"])
+        .expect(0)
+        .contains("first contact: trusting");
+    for (n, before) in names.iter().zip(&before) {
+        assert!(sessions(n) > *before, "{n}: no session");
+        assert!(generated(n), "{n}: no generated machine-id");
+    }
+}
+
 /// `kubeconfig` and `backup` take `-trust-new-host-keys` as `plan` does: with `=false`, a
 /// controller (or its bastion) whose key the state does not record is refused with exit 3,
 /// naming it and the key it offered, and nothing is printed or written; by default it is
@@ -654,6 +713,9 @@ fn kubeconfig_and_backup_refuse_first_contact_on_request() {
     let out = backups.to_str().expect("utf-8");
     let kubeconfig = &["kubeconfig", "-trust-new-host-keys=false"][..];
     let backup = &["backup", "-out", out, "--trust-new-host-keys", "false"][..];
+    // Refused right after the key exchange: no command runs on c1 (issue 28, item 10).
+    let sessions = || c.lab.sshd_log("c1").matches("Starting session").count();
+    let before = sessions();
 
     for args in [kubeconfig, backup] {
         let r = c.run_with_state(&no_host_key, args);
@@ -677,6 +739,12 @@ fn kubeconfig_and_backup_refuse_first_contact_on_request() {
         std::fs::read_dir(&backups).expect("backups").count(),
         0,
         "a refused backup wrote an archive"
+    );
+    assert_eq!(
+        sessions(),
+        before,
+        "a command ran on c1:\n{}",
+        c.lab.sshd_log("c1")
     );
 
     // By default the unrecorded key is trusted on first contact, as before.
@@ -2647,6 +2715,47 @@ fn runs_swapped_in(c: &Cluster, hosts: &[&str], version: &str) {
     }
 }
 
+/// Issue 28, item 4: the k0s version a saved plan chose (the spec names none) is chosen again
+/// at apply, never taken from the file: when the version index moved since the plan, the file
+/// is stale (exit 5) and nothing is installed; planned again, it applies the new version.
+#[test]
+fn saved_plan_version_is_chosen_again_at_apply() {
+    let mut c = Cluster::with(
+        &[("c1", "controller")],
+        LabOptions::default(),
+        SpecOptions {
+            from_release: true,
+            ..SpecOptions::default()
+        },
+    );
+    let mirror = c.lab.start_mirror();
+    for v in ["v1.33.4+k0s.0", "v1.33.5+k0s.0"] {
+        mirror.publish(v, &c.lab.k0s_double_with_version(v));
+    }
+    mirror.set_index("v1.33.4+k0s.0", "v1.33.5+k0s.0");
+    c.use_mirror(&mirror);
+    let file = c.lab.dir().join("version.plan");
+    let file = file.to_str().expect("utf-8");
+    c.run(&["plan", "-out", file])
+        .expect(0)
+        .contains("k0s version v1.33.4+k0s.0 (latest stable release");
+    mirror.set_index("v1.33.5+k0s.0", "v1.33.5+k0s.0");
+    c.run(&["apply", file])
+        .expect(5)
+        .contains("the file installs k0s v1.33.4+k0s.0 (latest stable release")
+        .contains("k0s v1.33.5+k0s.0 (latest stable release")
+        .contains("is chosen now");
+    assert_eq!(
+        mirror.downloads("v1.33.4+k0s.0"),
+        0,
+        "the file's version was installed"
+    );
+    assert!(!c.state.exists(), "a stale plan wrote the state");
+    c.run(&["plan", "-out", file]).expect(0);
+    c.run(&["apply", file]).expect(0).contains("Apply complete");
+    assert_eq!(c.state_json()["cluster"]["k0s_version"], "v1.33.5+k0s.0");
+}
+
 /// k0sctl's default: no k0sBinaryPath, no uploadBinary, no version. The version comes from the
 /// (loopback) version index, each host downloads k0s from the release mirror with its
 /// published sha256; a downgrade is refused; every broken download (checksum, 404, timeout,
@@ -3280,12 +3389,32 @@ fn destroy_resets_every_host_and_empties_the_state() {
         .contains("etcd 3 → 2 members")
         .contains("the last etcd member")
         .contains("Plan: 5 hosts to destroy");
-    // A destroy plan file asks for the cluster's name like `destroy` does.
+    let snaps: Vec<String> = names.iter().map(|n| c.host_snapshot(n)).collect();
+    // A destroy plan file is applied only with -destroy (issue 28, item 4): -auto-approve
+    // alone does not run it.
     c.run(&["apply", file])
-        .expect(1)
-        .contains("destroy needs confirmation");
-    assert_eq!(c.state_serial(), serial);
+        .expect(5)
+        .contains("made with -destroy but apply was run without it");
     c.run(&["apply", "-auto-approve", file])
+        .expect(5)
+        .contains("repeat the flag on the command line");
+    // With -destroy it asks for the cluster's name like `destroy` does.
+    c.run(&["apply", "-destroy", file])
+        .expect(1)
+        .contains("destroy needs confirmation but there is no terminal");
+    c.run(&["-input=false", "apply", "-destroy", file])
+        .expect(1)
+        .contains("-input=false");
+    c.run_on_terminal(&["apply", "-destroy", file], "not-the-name")
+        .expect(1)
+        .contains("the answer is not the cluster's name");
+    assert_eq!(c.state_serial(), serial);
+    assert_eq!(
+        snaps,
+        names.iter().map(|n| c.host_snapshot(n)).collect::<Vec<_>>(),
+        "a refused destroy touched a host"
+    );
+    c.run(&["apply", "-destroy", "-auto-approve", file])
         .expect(0)
         .contains("Apply complete");
 
@@ -3304,9 +3433,12 @@ fn destroy_resets_every_host_and_empties_the_state() {
         "{after}"
     );
 
-    // Again: nothing is left to destroy.
+    // Again: nothing is left to destroy (`apply -destroy` is `destroy`).
     let serial = c.state_serial();
     c.run(&["destroy", "-auto-approve"])
+        .expect(0)
+        .contains("No changes");
+    c.run(&["apply", "-destroy", "-auto-approve"])
         .expect(0)
         .contains("No changes");
     assert_eq!(c.state_serial(), serial);

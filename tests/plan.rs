@@ -1614,6 +1614,137 @@ fn saved_plan_cannot_switch_drains_off() {
     assert!(plain.options_for_apply(&cli).is_err());
 }
 
+/// Issue 28, item 4: `-restore-from` and `-allow-downgrade` in a saved plan (resealed) choose
+/// what runs: `apply FILE` must be given them again, the archive as read from the disk now
+/// (path, sha256, peer address) must be the file's, and what is used is the disk's.
+#[test]
+fn saved_plan_cannot_choose_the_archive_or_a_downgrade() {
+    use k0sform::plan::RestoreArchive;
+    let i = case_inputs("upgrade");
+    let archive = |path: &str, sha: &str, peer: Option<&str>| RestoreArchive {
+        path: path.into(),
+        sha256: sha.into(),
+        peer_address: peer.map(str::to_string),
+    };
+    let with = |r: Option<RestoreArchive>| PlanOptions {
+        restore: r,
+        ..Default::default()
+    };
+    let mut evil = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    evil.options.restore = Some(archive("/b/backup.tar.gz", "11", Some("10.0.0.1")));
+    evil.seal();
+    for (cli, needle) in [
+        (
+            with(None),
+            "made with -restore-from /b/backup.tar.gz but apply was given no -restore-from",
+        ),
+        (
+            with(Some(archive("/c/backup.tar.gz", "11", Some("10.0.0.1")))),
+            "apply was given -restore-from /c/backup.tar.gz",
+        ),
+        (
+            with(Some(archive("/b/backup.tar.gz", "22", Some("10.0.0.1")))),
+            "/b/backup.tar.gz changed since the plan was made",
+        ),
+        (
+            with(Some(archive("/b/backup.tar.gz", "11", None))),
+            "the plan records the etcd peer address 10.0.0.1, the archive has none",
+        ),
+    ] {
+        let e = evil.options_for_apply(&cli).unwrap_err();
+        assert!(e.to_string().contains(needle), "{needle}: {e}");
+    }
+    let disk = archive("/b/backup.tar.gz", "11", Some("10.0.0.1"));
+    let o = evil.options_for_apply(&with(Some(disk.clone()))).unwrap();
+    assert_eq!(o.restore, Some(disk.clone()));
+    let plain = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    assert!(plain.options_for_apply(&with(Some(disk))).is_err());
+
+    let mut evil = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    evil.options.allow_downgrade = true;
+    evil.seal();
+    let e = evil.options_for_apply(&PlanOptions::default()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("made with -allow-downgrade but apply was run without it"),
+        "{e}"
+    );
+    let cli = PlanOptions {
+        allow_downgrade: true,
+        ..Default::default()
+    };
+    assert!(evil.options_for_apply(&cli).unwrap().allow_downgrade);
+    assert!(plain.options_for_apply(&cli).is_err());
+}
+
+/// Issue 28, item 4: the k0s version a saved plan chose (the spec names none) is never taken
+/// from the file: every version it names must be a k0s version when it is read, and the one
+/// chosen again at apply must be the file's.
+#[test]
+fn saved_plan_versions_are_checked_and_chosen_again() {
+    use k0sform::plan::ResolvedVersion;
+    let i = case_inputs("add_worker");
+    let p = run(&i).expect("plan");
+    let mut saved = SavedPlan::new(p.clone(), &i.state, "aaaa", &i.reality);
+    let version = |v: &str| k0sform::version::K0sVersion::parse(v).expect("a k0s version");
+    saved.plan.k0s_version = Some(ResolvedVersion {
+        version: version("v1.33.4+k0s.0"),
+        source: "latest stable release".into(),
+    });
+    saved.seal();
+    let good = saved.to_json();
+    SavedPlan::from_json(&good).expect("a k0s version parses");
+    // Not a version at all: refused as the file is read (K0sVersion's own parser).
+    for bad in [
+        "v1.33.4+k0s.0/../../x",
+        "latest",
+        "v1.33.4 --help",
+        "",
+        "v1.33.4+k0s.0\\u001b[2J",
+    ] {
+        let evil = good.replace("\"v1.33.4+k0s.0\"", &format!("\"{bad}\""));
+        assert_ne!(evil, good);
+        let e = SavedPlan::from_json(&evil).unwrap_err();
+        assert!(e.to_string().contains("is not a k0s version"), "{bad}: {e}");
+    }
+    // A version too old for k0sform, in the plan's choice and in a step: the field is named.
+    let mut evil = saved.clone();
+    evil.plan.k0s_version.as_mut().unwrap().version = version("v0.10.0");
+    evil.seal();
+    let e = SavedPlan::from_json(&evil.to_json()).unwrap_err();
+    assert!(e.to_string().contains("plan.k0s_version.version"), "{e}");
+    let mut evil = saved.clone();
+    evil.plan.steps.insert(
+        0,
+        k0sform::plan::Step {
+            id: 0,
+            host: p.steps[0].host.clone(),
+            kind: StepKind::DownloadBinary {
+                url: "https://example.invalid/k0s".into(),
+                sha256: "ab".repeat(32),
+                version: version("v0.10.0"),
+            },
+            after: vec![],
+        },
+    );
+    evil.seal();
+    let e = SavedPlan::from_json(&evil.to_json()).unwrap_err();
+    assert!(e.to_string().contains("plan.steps[0].kind.version"), "{e}");
+
+    let mut derived = p.clone();
+    derived.k0s_version = Some(ResolvedVersion {
+        version: version("v1.33.5+k0s.0"),
+        source: "latest stable release".into(),
+    });
+    let e = saved.matches(&derived).unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "the file installs k0s v1.33.4+k0s.0 (latest stable release), k0s v1.33.5+k0s.0 (latest stable release) is chosen now"
+        ),
+        "{e}"
+    );
+}
+
 /// First contact is shown per host, and `-trust-new-host-keys=false` refuses it (exit 3) naming
 /// the offered key; a host pinned with ssh.hostKey or recorded in the state is not first contact.
 #[test]
@@ -1639,6 +1770,70 @@ fn first_contact_is_shown_and_refused_on_request() {
     }
     let p = run(&i).expect("pinned host plans");
     assert!(p.first_contacts.is_empty());
+}
+
+/// Issue 28, item 10: `-trust-new-host-keys=false` is checked on the keys alone, before the
+/// probe runs (`refuse_first_contact_keys`). On every plan case it is never stricter than the
+/// plan's own review: what it refuses, the plan refuses too; a new host is refused, a host
+/// that moved (it offers the key recorded at its old address) is not.
+#[test]
+fn first_contact_keys_are_refused_before_the_probe_as_the_plan_would() {
+    use k0sform::ssh::{ConnectedBastion, ConnectedHost};
+    let connections = |r: &Reality| -> Vec<(HostId, ConnectedHost)> {
+        r.hosts
+            .iter()
+            .filter_map(|h| {
+                let f = h.probe.facts()?;
+                Some((
+                    h.id.clone(),
+                    ConnectedHost {
+                        fingerprint: f.host_key.clone(),
+                        public_key: f.host_public_key.clone().unwrap_or_default(),
+                        first_contact: true,
+                        bastions: f
+                            .bastions
+                            .iter()
+                            .map(|b| ConnectedBastion {
+                                id: b.bastion.clone(),
+                                fingerprint: b.host_key.clone(),
+                                public_key: b.host_public_key.clone(),
+                                first_contact: true,
+                            })
+                            .collect(),
+                    },
+                ))
+            })
+            .collect()
+    };
+    let early = |i: &Inputs| {
+        let c = connections(&i.reality);
+        let keys: Vec<(&HostId, &ConnectedHost)> = c.iter().map(|(id, c)| (id, c)).collect();
+        plan::refuse_first_contact_keys(&i.spec, &i.state, &i.options, &keys)
+    };
+    for (name, case) in load_cases() {
+        let i = build(&case);
+        let Ok(p) = run(&i) else { continue };
+        if let Err(r) = early(&i) {
+            assert_eq!(r.exit_code(), 3, "{name}");
+            for f in &p.first_contacts {
+                assert!(
+                    r.details.iter().any(|d| d.contains(&f.fingerprint)),
+                    "{name}: {r:?}"
+                );
+            }
+            assert_eq!(r.details.len(), p.first_contacts.len(), "{name}: {r:?}");
+        }
+    }
+    let i = case_inputs("add_worker");
+    let new = run(&i).unwrap().first_contacts[0].clone();
+    let r = early(&i).unwrap_err();
+    assert!(
+        r.details[0].contains(&format!("{}: offers {}", new.host, new.fingerprint)),
+        "{r:?}"
+    );
+    let i = case_inputs("move_worker");
+    assert!(run(&i).unwrap().first_contacts.is_empty());
+    early(&i).expect("a moved host offers its recorded key");
 }
 
 /// Hook lines show values from the environment as the `${NAME}` they came from, in the plan's
@@ -2644,9 +2839,10 @@ fn ambiguous_or_role_changing_matches_are_not_moves() {
     assert!(warned, "{text}");
 }
 
-/// A saved destroy plan is derived again as a destroy (the mode is recorded in its options), and
-/// equals what was saved; a normal plan whose options are edited into a destroy (resealed) is
-/// not the plan the file shows, so it is refused as stale.
+/// A saved destroy plan is applied only with `-destroy` on the command line (issue 28, item 4),
+/// is then derived again as a destroy and equals what was saved; a normal plan whose options are
+/// edited into a destroy (resealed) is refused without `-destroy`, and with it is not the plan
+/// the file shows; `-destroy` with a normal plan is refused too.
 #[test]
 fn saved_destroy_plans_are_derived_again_as_destroys() {
     let i = case_inputs("destroy");
@@ -2654,9 +2850,19 @@ fn saved_destroy_plans_are_derived_again_as_destroys() {
     assert!(p.destroy);
     let saved = SavedPlan::with_options(p.clone(), &i.state, "aaaa", &i.reality, i.options.clone());
     let back = SavedPlan::from_json(&saved.to_json()).expect("parses");
-    let cli = PlanOptions::default();
+    let plain = PlanOptions::default();
+    let e = back.options_for_apply(&plain).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("made with -destroy but apply was run without it"),
+        "{e}"
+    );
+    let cli = PlanOptions {
+        destroy: true,
+        ..PlanOptions::default()
+    };
     let opts = back.options_for_apply(&cli).expect("options");
-    assert!(opts.destroy, "the destroy mode is not taken from the file");
+    assert!(opts.destroy);
     let derived = plan::diff(&i.spec, &i.state, &i.reality, &i.desired, &opts).expect("plan");
     back.matches(&derived)
         .expect("a saved destroy plan is derived again equal");
@@ -2668,9 +2874,23 @@ fn saved_destroy_plans_are_derived_again_as_destroys() {
     };
     let normal = plan::diff(&i.spec, &i.state, &i.reality, &i.desired, &normal_opts).expect("plan");
     assert!(!normal.destroy);
+    let honest = SavedPlan::with_options(
+        normal.clone(),
+        &i.state,
+        "aaaa",
+        &i.reality,
+        normal_opts.clone(),
+    );
+    let e = honest.options_for_apply(&cli).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("made without -destroy but apply was run with it"),
+        "{e}"
+    );
     let mut evil = SavedPlan::with_options(normal, &i.state, "aaaa", &i.reality, normal_opts);
     evil.options.destroy = true;
     evil.seal();
+    assert!(evil.options_for_apply(&plain).is_err());
     let opts = evil.options_for_apply(&cli).expect("options");
     let derived = plan::diff(&i.spec, &i.state, &i.reality, &i.desired, &opts).expect("plan");
     assert!(

@@ -680,8 +680,31 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
         serde_json::to_string_pretty(&s).unwrap()
     };
     let hex = "ab".repeat(32);
+    // A recorded version may become the one installed: one k0sform cannot run is refused, naming
+    // where it is (a version that is not one at all is the `bad-version` case below).
+    let cluster_version = {
+        let mut s = sample_state();
+        s.cluster.as_mut().expect("cluster").k0s_version =
+            Some(k0sform::version::K0sVersion::parse("v0.10.0").unwrap());
+        serde_json::to_string_pretty(&s).unwrap()
+    };
+    let host_version = {
+        let mut s = sample_state();
+        s.hosts[1].k0s_version = Some(k0sform::version::K0sVersion::parse("v0.9.1").unwrap());
+        serde_json::to_string_pretty(&s).unwrap()
+    };
 
     let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "cluster-version",
+            cluster_version,
+            "cluster: k0s_version: `v0.10.0` is too old",
+        ),
+        (
+            "host-version",
+            host_version,
+            "k0s_version: `v0.9.1` is too old",
+        ),
         ("truncated", good[..good.len() / 2].to_string(), "truncated"),
         ("empty", String::new(), "truncated"),
         ("not-json", "hosts: [oops]\n".into(), "not JSON"),

@@ -39,7 +39,7 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub first_contacts: Vec<FirstContact>,
     /// The k0s version the plan installs where the spec names none, and where it came from;
-    /// `apply FILE` uses it instead of looking the version up again.
+    /// `apply FILE` chooses it again and refuses (exit 5) when that is another one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k0s_version: Option<ResolvedVersion>,
 }

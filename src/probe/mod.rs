@@ -7,9 +7,10 @@ use crate::hostid::HostId;
 use crate::k0s;
 use crate::reality::{HostReality, Probe, Reality};
 use crate::spec::{Spec, SshTarget};
-use crate::ssh::SshTransport;
+use crate::ssh::{ConnectedHost, SshTransport};
 use crate::state::State;
 use crate::transport::{Transport, TransportError};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -197,15 +198,71 @@ pub async fn probe_all(
     opts: &ProbeOptions,
 ) -> Reality {
     let plans = plan_probes(spec, state, opts);
-    let limit = Arc::new(tokio::sync::Semaphore::new(opts.parallelism.max(1)));
+    probe_planned(transport, &plans, BTreeMap::new(), opts.parallelism).await
+}
+
+/// How far a host's connection got: the keys it (and each bastion on the way) was accepted
+/// with, or the probe result that ends there (unreachable, another key than recorded: nothing
+/// ran on the host).
+pub type Connection = Result<ConnectedHost, Probe>;
+
+/// Only the key exchange with each host of `plans`, at most `parallelism` at a time: no command
+/// runs on any host. `-trust-new-host-keys=false` looks at the keys before anything runs
+/// (`plan::refuse_first_contact_keys`); `probe_planned` then goes on from these connections.
+pub async fn connect_all(
+    transport: &SshTransport,
+    plans: &[HostProbe],
+    parallelism: usize,
+) -> BTreeMap<HostId, Connection> {
+    let limit = Arc::new(tokio::sync::Semaphore::new(parallelism.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     for p in plans.iter().cloned() {
         let transport = transport.clone();
         let limit = limit.clone();
         tasks.spawn(async move {
+            let _permit = limit.acquire_owned().await.ok();
+            let c = connect_host(&transport, &p).await;
+            (p.id, c)
+        });
+    }
+    let mut out = BTreeMap::new();
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok((id, c)) => {
+                out.insert(id, c);
+            }
+            // The host is connected again by `probe_planned`.
+            Err(e) => tracing::error!("connect task failed: {e}"),
+        }
+    }
+    out
+}
+
+/// Probe each host of `plans`, going on from its entry in `connected` (`connect_all`) or
+/// connecting first.
+pub async fn probe_planned(
+    transport: &SshTransport,
+    plans: &[HostProbe],
+    mut connected: BTreeMap<HostId, Connection>,
+    parallelism: usize,
+) -> Reality {
+    let limit = Arc::new(tokio::sync::Semaphore::new(parallelism.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for p in plans.iter().cloned() {
+        let transport = transport.clone();
+        let limit = limit.clone();
+        let conn = connected.remove(&p.id);
+        tasks.spawn(async move {
             // The semaphore is never closed, so acquiring only fails if it were.
             let _permit = limit.acquire_owned().await.ok();
-            let probe = probe_host(&transport, &p).await;
+            let conn = match conn {
+                Some(c) => c,
+                None => connect_host(&transport, &p).await,
+            };
+            let probe = match conn {
+                Ok(c) => run_probe(&transport, &p, c).await,
+                Err(probe) => probe,
+            };
             HostReality { id: p.id, probe }
         });
     }
@@ -219,7 +276,7 @@ pub async fn probe_all(
     // A task that panicked still leaves its host in the result, as unreachable.
     let probed: std::collections::BTreeSet<HostId> =
         reality.hosts.iter().map(|h| h.id.clone()).collect();
-    for p in &plans {
+    for p in plans {
         if !probed.contains(&p.id) {
             reality.hosts.push(HostReality {
                 id: p.id.clone(),
@@ -235,8 +292,16 @@ pub async fn probe_all(
 
 /// One host: connect (host key checked), run the batched probe, parse.
 pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
+    match connect_host(transport, p).await {
+        Ok(c) => run_probe(transport, p, c).await,
+        Err(probe) => probe,
+    }
+}
+
+/// One host's key exchange (host key, bastions' and pins checked); nothing runs on it.
+pub async fn connect_host(transport: &SshTransport, p: &HostProbe) -> Connection {
     if let Some(why) = &p.refused {
-        return Probe::Unreachable { error: why.clone() };
+        return Err(Probe::Unreachable { error: why.clone() });
     }
     let connected = match transport
         .connect(
@@ -252,11 +317,11 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
         Err(TransportError::HostKeyChanged {
             expected, offered, ..
         }) => {
-            return Probe::HostKeyChanged {
+            return Err(Probe::HostKeyChanged {
                 expected,
                 offered,
                 bastion: None,
-            };
+            });
         }
         Err(TransportError::BastionKeyChanged {
             bastion,
@@ -264,16 +329,16 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
             offered,
             ..
         }) => {
-            return Probe::HostKeyChanged {
+            return Err(Probe::HostKeyChanged {
                 expected,
                 offered,
                 bastion: Some(bastion),
-            };
+            });
         }
         Err(e) => {
-            return Probe::Unreachable {
+            return Err(Probe::Unreachable {
                 error: e.to_string(),
-            };
+            });
         }
     };
     // A state with a fingerprint but no key text (older state): the key was trusted on first use
@@ -284,12 +349,17 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
         && rec != &connected.fingerprint
     {
         transport.close(&p.id).await;
-        return Probe::HostKeyChanged {
+        return Err(Probe::HostKeyChanged {
             expected: rec.clone(),
             offered: connected.fingerprint,
             bastion: None,
-        };
+        });
     }
+    Ok(connected)
+}
+
+/// The batched probe on a connected host, parsed.
+pub async fn run_probe(transport: &SshTransport, p: &HostProbe, connected: ConnectedHost) -> Probe {
     let k0s::ProbeCommand { command, reader } = k0s::probe(
         &p.bin,
         &p.data_dir,
