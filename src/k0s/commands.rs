@@ -49,15 +49,19 @@ pub fn remove_staged_config(staged: &str) -> RemoteCommand {
 /// The shell function that finds upload staging files, shared by the probe (which reports
 /// them) and `settle_leftovers` (which removes them) so both see the same files:
 /// `each_leftover DEST CMD` runs `CMD FILE` for each staging file beside `DEST`:
-/// `DEST.k0sform-XXXXXX` (uploads, `mktemp`), `DEST.k0sform-tmp` (older versions) and
-/// `DEST.k0sform-new` (a staged k0s.yaml or binary) and `DEST.k0sform-new.part` (a download on
-/// the host that was cut off: `release::download_on_host`, up to a whole k0s binary). A link
-/// there is one (it is removed, never followed); a folder is not.
+/// `DEST.k0sform-XXXXXX` (an upload's private folder, `mktemp -d`, root's and 0700; older
+/// versions made a file there), `DEST.k0sform-tmp` (older versions) and `DEST.k0sform-new` (a
+/// staged k0s.yaml or binary) and `DEST.k0sform-new.part` (a download on the host that was cut
+/// off: `release::download_on_host`, up to a whole k0s binary). A link there is one (it is
+/// removed, never followed); any other folder is not.
 macro_rules! each_leftover_sh {
     () => {
         r#"each_leftover() {
   for _f in "$1".k0sform-?????? "$1".k0sform-tmp "$1".k0sform-new "$1".k0sform-new.part; do
-    [ -d "$_f" ] && [ ! -L "$_f" ] && continue
+    if [ -d "$_f" ] && [ ! -L "$_f" ]; then
+      case $_f in "$1".k0sform-??????) ;; *) continue ;; esac
+      [ -n "$(find "$_f" -maxdepth 0 -type d -user 0 -perm 700)" ] || continue
+    fi
     if [ -e "$_f" ] || [ -L "$_f" ]; then "$2" "$_f"; fi
   done
 }
@@ -79,7 +83,7 @@ pub fn settle_leftovers(
 ) -> RemoteCommand {
     let script = concat!(
         each_leftover_sh!(),
-        r#"removed() { rm -f -- "$1" && printf '%s\n' "$1"; }
+        r#"removed() { rm -rf -- "$1" && printf '%s\n' "$1"; }
 tok=$1 ph=$2
 shift 2
 if [ -n "$ph" ] && [ -f "$tok" ] && [ ! -L "$tok" ] && [ -s "$tok" ] && [ "$(cat -- "$tok")" != "$ph" ]; then

@@ -993,6 +993,22 @@ mod tests {
         std::fs::write(p("k0s.yaml.k0sform-Ab12Cd"), "").unwrap();
         // A download on the host that was cut off.
         std::fs::write(p("dl.k0sform-new.part"), "").unwrap();
+        // An upload's private folder (root's, 0700) with its file is a leftover; a folder of
+        // another mode at such a name is not this program's.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir(p("dl.k0sform-Pq12Rs")).unwrap();
+        std::fs::write(p("dl.k0sform-Pq12Rs/f"), "half").unwrap();
+        std::fs::set_permissions(
+            p("dl.k0sform-Pq12Rs"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .unwrap();
+        std::fs::create_dir(p("clean.k0sform-Ab12Cd")).unwrap();
+        std::fs::set_permissions(
+            p("clean.k0sform-Ab12Cd"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
 
         let files = vec![p("app.conf"), p("gone")];
         let probe_now = || {
@@ -1018,11 +1034,14 @@ mod tests {
             p("k0s.k0sform-new"),
             p("k0s.yaml.k0sform-Ab12Cd"),
             p("dl.k0sform-new.part"),
+            p("dl.k0sform-Pq12Rs"),
         ];
         want.sort();
         assert_eq!(removed, want);
         assert_eq!(std::fs::read_to_string(p("victim")).unwrap(), "keep\n");
         assert!(std::path::Path::new(&p("clean.k0sform-new")).is_dir());
+        assert!(std::path::Path::new(&p("clean.k0sform-Ab12Cd")).is_dir());
+        assert!(!std::path::Path::new(&p("dl.k0sform-Pq12Rs")).exists());
         assert!(std::path::Path::new(&p("odd dir.k0sform-1234567")).exists());
         assert_eq!(probe_now().staging_leftovers, Vec::<String>::new());
     }
