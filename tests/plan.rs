@@ -2346,7 +2346,7 @@ fn k0s_not_answering_is_refused_as_such() {
 
 /// Issue 14, item 7: secret values of k0s.yaml (helm repository passwords, a kine DSN) reach
 /// neither the plan text, `-json` nor a saved plan; a changed secret still shows as a changed
-/// line with another short hash. `-show-secrets` (PlanOptions::show_secrets) shows them, and is
+/// line (`(secret, changed: old value)` / `… new value)`). `-show-secrets` (PlanOptions::show_secrets) shows them, and is
 /// never saved.
 #[test]
 fn secrets_in_the_config_diff_are_redacted_unless_asked_for() {
@@ -2379,10 +2379,21 @@ fn secrets_in_the_config_diff_are_redacted_unless_asked_for() {
         for secret in ["n3w-s3cret", "0ld-s3cret"] {
             assert!(!out.contains(secret), "{what} shows {secret}:\n{out}");
         }
-        assert!(out.contains("password: (secret, sha256 "), "{what}:\n{out}");
+        assert!(
+            out.contains("password: (secret, changed: "),
+            "{what}:\n{out}"
+        );
+        // No hash of a secret, not even a short one (issue 28, item 8).
+        for secret in ["n3w-s3cret", "0ld-s3cret"] {
+            let sum = k0sform::hash::sha256_hex(secret);
+            assert!(
+                !out.contains(&sum[..8]),
+                "{what} shows {secret}'s hash:\n{out}"
+            );
+        }
     }
     let text = render::text(&p, false);
-    // c01's diff: the old secret's line removed, the new one's added, with other hashes.
+    // c01's diff: the old secret's line removed, the new one's added.
     let c01 = &text[text.find("(on c01)").expect("c01's diff")..];
     let secret_line = |sign: char| {
         c01.lines()
