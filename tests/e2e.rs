@@ -3030,6 +3030,17 @@ fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
     plan_changes_nothing(&c, &[])
         .expect(0)
         .contains("No changes.");
+    // Issue 28, item 11: a drop-in of the administrator's (no install writes or removes it)
+    // with an `Environment=` line is not the service environment k0sform manages: no change.
+    c.lab.exec_ok(
+        "w1",
+        "mkdir -p /etc/systemd/system/k0sworker.service.d && \
+         printf '[Service]\\nEnvironment=GODEBUG=x509sha1=1\\n' \
+         > /etc/systemd/system/k0sworker.service.d/10-admin.conf",
+    );
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("No changes.");
 }
 
 /// Issue 16: a move with nothing else to do (no privateAddress, so no `--node-ip`) is a state

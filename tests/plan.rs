@@ -2471,6 +2471,30 @@ fn a_host_reporting_another_hosts_name_is_refused() {
     run(&i).expect("plan");
 }
 
+/// Issue 28, item 11: a new host reporting the name of a Node no host owns is refused
+/// (`add_worker_node_name_taken`); the spec's `hostname:` for it says the name is meant, and a
+/// host already running k0s (adopted) keeps its own Node.
+#[test]
+fn a_new_host_may_take_an_unowned_nodes_name_only_by_its_spec_hostname() {
+    let mut i = case_inputs("add_worker_node_name_taken");
+    let w = HostId::new("10.0.1.2", 22);
+    let err = run(&i).expect_err("refused");
+    assert!(
+        refusal_text(&err).contains("the name of a Node of the cluster no host"),
+        "{}",
+        refusal_text(&err)
+    );
+    for h in i.spec.hosts.iter_mut().filter(|h| h.id() == w) {
+        h.hostname = Some("w99".into());
+    }
+    let p = run(&i).expect("planned with hostname: w99");
+    assert!(p.changes.iter().any(|c| c.host == w), "{:#?}", p.changes);
+    // Another name: nothing to refuse.
+    let mut i = case_inputs("add_worker_node_name_taken");
+    facts_mut(&mut i.reality, &w).expect("probed").hostname = "w02".into();
+    run(&i).expect("plan");
+}
+
 /// Issue 14 (low): only controllers' views count in split-brain detection; a worker reporting
 /// another cluster (a hostile or confused host) is no second cluster.
 #[test]

@@ -143,6 +143,19 @@ pub fn install(
     RemoteCommand::new(argv).timeout(SERVICE)
 }
 
+/// The file name of k0sctl's drop-in (`k0sctl_env_dropin`), shared with the probe's script:
+/// the probe reads the service's environment from exactly the files `install_service` manages
+/// (the unit `k0s install` writes, and this drop-in it removes). Any other drop-in is the
+/// administrator's: `k0s install` never writes one (pkg/install/systemd_linux.go puts
+/// `Environment=` lines in the unit only) and no install removes it, so counting it made the
+/// plan show an environment change forever.
+macro_rules! k0sctl_env_dropin_name {
+    () => {
+        "env.conf"
+    };
+}
+pub(crate) use k0sctl_env_dropin_name;
+
 /// The systemd drop-in k0sctl writes a host's `environment` to (rig v2
 /// initsystem/systemd.go `ServiceEnvironmentPath`: `/etc/systemd/system/<unit>.service.d/env.conf`).
 /// k0sform gives the service its environment with `k0s install -e`; a drop-in left by k0sctl
@@ -153,7 +166,10 @@ pub fn k0sctl_env_dropin(kind: ServiceKind) -> String {
         ServiceKind::Controller => "k0scontroller",
         ServiceKind::Worker => "k0sworker",
     };
-    format!("/etc/systemd/system/{unit}.service.d/env.conf")
+    format!(
+        "/etc/systemd/system/{unit}.service.d/{}",
+        k0sctl_env_dropin_name!()
+    )
 }
 
 /// `k0s install …` (`install`), in one session with what goes right before it: with
