@@ -2471,6 +2471,31 @@ fn a_host_reporting_another_hosts_name_is_refused() {
     run(&i).expect("plan");
 }
 
+/// Issue 28, item 8: a download URL with credentials (a mirror's token) is shown without them.
+#[test]
+fn download_urls_are_shown_without_their_credentials() {
+    let mut i = case_inputs("add_worker");
+    let w02 = HostId::new("10.0.1.2", 22);
+    let h = i
+        .desired
+        .hosts
+        .iter_mut()
+        .find(|h| h.host == w02)
+        .expect("w02 desired");
+    let sha256 = h.local_binary.take().expect("a local binary").sha256;
+    h.host_download = Some(k0sform::plan::HostDownload {
+        url: "https://ci:t0ken@mirror.example/k0s/v1.33.4%2Bk0s.0/k0s-v1.33.4+k0s.0-amd64".into(),
+        sha256,
+        version: "v1.33.4+k0s.0".into(),
+    });
+    let text = render::text(&run(&i).expect("plan"), false);
+    assert!(
+        text.contains("downloaded by the host from https://(secret)@mirror.example/k0s/"),
+        "{text}"
+    );
+    assert!(!text.contains("t0ken"), "{text}");
+}
+
 /// Issue 28, item 11: a new host reporting the name of a Node no host owns is refused
 /// (`add_worker_node_name_taken`); the spec's `hostname:` for it says the name is meant, and a
 /// host already running k0s (adopted) keeps its own Node.

@@ -123,7 +123,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
             why.join("; ")
         };
         Err(failed(format!(
-            "{host}: downloading k0s {version} failed, nothing on the host was changed: {why}"
+            "{host}: downloading k0s {version} failed, nothing on the host was changed: {}",
+            k0s::redact::hide_url_credentials(&why)
         )))
     }
 
