@@ -3043,6 +3043,43 @@ fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
         .contains("No changes.");
 }
 
+/// Issue 28, item 8: `plan -probe-out` keeps no k0s.yaml secret (nor its sha256), says so in
+/// the file and on stderr; the plan's diff shows the secret as changed without its value or a
+/// hash of it, and the URL's credentials likewise. The lab's plain-http mirror is warned about.
+#[test]
+fn probe_out_redacts_the_config_secrets_and_says_so() {
+    let c = Cluster::new(&[("c1", "controller")]);
+    bootstrap(&c);
+    c.lab.exec_ok(
+        "c1",
+        "printf 'x-notes:\\n  password: s3cr3t-pw\\n  mirror: https://ci:t0ken@charts.example/x\\n' >> /etc/k0s/k0s.yaml",
+    );
+    let out = c.lab.dir().join("probe.json");
+    let r = c.run(&["plan", "-probe-out", out.to_str().unwrap()]);
+    r.expect(0)
+        .contains("password: (secret, changed: old value)")
+        .contains("https://(secret, changed: old value)@charts.example/x")
+        .contains("saved with its secrets redacted");
+    let cfg = c.lab.exec_ok("c1", "cat /etc/k0s/k0s.yaml");
+    let file = std::fs::read_to_string(&out).unwrap();
+    for secret in [
+        "s3cr3t-pw".to_string(),
+        "t0ken".to_string(),
+        k0sform::hash::sha256_hex(&cfg),
+        k0sform::hash::sha256_hex("s3cr3t-pw")[..8].to_string(),
+    ] {
+        assert!(!file.contains(&secret), "{secret} in\n{file}");
+        assert!(!r.text().contains(&secret), "{secret} in\n{}", r.text());
+    }
+    assert!(file.contains("\"redacted\""), "{file}");
+    // The lab's mirror is plain http.
+    r.contains("Warning: K0SFORM_K0S_DOWNLOAD_URL is plain http");
+    // The file plans again (offline).
+    c.run(&["plan", "-probe-in", out.to_str().unwrap()])
+        .expect(0)
+        .contains("password: (secret");
+}
+
 /// Issue 16: a move with nothing else to do (no privateAddress, so no `--node-ip`) is a state
 /// update only: planned, saved and applied from the file; then a second re-address is recorded
 /// by `apply -refresh-only`. k0s never restarts on the host.
