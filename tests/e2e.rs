@@ -1443,6 +1443,10 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     facts(
         "printf 'H4sIleftover\\n' > /etc/k0s/k0stoken && touch /srv/app/app.conf.k0sform-tmp /srv/app/app.conf.k0sform-Ab12Cd /usr/local/bin/k0s.k0sform-Xy34Zw && ln -s /etc/hostname /srv/app/inline.txt.k0sform-Qw56Er && cat /etc/hostname > /root/hostname.before",
     );
+    // An upload's private folder (root's, 0700) with its half-written file (issue 28, item 7).
+    facts(
+        "mkdir -m 700 /usr/local/bin/k0s.k0sform-Pq12Rs && echo half > /usr/local/bin/k0s.k0sform-Pq12Rs/f",
+    );
     let mut st = c.state_json();
     st["intents"] = serde_json::json!([{
         "step": "join_worker w1", "address": c.lab.address("w1"), "port": 22,
@@ -1453,7 +1457,8 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     facts("grep -q H4sIleftover /etc/k0s/k0stoken && test -e /srv/app/app.conf.k0sform-tmp");
     c.apply()
         .contains("cleaned up /etc/k0s/k0stoken, left by an earlier run")
-        .contains("cleaned up /srv/app/app.conf.k0sform-tmp, left by an earlier run");
+        .contains("cleaned up /srv/app/app.conf.k0sform-tmp, left by an earlier run")
+        .contains("cleaned up /usr/local/bin/k0s.k0sform-Pq12Rs, left by an earlier run");
     assert_eq!(
         facts(
             "test -s /etc/k0s/k0stoken && ! grep -q H4sIleftover /etc/k0s/k0stoken && ls -A /srv/app /usr/local/bin | grep -c k0sform- ; cmp /etc/hostname /root/hostname.before && echo same"
