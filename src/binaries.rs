@@ -71,6 +71,8 @@ pub fn resolve_version(
             release::VERSION_URL_ENV
         )
     })?;
+    // Messages and the plan name the URL without its credentials, if it has any.
+    let url = crate::k0s::redact::hide_url_credentials(&url);
     let version = release::parse_version_index(&text)
         .map_err(|e| format!("looking up the k0s version at {url}: {e}"))?;
     Ok(Some(ResolvedVersion {
@@ -136,7 +138,10 @@ pub fn release_binaries(
                 }
                 let asset = release::asset_name(version, &arch);
                 release::checksum_for(&sums[&sums_url], &asset).ok_or_else(|| {
-                    format!("{id}: {sums_url} lists no sha256 for {asset}; set k0sDownloadSha256 on the host")
+                    format!(
+                        "{id}: {} lists no sha256 for {asset}; set k0sDownloadSha256 on the host",
+                        crate::k0s::redact::hide_url_credentials(&sums_url)
+                    )
                 })?
             }
         };

@@ -330,8 +330,7 @@ pub struct PlanArgs {
     #[arg(long = "probe-in", value_name = "FILE")]
     pub probe_in: Option<PathBuf>,
     /// -show-secrets: show secret values (passwords, tokens, DSNs) in the k0s.yaml diff instead
-    /// of `(secret, sha256 …)`; never with a saved plan, which holds no secrets (k0sctl's
-    /// --no-redact)
+    /// of `(secret)`; never with a saved plan, which holds no secrets (k0sctl's --no-redact)
     #[arg(long = "show-secrets", alias = "no-redact")]
     pub show_secrets: bool,
     /// Plan the destruction of the cluster (what `destroy` would do): every host reset, the
@@ -410,8 +409,7 @@ pub struct ApplyArgs {
     #[arg(long = "kubeconfig-out", value_name = "FILE")]
     pub kubeconfig_out: Option<PathBuf>,
     /// -show-secrets: show secret values (passwords, tokens, DSNs) in the k0s.yaml diff instead
-    /// of `(secret, sha256 …)`; never with a saved plan, which holds no secrets (k0sctl's
-    /// --no-redact)
+    /// of `(secret)`; never with a saved plan, which holds no secrets (k0sctl's --no-redact)
     #[arg(long = "show-secrets", alias = "no-redact")]
     pub show_secrets: bool,
     #[command(flatten)]

@@ -270,7 +270,18 @@ pub async fn reality(
         }
     };
     if let Some(p) = probe_out {
-        probe::save(&reality, p).map_err(|e| Failure::error(e.to_string()))?;
+        let redacted = probe::save(&reality, p).map_err(|e| Failure::error(e.to_string()))?;
+        if !redacted.is_empty() {
+            let hosts: Vec<String> = redacted.iter().map(|h| h.to_string()).collect();
+            eprintln!(
+                "{}",
+                crate::ui::escape_lines(&format!(
+                    "Note: {}: the k0s.yaml of {} is saved with its secrets redacted (its \"redacted\" field says so)",
+                    p.display(),
+                    hosts.join(", ")
+                ))
+            );
+        }
     }
     Ok(reality)
 }
@@ -288,8 +299,16 @@ pub struct Planned {
 }
 
 /// The release endpoints (`K0SFORM_K0S_DOWNLOAD_URL`, `K0SFORM_K0S_VERSION_URL`).
+/// A plain-http base is warned about, once per run.
 pub fn mirror() -> Result<Mirror, Failure> {
-    Mirror::from_env().map_err(Failure::error)
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let m = Mirror::from_env().map_err(Failure::error)?;
+    WARNED.call_once(|| {
+        for w in m.warnings() {
+            eprintln!("{}", crate::ui::escape_lines(&w));
+        }
+    });
+    Ok(m)
 }
 
 /// After the probe: choose the k0s version when the spec names none (what runs, else what the

@@ -84,6 +84,10 @@ pub struct FileAttrs {
     pub user: Option<String>,
     /// `chown` group (name or number); None keeps the user's (or root's) group.
     pub group: Option<String>,
+    /// The sha256 (hex) the caller planned for the content: the host checks the bytes it got
+    /// against this one, not against a hash taken at upload time, before anything is moved
+    /// into place. None: the hash of the local bytes as they are read.
+    pub sha256: Option<String>,
 }
 
 impl FileAttrs {
@@ -93,6 +97,21 @@ impl FileAttrs {
             mode,
             user: None,
             group: None,
+            sha256: None,
+        }
+    }
+    /// Only content with this sha256 may be put in place (`sha256`).
+    pub fn expecting(mut self, sha256: impl Into<String>) -> Self {
+        self.sha256 = Some(sha256.into());
+        self
+    }
+    /// Err(the message) when `got`, the sha256 of the bytes at hand, is not the one expected.
+    pub fn check(&self, got: &str) -> Result<(), String> {
+        match &self.sha256 {
+            Some(want) if want != got => Err(format!(
+                "the content has sha256 {got}, the plan expected {want} (it changed since planning)"
+            )),
+            _ => Ok(()),
         }
     }
     pub fn owned_by(mut self, user: Option<String>, group: Option<String>) -> Self {
@@ -294,6 +313,10 @@ pub trait Transport: Send + Sync {
                     message: format!("reading {}: {e}", local.display()),
                 })?;
             let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&data));
+            attrs.check(&sha).map_err(|message| TransportError::Other {
+                host: host.clone(),
+                message: format!("{remote}: {message}"),
+            })?;
             self.write_file(host, remote, data, attrs).await?;
             Ok(sha)
         }

@@ -2619,6 +2619,30 @@ fn upgrade_replaces_the_binary_and_restarts() {
     assert_eq!(r.intent_counts(), vec![1, 0]);
 }
 
+/// A local k0s binary that changed since planning is refused before anything reaches the
+/// staging path (the planned sha256 is checked before the move, not after).
+#[test]
+fn an_upload_of_a_binary_changed_since_planning_writes_nothing() {
+    let (fake, spec, state, w1, o, binary) = worker_to_upgrade();
+    std::fs::write(binary.path(), b"k0s replaced").unwrap();
+    let plan = one_step(
+        &w1,
+        StepKind::UploadBinary {
+            sha256: k0sform::hash::sha256_hex(b"k0s v1.34.1"),
+            version: Some(k0sform::version::K0sVersion::parse("v1.34.1+k0s.0").unwrap()),
+        },
+    );
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    let e = r.result.expect_err("refused");
+    assert!(format!("{e:?}").contains("the plan expected"), "{e:?}");
+    assert!(
+        !fake.world().hosts[&w1]
+            .files
+            .contains_key("/usr/local/bin/k0s.k0sform-new"),
+        "nothing staged"
+    );
+}
+
 #[test]
 fn bootstrap_refused_when_the_state_names_a_cluster() {
     let fake = Fake::default();

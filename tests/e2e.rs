@@ -1588,6 +1588,10 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     facts(
         "printf 'H4sIleftover\\n' > /etc/k0s/k0stoken && touch /srv/app/app.conf.k0sform-tmp /srv/app/app.conf.k0sform-Ab12Cd /usr/local/bin/k0s.k0sform-Xy34Zw && ln -s /etc/hostname /srv/app/inline.txt.k0sform-Qw56Er && cat /etc/hostname > /root/hostname.before",
     );
+    // An upload's private folder (root's, 0700) with its half-written file (issue 28, item 7).
+    facts(
+        "mkdir -m 700 /usr/local/bin/k0s.k0sform-Pq12Rs && echo half > /usr/local/bin/k0s.k0sform-Pq12Rs/f",
+    );
     let mut st = c.state_json();
     st["intents"] = serde_json::json!([{
         "step": "join_worker w1", "address": c.lab.address("w1"), "port": 22,
@@ -1598,7 +1602,8 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     facts("grep -q H4sIleftover /etc/k0s/k0stoken && test -e /srv/app/app.conf.k0sform-tmp");
     c.apply()
         .contains("cleaned up /etc/k0s/k0stoken, left by an earlier run")
-        .contains("cleaned up /srv/app/app.conf.k0sform-tmp, left by an earlier run");
+        .contains("cleaned up /srv/app/app.conf.k0sform-tmp, left by an earlier run")
+        .contains("cleaned up /usr/local/bin/k0s.k0sform-Pq12Rs, left by an earlier run");
     assert_eq!(
         facts(
             "test -s /etc/k0s/k0stoken && ! grep -q H4sIleftover /etc/k0s/k0stoken && ls -A /srv/app /usr/local/bin | grep -c k0sform- ; cmp /etc/hostname /root/hostname.before && echo same"
@@ -3218,6 +3223,54 @@ fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
     plan_changes_nothing(&c, &[])
         .expect(0)
         .contains("No changes.");
+    // Issue 28, item 11: a drop-in of the administrator's (no install writes or removes it)
+    // with an `Environment=` line is not the service environment k0sform manages: no change.
+    c.lab.exec_ok(
+        "w1",
+        "mkdir -p /etc/systemd/system/k0sworker.service.d && \
+         printf '[Service]\\nEnvironment=GODEBUG=x509sha1=1\\n' \
+         > /etc/systemd/system/k0sworker.service.d/10-admin.conf",
+    );
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("No changes.");
+}
+
+/// Issue 28, item 8: `plan -probe-out` keeps no k0s.yaml secret (nor its sha256), says so in
+/// the file and on stderr; the plan's diff shows the secret as changed without its value or a
+/// hash of it, and the URL's credentials likewise. The lab's plain-http mirror is warned about.
+#[test]
+fn probe_out_redacts_the_config_secrets_and_says_so() {
+    let c = Cluster::new(&[("c1", "controller")]);
+    bootstrap(&c);
+    c.lab.exec_ok(
+        "c1",
+        "printf 'x-notes:\\n  password: s3cr3t-pw\\n  mirror: https://ci:t0ken@charts.example/x\\n' >> /etc/k0s/k0s.yaml",
+    );
+    let out = c.lab.dir().join("probe.json");
+    let r = c.run(&["plan", "-probe-out", out.to_str().unwrap()]);
+    r.expect(0)
+        .contains("password: (secret, changed: old value)")
+        .contains("https://(secret, changed: old value)@charts.example/x")
+        .contains("saved with its secrets redacted");
+    let cfg = c.lab.exec_ok("c1", "cat /etc/k0s/k0s.yaml");
+    let file = std::fs::read_to_string(&out).unwrap();
+    for secret in [
+        "s3cr3t-pw".to_string(),
+        "t0ken".to_string(),
+        k0sform::hash::sha256_hex(&cfg),
+        k0sform::hash::sha256_hex("s3cr3t-pw")[..8].to_string(),
+    ] {
+        assert!(!file.contains(&secret), "{secret} in\n{file}");
+        assert!(!r.text().contains(&secret), "{secret} in\n{}", r.text());
+    }
+    assert!(file.contains("\"redacted\""), "{file}");
+    // The lab's mirror is plain http.
+    r.contains("Warning: K0SFORM_K0S_DOWNLOAD_URL is plain http");
+    // The file plans again (offline).
+    c.run(&["plan", "-probe-in", out.to_str().unwrap()])
+        .expect(0)
+        .contains("password: (secret");
 }
 
 /// Issue 16: a move with nothing else to do (no privateAddress, so no `--node-ip`) is a state

@@ -2549,7 +2549,7 @@ fn k0s_not_answering_is_refused_as_such() {
 
 /// Issue 14, item 7: secret values of k0s.yaml (helm repository passwords, a kine DSN) reach
 /// neither the plan text, `-json` nor a saved plan; a changed secret still shows as a changed
-/// line with another short hash. `-show-secrets` (PlanOptions::show_secrets) shows them, and is
+/// line (`(secret, changed: old value)` / `… new value)`). `-show-secrets` (PlanOptions::show_secrets) shows them, and is
 /// never saved.
 #[test]
 fn secrets_in_the_config_diff_are_redacted_unless_asked_for() {
@@ -2582,10 +2582,21 @@ fn secrets_in_the_config_diff_are_redacted_unless_asked_for() {
         for secret in ["n3w-s3cret", "0ld-s3cret"] {
             assert!(!out.contains(secret), "{what} shows {secret}:\n{out}");
         }
-        assert!(out.contains("password: (secret, sha256 "), "{what}:\n{out}");
+        assert!(
+            out.contains("password: (secret, changed: "),
+            "{what}:\n{out}"
+        );
+        // No hash of a secret, not even a short one (issue 28, item 8).
+        for secret in ["n3w-s3cret", "0ld-s3cret"] {
+            let sum = k0sform::hash::sha256_hex(secret);
+            assert!(
+                !out.contains(&sum[..8]),
+                "{what} shows {secret}'s hash:\n{out}"
+            );
+        }
     }
     let text = render::text(&p, false);
-    // c01's diff: the old secret's line removed, the new one's added, with other hashes.
+    // c01's diff: the old secret's line removed, the new one's added.
     let c01 = &text[text.find("(on c01)").expect("c01's diff")..];
     let secret_line = |sign: char| {
         c01.lines()
@@ -2660,6 +2671,55 @@ fn a_host_reporting_another_hosts_name_is_refused() {
     facts_mut(&mut i.reality, &w01)
         .expect("w01 probed")
         .hostname = "w01".into();
+    run(&i).expect("plan");
+}
+
+/// Issue 28, item 8: a download URL with credentials (a mirror's token) is shown without them.
+#[test]
+fn download_urls_are_shown_without_their_credentials() {
+    let mut i = case_inputs("add_worker");
+    let w02 = HostId::new("10.0.1.2", 22);
+    let h = i
+        .desired
+        .hosts
+        .iter_mut()
+        .find(|h| h.host == w02)
+        .expect("w02 desired");
+    let sha256 = h.local_binary.take().expect("a local binary").sha256;
+    h.host_download = Some(k0sform::plan::HostDownload {
+        url: "https://ci:t0ken@mirror.example/k0s/v1.33.4%2Bk0s.0/k0s-v1.33.4+k0s.0-amd64".into(),
+        sha256,
+        version: k0sform::version::K0sVersion::parse("v1.33.4+k0s.0").unwrap(),
+    });
+    let text = render::text(&run(&i).expect("plan"), false);
+    assert!(
+        text.contains("downloaded by the host from https://(secret)@mirror.example/k0s/"),
+        "{text}"
+    );
+    assert!(!text.contains("t0ken"), "{text}");
+}
+
+/// Issue 28, item 11: a new host reporting the name of a Node no host owns is refused
+/// (`add_worker_node_name_taken`); the spec's `hostname:` for it says the name is meant, and a
+/// host already running k0s (adopted) keeps its own Node.
+#[test]
+fn a_new_host_may_take_an_unowned_nodes_name_only_by_its_spec_hostname() {
+    let mut i = case_inputs("add_worker_node_name_taken");
+    let w = HostId::new("10.0.1.2", 22);
+    let err = run(&i).expect_err("refused");
+    assert!(
+        refusal_text(&err).contains("the name of a Node of the cluster no host"),
+        "{}",
+        refusal_text(&err)
+    );
+    for h in i.spec.hosts.iter_mut().filter(|h| h.id() == w) {
+        h.hostname = Some("w99".into());
+    }
+    let p = run(&i).expect("planned with hostname: w99");
+    assert!(p.changes.iter().any(|c| c.host == w), "{:#?}", p.changes);
+    // Another name: nothing to refuse.
+    let mut i = case_inputs("add_worker_node_name_taken");
+    facts_mut(&mut i.reality, &w).expect("probed").hostname = "w02".into();
     run(&i).expect("plan");
 }
 

@@ -223,7 +223,7 @@ pub struct ConfigContext<'a> {
 /// as k0sctl does (parse both, ignore comments and key order; k0sctl `phase/configure_k0s.go`
 /// re-marshals both and compares the bytes) and with k0s's defaults taken as absent. None when
 /// they mean the same; else a unified diff of the two in [`normal_form`], secret values shown
-/// as `(secret, sha256 …)` unless `show_secrets` (`super::redact`).
+/// as `(secret)` (`(secret, changed: …)` where they differ) unless `show_secrets` (`super::redact`).
 pub fn config_difference(
     have: Option<&str>,
     want: &Value,

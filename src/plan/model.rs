@@ -493,7 +493,7 @@ pub struct PlanOptions {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub destroy: bool,
     /// `-show-secrets`: the k0s.yaml diff shows secret values (kine DSN passwords, tokens)
-    /// instead of `(secret, sha256 …)`. Never saved: a saved plan holds no secrets, and its plan
+    /// instead of `(secret)`. Never saved: a saved plan holds no secrets, and its plan
     /// is derived again without them.
     #[serde(skip)]
     #[schemars(skip)]

@@ -429,19 +429,44 @@ pub enum RealityFileError {
     },
 }
 
-/// Write `reality` as pretty JSON (hosts sorted), atomically (temp file + rename).
-pub fn save(reality: &Reality, path: &Path) -> Result<(), RealityFileError> {
+/// What a probe file whose k0s.yaml texts were redacted says so with (its `redacted` field).
+pub const REDACTED_NOTE: &str = "secret values in the hosts' k0s.yaml (passwords, tokens, DSNs, URL credentials) are replaced by (secret) and its sha256 is left out: a plan from this file shows them as changed";
+
+/// Write `reality` as pretty JSON (hosts sorted), atomically (temp file + rename). The hosts'
+/// k0s.yaml texts are written with their secrets redacted (`k0s::redact`) and without their
+/// sha256 (of the real text: a dictionary away from a weak password); the file then says so
+/// in its `redacted` field. Returns the hosts whose k0s.yaml was redacted.
+pub fn save(reality: &Reality, path: &Path) -> Result<Vec<HostId>, RealityFileError> {
     let io = |source| RealityFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let json_err = |source| RealityFileError::Json {
         path: path.to_path_buf(),
         source,
     };
     let mut sorted = reality.clone();
     sorted.sort();
-    let mut text =
-        serde_json::to_string_pretty(&sorted).map_err(|source| RealityFileError::Json {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let mut redacted = Vec::new();
+    for h in &mut sorted.hosts {
+        if let Probe::Reached(f) = &mut h.probe
+            && let Some(text) = &f.config_text
+        {
+            let r = crate::k0s::redact::redact(text);
+            if &r != text {
+                f.config_text = Some(r);
+                f.config_sha256 = None;
+                redacted.push(h.id.clone());
+            }
+        }
+    }
+    let mut value = serde_json::to_value(&sorted).map_err(json_err)?;
+    if !redacted.is_empty()
+        && let Some(o) = value.as_object_mut()
+    {
+        o.insert("redacted".into(), REDACTED_NOTE.into());
+    }
+    let mut text = serde_json::to_string_pretty(&value).map_err(json_err)?;
     text.push('\n');
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -450,7 +475,7 @@ pub fn save(reality: &Reality, path: &Path) -> Result<(), RealityFileError> {
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
     std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    Ok(redacted)
 }
 
 /// Read a `Reality` written by `save` (or by hand, for tests and bug reports).
@@ -646,6 +671,46 @@ mod tests {
         assert!(!plan_probes(&spec2, &state, &ProbeOptions::default())[0].accept_changed);
     }
 
+    /// `-probe-out` files keep no k0s.yaml secrets (nor the sha256 of the real text), and say
+    /// so; they still load.
+    #[test]
+    fn probe_files_redact_the_config_secrets_and_say_so() {
+        let config = "spec:\n  storage:\n    kine:\n      dataSource: mysql://k0s:hunter2@db:3306/k0s\n  extensions:\n    helm:\n      repositories:\n      - url: https://ci:t0ken@charts.example\n";
+        let facts = HostFacts {
+            machine_id: "3d12a0b1c2d3e4f5a6b7c8d9e0f1a2b3".into(),
+            hostname: "c0".into(),
+            host_key: "SHA256:x".into(),
+            config_sha256: Some(crate::hash::sha256_hex(config)),
+            config_text: Some(config.into()),
+            ..Default::default()
+        };
+        let id = HostId::new("127.0.0.1", 22);
+        let reality = Reality {
+            hosts: vec![HostReality {
+                id: id.clone(),
+                probe: Probe::Reached(Box::new(facts)),
+            }],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reality.json");
+        assert_eq!(save(&reality, &path).unwrap(), vec![id.clone()]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        for secret in ["hunter2", "t0ken", &crate::hash::sha256_hex(config)] {
+            assert!(!text.contains(secret), "{secret} in\n{text}");
+        }
+        assert!(text.contains(REDACTED_NOTE), "{text}");
+        let back = load(&path).unwrap();
+        let f = back.facts(&id).unwrap();
+        assert_eq!(f.config_sha256, None);
+        assert!(
+            f.config_text
+                .as_deref()
+                .unwrap()
+                .contains("dataSource: (secret)\n"),
+            "{f:?}"
+        );
+    }
+
     #[test]
     fn reality_round_trips_through_a_file() {
         let facts = HostFacts {
@@ -689,7 +754,7 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("reality.json");
-        save(&reality, &path).unwrap();
+        assert_eq!(save(&reality, &path).unwrap(), Vec::<HostId>::new());
         let back = load(&path).unwrap();
         let mut sorted = reality.clone();
         sorted.sort();

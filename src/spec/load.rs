@@ -140,6 +140,11 @@ pub fn load_with(paths: &[PathBuf], opts: &LoadOptions) -> Result<Loaded, Diagno
         parse_file(&display_name(file), &text, expanding, &mut docs, &mut diags);
     }
     let result = assemble(&files, docs, opts, &mut diags);
+    // Diagnostics show values from the environment as written (`${VAR}`), as plans do.
+    let shown = crate::spec::model::shown_values(used.borrow().clone());
+    for d in &mut diags {
+        d.message = crate::spec::model::shown_with(&shown, &d.message);
+    }
     let mut all = Diagnostics(diags);
     all.sort();
     match result {
@@ -589,6 +594,26 @@ mod tests {
         assert_eq!(hooks, ["spec.hosts[0].hooks.connect"], "{:?}", l.warnings);
         assert_eq!(l.spec.hosts[0].hooks["reset"]["before"], ["date"]);
         assert_eq!(l.spec.hosts[0].hooks["backup"]["before"], ["sync"]);
+    }
+
+    /// A diagnostic about a value from the environment shows the `${VAR}` it came from, not
+    /// the value (issue 28, item 8).
+    #[test]
+    fn diagnostics_show_environment_values_as_written() {
+        let env = |k: &str| (k == "ROLE").then(|| "s3cret-role".to_string());
+        let yaml = "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - {role: \"${ROLE}\", ssh: {address: 10.0.0.1}}\n";
+        let diags = load_with(
+            &[PathBuf::from("-")],
+            &LoadOptions {
+                env: &env,
+                stdin: Some(yaml),
+            },
+        )
+        .expect_err("not a role");
+        let text: Vec<String> = diags.0.iter().map(|d| d.to_string()).collect();
+        assert!(!text.is_empty());
+        assert!(text.iter().all(|t| !t.contains("s3cret-role")), "{text:?}");
+        assert!(text.iter().any(|t| t.contains("${ROLE}")), "{text:?}");
     }
 
     #[test]

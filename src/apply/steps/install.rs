@@ -124,7 +124,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
             why.join("; ")
         };
         Err(failed(format!(
-            "{host}: downloading k0s {version} failed, nothing on the host was changed: {why}"
+            "{host}: downloading k0s {version} failed, nothing on the host was changed: {}",
+            k0s::redact::hide_url_credentials(&why)
         )))
     }
 
@@ -169,12 +170,15 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .staged_binaries
             .lock()
             .is_ok_and(|s| !s.contains_key(&id));
-        let got = self
-            .upload_local(&id, &local, &staged, &FileAttrs::mode(0o755), fresh)
-            .await?;
-        if let Ok(mut s) = self.staged_binaries.lock() {
-            s.insert(id.clone(), got.clone());
+        // The host checks the planned sha256 before the binary is moved to the staging path: a
+        // file changed since planning never gets there.
+        let mut attrs = FileAttrs::mode(0o755);
+        if let Some(want) = sha256.filter(|s| !s.is_empty()) {
+            attrs = attrs.expecting(want);
         }
+        let got = self
+            .upload_local(&id, &local, &staged, &attrs, fresh)
+            .await?;
         if let Some(want) = sha256
             && !want.is_empty()
             && got != want
@@ -183,6 +187,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 "{id}: the uploaded k0s binary has sha256 {got}, the plan expected {want} ({} changed since planning)",
                 local.display()
             )));
+        }
+        // Recorded as staged only once the check passed.
+        if let Ok(mut s) = self.staged_binaries.lock() {
+            s.insert(id.clone(), got);
         }
         Ok(())
     }

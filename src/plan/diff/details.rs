@@ -46,7 +46,8 @@ impl Install {
                     version,
                 } => {
                     i.binary = Some(format!(
-                        "k0s {version} downloaded by the host from {url} (sha256 {})",
+                        "k0s {version} downloaded by the host from {} (sha256 {})",
+                        crate::k0s::redact::hide_url_credentials(url),
                         short(sha256)
                     ));
                 }
@@ -138,7 +139,10 @@ impl Planner<'_> {
             && b.ends_with(')')
         {
             b.pop();
-            b.push_str(&format!(", downloaded locally from {u})"));
+            b.push_str(&format!(
+                ", downloaded locally from {})",
+                crate::k0s::redact::hide_url_credentials(u)
+            ));
         }
         let mut out = Vec::new();
         for s in own {
