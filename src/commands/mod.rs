@@ -198,7 +198,7 @@ fn init_logging(verbose: u8, log: Option<crate::runlog::Writer>) {
     let filter = EnvFilter::try_from_env("K0SFORM_LOG").unwrap_or_else(|_| EnvFilter::new(level));
     let stderr = fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(crate::ui::stderr_is_tty() && std::env::var_os("NO_COLOR").is_none())
+        .with_ansi(crate::ui::stderr_color())
         .without_time()
         .with_filter(filter);
     // Only k0sform's own events: a library's debug output (TLS, HTTP/2 frames of the state etcd)

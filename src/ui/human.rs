@@ -17,12 +17,7 @@ pub struct HumanSink<W: Write + Send> {
     want_bar: bool,
 }
 
-const GREEN: &str = "\x1b[32m";
-const RED: &str = "\x1b[31m";
-const YELLOW: &str = "\x1b[33m";
-const DIM: &str = "\x1b[2m";
-const BOLD: &str = "\x1b[1m";
-const RESET: &str = "\x1b[0m";
+use super::ansi::{BOLD, DIM, GREEN, RED, RESET, YELLOW};
 
 impl<W: Write + Send> HumanSink<W> {
     /// `color`: see `ui::use_color`; `progress_bar`: see `ui::stderr_is_tty`.
