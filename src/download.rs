@@ -9,7 +9,6 @@
 //! (`HTTPS_PROXY`, `NO_PROXY`). Where curl itself is missing the error says so.
 
 use crate::version::K0sVersion;
-use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -168,7 +167,7 @@ pub fn ensure_cached(
         b.enable_steady_tick(Duration::from_millis(200));
         b
     });
-    let mut hasher = Sha256::new();
+    let mut hasher = crate::hash::Hasher::default();
     let copied = (|| -> std::io::Result<()> {
         let mut out = child
             .stdout
@@ -201,7 +200,7 @@ pub fn ensure_cached(
         return Err(curl_failure(url, status.code(), &stderr, timeout));
     }
     copied.map_err(|e| format!("cannot write {}: {e}", tmp.path().display()))?;
-    let got = hex::encode(hasher.finalize());
+    let got = hasher.hex();
     if got != sha256 {
         return Err(format!(
             "checksum mismatch: {url} has sha256 {got}, expected {sha256}"

@@ -1301,8 +1301,7 @@ esac
             )
         );
         {
-            use sha2::Digest;
-            let want = hex::encode(sha2::Sha256::digest(std::fs::read(&cfg).unwrap()));
+            let want = crate::hash::sha256_hex(std::fs::read(&cfg).unwrap());
             assert_eq!(f.config_sha256.as_deref(), Some(want.as_str()));
         }
         let st = f.status.as_ref().unwrap();

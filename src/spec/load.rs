@@ -12,7 +12,6 @@ use crate::spec::node::{Node, NodeKind};
 use crate::spec::raw::{self, RawCluster, RawHost};
 use crate::spec::resolve::{self, Env, Sink};
 use crate::spec::validate;
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 pub const CLUSTER_API_VERSION: &str = "k0sctl.k0sproject.io/v1beta1";
@@ -153,7 +152,7 @@ pub fn load_with(paths: &[PathBuf], opts: &LoadOptions) -> Result<Loaded, Diagno
             let canonical = serde_json::to_vec(&spec).unwrap_or_default();
             Ok(Loaded {
                 spec,
-                sha256: hex::encode(Sha256::digest(&canonical)),
+                sha256: crate::hash::sha256_hex(&canonical),
                 warnings: all.0,
                 files,
             })

@@ -6,7 +6,6 @@ use super::exec::Input;
 use super::session::{SshTransport, other};
 use crate::hostid::HostId;
 use crate::transport::{FileAttrs, RemoteCommand, TransportError};
-use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
@@ -182,7 +181,7 @@ impl SshTransport {
         data: Vec<u8>,
         attrs: &FileAttrs,
     ) -> Result<(), TransportError> {
-        let sha256 = hex::encode(Sha256::digest(&data));
+        let sha256 = crate::hash::sha256_hex(&data);
         attrs
             .check(&sha256)
             .map_err(|e| other(host, format!("{path}: {e}")))?;
@@ -198,7 +197,7 @@ impl SshTransport {
 
 async fn local_sha256(path: &Path) -> std::io::Result<(String, u64)> {
     let mut f = tokio::fs::File::open(path).await?;
-    let mut h = Sha256::new();
+    let mut h = crate::hash::Hasher::default();
     let mut buf = vec![0u8; 1 << 16];
     let mut size = 0u64;
     loop {
@@ -209,7 +208,7 @@ async fn local_sha256(path: &Path) -> std::io::Result<(String, u64)> {
         size += n as u64;
         h.update(&buf[..n]);
     }
-    Ok((hex::encode(h.finalize()), size))
+    Ok((h.hex(), size))
 }
 
 #[cfg(test)]
@@ -255,7 +254,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let dst = d.path().join("app.conf");
         std::fs::write(&dst, "old\n").unwrap();
-        let planned = hex::encode(Sha256::digest(b"planned\n"));
+        let planned = crate::hash::sha256_hex(b"planned\n");
 
         let out = run(PUT, &dst, &planned, b"replaced\n");
         assert_eq!(out.status.code(), Some(3), "{out:?}");
