@@ -27,6 +27,7 @@ pub mod state;
 pub mod transport;
 pub mod ui;
 pub mod version;
+pub mod yaml;
 
 use std::ffi::OsString;
 

@@ -4,6 +4,7 @@
 
 use crate::cli::InitArgs;
 use crate::exit::Exit;
+use crate::yaml::scalar;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read};
 
@@ -181,25 +182,6 @@ spec:
     adminPort: 8133
 ";
 
-/// A YAML scalar: plain when that reads back as the same string, else double-quoted (a JSON
-/// string is valid YAML).
-fn scalar(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-/~+".contains(c))
-        && s.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '/' || c == '.' || c == '~')
-        && s.parse::<f64>().is_err()
-        && !matches!(
-            s.to_ascii_lowercase().as_str(),
-            "true" | "false" | "yes" | "no" | "on" | "off" | "null" | "y" | "n" | "~"
-        );
-    if plain {
-        s.to_string()
-    } else {
-        serde_json::Value::String(s.to_string()).to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,7 +230,7 @@ mod tests {
     #[test]
     fn scalars_quote_what_yaml_would_misread() {
         assert_eq!(scalar("10.0.0.1"), "10.0.0.1");
-        assert_eq!(scalar("~/.ssh/id_ed25519"), "~/.ssh/id_ed25519");
+        assert_eq!(scalar("/home/u/.ssh/id_ed25519"), "/home/u/.ssh/id_ed25519");
         assert_eq!(scalar("1000"), "\"1000\"");
         assert_eq!(scalar("yes"), "\"yes\"");
         assert_eq!(scalar("a: b"), "\"a: b\"");

@@ -5,7 +5,6 @@
 use super::install_flags::{self, FlagUse};
 use crate::spec::{HostSpec, Role, Spec};
 use serde_json::{Map, Value};
-use std::fmt::Write as _;
 
 /// Where a joining host's token is written (0600) just before `k0s install`.
 pub const TOKEN_FILE: &str = "/etc/k0s/k0stoken";
@@ -202,9 +201,7 @@ fn ipv6_node_local_lb(spec_obj: &Map<String, Value>) -> bool {
 
 /// The k0s.yaml text to write on `host` ([`config_value`] as YAML). Deterministic.
 pub fn config_yaml(spec: &Spec, host: &HostSpec) -> String {
-    let mut out = String::new();
-    write_yaml(&mut out, &config_value(spec, host), 0);
-    out
+    crate::yaml::to_yaml(&config_value(spec, host))
 }
 
 /// What the comparison of a controller's k0s.yaml needs besides the two texts.
@@ -451,9 +448,7 @@ fn sorted(v: &Value) -> Value {
 
 /// A normal form as YAML text (for diffs).
 pub fn render(v: &Value) -> String {
-    let mut out = String::new();
-    write_yaml(&mut out, v, 0);
-    out
+    crate::yaml::to_yaml(v)
 }
 
 /// The `k0s install` flags for `host` as k0sctl builds them (k0sctl
@@ -619,110 +614,6 @@ fn object_entry<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<Str
         Value::Object(o) => o,
         // Just made an object above.
         _ => unreachable!("slot was replaced by an object"),
-    }
-}
-
-/// `v` as block-style YAML (`write_yaml`).
-pub fn to_yaml(v: &Value) -> String {
-    let mut out = String::new();
-    write_yaml(&mut out, v, 0);
-    out
-}
-
-/// A small, infallible YAML emitter for JSON values: block style, strings double-quoted only when
-/// plain style would change their meaning. Our own so the bytes (and so the sha256) never depend
-/// on a serializer's version.
-fn write_yaml(out: &mut String, v: &Value, indent: usize) {
-    match v {
-        Value::Object(m) if !m.is_empty() => {
-            for (k, val) in m {
-                pad(out, indent);
-                out.push_str(&yaml_scalar_str(k));
-                out.push(':');
-                write_child(out, val, indent);
-            }
-        }
-        Value::Array(a) if !a.is_empty() => {
-            for val in a {
-                pad(out, indent);
-                out.push('-');
-                match val {
-                    Value::Object(m) if !m.is_empty() => {
-                        // First key on the dash line, the rest aligned under it.
-                        let mut first = true;
-                        for (k, inner) in m {
-                            if first {
-                                out.push(' ');
-                                first = false;
-                            } else {
-                                pad(out, indent + 2);
-                            }
-                            out.push_str(&yaml_scalar_str(k));
-                            out.push(':');
-                            write_child(out, inner, indent + 2);
-                        }
-                    }
-                    _ => write_child(out, val, indent),
-                }
-            }
-        }
-        other => {
-            pad(out, indent);
-            out.push_str(&inline(other));
-            out.push('\n');
-        }
-    }
-}
-
-fn write_child(out: &mut String, val: &Value, indent: usize) {
-    match val {
-        Value::Object(m) if !m.is_empty() => {
-            out.push('\n');
-            write_yaml(out, val, indent + 2);
-        }
-        Value::Array(a) if !a.is_empty() => {
-            out.push('\n');
-            write_yaml(out, val, indent + 2);
-        }
-        _ => {
-            out.push(' ');
-            out.push_str(&inline(val));
-            out.push('\n');
-        }
-    }
-}
-
-fn inline(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => yaml_scalar_str(s),
-        Value::Array(_) => "[]".into(),
-        Value::Object(_) => "{}".into(),
-    }
-}
-
-fn pad(out: &mut String, n: usize) {
-    let _ = write!(out, "{:n$}", "");
-}
-
-/// A string as a YAML scalar: plain when that reads back as the same string, else JSON-quoted
-/// (a JSON string is a valid YAML double-quoted scalar).
-fn yaml_scalar_str(s: &str) -> String {
-    let plain_ok = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/'))
-        && !s.starts_with(['-', '.'])
-        && s.parse::<f64>().is_err()
-        && !matches!(
-            s.to_ascii_lowercase().as_str(),
-            "true" | "false" | "yes" | "no" | "on" | "off" | "null" | "y" | "n" | "~"
-        );
-    if plain_ok {
-        s.to_string()
-    } else {
-        serde_json::Value::String(s.to_string()).to_string()
     }
 }
 

@@ -283,7 +283,7 @@ pub fn rewrite_admin_kubeconfig(
             ])]),
         ),
     ]);
-    Ok(super::desired::to_yaml(&out))
+    Ok(crate::yaml::to_yaml(&out))
 }
 
 #[cfg(test)]
