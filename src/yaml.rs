@@ -99,6 +99,7 @@ pub fn scalar(s: &str) -> String {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/'))
         && !s.starts_with(['-', '.'])
         && s.parse::<f64>().is_err()
+        && !yaml11_number(s)
         && !matches!(
             s.to_ascii_lowercase().as_str(),
             "true" | "false" | "yes" | "no" | "on" | "off" | "null" | "y" | "n" | "~"
@@ -108,6 +109,19 @@ pub fn scalar(s: &str) -> String {
     } else {
         serde_json::Value::String(s.to_string()).to_string()
     }
+}
+
+/// Numbers that YAML 1.1 readers (Go's yaml.v2 under k0s, serde-saphyr here) take from a plain
+/// scalar but Rust's float parser does not: digits with `_` separators (`1_0` is 10) and the
+/// `0x`/`0o`/`0b` forms. Only strings that start with a digit are affected, so addresses and
+/// versions keep their bytes.
+fn yaml11_number(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.first().is_some_and(u8::is_ascii_digit)
+        && (s.contains('_')
+            || (b.len() > 1
+                && b[0] == b'0'
+                && matches!(b[1].to_ascii_lowercase(), b'x' | b'o' | b'b')))
 }
 
 #[cfg(test)]
@@ -164,5 +178,10 @@ mod tests {
         assert_eq!(scalar("a: b"), "\"a: b\"");
         assert_eq!(scalar("-x"), "\"-x\"");
         assert_eq!(scalar(""), "\"\"");
+        // YAML 1.1 numbers Rust's float parser does not know.
+        assert_eq!(scalar("1_0"), "\"1_0\"");
+        assert_eq!(scalar("0x1F"), "\"0x1F\"");
+        assert_eq!(scalar("0o17"), "\"0o17\"");
+        assert_eq!(scalar("v1_0"), "v1_0");
     }
 }
