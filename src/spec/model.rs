@@ -219,10 +219,10 @@ impl HostSpec {
     }
 }
 
-/// Remote k0s binary path when `k0sInstallPath` is not set.
-pub const DEFAULT_K0S_INSTALL_PATH: &str = "/usr/local/bin/k0s";
-/// Remote k0s data dir when `dataDir` is not set.
-pub const DEFAULT_DATA_DIR: &str = "/var/lib/k0s";
+/// Remote k0s binary path when `k0sInstallPath` is not set (k0s's default, one definition).
+pub use crate::k0s::DEFAULT_BIN as DEFAULT_K0S_INSTALL_PATH;
+/// Remote k0s data dir when `dataDir` is not set (k0s's default, one definition).
+pub use crate::k0s::DEFAULT_DATA_DIR;
 /// Cluster name when `metadata.name` is not set.
 pub const DEFAULT_CLUSTER_NAME: &str = "k0s-cluster";
 /// Kubeconfig user name when `metadata.user` is not set.
