@@ -89,6 +89,16 @@ fn valid_specs_resolve_as_written() {
         ("jump.example.com", "jump", 22)
     );
     assert_eq!(bastion.spec.hosts[0].ssh.port, 2222);
+    // k0sctl's `hostKey: <type> <base64>` pins the key's fingerprint, as `ssh-keygen -lf` prints it.
+    let pinned = &bastion.spec.hosts[2].ssh;
+    assert_eq!(
+        pinned.host_key.as_deref(),
+        Some("SHA256:KKZgjbkYkPSZ7dv+Vlbs+zaDA4P2tiJT9r0niNMrXCs")
+    );
+    assert_eq!(
+        pinned.bastion.as_ref().and_then(|b| b.host_key.as_deref()),
+        Some("SHA256:976FTRrSr3BsrIHSB7x8JbM+GTOXhINu3hozoQiC2/M")
+    );
 
     let airgap = load(&["testdata/specs/valid/airgap/k0sctl.yaml"]).expect("airgap loads");
     let here = std::path::absolute("testdata/specs/valid/airgap").expect("abs");

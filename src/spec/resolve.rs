@@ -155,7 +155,9 @@ fn resolve_ssh(s: &RawSsh, env: &Env) -> SshTarget {
         t.user = u;
     }
     t.key_path = set(&s.key_path).map(|k| env.path(&k));
-    t.host_key = set(&s.host_key);
+    // k0sctl's `<type> <base64>` becomes its fingerprint; what does not decode is left as
+    // written for validation to report.
+    t.host_key = set(&s.host_key).map(|k| super::validate::host_key_pin(&k).unwrap_or(k));
     t.options = ssh_options(s.options.as_ref());
     t.bastion = s.bastion.as_ref().map(|b| Box::new(resolve_ssh(b, env)));
     t
@@ -200,7 +202,11 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
     if h.win_rm.is_some() {
         sink.error_key(
             &format!("{p}.winRM"),
-            "winRM (Windows) hosts are not supported by k0sform",
+            // k0sctl runs Windows workers over WinRM, experimentally and only as workers on
+            // k0s >= 1.34 (phase/validate_hosts.go); k0sform manages Linux hosts over SSH only.
+            "Windows workers are not supported: k0sform manages Linux hosts over SSH, and this \
+             host connects with winRM (Windows); remove it from the spec, or keep managing it \
+             with k0sctl",
         );
     }
     if h.localhost.as_ref().is_some_and(RawLocalhost::enabled) {
