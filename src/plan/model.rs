@@ -645,6 +645,9 @@ pub enum RefusalKind {
     /// A controller moved to an address that changes its etcd peer address: k0s has no command
     /// to change a member's peer URL, so it is left to the operator (steps in the details).
     PeerAddressChange,
+    /// k0s runs on a host in another role than the spec gives it: k0sform does not turn a
+    /// running host into another role (steps to do it by hand in the details).
+    RoleChange,
 }
 
 impl RefusalKind {
