@@ -3040,6 +3040,42 @@ fn readdressed_controller_whose_peer_address_changes_is_refused_with_steps() {
     assert_eq!(c.members("c1"), members_before);
 }
 
+/// Issue 30: a running worker that the spec now calls a `controller+worker` is refused (exit 3)
+/// as k0sctl refuses a role change, naming the host, both roles and the steps; `plan` and
+/// `apply` change nothing: not the host, not the state.
+#[test]
+fn role_flip_of_a_running_host_is_refused_and_changes_nothing() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    bootstrap(&c);
+    let spec = std::fs::read_to_string(&c.spec).unwrap();
+    assert_eq!(spec.matches("- role: worker").count(), 1, "{spec}");
+    std::fs::write(
+        &c.spec,
+        spec.replace("- role: worker", "- role: controller+worker"),
+    )
+    .unwrap();
+    let state_before = std::fs::read(&c.state).unwrap();
+    let hosts_before: Vec<String> = ["c1", "w1"].iter().map(|n| c.host_snapshot(n)).collect();
+    let addr = c.lab.address("w1");
+    plan_changes_nothing(&c, &[])
+        .expect(3)
+        .contains(&format!(
+            "w1 ({addr}) runs k0s as worker but the spec gives it role controller+worker"
+        ))
+        .contains("set `role: worker` on it in the spec")
+        .contains("remove it from the spec (or set `reset: true` on it) and apply")
+        .contains("add it back with `role: controller+worker`");
+    c.run(&["apply", "-auto-approve"])
+        .expect(3)
+        .contains("runs k0s as worker but the spec gives it role controller+worker");
+    assert_eq!(std::fs::read(&c.state).unwrap(), state_before);
+    let hosts_after: Vec<String> = ["c1", "w1"].iter().map(|n| c.host_snapshot(n)).collect();
+    assert_eq!(
+        hosts_before, hosts_after,
+        "a refused role change changed a host"
+    );
+}
+
 /// Issue 16: `environment` reaches the service as `k0s install -e` writes it; an unchanged
 /// environment plans nothing; a changed one is a reinstall and restart (values hidden in the
 /// plan), after which the service runs with the new values.
