@@ -3076,6 +3076,26 @@ fn role_flip_of_a_running_host_is_refused_and_changes_nothing() {
     );
 }
 
+/// Issue 30: with `options.wait.enabled: false` (k0sctl's `--no-wait`), a joining worker's step
+/// ends once its Node registered, not once it is Ready: here the controller shows every Node
+/// NotReady (`node_grace -1`: no heartbeat is recent enough), and the join still completes.
+#[test]
+fn join_without_wait_completes_when_the_node_registers_but_is_not_ready() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    c.write_spec(&["c1"]);
+    bootstrap(&c);
+    // Read where `kubectl get` runs: on c1, every Node shows Ready=Unknown.
+    c.lab
+        .exec_ok("c1", "printf 'node_grace -1\\n' > /etc/k0s-lab/k0s-knobs");
+    c.write_spec(&["c1", "w1"]);
+    let mut spec = std::fs::read_to_string(&c.spec).unwrap();
+    spec.push_str("  options:\n    wait:\n      enabled: false\n");
+    std::fs::write(&c.spec, spec).unwrap();
+    c.apply().contains("Apply complete");
+    assert_eq!(c.nodes("c1").get("w1"), Some(&false), "{:?}", c.nodes("c1"));
+    assert!(c.state_host("w1").is_some(), "w1 is not recorded");
+}
+
 /// Issue 16: `environment` reaches the service as `k0s install -e` writes it; an unchanged
 /// environment plans nothing; a changed one is a reinstall and restart (values hidden in the
 /// plan), after which the service runs with the new values.
