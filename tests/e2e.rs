@@ -1390,6 +1390,47 @@ fn hooks_run_around_their_steps_and_only_on_changes() {
     assert_eq!(log("w1").lines().count(), 4, "w1 had nothing to change");
 }
 
+/// Issue 30: `connect.after` hooks run during `apply`, first on each host the apply changes (as
+/// k0sctl runs them right after connecting, phase/detect_os.go), never during `plan`; a plan
+/// with nothing to change on a host lists its apply and connect hooks as not run.
+#[test]
+fn connect_after_hooks_run_during_apply_not_during_plan() {
+    const LOG: &str = "/root/k0sform-connect.log";
+    let mut host_yaml = std::collections::BTreeMap::new();
+    host_yaml.insert(
+        "w1".to_string(),
+        format!(
+            "hooks:\n  connect:\n    after: ['echo \"connect.after $(test -e /etc/systemd/system/k0sworker.service && echo installed || echo absent)\" >> {LOG}']\n  apply:\n    before: ['echo apply.before >> {LOG}']\n"
+        ),
+    );
+    let c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            host_yaml,
+            ..SpecOptions::default()
+        },
+    );
+    let log = || {
+        c.lab
+            .exec_ok("w1", &format!("cat {LOG} 2>/dev/null || true"))
+    };
+    c.run(&["plan"])
+        .expect(0)
+        .contains("hooks connect.after run: echo");
+    assert_eq!(log(), "", "plan ran a hook");
+    c.apply().contains("Apply complete");
+    assert_eq!(log(), "connect.after absent\napply.before\n");
+    // Nothing changes on w1: its hooks are listed as not run, and do not run.
+    let addr = c.lab.address("w1");
+    c.run(&["plan"])
+        .expect(0)
+        .contains("No changes.")
+        .contains(&format!("w1 ({addr}): connect.after, apply.before"));
+    c.apply();
+    assert_eq!(log().lines().count(), 2, "hooks ran without changes");
+}
+
 /// A host that leaves the spec is reached and reset as its own spec entry said when it was
 /// recorded: its login user, and its k0s paths, not the first host's or the defaults.
 #[test]

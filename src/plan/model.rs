@@ -41,6 +41,19 @@ pub struct Plan {
     /// `apply FILE` uses it instead of looking the version up again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k0s_version: Option<ResolvedVersion>,
+    /// `apply.*` and `connect.after` hooks of spec hosts this plan runs nothing on: k0sform
+    /// runs them only on hosts an apply changes, where k0sctl runs them at every apply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks_not_run: Vec<HooksNotRun>,
+}
+
+/// A host's hooks that do not run because the plan changes nothing on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HooksNotRun {
+    pub host: HostId,
+    pub name: String,
+    /// `action.stage`, e.g. `apply.before`.
+    pub hooks: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
