@@ -3104,7 +3104,9 @@ fn role_flip_of_a_running_host_is_refused_and_changes_nothing() {
             "w1 ({addr}) runs k0s as worker but the spec gives it role controller+worker"
         ))
         .contains("set `role: worker` on it in the spec")
-        .contains("remove it from the spec (or set `reset: true` on it) and apply")
+        .contains(
+            "remove it from the spec (or set `reset: true` on it, with `role: worker`) and apply",
+        )
         .contains("add it back with `role: controller+worker`");
     c.run(&["apply", "-auto-approve"])
         .expect(3)

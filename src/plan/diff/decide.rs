@@ -34,6 +34,11 @@ impl<'a> Planner<'a> {
 
         // Removal: not in the spec, or `reset: true`.
         if !h.in_spec() {
+            // `reset: true` on a host whose role differs from the running one: k0sctl refuses
+            // it too (without --force), and the reset would go by the wrong role.
+            if let (Some(s), Some(f)) = (h.spec, h.facts()) {
+                role_check(h, f, s)?;
+            }
             return self.decide_removal(idx);
         }
 
@@ -675,7 +680,7 @@ fn role_check(h: &HostCtx, f: &HostFacts, spec_host: &HostSpec) -> Result<(), Re
             format!("{name}: to keep it as it runs, set `role: {running}` on it in the spec"),
             format!(
                 "{name}: to run it as {want}: 1. remove it from the spec (or set `reset: true` \
-                 on it) and apply: {leaves}"
+                 on it, with `role: {running}`) and apply: {leaves}"
             ),
             format!(
                 "{name}: 2. add it back with `role: {want}` (without `reset`) and apply: it \
