@@ -346,6 +346,60 @@ fn wiped_controller_is_replaced_never_a_second_cluster() {
     );
 }
 
+/// Issue 30: `ssh.hostKey` as k0sctl writes it (`<type> <base64>`, the key itself, compared
+/// as text by rig's `StaticKeyCallback`) pins that key: a rebuilt worker pinned with another
+/// host's key is refused and nothing changes; pinned with its new key it is replaced.
+#[test]
+fn host_key_pinned_in_k0sctl_form_accepts_only_that_key() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    bootstrap(&c);
+    c.lab.wipe("w1");
+    let key = |n: &str| {
+        let pub_file = c
+            .lab
+            .dir()
+            .join("hosts")
+            .join(n)
+            .join("ssh_host_ed25519_key.pub");
+        let text = std::fs::read_to_string(pub_file).unwrap();
+        text.split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let addr = c.lab.address("w1");
+    let pin = |k: &str| {
+        c.write_spec(&["c1", "w1"]);
+        let spec = std::fs::read_to_string(&c.spec).unwrap();
+        let at = format!("      address: {addr}\n");
+        assert!(spec.contains(&at), "{spec}");
+        std::fs::write(
+            &c.spec,
+            spec.replace(&at, &format!("{at}      hostKey: \"{k}\"\n")),
+        )
+        .unwrap();
+    };
+    let state_before = std::fs::read(&c.state).unwrap();
+    pin(&key("c1"));
+    c.run(&["apply", "-auto-approve"])
+        .expect(3)
+        .contains(&format!(
+            "w1 ({addr}) offered another SSH host key than recorded"
+        ));
+    assert_eq!(std::fs::read(&c.state).unwrap(), state_before);
+    assert!(c.host_snapshot("w1").trim_end().ends_with("stopped"));
+
+    pin(&key("w1"));
+    c.apply().contains("Apply complete");
+    assert_eq!(
+        c.state_host("w1").expect("w1")["host_key"],
+        c.lab.host("w1").host_key_fingerprint.as_str()
+    );
+    c.eventually(30, "w1 Ready again", || {
+        c.nodes("c1").get("w1") == Some(&true)
+    });
+}
+
 /// Scenario 6: a worker removed from the spec is drained, deleted and reset; a wiped worker is
 /// re-joined.
 #[test]
@@ -4242,6 +4296,7 @@ fn k0sctl_timeout_stops_starting_steps() {
     let started = std::time::Instant::now();
     let r = c.run(&["apply", "-auto-approve", "--timeout", "5s"]);
     assert_ne!(r.code, 0, "{}", r.text());
+    eprintln!("WRONGPIN {} {}", r.code, r.text());
     r.contains("-timeout 5s reached: no new step starts");
     assert!(started.elapsed() >= std::time::Duration::from_secs(5));
     c.lab.exec_ok("w1", "rm -f /etc/k0s-lab/k0s-knobs");
