@@ -632,7 +632,6 @@ pub(super) fn leftovers(f: &HostFacts) -> bool {
     f.service.is_some() || f.is_running() || f.has_etcd_data
 }
 
-/// The machine to reset before installing, when an earlier k0s left something behind.
 /// The role k0s runs in, as k0sctl names it from `k0s status` (phase/gather_k0s_facts.go:
 /// a controller with workloads is `single` when started with `--single`, else
 /// `controller+worker`; the legacy `server` roles read as controller, `parse_status`).
@@ -690,6 +689,7 @@ fn role_check(h: &HostCtx, f: &HostFacts, spec_host: &HostSpec) -> Result<(), Re
     })
 }
 
+/// The machine to reset before installing, when an earlier k0s left something behind.
 fn reset_if_leftovers(f: &HostFacts) -> Option<String> {
     leftovers(f).then(|| f.machine_id.clone())
 }
