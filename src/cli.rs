@@ -330,8 +330,7 @@ pub struct PlanArgs {
     #[arg(long = "probe-in", value_name = "FILE")]
     pub probe_in: Option<PathBuf>,
     /// -show-secrets: show secret values (passwords, tokens, DSNs) in the k0s.yaml diff instead
-    /// of `(secret, sha256 …)`; never with a saved plan, which holds no secrets (k0sctl's
-    /// --no-redact)
+    /// of `(secret)`; never with a saved plan, which holds no secrets (k0sctl's --no-redact)
     #[arg(long = "show-secrets", alias = "no-redact")]
     pub show_secrets: bool,
     /// Plan the destruction of the cluster (what `destroy` would do): every host reset, the
@@ -395,6 +394,11 @@ pub struct ApplyArgs {
     pub plan_file: Option<PathBuf>,
     #[command(flatten)]
     pub target: TargetArgs,
+    /// Destroy the cluster: with a plan file, the file is a `plan -destroy` plan (needed to
+    /// apply one); without, as `k0sform destroy`. Asks for the cluster's name unless
+    /// -auto-approve
+    #[arg(long = "destroy")]
+    pub destroy: bool,
     /// Do not ask for confirmation
     #[arg(long = "auto-approve")]
     pub auto_approve: bool,
@@ -405,8 +409,7 @@ pub struct ApplyArgs {
     #[arg(long = "kubeconfig-out", value_name = "FILE")]
     pub kubeconfig_out: Option<PathBuf>,
     /// -show-secrets: show secret values (passwords, tokens, DSNs) in the k0s.yaml diff instead
-    /// of `(secret, sha256 …)`; never with a saved plan, which holds no secrets (k0sctl's
-    /// --no-redact)
+    /// of `(secret)`; never with a saved plan, which holds no secrets (k0sctl's --no-redact)
     #[arg(long = "show-secrets", alias = "no-redact")]
     pub show_secrets: bool,
     #[command(flatten)]

@@ -5,7 +5,26 @@ use sha2::{Digest, Sha256};
 
 /// Lower-case hex sha256 of `bytes`.
 pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
-    hex::encode(Sha256::digest(bytes.as_ref()))
+    hex::encode(sha256(bytes))
+}
+
+/// The raw sha256 of `bytes` (for fingerprints shown in other encodings).
+pub fn sha256(bytes: impl AsRef<[u8]>) -> [u8; 32] {
+    Sha256::digest(bytes.as_ref()).into()
+}
+
+/// A sha256 fed piece by piece (streams, large files), read out as lower-case hex.
+#[derive(Default)]
+pub struct Hasher(Sha256);
+
+impl Hasher {
+    pub fn update(&mut self, piece: &[u8]) {
+        self.0.update(piece);
+    }
+
+    pub fn hex(self) -> String {
+        hex::encode(self.0.finalize())
+    }
 }
 
 /// Lower-case hex sha256 of the file at `path`, read in 64 KiB pieces (k0s binaries and
@@ -13,7 +32,7 @@ pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
 pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
     use std::io::Read;
     let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
+    let mut h = Hasher::default();
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = f.read(&mut buf)?;
@@ -22,7 +41,7 @@ pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
         }
         h.update(&buf[..n]);
     }
-    Ok(hex::encode(h.finalize()))
+    Ok(h.hex())
 }
 
 /// The first four characters of an identifier and an ellipsis (`3d12…`), as plan text shows

@@ -26,6 +26,7 @@ pub mod ssh;
 pub mod state;
 pub mod transport;
 pub mod ui;
+pub mod version;
 
 use std::ffi::OsString;
 

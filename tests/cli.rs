@@ -299,8 +299,8 @@ fn destroy_with_input_false_fails_instead_of_asking() {
     }
 }
 
-/// `plan -destroy` resets every host: flags that narrow or change what a plan does are refused
-/// before anything is read; `destroy` itself does not take them at all.
+/// `plan -destroy` and `apply -destroy` reset every host: flags that narrow or change what a
+/// plan does are refused before anything is read; `destroy` itself does not take them at all.
 #[test]
 fn destroy_flag_errors() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -314,20 +314,32 @@ fn destroy_flag_errors() {
             "-restore-from",
         ),
     ] {
-        let o = k0sform()
-            .args(["-c", "testdata/specs/valid/ha.yaml", "-state"])
-            .arg(dir.path().join("s.json"))
-            .args(["plan", "-destroy"])
-            .args(&extra)
-            .output()
-            .expect("runs");
-        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", stderr(&o));
-        assert!(
-            stderr(&o).contains(&format!("-destroy cannot be used with {needle}")),
-            "{}",
-            stderr(&o)
-        );
-        assert!(!dir.path().join("s.json.lock").exists());
+        // `apply -destroy` (with or without a plan file) is refused the same way.
+        for cmd in [
+            &["plan", "-destroy"][..],
+            &["apply", "-destroy"],
+            &["apply", "-destroy", "p.plan"],
+        ] {
+            let o = k0sform()
+                .args(["-c", "testdata/specs/valid/ha.yaml", "-state"])
+                .arg(dir.path().join("s.json"))
+                .args(cmd)
+                .args(&extra)
+                .output()
+                .expect("runs");
+            assert_eq!(
+                o.status.code(),
+                Some(1),
+                "{cmd:?} {extra:?}: {}",
+                stderr(&o)
+            );
+            assert!(
+                stderr(&o).contains(&format!("-destroy cannot be used with {needle}")),
+                "{}",
+                stderr(&o)
+            );
+            assert!(!dir.path().join("s.json.lock").exists());
+        }
     }
     for flag in ["-target", "-refresh-only", "-restore-from", "-out"] {
         let o = k0sform()
@@ -1251,4 +1263,176 @@ fn timeout_reached_while_planning_fails_the_run() {
         stderr(&o)
     );
     assert!(!u.path("s.json").exists());
+}
+
+/// A saved plan as `plan -out` writes it (the seal is not checked before the options), with
+/// `options` and the plan's chosen k0s version as given.
+fn saved_plan_json(options: serde_json::Value, k0s_version: Option<&str>) -> String {
+    let mut plan = serde_json::json!({
+        "format_version": 1, "cluster_name": "dev", "cluster_uid": null,
+        "cluster_action": {"kind": "existing"}, "refresh_only": false,
+        "outside_changes": [], "changes": [], "drift": [], "steps": [],
+        "etcd": {"members_before": 0, "members_after": 0, "min_healthy": 0, "quorum": 0},
+        "warnings": [],
+    });
+    if let Some(v) = k0s_version {
+        plan["k0s_version"] = serde_json::json!({"version": v, "source": "latest stable release"});
+    }
+    serde_json::json!({
+        "plan": plan, "state_lineage": "", "state_serial": 0, "spec_sha256": "00",
+        "tool_version": "0", "options": options, "identities": [], "sha256": "00",
+    })
+    .to_string()
+}
+
+/// A k0s backup archive as `k0s backup` writes it (k0s.yaml and the etcd snapshot), made with tar.
+fn backup_archive(dir: &Path, name: &str, snapshot: &str) -> std::path::PathBuf {
+    let src = dir.join(format!("{name}.d"));
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("k0s.yaml"), "spec:\n  storage:\n    type: etcd\n").expect("write");
+    std::fs::write(src.join("etcd-snapshot.db"), snapshot).expect("write");
+    let out = dir.join(name);
+    let st = std::process::Command::new("tar")
+        .arg("czf")
+        .arg(&out)
+        .arg("-C")
+        .arg(&src)
+        .args(["k0s.yaml", "etcd-snapshot.db"])
+        .status()
+        .expect("tar");
+    assert!(st.success());
+    out
+}
+
+/// Issue 28, item 4: what a saved plan says about `-restore-from`, `-allow-downgrade` and
+/// `-destroy` changes what runs, so `apply FILE` refuses it (exit 5, before any host is
+/// contacted) unless the command line repeats it with the same values; the archive is read from
+/// the disk again (path, sha256, peer address). A version in the file that is not a k0s version
+/// is refused naming the file (`apply` and `show`).
+#[test]
+fn saved_plan_options_must_be_repeated_on_apply() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    // One host on a closed loopback port: nothing here may get as far as connecting.
+    let spec = d.join("k0sctl.yaml");
+    std::fs::write(
+        &spec,
+        "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata:\n  name: dev\nspec:\n  hosts:\n    - role: single\n      ssh:\n        address: 127.0.0.1\n        port: 1\n",
+    )
+    .expect("spec");
+    let archive = backup_archive(d, "backup.tar.gz", "snapshot");
+    let copy = d.join("copy.tar.gz");
+    std::fs::copy(&archive, &copy).expect("copy");
+    let sha = k0sform::hash::sha256_file(&archive).expect("sha");
+    let path = archive.to_str().expect("utf-8").to_string();
+    let restore = |sha: &str, peer: Option<&str>| serde_json::json!({"restore": {"path": path, "sha256": sha, "peer_address": peer}});
+    let apply = |options: serde_json::Value, version: Option<&str>, args: &[&str]| {
+        let file = d.join("p.plan");
+        std::fs::write(&file, saved_plan_json(options, version)).expect("plan");
+        k0sform()
+            .arg("-c")
+            .arg(&spec)
+            .arg("-state")
+            .arg(d.join("s.json"))
+            .arg("apply")
+            .args(args)
+            .arg(&file)
+            .output()
+            .expect("runs")
+    };
+    let copy = copy.to_str().expect("utf-8");
+    let cases: Vec<(serde_json::Value, Vec<&str>, String)> = vec![
+        (
+            restore(&sha, None),
+            vec![],
+            format!("made with -restore-from {path} but apply was given no -restore-from"),
+        ),
+        (
+            restore(&sha, None),
+            vec!["-restore-from", copy],
+            format!("made with -restore-from {path} but apply was given -restore-from {copy}"),
+        ),
+        // The file's sha256 is not the archive's on the disk now (it changed since the plan).
+        (
+            restore(&"0".repeat(64), None),
+            vec!["-restore-from", &path],
+            format!("{path} changed since the plan was made"),
+        ),
+        // Nor its peer address: the archive's own is used, the file's must be the same.
+        (
+            restore(&sha, Some("10.0.0.9")),
+            vec!["-restore-from", &path],
+            "the plan records the etcd peer address 10.0.0.9, the archive has none".into(),
+        ),
+        (
+            serde_json::json!({"allow_downgrade": true}),
+            vec![],
+            "made with -allow-downgrade but apply was run without it".into(),
+        ),
+        (
+            serde_json::json!({"destroy": true}),
+            vec!["-auto-approve"],
+            "made with -destroy but apply was run without it".into(),
+        ),
+        (
+            serde_json::json!({}),
+            vec!["-destroy", "-auto-approve"],
+            "made without -destroy but apply was run with it".into(),
+        ),
+    ];
+    for (options, args, needle) in cases {
+        let o = apply(options.clone(), None, &args);
+        assert_eq!(
+            o.status.code(),
+            Some(5),
+            "{options} {args:?}: {}",
+            stderr(&o)
+        );
+        assert!(stderr(&o).contains(&needle), "{needle}:\n{}", stderr(&o));
+        assert!(stderr(&o).contains("p.plan"), "{}", stderr(&o));
+        assert!(!stderr(&o).contains("127.0.0.1"), "{}", stderr(&o));
+    }
+
+    // A chosen version that is not a k0s version, or one too old: refused when the file is read.
+    for (cmd, version, says) in [
+        (
+            "apply",
+            "v1.33.4+k0s.0 --help",
+            "\"v1.33.4+k0s.0 --help\" is not a k0s version",
+        ),
+        (
+            "show",
+            "v1.33.4+k0s.0 --help",
+            "\"v1.33.4+k0s.0 --help\" is not a k0s version",
+        ),
+        (
+            "apply",
+            "v0.10.0",
+            "the saved plan's plan.k0s_version.version is not valid",
+        ),
+        (
+            "show",
+            "v0.10.0",
+            "the saved plan's plan.k0s_version.version is not valid",
+        ),
+    ] {
+        let file = d.join("v.plan");
+        let text = saved_plan_json(serde_json::json!({}), Some(version));
+        std::fs::write(&file, text).expect("plan");
+        let o = k0sform()
+            .arg("-c")
+            .arg(&spec)
+            .arg("-state")
+            .arg(d.join("s.json"))
+            .arg(cmd)
+            .arg(&file)
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(5), "{cmd}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("{}: ", file.display())) && stderr(&o).contains(says),
+            "{cmd}: {}",
+            stderr(&o)
+        );
+    }
 }

@@ -12,7 +12,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
 pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
-    engine::with_ssh(|transport| async move { apply(global, args, false, &transport).await })
+    engine::with_ssh(|transport| async move { apply(global, args, &transport).await })
 }
 
 /// `k0sform destroy`: `apply` of a destroy plan, confirmed by typing the cluster's name.
@@ -20,6 +20,7 @@ pub fn destroy(global: &GlobalArgs, args: &DestroyArgs) -> Exit {
     let apply_args = ApplyArgs {
         plan_file: None,
         target: args.target_args(),
+        destroy: true,
         // k0sctl reset's --force is its confirmation bypass (action/reset.go).
         auto_approve: args.auto_approve || args.force,
         json: args.json,
@@ -28,15 +29,18 @@ pub fn destroy(global: &GlobalArgs, args: &DestroyArgs) -> Exit {
         run: args.run.clone(),
         k0sctl: Default::default(),
     };
-    engine::with_ssh(|transport| async move { apply(global, &apply_args, true, &transport).await })
+    engine::with_ssh(|transport| async move { apply(global, &apply_args, &transport).await })
 }
 
 async fn apply(
     global: &GlobalArgs,
     args: &ApplyArgs,
-    destroy: bool,
     transport: &SshTransport,
 ) -> Result<Exit, Failure> {
+    let destroy = args.destroy;
+    if destroy {
+        super::refuse_with_destroy(&args.target)?;
+    }
     // A dry run (k0sctl's --dry-run, DRY_RUN) only plans: it never asks.
     let dry_run = args.run.dry_run().map_err(Failure::error)?;
     let asks = !args.auto_approve && !dry_run;
@@ -81,7 +85,10 @@ async fn apply(
     let mut planned = match &args.plan_file {
         Some(file) => {
             let saved = super::show::read_saved(file)?;
-            let cli = super::plan_options(&args.target)?;
+            let cli = crate::plan::PlanOptions {
+                destroy,
+                ..super::plan_options(&args.target)?
+            };
             let rederiving = engine::rederive_saved(
                 &saved,
                 loaded,
@@ -100,8 +107,9 @@ async fn apply(
                 })?;
             // What runs is what was derived now (equal to the file's plan, or refused above).
             show_plan(args, &planned.plan, color);
-            // A plan file that destroys the cluster is confirmed like `destroy`: a file swapped
-            // or edited into a destroy plan does not run unasked.
+            // A plan file that destroys the cluster is applied only with -destroy (checked when
+            // its options were compared) and confirmed like `destroy`: typing the cluster's name,
+            // unless -auto-approve.
             if planned.plan.destroy && planned.plan.has_changes() && !args.auto_approve {
                 confirm_destroy(global.input, args.json, &planned.plan.cluster_name)?;
             }

@@ -145,6 +145,23 @@ fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
     })
 }
 
+/// `-destroy` resets every host of the spec and the state: the flags that narrow or seed a plan
+/// do not go with it (`plan -destroy`, `apply -destroy`).
+fn refuse_with_destroy(t: &TargetArgs) -> Result<(), Failure> {
+    for (given, flag) in [
+        (t.refresh_only, "-refresh-only"),
+        (!t.target.is_empty(), "-target"),
+        (t.restore_from.is_some(), "-restore-from"),
+    ] {
+        if given {
+            return Err(Failure::error(format!(
+                "-destroy cannot be used with {flag}: a destroy resets every host of the spec and the state"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Load, probe and diff, as `plan` and `graph` do.
 async fn plan_now(
     global: &GlobalArgs,
@@ -181,7 +198,7 @@ fn init_logging(verbose: u8, log: Option<crate::runlog::Writer>) {
     let filter = EnvFilter::try_from_env("K0SFORM_LOG").unwrap_or_else(|_| EnvFilter::new(level));
     let stderr = fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(crate::ui::stderr_is_tty() && std::env::var_os("NO_COLOR").is_none())
+        .with_ansi(crate::ui::stderr_color())
         .without_time()
         .with_filter(filter);
     // Only k0sform's own events: a library's debug output (TLS, HTTP/2 frames of the state etcd)

@@ -511,7 +511,11 @@ fn resolve_file(f: &RawUploadFile, p: &str, env: &Env, sink: &mut Sink) -> Optio
 }
 
 fn resolve_k0s(k: Option<&RawK0s>, sink: &mut Sink) -> K0sSpec {
-    let version = k.and_then(|k| set(&k.version));
+    let version = k.and_then(|k| set(&k.version)).and_then(|v| {
+        K0sVersion::parse(&v)
+            .map_err(|e| sink.error("spec.k0s.version", e))
+            .ok()
+    });
     let channel = k.and_then(|k| set(&k.version_channel));
     if let Some(c) = &channel
         && c != "stable"
@@ -546,9 +550,12 @@ fn resolve_options(o: Option<&RawOptions>, sink: &mut Sink) -> Options {
         dr.ignore_daemon_sets = d.ignore_daemon_sets.unwrap_or(dr.ignore_daemon_sets);
         dr.delete_empty_dir_data = d.delete_empty_dir_data.unwrap_or(dr.delete_empty_dir_data);
         dr.pod_selector = set(&d.pod_selector);
+        // A zero duration is the default again: k0sctl fills zero fields with creasty/defaults
+        // (`cluster/options.go`: gracePeriod 120s, timeout 300s, skipWaitForDeleteTimeout 0s).
         let mut dur = |v: &Option<String>, field: &str, into: &mut u64| {
             if let Some(s) = set(v) {
                 match parse_go_duration(&s) {
+                    Ok(0) => {}
                     Ok(secs) => *into = secs,
                     Err(e) => sink.error(&format!("spec.options.drain.{field}"), e),
                 }
@@ -599,10 +606,18 @@ fn resolve_evict_taint(e: &RawEvictTaint, sink: &mut Sink) -> Option<EvictTaint>
         sink.error("spec.options.evictTaint.effect", e);
         ok = false;
     }
-    ok.then(|| EvictTaint {
+    let controller_workers = e.controller_workers.unwrap_or(false);
+    if controller_workers {
+        sink.warn_key(
+            "spec.options.evictTaint.controllerWorkers",
+            "not implemented: k0sform restarts controller+worker hosts without a drain or taint \
+             (their containers survive the restart); only worker upgrades are drained and tainted",
+        );
+    }
+    ok.then_some(EvictTaint {
         taint,
         effect,
-        controller_workers: e.controller_workers.unwrap_or(false),
+        controller_workers,
     })
 }
 

@@ -50,8 +50,7 @@ async fn copy_capped<R: tokio::io::AsyncRead + Unpin>(
     limit: u64,
     out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
 ) -> Result<(u64, String), Stop> {
-    use sha2::Digest;
-    let mut hash = sha2::Sha256::new();
+    let mut hash = crate::hash::Hasher::default();
     let mut total = 0u64;
     if let Some(s) = stream {
         let mut s = s.take(limit + 1);
@@ -70,7 +69,7 @@ async fn copy_capped<R: tokio::io::AsyncRead + Unpin>(
         }
     }
     out.flush().await.map_err(Stop::Write)?;
-    Ok((total, hex::encode(hash.finalize())))
+    Ok((total, hash.hex()))
 }
 
 /// Where a command's stdout goes.

@@ -8,7 +8,6 @@ use crate::spec::SshTarget;
 use crate::transport::TransportError;
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
-use sha2::{Digest, Sha256};
 use std::path::Path;
 
 /// The name every entry in a private known_hosts file is stored under (ssh `HostKeyAlias`):
@@ -83,7 +82,10 @@ impl PublicKey {
     pub fn fingerprint(&self) -> String {
         // The blob was checked to be base64 in `parse`.
         let blob = STANDARD.decode(&self.blob_base64).unwrap_or_default();
-        format!("SHA256:{}", STANDARD_NO_PAD.encode(Sha256::digest(&blob)))
+        format!(
+            "SHA256:{}",
+            STANDARD_NO_PAD.encode(crate::hash::sha256(&blob))
+        )
     }
 
     /// `<type> <base64>`, the form stored in state.

@@ -7,6 +7,7 @@ use crate::hostid::HostId;
 use crate::k0s::{self, desired};
 use crate::spec::HostSpec;
 use crate::transport::Transport;
+use crate::version::K0sVersion;
 
 impl<T: Transport + 'static> K0sRunner<T> {
     pub(super) async fn upgrade(
@@ -18,20 +19,27 @@ impl<T: Transport + 'static> K0sRunner<T> {
     ) -> Result<Vec<StateChange>, StepError> {
         let hs = self.host_spec(host)?;
         gate().await?;
+        // `to` names a version, or for a rebuilt binary of the same version its sha256.
+        let to = K0sVersion::parse(to).ok();
         let args = self.reinstall_args(host, hs).await;
         self.stop_k0s(host).await?;
         // Usually an UploadBinary step already put it there; uploading again is a no-op
         // for an identical file and covers plans that left that step out.
-        if self.local_binary(hs, None, Some(to)).is_some() {
-            self.upload_binary(hs, None, Some(to)).await?;
+        if let Some(v) = &to
+            && self.local_binary(hs, None, Some(v)).is_some()
+        {
+            self.upload_binary(hs, None, Some(v)).await?;
         }
         self.install(hs, &args, true).await?;
         self.restart_k0s(host).await?;
-        self.wait_back(ctx, hs, Some(to)).await?;
-        Ok(vec![StateChange::SetHostVersion {
-            host: host.clone(),
-            version: to.to_string(),
-        }])
+        self.wait_back(ctx, hs, to.as_ref()).await?;
+        Ok(to
+            .map(|version| StateChange::SetHostVersion {
+                host: host.clone(),
+                version,
+            })
+            .into_iter()
+            .collect())
     }
 
     pub(super) async fn reconfigure(

@@ -287,8 +287,9 @@ impl<'a> Planner<'a> {
             )));
         }
         if self.in_cluster(h) {
-            if let Some(spec_host) = h.spec {
-                role_check(h, f, spec_host)?;
+            if let Some(sh) = h.spec {
+                role_check(h, f, sh)?;
+                self.refuse_datastore_switch(h, f, sh)?;
             }
             return Ok(Some(HostPlan::new(
                 idx,

@@ -34,7 +34,7 @@ impl Install {
                     i.binary = Some(format!(
                         "k0s {}uploaded (sha256 {})",
                         version
-                            .as_deref()
+                            .as_ref()
                             .map(|v| format!("{v} "))
                             .unwrap_or_default(),
                         short(sha256)
@@ -46,7 +46,8 @@ impl Install {
                     version,
                 } => {
                     i.binary = Some(format!(
-                        "k0s {version} downloaded by the host from {url} (sha256 {})",
+                        "k0s {version} downloaded by the host from {} (sha256 {})",
+                        crate::k0s::redact::hide_url_credentials(url),
                         short(sha256)
                     ));
                 }
@@ -140,7 +141,10 @@ impl Planner<'_> {
             && b.ends_with(')')
         {
             b.pop();
-            b.push_str(&format!(", downloaded locally from {u})"));
+            b.push_str(&format!(
+                ", downloaded locally from {})",
+                crate::k0s::redact::hide_url_credentials(u)
+            ));
         }
         let mut out = Vec::new();
         for s in own {
