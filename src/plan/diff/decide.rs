@@ -792,7 +792,7 @@ mod tests {
 
     fn status(role: &str, workloads: bool, single: bool, args: &[&str]) -> K0sStatus {
         K0sStatus {
-            version: "v1.33.4+k0s.0".into(),
+            version: crate::version::K0sVersion::parse("v1.33.4+k0s.0").unwrap(),
             pid: 1,
             role: role.into(),
             workloads,
