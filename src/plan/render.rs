@@ -235,7 +235,7 @@ pub fn text(plan: &Plan, color: bool) -> String {
                 out,
                 "  {} ({}): {}",
                 escape(&h.name),
-                h.host,
+                escape(&h.host.to_string()),
                 escape(&h.hooks.join(", "))
             );
         }
