@@ -44,6 +44,7 @@ fn plan_of(steps: Vec<Step>) -> Plan {
         state_serial: None,
         first_contacts: vec![],
         k0s_version: None,
+        hooks_not_run: vec![],
     }
 }
 

@@ -346,6 +346,60 @@ fn wiped_controller_is_replaced_never_a_second_cluster() {
     );
 }
 
+/// Issue 30: `ssh.hostKey` as k0sctl writes it (`<type> <base64>`, the key itself, compared
+/// as text by rig's `StaticKeyCallback`) pins that key: a rebuilt worker pinned with another
+/// host's key is refused and nothing changes; pinned with its new key it is replaced.
+#[test]
+fn host_key_pinned_in_k0sctl_form_accepts_only_that_key() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    bootstrap(&c);
+    c.lab.wipe("w1");
+    let key = |n: &str| {
+        let pub_file = c
+            .lab
+            .dir()
+            .join("hosts")
+            .join(n)
+            .join("ssh_host_ed25519_key.pub");
+        let text = std::fs::read_to_string(pub_file).unwrap();
+        text.split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let addr = c.lab.address("w1");
+    let pin = |k: &str| {
+        c.write_spec(&["c1", "w1"]);
+        let spec = std::fs::read_to_string(&c.spec).unwrap();
+        let at = format!("      address: {addr}\n");
+        assert!(spec.contains(&at), "{spec}");
+        std::fs::write(
+            &c.spec,
+            spec.replace(&at, &format!("{at}      hostKey: \"{k}\"\n")),
+        )
+        .unwrap();
+    };
+    let state_before = std::fs::read(&c.state).unwrap();
+    pin(&key("c1"));
+    c.run(&["apply", "-auto-approve"])
+        .expect(3)
+        .contains(&format!(
+            "w1 ({addr}) offered another SSH host key than recorded"
+        ));
+    assert_eq!(std::fs::read(&c.state).unwrap(), state_before);
+    assert!(c.host_snapshot("w1").trim_end().ends_with("stopped"));
+
+    pin(&key("w1"));
+    c.apply().contains("Apply complete");
+    assert_eq!(
+        c.state_host("w1").expect("w1")["host_key"],
+        c.lab.host("w1").host_key_fingerprint.as_str()
+    );
+    c.eventually(30, "w1 Ready again", || {
+        c.nodes("c1").get("w1") == Some(&true)
+    });
+}
+
 /// Scenario 6: a worker removed from the spec is drained, deleted and reset; a wiped worker is
 /// re-joined.
 #[test]
@@ -1456,6 +1510,47 @@ fn hooks_run_around_their_steps_and_only_on_changes() {
     c.lab
         .exec_ok("w2", "test ! -e /etc/systemd/system/k0sworker.service");
     assert_eq!(log("w1").lines().count(), 4, "w1 had nothing to change");
+}
+
+/// Issue 30: `connect.after` hooks run during `apply`, first on each host the apply changes (as
+/// k0sctl runs them right after connecting, phase/detect_os.go), never during `plan`; a plan
+/// with nothing to change on a host lists its apply and connect hooks as not run.
+#[test]
+fn connect_after_hooks_run_during_apply_not_during_plan() {
+    const LOG: &str = "/root/k0sform-connect.log";
+    let mut host_yaml = std::collections::BTreeMap::new();
+    host_yaml.insert(
+        "w1".to_string(),
+        format!(
+            "hooks:\n  connect:\n    after: ['echo \"connect.after $(test -e /etc/systemd/system/k0sworker.service && echo installed || echo absent)\" >> {LOG}']\n  apply:\n    before: ['echo apply.before >> {LOG}']\n"
+        ),
+    );
+    let c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            host_yaml,
+            ..SpecOptions::default()
+        },
+    );
+    let log = || {
+        c.lab
+            .exec_ok("w1", &format!("cat {LOG} 2>/dev/null || true"))
+    };
+    c.run(&["plan"])
+        .expect(0)
+        .contains("hooks connect.after run: echo");
+    assert_eq!(log(), "", "plan ran a hook");
+    c.apply().contains("Apply complete");
+    assert_eq!(log(), "connect.after absent\napply.before\n");
+    // Nothing changes on w1: its hooks are listed as not run, and do not run.
+    let addr = c.lab.address("w1");
+    c.run(&["plan"])
+        .expect(0)
+        .contains("No changes.")
+        .contains(&format!("w1 ({addr}): connect.after, apply.before"));
+    c.apply();
+    assert_eq!(log().lines().count(), 2, "hooks ran without changes");
 }
 
 /// A host that leaves the spec is reached and reset as its own spec entry said when it was
@@ -3155,6 +3250,64 @@ fn readdressed_controller_whose_peer_address_changes_is_refused_with_steps() {
     assert_eq!(c.members("c1"), members_before);
 }
 
+/// Issue 30: a running worker that the spec now calls a `controller+worker` is refused (exit 3)
+/// as k0sctl refuses a role change, naming the host, both roles and the steps; `plan` and
+/// `apply` change nothing: not the host, not the state.
+#[test]
+fn role_flip_of_a_running_host_is_refused_and_changes_nothing() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    bootstrap(&c);
+    let spec = std::fs::read_to_string(&c.spec).unwrap();
+    assert_eq!(spec.matches("- role: worker").count(), 1, "{spec}");
+    std::fs::write(
+        &c.spec,
+        spec.replace("- role: worker", "- role: controller+worker"),
+    )
+    .unwrap();
+    let state_before = std::fs::read(&c.state).unwrap();
+    let hosts_before: Vec<String> = ["c1", "w1"].iter().map(|n| c.host_snapshot(n)).collect();
+    let addr = c.lab.address("w1");
+    plan_changes_nothing(&c, &[])
+        .expect(3)
+        .contains(&format!(
+            "w1 ({addr}) runs k0s as worker but the spec gives it role controller+worker"
+        ))
+        .contains("set `role: worker` on it in the spec")
+        .contains(
+            "remove it from the spec (or set `reset: true` on it, with `role: worker`) and apply",
+        )
+        .contains("add it back with `role: controller+worker`");
+    c.run(&["apply", "-auto-approve"])
+        .expect(3)
+        .contains("runs k0s as worker but the spec gives it role controller+worker");
+    assert_eq!(std::fs::read(&c.state).unwrap(), state_before);
+    let hosts_after: Vec<String> = ["c1", "w1"].iter().map(|n| c.host_snapshot(n)).collect();
+    assert_eq!(
+        hosts_before, hosts_after,
+        "a refused role change changed a host"
+    );
+}
+
+/// Issue 30: with `options.wait.enabled: false` (k0sctl's `--no-wait`), a joining worker's step
+/// ends once its Node registered, not once it is Ready: here the controller shows every Node
+/// NotReady (`node_grace -1`: no heartbeat is recent enough), and the join still completes.
+#[test]
+fn join_without_wait_completes_when_the_node_registers_but_is_not_ready() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    c.write_spec(&["c1"]);
+    bootstrap(&c);
+    // Read where `kubectl get` runs: on c1, every Node shows Ready=Unknown.
+    c.lab
+        .exec_ok("c1", "printf 'node_grace -1\\n' > /etc/k0s-lab/k0s-knobs");
+    c.write_spec(&["c1", "w1"]);
+    let mut spec = std::fs::read_to_string(&c.spec).unwrap();
+    spec.push_str("  options:\n    wait:\n      enabled: false\n");
+    std::fs::write(&c.spec, spec).unwrap();
+    c.apply().contains("Apply complete");
+    assert_eq!(c.nodes("c1").get("w1"), Some(&false), "{:?}", c.nodes("c1"));
+    assert!(c.state_host("w1").is_some(), "w1 is not recorded");
+}
+
 /// Issue 16: `environment` reaches the service as `k0s install -e` writes it; an unchanged
 /// environment plans nothing; a changed one is a reinstall and restart (values hidden in the
 /// plan), after which the service runs with the new values.
@@ -4493,6 +4646,7 @@ fn k0sctl_timeout_stops_starting_steps() {
     let started = std::time::Instant::now();
     let r = c.run(&["apply", "-auto-approve", "--timeout", "5s"]);
     assert_ne!(r.code, 0, "{}", r.text());
+    eprintln!("WRONGPIN {} {}", r.code, r.text());
     r.contains("-timeout 5s reached: no new step starts");
     assert!(started.elapsed() >= std::time::Duration::from_secs(5));
     c.lab.exec_ok("w1", "rm -f /etc/k0s-lab/k0s-knobs");

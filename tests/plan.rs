@@ -220,7 +220,8 @@ struct RealHostCase {
     machine_id: Option<String>,
     #[serde(default)]
     host_key: Option<String>,
-    /// Running k0s: `controller`, `worker` or absent.
+    /// Running k0s: `controller`, `worker` or absent; `controller+worker` or `single`: a
+    /// controller with workloads whatever the spec's role.
     #[serde(default)]
     running: Option<String>,
     #[serde(default)]
@@ -503,6 +504,13 @@ fn build(case: &Case) -> Inputs {
                 ..Default::default()
             };
             if let Some(kind) = &r.running {
+                // `controller+worker` and `single` run as a controller with workloads; plain
+                // `controller` (or `worker`) runs with the workloads of the spec's role.
+                let (kind, workloads, single) = match kind.as_str() {
+                    "controller+worker" => (&"controller".to_string(), true, false),
+                    "single" => (&"controller".to_string(), true, true),
+                    _ => (kind, hs.role.has_node(), hs.role == Role::Single),
+                };
                 let controller = kind == "controller";
                 let mut args = vec![
                     hs.k0s_install_path.clone(),
@@ -526,8 +534,8 @@ fn build(case: &Case) -> Inputs {
                         .unwrap_or_else(|| "v1.33.4+k0s.0".parse().unwrap()),
                     pid: 100,
                     role: kind.clone(),
-                    workloads: hs.role.has_node(),
-                    single_node: hs.role == Role::Single,
+                    workloads,
+                    single_node: single,
                     args,
                     peer_address: storage_of(&spec, hs, controller).0,
                     storage_type: r.storage.clone().or(storage_of(&spec, hs, controller).1),

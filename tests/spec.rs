@@ -89,6 +89,16 @@ fn valid_specs_resolve_as_written() {
         ("jump.example.com", "jump", 22)
     );
     assert_eq!(bastion.spec.hosts[0].ssh.port, 2222);
+    // k0sctl's `hostKey: <type> <base64>` pins the key's fingerprint, as `ssh-keygen -lf` prints it.
+    let pinned = &bastion.spec.hosts[2].ssh;
+    assert_eq!(
+        pinned.host_key.as_deref(),
+        Some("SHA256:KKZgjbkYkPSZ7dv+Vlbs+zaDA4P2tiJT9r0niNMrXCs")
+    );
+    assert_eq!(
+        pinned.bastion.as_ref().and_then(|b| b.host_key.as_deref()),
+        Some("SHA256:976FTRrSr3BsrIHSB7x8JbM+GTOXhINu3hozoQiC2/M")
+    );
 
     let airgap = load(&["testdata/specs/valid/airgap/k0sctl.yaml"]).expect("airgap loads");
     let here = std::path::absolute("testdata/specs/valid/airgap").expect("abs");
@@ -226,12 +236,15 @@ fn k0sctl_corpus_details() {
         h.hooks["apply"]["before"],
         vec!["echo hello > apply.hook".to_string()]
     );
-    // apply hooks run (as RunHooks steps); only connect hooks are warned about.
+    // apply hooks run (as RunHooks steps) on hosts an apply changes: noted once.
+    let hook_notes: Vec<&str> = single
+        .warnings
+        .iter()
+        .filter(|w| w.field.starts_with("spec.hosts[0].hooks"))
+        .map(|w| w.field.as_str())
+        .collect();
     assert!(
-        !single
-            .warnings
-            .iter()
-            .any(|w| w.field.starts_with("spec.hosts[0].hooks")),
+        hook_notes == ["spec.hosts[0].hooks.apply"],
         "{:?}",
         single.warnings
     );
@@ -381,7 +394,16 @@ fn validate_command_prints_diagnostics_and_summary() {
         .expect("runs");
     assert_eq!(warn.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&warn.stderr);
-    assert!(!stderr.contains("hooks"), "{stderr}");
+    // Once: apply hooks run only on hosts an apply changes.
+    assert_eq!(
+        stderr.lines().filter(|l| l.contains("hooks")).count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("spec.hosts[0].hooks.apply: apply hooks run only on hosts an apply changes (k0sctl runs them on every host at every apply)"),
+        "{stderr}"
+    );
     assert_eq!(
         String::from_utf8_lossy(&warn.stdout),
         "The spec is valid: 1 host (1 controller, 1 worker) in cluster \"k0s-cluster\".\n"

@@ -42,6 +42,19 @@ pub struct Plan {
     /// `apply FILE` chooses it again and refuses (exit 5) when that is another one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k0s_version: Option<ResolvedVersion>,
+    /// `apply.*` and `connect.after` hooks of spec hosts this plan runs nothing on: k0sform
+    /// runs them only on hosts an apply changes, where k0sctl runs them at every apply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks_not_run: Vec<HooksNotRun>,
+}
+
+/// A host's hooks that do not run because the plan changes nothing on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HooksNotRun {
+    pub host: HostId,
+    pub name: String,
+    /// `action.stage`, e.g. `apply.before`.
+    pub hooks: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -646,6 +659,9 @@ pub enum RefusalKind {
     /// A controller moved to an address that changes its etcd peer address: k0s has no command
     /// to change a member's peer URL, so it is left to the operator (steps in the details).
     PeerAddressChange,
+    /// k0s runs on a host in another role than the spec gives it: k0sform does not turn a
+    /// running host into another role (steps to do it by hand in the details).
+    RoleChange,
     /// The spec would move a running controller between etcd and kine: k0s keeps the data where
     /// it was, and the cluster would start over empty.
     DatastoreSwitch,

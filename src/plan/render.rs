@@ -226,6 +226,21 @@ pub fn text(plan: &Plan, color: bool) -> String {
         out.push('\n');
     }
 
+    if !plan.hooks_not_run.is_empty() {
+        out.push_str(
+            "Hooks not run (nothing changes on their host; k0sctl runs apply and connect hooks at every apply):\n",
+        );
+        for h in &plan.hooks_not_run {
+            let _ = writeln!(
+                out,
+                "  {} ({}): {}",
+                escape(&h.name),
+                escape(&h.host.to_string()),
+                escape(&h.hooks.join(", "))
+            );
+        }
+        out.push('\n');
+    }
     for w in &plan.warnings {
         let _ = writeln!(out, "{}: {}", p.paint(YELLOW, "Warning"), escape(w));
     }

@@ -118,8 +118,8 @@ pub struct HostSpec {
     /// exist; `files::expand` turns them into remote files.
     pub files: Vec<UploadFile>,
     /// Shell lines to run around actions (`hooks:`), as written: the planner turns `install`,
-    /// `upgrade`, `reset` and `apply` hooks into `RunHooks` steps; `backup` hooks run around
-    /// `k0sform backup`; `connect` hooks are not run (loading warns).
+    /// `upgrade`, `reset`, `apply` and `connect.after` hooks into `RunHooks` steps; `backup`
+    /// hooks run around `k0sform backup`; `connect.before` is not run (loading warns).
     pub hooks: Hooks,
     /// `os:` override as written (k0sform ignores it; loading warns).
     pub os: Option<String>,

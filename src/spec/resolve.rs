@@ -7,7 +7,7 @@
 //! where carrying on would make apply do something different from what the file asks and the
 //! user could not tell (winRM and localhost hosts, `privateInterface`, URL or glob `files` sources);
 //! a **warning** where the field is ignored and the outcome is still the cluster the file
-//! describes (`os`, `connect` hooks, `openSSH.disableMultiplexing`). k0sctl's own
+//! describes (`os`, `connect.before` hooks, `openSSH.disableMultiplexing`). k0sctl's own
 //! smoke-test files use several of the latter and must keep loading.
 
 use crate::spec::Diagnostic;
@@ -111,6 +111,18 @@ pub(crate) fn resolve(
         .enumerate()
         .filter_map(|(i, h)| resolve_host(h.as_ref()?, i, env, sink))
         .collect();
+    // Said once, at the first host with `apply` hooks.
+    if let Some(h) = hosts.iter().find(|h| {
+        h.hooks
+            .get("apply")
+            .is_some_and(|a| a.values().any(|l| !l.is_empty()))
+    }) {
+        sink.warn_key(
+            &format!("spec.hosts[{}].hooks.apply", h.index - 1),
+            "apply hooks run only on hosts an apply changes (k0sctl runs them on every host at \
+             every apply); the plan lists the hooks it does not run",
+        );
+    }
     let mut k0s = resolve_k0s(rs.k0s.as_ref(), sink);
     // k0sctl `phase/gather_k0s_facts.go`: a controller installed with --enable-dynamic-config
     // puts the whole cluster in dynamic config mode.
@@ -155,7 +167,9 @@ fn resolve_ssh(s: &RawSsh, env: &Env) -> SshTarget {
         t.user = u;
     }
     t.key_path = set(&s.key_path).map(|k| env.path(&k));
-    t.host_key = set(&s.host_key);
+    // k0sctl's `<type> <base64>` becomes its fingerprint; what does not decode is left as
+    // written for validation to report.
+    t.host_key = set(&s.host_key).map(|k| super::validate::host_key_pin(&k).unwrap_or(k));
     t.options = ssh_options(s.options.as_ref());
     t.bastion = s.bastion.as_ref().map(|b| Box::new(resolve_ssh(b, env)));
     t
@@ -200,7 +214,11 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
     if h.win_rm.is_some() {
         sink.error_key(
             &format!("{p}.winRM"),
-            "winRM (Windows) hosts are not supported by k0sform",
+            // k0sctl runs Windows workers over WinRM, experimentally and only as workers on
+            // k0s >= 1.34 (phase/validate_hosts.go); k0sform manages Linux hosts over SSH only.
+            "Windows workers are not supported: k0sform manages Linux hosts over SSH, and this \
+             host connects with winRM (Windows); remove it from the spec, or keep managing it \
+             with k0sctl",
         );
     }
     if h.localhost.as_ref().is_some_and(RawLocalhost::enabled) {
@@ -265,15 +283,18 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
         );
     }
     host.hooks = resolve_hooks(h.hooks.as_ref());
-    // `backup` hooks run around `k0sform backup`; `connect` hooks never run.
+    // `backup` hooks run around `k0sform backup`; `connect.after` first on a host an apply
+    // changes. k0sctl has no `connect.before` hook point (README "hook points"; it runs
+    // `connect.after` only, phase/detect_os.go).
     if host
         .hooks
         .get("connect")
-        .is_some_and(|s| s.values().any(|l| !l.is_empty()))
+        .and_then(|s| s.get("before"))
+        .is_some_and(|l| !l.is_empty())
     {
         sink.warn_key(
-            &format!("{p}.hooks.connect"),
-            "not run: k0sform runs nothing on hosts while it probes them (plan changes nothing)",
+            &format!("{p}.hooks.connect.before"),
+            "not run: k0sctl has no connect.before hook point, and k0sform runs nothing on hosts while it probes them",
         );
     }
     for (j, f) in h.files.iter().flatten().enumerate() {

@@ -501,12 +501,18 @@ pub(crate) fn is_dns_name(s: &str) -> bool {
         && !s.rsplit('.').next().is_some_and(|l| l.chars().all(|c| c.is_ascii_digit()))
 }
 
-/// `SHA256:<base64 of 32 bytes>` as `ssh-keygen -lf` prints it.
+/// `SHA256:<base64 of 32 bytes>` as `ssh-keygen -lf` prints it. A `<type> <base64>` key is
+/// turned into its fingerprint when the spec is resolved (`host_key_pin`); one still here did
+/// not decode, and is reported with why.
 fn check_host_key(k: &str) -> Result<(), String> {
     use base64::Engine;
+    if !k.starts_with("SHA256:") && k.contains(char::is_whitespace) {
+        return host_key_pin(k).map(|_| ());
+    }
     let bad = || {
         format!(
-            "`{k}` is not a host key fingerprint: expected `SHA256:` and 43 base64 characters, as `ssh-keygen -lf` prints"
+            "`{k}` is not a host key: expected a fingerprint (`SHA256:` and 43 base64 characters, \
+             as `ssh-keygen -lf` prints) or the public key as `<type> <base64>`"
         )
     };
     let b64 = k.strip_prefix("SHA256:").ok_or_else(bad)?;
@@ -517,6 +523,41 @@ fn check_host_key(k: &str) -> Result<(), String> {
         return Err(bad());
     }
     Ok(())
+}
+
+/// `ssh.hostKey` as k0sctl takes it: the host's public key as `<type> <base64>`, compared with
+/// the key the host offers as text (rig v2 `protocol/ssh/hostkey/callbacks.go`,
+/// `StaticKeyCallback`: `k.Type() + " " + base64(k.Marshal())`). k0sform pins by fingerprint,
+/// so the key becomes its `SHA256:` fingerprint, as OpenSSH prints it. The key's blob must
+/// decode and name the same type it is written with.
+pub(crate) fn host_key_pin(k: &str) -> Result<String, String> {
+    use base64::Engine;
+    let mut words = k.split_whitespace();
+    let (Some(kind), Some(b64), None) = (words.next(), words.next(), words.next()) else {
+        return Err(format!(
+            "`{k}` is not a host key: expected `<type> <base64>` (e.g. `ssh-ed25519 AAAAC3…`) or a `SHA256:` fingerprint"
+        ));
+    };
+    let blob = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .map_err(|_| {
+            format!(
+                "the {kind} key's `{}` is not base64",
+                crate::hash::short_n(b64, 16)
+            )
+        })?;
+    // The SSH wire form starts with the key type as a string (RFC 4253 section 6.6).
+    let named = blob
+        .get(..4)
+        .map(|n| u32::from_be_bytes([n[0], n[1], n[2], n[3]]) as usize)
+        .and_then(|n| blob.get(4..4usize.checked_add(n)?));
+    if named != Some(kind.as_bytes()) {
+        return Err(format!(
+            "`{kind} {}` is not a {kind} public key (its base64 does not start with the key type; copy the line from the host's /etc/ssh/ssh_host_*_key.pub)",
+            crate::hash::short_n(b64, 16)
+        ));
+    }
+    crate::ssh::hostkey::fingerprint(&format!("{kind} {b64}")).map_err(|e| e.to_string())
 }
 
 /// k0sctl's floor (`cluster/k0s.go` `validateVersion`): k0s 0.11.0 or newer. The version
@@ -682,5 +723,21 @@ mod tests {
         assert!(check_host_key("SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU").is_ok());
         assert!(check_host_key("MD5:aa:bb").is_err());
         assert!(check_host_key("SHA256:short").is_err());
+        // k0sctl's form: the key itself (`ssh-keygen -lf` of this key prints the fingerprint).
+        let ed = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGuj3sk0LinO4GCDR2GtZ2VdPI+NTdstjpD1rSduvZ3c";
+        assert_eq!(
+            host_key_pin(ed).as_deref(),
+            Ok("SHA256:976FTRrSr3BsrIHSB7x8JbM+GTOXhINu3hozoQiC2/M")
+        );
+        assert!(check_host_key(ed).is_ok());
+        assert!(
+            host_key_pin(
+                "ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIGuj3sk0LinO4GCDR2GtZ2VdPI+NTdstjpD1rSduvZ3c"
+            )
+            .is_err()
+        );
+        assert!(host_key_pin(&format!("{ed} comment")).is_err());
+        assert!(host_key_pin("ssh-ed25519 not!base64").is_err());
+        assert!(host_key_pin("ssh-ed25519").is_err());
     }
 }

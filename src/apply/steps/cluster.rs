@@ -295,6 +295,21 @@ impl<T: Transport + 'static> K0sRunner<T> {
         node: &str,
         since: Option<i64>,
     ) -> Result<(), StepError> {
+        self.wait_node(ctx, via, node, since, true).await
+    }
+
+    /// Wait until Node `node` is registered, Ready or not (`ready: false`, for
+    /// `options.wait.enabled: false`), or Ready (as `wait_node_ready`). With `since`, registered
+    /// or posted by a kubelet that started after it: a Node left from the host's earlier life
+    /// does not count.
+    pub(super) async fn wait_node(
+        &self,
+        ctx: &StepContext,
+        via: &HostId,
+        node: &str,
+        since: Option<i64>,
+        ready: bool,
+    ) -> Result<(), StepError> {
         let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
         // Woken as soon as the Node changes, where a watch runs (`node_watch`).
         let mut watch = self.watch_nodes(via, self.opts.wait_timeout);
@@ -308,6 +323,15 @@ impl<T: Transport + 'static> K0sRunner<T> {
             not_before = asked + std::time::Duration::from_nanos(1);
             let why = match answer {
                 Ok(nodes) => match nodes.iter().find(|n| n.name == node) {
+                    Some(n)
+                        if !ready
+                            && since.is_none_or(|t| n.last_heartbeat.is_none_or(|h| h > t)) =>
+                    {
+                        return Ok(());
+                    }
+                    Some(_) if !ready => format!(
+                        "Node \"{node}\" is from before its restart; waiting for its kubelet to register"
+                    ),
                     Some(n) if since.map_or(n.ready, |t| n.ready_since(t)) => return Ok(()),
                     Some(n) if n.ready => format!(
                         "Node \"{node}\" shows Ready from before its restart; waiting for its kubelet to report again"
@@ -318,7 +342,11 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 Err(e) => e,
             };
             ctx.progress(format!("waiting for Node \"{node}\": {why}"));
-            let what = format!("Node \"{node}\" to be Ready (via {via})");
+            let what = if ready {
+                format!("Node \"{node}\" to be Ready (via {via})")
+            } else {
+                format!("Node \"{node}\" to register (via {via})")
+            };
             let Some(w) = watch.as_mut().filter(|w| w.alive()) else {
                 dl.retry_after(&what, &why, asked).await.map_err(failed)?;
                 continue;

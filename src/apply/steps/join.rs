@@ -100,6 +100,13 @@ impl<T: Transport + 'static> K0sRunner<T> {
                     self.wait_member(ctx, via, peer_addr).await?;
                     self.wait_ready(ctx, &host).await
                 }
+                // `options.wait.enabled: false` (k0sctl's --no-wait, which waits for no Node
+                // at all: phase/install_workers.go): the Node registered, Ready or not.
+                Some(node) if !self.spec.options.wait => {
+                    let ready = false;
+                    self.wait_node(ctx, via, node, self.restarted_at(&host), ready)
+                        .await
+                }
                 Some(node) => {
                     self.wait_node_ready(ctx, via, node, self.restarted_at(&host))
                         .await

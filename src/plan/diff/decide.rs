@@ -8,8 +8,8 @@ use super::hosts::{HostCtx, peer_key};
 use super::{Planner, reason};
 use crate::hash::{short, short_key};
 use crate::plan::model::{ClusterAction, Reason, ReasonCode, Refusal, RefusalKind};
-use crate::reality::{HostFacts, Probe};
-use crate::spec::HostSpec;
+use crate::reality::{HostFacts, K0sStatus, Probe};
+use crate::spec::{HostSpec, Role};
 use crate::state::HostState;
 
 /// How a recorded host differs from its record, or why it is replaced anyway.
@@ -34,6 +34,11 @@ impl<'a> Planner<'a> {
 
         // Removal: not in the spec, or `reset: true`.
         if !h.in_spec() {
+            // `reset: true` on a host whose role differs from the running one: k0sctl refuses
+            // it too (without --force), and the reset would go by the wrong role.
+            if let (Some(s), Some(f)) = (h.spec, h.facts()) {
+                role_check(h, f, s)?;
+            }
             return self.decide_removal(idx);
         }
 
@@ -283,6 +288,7 @@ impl<'a> Planner<'a> {
         }
         if self.in_cluster(h) {
             if let Some(sh) = h.spec {
+                role_check(h, f, sh)?;
                 self.refuse_datastore_switch(h, f, sh)?;
             }
             return Ok(Some(HostPlan::new(
@@ -370,6 +376,7 @@ impl<'a> Planner<'a> {
                 replace_reasons(&change, f, st),
             )));
         }
+        role_check(h, f, spec_host)?;
         if !self.in_cluster(h) {
             return self.decide_rejoin(idx, f);
         }
@@ -626,6 +633,63 @@ pub(super) fn leftovers(f: &HostFacts) -> bool {
     f.service.is_some() || f.is_running() || f.has_etcd_data
 }
 
+/// The role k0s runs in, as k0sctl names it from `k0s status` (phase/gather_k0s_facts.go:
+/// a controller with workloads is `single` when started with `--single`, else
+/// `controller+worker`; the legacy `server` roles read as controller, `parse_status`).
+fn running_role(s: &K0sStatus) -> Option<Role> {
+    match s.role.as_str() {
+        "worker" => Some(Role::Worker),
+        "controller" if !s.workloads => Some(Role::Controller),
+        "controller" if s.single_node || s.args.iter().any(|a| a == "--single=true") => {
+            Some(Role::Single)
+        }
+        "controller" => Some(Role::ControllerWorker),
+        _ => None,
+    }
+}
+
+/// k0s runs on the host in another role than the spec gives it. k0sctl refuses this ("is
+/// configured as k0s X but is already running as Y - role change is not supported",
+/// phase/gather_k0s_facts.go `handleRoleMismatch`); k0sform refuses too, before any step, and
+/// says how to change the role: take the host out of the cluster (reset) and join it again.
+fn role_check(h: &HostCtx, f: &HostFacts, spec_host: &HostSpec) -> Result<(), Refusal> {
+    let Some(running) = f.status.as_ref().and_then(running_role) else {
+        return Ok(());
+    };
+    let want = spec_host.role;
+    if running == want {
+        return Ok(());
+    }
+    let name = h.name();
+    // A controller leaves etcd first: the plan of step 1 shows it, and refuses it where the
+    // others would lose quorum.
+    let leaves = if running.is_controller() {
+        "it leaves etcd and the cluster and is reset (the plan refuses it if the other \
+         controllers would lose quorum)"
+    } else {
+        "it leaves the cluster and is reset"
+    };
+    Err(Refusal {
+        kind: RefusalKind::RoleChange,
+        message: format!(
+            "{name} ({}) runs k0s as {running} but the spec gives it role {want}; k0sform does \
+             not change the role of a running host (k0sctl refuses it too): refusing to plan",
+            h.id
+        ),
+        details: vec![
+            format!("{name}: to keep it as it runs, set `role: {running}` on it in the spec"),
+            format!(
+                "{name}: to run it as {want}: 1. remove it from the spec (or set `reset: true` \
+                 on it, with `role: {running}`) and apply: {leaves}"
+            ),
+            format!(
+                "{name}: 2. add it back with `role: {want}` (without `reset`) and apply: it \
+                 joins as {want}"
+            ),
+        ],
+    })
+}
+
 /// The machine to reset before installing, when an earlier k0s left something behind.
 fn reset_if_leftovers(f: &HostFacts) -> Option<String> {
     leftovers(f).then(|| f.machine_id.clone())
@@ -719,5 +783,44 @@ pub(super) fn host_key_refusal(h: &HostCtx, expected: &str, offered: &str) -> Re
             h.id,
             h.id
         )],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(role: &str, workloads: bool, single: bool, args: &[&str]) -> K0sStatus {
+        K0sStatus {
+            version: crate::version::K0sVersion::parse("v1.33.4+k0s.0").unwrap(),
+            pid: 1,
+            role: role.into(),
+            workloads,
+            single_node: single,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            peer_address: None,
+            storage_type: None,
+            invocation_id: None,
+        }
+    }
+
+    #[test]
+    fn running_role_as_k0sctl_names_it() {
+        let r = |s: K0sStatus| running_role(&s);
+        assert_eq!(r(status("worker", true, false, &[])), Some(Role::Worker));
+        assert_eq!(
+            r(status("controller", false, false, &[])),
+            Some(Role::Controller)
+        );
+        assert_eq!(
+            r(status("controller", true, false, &["--enable-worker=true"])),
+            Some(Role::ControllerWorker)
+        );
+        assert_eq!(r(status("controller", true, true, &[])), Some(Role::Single));
+        assert_eq!(
+            r(status("controller", true, false, &["--single=true"])),
+            Some(Role::Single)
+        );
+        assert_eq!(r(status("something", true, false, &[])), None);
     }
 }

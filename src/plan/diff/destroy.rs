@@ -103,6 +103,7 @@ impl Planner<'_> {
             state_serial: self.state_serial(),
             first_contacts: Vec::new(),
             k0s_version: None,
+            hooks_not_run: Vec::new(),
         })
     }
 

@@ -71,10 +71,12 @@ impl Install {
 }
 
 /// Steps the install line goes before: what starts k0s, the files it may read, and every hook
-/// but `apply.before` (which runs before the upload and the config).
+/// but `connect.after` and `apply.before` (which run before the upload and the config).
 fn follows_install(kind: &StepKind) -> bool {
     match kind {
-        StepKind::RunHooks { action, stage, .. } => !(action == "apply" && stage == "before"),
+        StepKind::RunHooks { action, stage, .. } => {
+            !(action == "apply" && stage == "before" || action == "connect" && stage == "after")
+        }
         StepKind::UploadFiles { .. }
         | StepKind::RestoreBackup { .. }
         | StepKind::Drain { .. }

@@ -5,7 +5,7 @@ use super::Planner;
 use super::decision::HostPlan;
 use super::steps::StepOwners;
 use crate::hostid::HostId;
-use crate::plan::model::{Step, StepKind};
+use crate::plan::model::{HooksNotRun, Step, StepKind};
 use std::collections::BTreeMap;
 
 /// Hooks to run before and after a step, by the id of the step they wrap.
@@ -101,12 +101,64 @@ impl Planner<'_> {
                 if let Some(k) = hook("apply", "before") {
                     before.entry(first.id).or_default().insert(0, k);
                 }
+                // k0sctl runs `connect.after` right after connecting, before anything else
+                // (phase/detect_os.go `After`): first of all on the host.
+                if let Some(k) = hook("connect", "after") {
+                    before.entry(first.id).or_default().insert(0, k);
+                }
                 if let Some(k) = hook("apply", "after") {
                     after.entry(last.id).or_default().push(k);
                 }
             }
         }
         (before, after)
+    }
+}
+
+impl Planner<'_> {
+    /// The `apply.*` and `connect.after` hooks of spec hosts (not being reset) that no step
+    /// runs: nothing changes on their host. k0sctl runs them at every apply
+    /// (action/apply.go, phase/detect_os.go); the plan says which ones k0sform skips.
+    pub(super) fn hooks_not_run(&self, steps: &[Step]) -> Vec<HooksNotRun> {
+        // The hooks steps run, by host (one pass over the steps).
+        let run: std::collections::HashSet<(&HostId, &str, &str)> = steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StepKind::RunHooks { action, stage, .. } => {
+                    Some((&s.host, action.as_str(), stage.as_str()))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut out = Vec::new();
+        for h in &self.hosts {
+            let Some(hs) = h.spec.filter(|s| !s.reset && !s.hooks.is_empty()) else {
+                continue;
+            };
+            let hooks: Vec<String> = [
+                ("connect", "after"),
+                ("apply", "before"),
+                ("apply", "after"),
+            ]
+            .into_iter()
+            .filter(|(action, stage)| {
+                hs.hooks
+                    .get(*action)
+                    .and_then(|a| a.get(*stage))
+                    .is_some_and(|l| !l.is_empty())
+                    && !run.contains(&(&h.id, *action, *stage))
+            })
+            .map(|(action, stage)| format!("{action}.{stage}"))
+            .collect();
+            if !hooks.is_empty() {
+                out.push(HooksNotRun {
+                    host: h.id.clone(),
+                    name: h.name(),
+                    hooks,
+                });
+            }
+        }
+        out
     }
 }
 

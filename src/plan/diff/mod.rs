@@ -112,6 +112,7 @@ impl Planner<'_> {
         }
         let (steps, step_owner, etcd) = self.build_steps(&plans)?;
         let (steps, step_owner) = self.with_hooks(&plans, steps, step_owner);
+        let hooks_not_run = self.hooks_not_run(&steps);
         self.two_member_restarts(&plans);
         let changes = self.host_changes(&plans, &steps, &step_owner);
         dag_checked(&steps)?;
@@ -131,6 +132,7 @@ impl Planner<'_> {
             state_serial: self.state_serial(),
             first_contacts: Vec::new(),
             k0s_version: None,
+            hooks_not_run,
         })
     }
 
