@@ -127,7 +127,7 @@ fn spec_yaml(args: &InitArgs, lines: &[String]) -> Result<String, String> {
         );
         let _ = writeln!(out, "      port: {}", h.port);
         if let Some(k) = &args.key_path {
-            let _ = writeln!(out, "      keyPath: {}", scalar(k));
+            let _ = writeln!(out, "      keyPath: {}", key_path(k));
         }
         let _ = writeln!(out, "    role: {}", h.role);
         out.push_str("    # k0sBinaryPath: ./k0s\n");
@@ -182,6 +182,22 @@ spec:
     adminPort: 8133
 ";
 
+/// A key path as k0sctl init writes it: `~/…` stays plain (YAML reads it as the string it is;
+/// k0sform's shared quoter, which also writes k0s.yaml, quotes every `~`).
+fn key_path(k: &str) -> String {
+    match k.strip_prefix("~/") {
+        Some(rest)
+            if !rest.is_empty()
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._/-".contains(c)) =>
+        {
+            k.to_string()
+        }
+        _ => scalar(k),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +247,8 @@ mod tests {
     fn scalars_quote_what_yaml_would_misread() {
         assert_eq!(scalar("10.0.0.1"), "10.0.0.1");
         assert_eq!(scalar("/home/u/.ssh/id_ed25519"), "/home/u/.ssh/id_ed25519");
+        assert_eq!(key_path("~/.ssh/id_ed25519"), "~/.ssh/id_ed25519");
+        assert_eq!(key_path("~/a b"), "\"~/a b\"");
         assert_eq!(scalar("1000"), "\"1000\"");
         assert_eq!(scalar("yes"), "\"yes\"");
         assert_eq!(scalar("a: b"), "\"a: b\"");
