@@ -1874,19 +1874,7 @@ fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
         );
         c.eventually(60, "controller joined", || c.members("c1").len() == i + 1);
     }
-    let token = c.lab.ssh_ok(
-        "c1",
-        "k0s token create --role=worker --expiry=10m0s --data-dir=/var/lib/k0s",
-    );
-    write("w1", "/etc/k0s/k0stoken", token.trim());
-    c.lab.ssh_ok(
-        "w1",
-        &format!(
-            "k0s install worker --labels=zone=a,app=x -l kubelet=2 --data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken '--kubelet-extra-args=--node-ip={}' && k0s start",
-            c.lab.address("w1")
-        ),
-    );
-    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    join_worker_as_k0sctl(&c, "w1", "--labels=zone=a,app=x -l kubelet=2 ");
     let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
     // k0s recorded the worker's flags its own way: labels sorted, every log level.
     let unit = c
@@ -1931,6 +1919,109 @@ fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
         assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]),
         uid
     );
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// `name` joins through c1 as k0sctl joins a worker: a token in /etc/k0s/k0stoken (0600), then
+/// `k0s install worker` with the user's `flags` first, the data dir, the token file and
+/// `--kubelet-extra-args=--node-ip=<private address>` (k0sctl `cluster/host.go`
+/// `K0sInstallFlags`); waits until its Node is Ready.
+fn join_worker_as_k0sctl(c: &Cluster, name: &str, flags: &str) {
+    let token = c.lab.ssh_ok(
+        "c1",
+        "k0s token create --role=worker --expiry=10m0s --data-dir=/var/lib/k0s",
+    );
+    c.lab.ssh_ok(
+        name,
+        &format!(
+            "mkdir -p /etc/k0s && printf '%s' '{}' > /etc/k0s/k0stoken && chmod 600 /etc/k0s/k0stoken && k0s install worker {flags}--data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken '--kubelet-extra-args=--node-ip={}' && k0s start",
+            token.trim(),
+            c.lab.address(name)
+        ),
+    );
+    c.eventually(60, &format!("{name} Ready"), || {
+        c.nodes("c1").get(name) == Some(&true)
+    });
+}
+
+/// A controller and a worker built as k0sctl builds them (`k0s install` lines of k0sctl
+/// `cluster/host.go` `K0sInstallFlags`, k0s.yaml of `phase/configure_k0s.go`), the worker's
+/// token file overwritten after the join as k0sctl does (`phase/install_workers.go`:
+/// `# overwritten by k0sctl after join`), then adopted with `apply -refresh-only`.
+fn k0sctl_built_controller_and_worker(c: &Cluster) {
+    for h in ["c1", "w1"] {
+        c.lab.install_double(h);
+    }
+    let a1 = c.lab.address("c1");
+    let write = |host: &str, path: &str, text: &str| {
+        c.lab.ssh_ok(
+            host,
+            &format!("mkdir -p /etc/k0s && printf '%s' '{text}' > {path} && chmod 600 {path}"),
+        );
+    };
+    write(
+        "c1",
+        "/etc/k0s/k0s.yaml",
+        &format!(
+            "# generated-by-k0sctl 2026-08-01T10:00:00Z\napiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nspec:\n  api:\n    sans:\n    - {a1}\n  storage:\n    etcd:\n      peerAddress: {a1}\n"
+        ),
+    );
+    c.lab.ssh_ok(
+        "c1",
+        "k0s install controller --data-dir=/var/lib/k0s --config=/etc/k0s/k0s.yaml && k0s start",
+    );
+    wait_api_ready(c, "c1");
+    join_worker_as_k0sctl(c, "w1", "");
+    c.lab.ssh_ok(
+        "w1",
+        "printf '# overwritten by k0sctl after join\\n' > /etc/k0s/k0stoken",
+    );
+    c.run(&["apply", "-refresh-only", "-auto-approve"])
+        .expect(0);
+}
+
+/// Issue 27.4, k0s #7202: k0s v1.35.1+k0s.0 workers decode their token file at every start and
+/// refuse k0sctl's comment. Upgrading an adopted k0sctl-built worker to that version writes a
+/// decodable placeholder first, as k0sctl ≥ v0.29 does (`phase/ensure_join_token_workaround.go`):
+/// the worker comes back on the new version.
+#[test]
+fn k0sctl_built_worker_upgraded_to_v1_35_1_k0s_0_gets_a_decodable_token_file() {
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            ..SpecOptions::default()
+        },
+    );
+    k0sctl_built_controller_and_worker(&c);
+    assert_eq!(
+        c.lab.ssh_ok("w1", "cat /etc/k0s/k0stoken"),
+        "# overwritten by k0sctl after join\n"
+    );
+    c.spec_opts.k0s_version = Some("v1.35.1+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.35.1+k0s.0"));
+    c.write_spec(&["c1", "w1"]);
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("v1.33.4+k0s.0 → v1.35.1+k0s.0")
+        .contains("token file: a decodable placeholder is written first where it holds no join token (k0s v1.35.1+k0s.0 workers refuse to start otherwise, k0s #7202; as k0sctl)");
+    c.apply()
+        .contains("Apply complete")
+        .contains("/etc/k0s/k0stoken held no join token k0s v1.35.1+k0s.0 can decode: a placeholder was written (k0s #7202)");
+    assert_eq!(c.lab.ssh_ok("w1", "k0s version").trim(), "v1.35.1+k0s.0");
+    let placeholder = k0sform::k0s::placeholder_token(k0sform::k0s::TokenRole::Worker);
+    assert_eq!(c.lab.ssh_ok("w1", "cat /etc/k0s/k0stoken"), placeholder);
+    assert_eq!(
+        c.lab.ssh_ok("w1", "stat -c %a /etc/k0s/k0stoken").trim(),
+        "600"
+    );
+    // It restarts on its own too (a reboot): the file decodes.
+    c.lab.power_off("w1");
+    c.lab.power_on("w1");
+    c.eventually(30, "w1 Ready after a power cycle", || {
+        c.nodes("c1").get("w1") == Some(&true)
+    });
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
 

@@ -45,10 +45,16 @@ impl Install {
                     sha256,
                     version,
                 } => {
-                    i.binary = Some(format!(
-                        "k0s {version} downloaded by the host from {url} (sha256 {})",
-                        short(sha256)
-                    ));
+                    i.binary = Some(if sha256.is_empty() {
+                        format!(
+                            "k0s {version} downloaded by the host from {url} (sha256 not checked, recorded as downloaded)"
+                        )
+                    } else {
+                        format!(
+                            "k0s {version} downloaded by the host from {url} (sha256 {})",
+                            short(sha256)
+                        )
+                    });
                 }
                 StepKind::WriteConfig { .. } => i.config = true,
                 _ => {}
@@ -331,15 +337,19 @@ impl Planner<'_> {
                     self.name_of(via)
                 ),
             )),
-            StepKind::Upgrade { from, to } => out.push(line(
-                '~',
-                format!(
-                    "k0s {} → {to}, reinstalled and restarted ({})",
-                    from.as_deref().unwrap_or("none"),
-                    self.upgrade_pace(h, steps)
-                ),
-            )),
-            StepKind::Reconfigure => out.push(line(
+            StepKind::Upgrade { from, to } => {
+                out.push(line(
+                    '~',
+                    format!(
+                        "k0s {} → {to}, reinstalled and restarted ({})",
+                        from.as_deref().unwrap_or("none"),
+                        self.upgrade_pace(h, steps)
+                    ),
+                ));
+                token_file_line(h, to, out);
+            }
+            StepKind::Reconfigure => {
+                out.push(line(
                 '~',
                 if p.reasons
                     .iter()
@@ -350,7 +360,11 @@ impl Planner<'_> {
                 } else {
                     "service reinstalled with the spec's flags and restarted".into()
                 },
-            )),
+                ));
+                if let Some(v) = h.facts().and_then(|f| f.status.as_ref()) {
+                    token_file_line(h, &v.version, out);
+                }
+            }
             StepKind::MoveHost { from } => {
                 let mut kept = vec![format!("node name {}", h.name())];
                 if let Some(e) = h.state.and_then(|s| s.etcd.as_ref()) {
@@ -404,6 +418,20 @@ impl Planner<'_> {
             self.spec.options.concurrency_limit,
         );
         format!("workers {batch} at a time")
+    }
+}
+
+/// k0s issue #7202: a worker that restarts on k0s `version` that decodes its token file at every
+/// start gets a decodable placeholder there first where the file holds no token (k0sctl
+/// `phase/ensure_join_token_workaround.go`; the executor's `token_file_workaround`).
+fn token_file_line(h: &HostCtx, version: &str, out: &mut Vec<Detail>) {
+    if h.role() == crate::spec::Role::Worker
+        && crate::k0s::quirks::worker_decodes_token_file_at_start(version)
+    {
+        out.push(line(
+            '~',
+            format!("token file: a decodable placeholder is written first where it holds no join token (k0s {version} workers refuse to start otherwise, k0s #7202; as k0sctl)"),
+        ));
     }
 }
 
