@@ -2829,6 +2829,74 @@ fn hosts_download_k0s_from_a_release_mirror() {
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
 
+/// Issue 27.7: hosts with `k0sDownloadURL` (here the lab's loopback mirror) and no
+/// `k0sDownloadSha256`, where no `sha256sums.txt` is published. k0sctl checks no checksum
+/// (`pkg/k0s/binprovider/download.go`) and needs no internet: `plan` fetches nothing from the
+/// default release URL (unreachable here), says in one line that the binary is not checked and
+/// how to pin it; `apply` installs, and the sha256 each host computed is shown and recorded.
+#[test]
+fn k0s_download_url_without_published_sums_plans_and_installs() {
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            from_release: true,
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            ..SpecOptions::default()
+        },
+    );
+    let mirror = c.lab.start_mirror();
+    let v = "v1.33.4+k0s.0";
+    mirror.publish(v, &c.lab.k0s_double_with_version(v));
+    mirror.remove_sums(v);
+    let sha = k0sform::hash::sha256_file(&mirror.binary_path(v)).expect("hash");
+    for h in ["c1", "w1"] {
+        c.spec_opts.host_yaml.insert(
+            h.into(),
+            format!("k0sDownloadURL: {}/releases/%v/k0s-%v-%p", mirror.url),
+        );
+    }
+    c.write_spec(&["c1", "w1"]);
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains(&format!("k0s {v} downloaded by the host from {}/releases/v1.33.4%2Bk0s.0/k0s-v1.33.4%2Bk0s.0-", mirror.url))
+        .contains("(sha256 not checked, recorded as downloaded)")
+        .contains("Warning: the k0s binary that c1, w1 download is not checked against a published sha256 (as in k0sctl; there is none for a k0sDownloadURL or before k0s v1.28.2): each host's sha256 of its download is recorded; set k0sDownloadSha256 on the host to pin it");
+    c.apply().contains("Apply complete").contains(&format!(
+        "has sha256 {sha} (not checked against a published sha256, as in k0sctl)"
+    ));
+    runs_swapped_in(&c, &["c1", "w1"], v);
+    assert_eq!(mirror.downloads(v), 2, "one download per host");
+    for h in ["c1", "w1"] {
+        assert_eq!(
+            c.state_host(h).expect("recorded")["k0s_binary"]["sha256"],
+            sha.as_str(),
+            "{h}"
+        );
+    }
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    // Pinned: a binary that is not the pinned one is refused before anything changes.
+    for h in ["c1", "w1"] {
+        c.spec_opts.host_yaml.insert(
+            h.into(),
+            format!(
+                "k0sDownloadURL: {}/releases/%v/k0s-%v-%p\nk0sDownloadSha256: {}",
+                mirror.url,
+                "0".repeat(64)
+            ),
+        );
+    }
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    mirror.publish(
+        "v1.33.5+k0s.0",
+        &c.lab.k0s_double_with_version("v1.33.5+k0s.0"),
+    );
+    mirror.remove_sums("v1.33.5+k0s.0");
+    c.write_spec(&["c1", "w1"]);
+    apply_fails_and_changes_nothing(&c, &["c1", "w1"], "checksum mismatch");
+}
+
 /// `uploadBinary: true`: k0sform downloads each release once into its local cache and uploads
 /// it to every host.
 #[test]
