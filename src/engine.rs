@@ -200,8 +200,8 @@ pub fn staging_destinations(spec: &Spec, desired: &Desired) -> BTreeMap<HostId, 
             let id = h.id();
             let mut d = vec![
                 h.k0s_install_path.clone(),
-                crate::k0s::desired::CONFIG_FILE.to_string(),
-                crate::k0s::desired::TOKEN_FILE.to_string(),
+                crate::k0s::desired::config_file(h),
+                crate::k0s::desired::token_file(h),
             ];
             match desired.host(&id) {
                 Some(dh) => d.extend(dh.files.iter().map(|f| f.remote.clone())),
@@ -631,7 +631,7 @@ pub async fn settle_leftovers(
         };
         let placeholder = join_interrupted.then(|| crate::k0s::placeholder_token(role));
         let cmd = crate::k0s::settle_leftovers(
-            crate::k0s::desired::TOKEN_FILE,
+            &crate::k0s::desired::token_file(hs),
             placeholder.as_deref(),
             destinations,
         );

@@ -2025,6 +2025,69 @@ fn k0sctl_built_worker_upgraded_to_v1_35_1_k0s_0_gets_a_decodable_token_file() {
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
 
+/// Issue 27.9: installFlags as k0sctl reads them (`cluster/host.go`): `--config` moves where
+/// the controller's k0s.yaml is written (and read by the probe), `--token-file` where the join
+/// token (then its placeholder) goes, `--kubelet-root-dir` is lifted like `--data-dir` and
+/// given to `k0s reset`, and `--hostname-override` in `--kubelet-extra-args` names the Node
+/// (lower-cased by kubelet). Converged, nothing to do; a destroy removes those files and resets
+/// the kubelet root dir.
+#[test]
+fn install_flags_move_config_token_kubelet_dir_and_node_name() {
+    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    c.spec_opts.host_yaml.insert(
+        "c1".into(),
+        "installFlags:\n- --config=/etc/k0s/custom.yaml".into(),
+    );
+    c.spec_opts.host_yaml.insert(
+        "w1".into(),
+        "installFlags:\n- --token-file=/etc/k0s/join.tok\n- --kubelet-root-dir=/var/lib/kubelet-w1\n- --kubelet-extra-args=--hostname-override=Node-W1".into(),
+    );
+    c.write_spec(&["c1", "w1"]);
+    c.apply().contains("Apply complete");
+    c.lab.ssh_ok(
+        "c1",
+        "test -s /etc/k0s/custom.yaml && test ! -e /etc/k0s/k0s.yaml",
+    );
+    let unit = c
+        .lab
+        .ssh_ok("c1", "cat /etc/systemd/system/k0scontroller.service");
+    assert!(unit.contains("--config=/etc/k0s/custom.yaml"), "{unit}");
+    let placeholder = k0sform::k0s::placeholder_token(k0sform::k0s::TokenRole::Worker);
+    assert_eq!(c.lab.ssh_ok("w1", "cat /etc/k0s/join.tok"), placeholder);
+    c.lab.ssh_ok("w1", "test ! -e /etc/k0s/k0stoken");
+    let unit = c
+        .lab
+        .ssh_ok("w1", "cat /etc/systemd/system/k0sworker.service");
+    assert!(unit.contains("--token-file=/etc/k0s/join.tok"), "{unit}");
+    assert!(
+        unit.contains("--kubelet-root-dir=/var/lib/kubelet-w1"),
+        "{unit}"
+    );
+    assert!(unit.contains("--hostname-override=Node-W1"), "{unit}");
+    assert_eq!(
+        c.nodes("c1").get("node-w1"),
+        Some(&true),
+        "{:?}",
+        c.nodes("c1")
+    );
+    assert_eq!(
+        c.state_host("w1").expect("recorded")["node_name"],
+        "node-w1"
+    );
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    c.lab.ssh_ok(
+        "w1",
+        "mkdir -p /var/lib/kubelet-w1/pods && touch /var/lib/kubelet-w1/pods/x",
+    );
+    c.run(&["destroy", "-auto-approve"]).expect(0);
+    c.lab.ssh_ok("c1", "test ! -e /etc/k0s/custom.yaml");
+    c.lab.ssh_ok(
+        "w1",
+        "test ! -e /etc/k0s/join.tok && test ! -e /var/lib/kubelet-w1/pods/x",
+    );
+}
+
 /// The kubeconfig's one cluster, user and server, read from YAML.
 fn kubeconfig_parts(text: &str) -> (String, String, String, String) {
     let v: serde_json::Value = serde_saphyr::from_str(text).expect("kubeconfig YAML");

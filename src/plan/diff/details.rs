@@ -23,6 +23,8 @@ fn line(sign: char, text: String) -> Detail {
 struct Install {
     binary: Option<String>,
     config: bool,
+    /// Where the host's k0s.yaml is (`desired::config_file`).
+    config_path: String,
 }
 
 impl Install {
@@ -68,7 +70,7 @@ impl Install {
         match (self.binary.take(), self.config) {
             (Some(i), true) => out.push(line('+', format!("{i}, config written"))),
             (Some(i), false) => out.push(line('+', i)),
-            (None, true) => out.push(line('~', format!("{} rewritten", desired::CONFIG_FILE))),
+            (None, true) => out.push(line('~', format!("{} rewritten", self.config_path))),
             (None, false) => {}
         }
         self.config = false;
@@ -134,6 +136,9 @@ impl Planner<'_> {
             .map(Vec::as_slice)
             .unwrap_or_default();
         let mut install = Install::of(own);
+        install.config_path = h
+            .spec
+            .map_or_else(|| desired::CONFIG_FILE.to_string(), desired::config_file);
         // uploadBinary: say where k0sform itself downloads the binary from.
         if let (Some(b), Some(u)) = (
             install.binary.as_mut(),
