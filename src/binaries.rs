@@ -20,6 +20,7 @@ use crate::plan::{
 use crate::reality::{Probe, Reality};
 use crate::spec::{HostSpec, Spec};
 use crate::state::State;
+use crate::version::K0sVersion;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -29,20 +30,16 @@ fn from_release(h: &HostSpec) -> bool {
 }
 
 /// The version to install when `spec.k0s.version` is empty; None when the spec names one (or
-/// nothing needs a version). `pinned` (from a saved plan) wins; then what the cluster runs;
-/// then, for a new cluster with hosts that get k0s from a release, the version index.
+/// nothing needs a version): what the cluster runs; then what the state records; then, for a
+/// new cluster with hosts that get k0s from a release, the version index.
 pub fn resolve_version(
     spec: &Spec,
     state: &State,
     reality: &Reality,
-    pinned: Option<&ResolvedVersion>,
     mirror: &Mirror,
 ) -> Result<Option<ResolvedVersion>, String> {
     if spec.k0s.version.is_some() {
         return Ok(None);
-    }
-    if let Some(p) = pinned {
-        return Ok(Some(p.clone()));
     }
     // k0sctl takes the leader's running version; controllers first, in spec order.
     let probes = reality.probe_index();
@@ -51,8 +48,8 @@ pub fn resolve_version(
         .chain(spec.hosts.iter().filter(|h| !h.role.is_controller()))
         .find_map(|h| {
             let probe = probes.at(&h.ssh.address, h.ssh.port)?;
-            let v = probe.facts()?.status.as_ref()?.version.trim();
-            (!v.is_empty()).then(|| (v.to_string(), h.id()))
+            let v = &probe.facts()?.status.as_ref()?.version;
+            Some((v.clone(), h.id()))
         });
     if let Some((v, on)) = running {
         return Ok(Some(ResolvedVersion {
@@ -77,6 +74,8 @@ pub fn resolve_version(
             release::VERSION_URL_ENV
         )
     })?;
+    // Messages and the plan name the URL without its credentials, if it has any.
+    let url = crate::k0s::redact::hide_url_credentials(&url);
     let version = release::parse_version_index(&text)
         .map_err(|e| format!("looking up the k0s version at {url}: {e}"))?;
     Ok(Some(ResolvedVersion {
@@ -86,13 +85,13 @@ pub fn resolve_version(
 }
 
 /// Does the host (its probe) already have what it needs (installed and running `version`)?
-fn has_version(probe: Option<&Probe>, version: &str) -> bool {
+fn has_version(probe: Option<&Probe>, version: &K0sVersion) -> bool {
     let Some(f) = probe.and_then(Probe::facts) else {
         // Unreachable: the planner refuses or skips it; nothing to fetch.
         return true;
     };
-    f.k0s_version.as_deref() == Some(version)
-        && f.status.as_ref().is_none_or(|s| s.version == version)
+    f.k0s_version.as_ref() == Some(version)
+        && f.status.as_ref().is_none_or(|s| &s.version == version)
 }
 
 /// Fill in the release binary of every host that gets k0s from a release and does not have
@@ -104,15 +103,18 @@ pub fn release_binaries(
     desired: &mut Desired,
     mirror: &Mirror,
 ) -> Result<(), String> {
-    let Some(version) = spec.k0s.version.as_deref() else {
+    let Some(wanted) = spec.k0s.version.as_ref() else {
         return Ok(());
     };
+    // Release URLs and asset names spell the version with its `v` (k0sproject/version
+    // `DownloadURL`), whatever the spec wrote.
+    let version = &wanted.to_string();
     let mut sums: BTreeMap<String, String> = BTreeMap::new();
     let probes = reality.probe_index();
     for h in spec.hosts.iter().filter(|h| from_release(h)) {
         let id = h.id();
         let probe = probes.get(&id);
-        if has_version(probe, version) {
+        if has_version(probe, wanted) {
             continue;
         }
         let Some(facts) = probe.and_then(Probe::facts) else {
@@ -135,7 +137,7 @@ pub fn release_binaries(
         // publishes `sha256sums.txt` only from v1.28.2 on (`k0s::quirks::publishes_checksums`).
         let sha256 = match &h.k0s_download_sha256 {
             Some(s) => s.clone(),
-            None if h.k0s_download_url.is_some() || !quirks::publishes_checksums(version) => {
+            None if h.k0s_download_url.is_some() || !quirks::publishes_checksums(wanted) => {
                 if h.upload_binary {
                     return Err(format!(
                         "{id}: uploadBinary with {}: set k0sDownloadSha256 on the host, the sha256 k0sform checks its local download against",
@@ -160,7 +162,10 @@ pub fn release_binaries(
                 }
                 let asset = release::asset_name(version, &arch);
                 release::checksum_for(&sums[&sums_url], &asset).ok_or_else(|| {
-                    format!("{id}: {sums_url} lists no sha256 for {asset}; set k0sDownloadSha256 on the host")
+                    format!(
+                        "{id}: {} lists no sha256 for {asset}; set k0sDownloadSha256 on the host",
+                        crate::k0s::redact::hide_url_credentials(&sums_url)
+                    )
                 })?
             }
         };
@@ -182,14 +187,14 @@ pub fn release_binaries(
         if h.upload_binary {
             entry.local_binary = Some(LocalBinary {
                 sha256,
-                version: Some(version.to_string()),
+                version: Some(wanted.clone()),
                 url: Some(url),
             });
         } else {
             entry.host_download = Some(HostDownload {
                 url,
                 sha256,
-                version: version.to_string(),
+                version: wanted.clone(),
             });
         }
     }
@@ -218,7 +223,7 @@ pub fn cache_uploads(
         if &bin.sha256 != sha256 || out.iter().any(|l| &l.sha256 == sha256) {
             continue;
         }
-        let arch = url_arch(url, version);
+        let arch = url_arch(url, &version.to_string());
         let dest: PathBuf = download::cache_path(&download::cache_dir()?, version, &arch);
         let path = download::ensure_cached(url, &dest, sha256, mirror.timeout, progress)
             .map_err(|e| format!("{}: downloading k0s {version} locally: {e}", s.host))?;
@@ -292,7 +297,7 @@ mod tests {
             })
         };
         // Before v1.28.2: no sums for either host.
-        spec.k0s.version = Some("v1.27.5+k0s.0".into());
+        spec.k0s.version = Some("v1.27.5+k0s.0".parse().unwrap());
         let d = downloads(&spec).unwrap();
         assert_eq!(
             d[0].url,
@@ -302,7 +307,7 @@ mod tests {
         assert!(d.iter().all(|d| d.sha256.is_empty()), "{d:?}");
         // A release that publishes them: the k0sDownloadURL host still asks nothing; the
         // other one's sums are looked up (and here, unreachable, refused with its name).
-        spec.k0s.version = Some("v1.33.4+k0s.0".into());
+        spec.k0s.version = Some("v1.33.4+k0s.0".parse().unwrap());
         let e = downloads(&spec).unwrap_err();
         assert!(
             e.starts_with("127.0.0.1: checking k0s v1.33.4+k0s.0"),

@@ -79,6 +79,54 @@ pub struct GlobalArgs {
     /// More logging (repeat for more; also K0SFORM_LOG)
     #[arg(short = 'v', long = "verbose", global = true, help_heading = "Global options", action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Debug logging on stderr, as -vv (k0sctl's --debug/-d; also DEBUG=true)
+    #[arg(
+        short = 'd',
+        long = "debug",
+        global = true,
+        help_heading = "Global options"
+    )]
+    pub debug: bool,
+    /// Trace logging on stderr, as -vvv (k0sctl's --trace; also TRACE=true)
+    #[arg(long = "trace", global = true, help_heading = "Global options")]
+    pub trace: bool,
+}
+
+impl GlobalArgs {
+    /// The stderr log level asked for: `-v` counts, k0sctl's `--debug`/`--trace` and its `DEBUG`
+    /// and `TRACE` variables (cmd/flags.go `debugFlag`, `traceFlag`: true when set to a Go
+    /// `strconv.ParseBool` truth) raise it to -vv and -vvv.
+    pub fn verbosity(&self) -> u8 {
+        let env = |k: &str| std::env::var(k).is_ok_and(|v| go_bool(&v) == Some(true));
+        let mut v = self.verbose;
+        if self.debug || env("DEBUG") {
+            v = v.max(2);
+        }
+        if self.trace || env("TRACE") {
+            v = v.max(3);
+        }
+        v
+    }
+}
+
+/// Go's `strconv.ParseBool`, which k0sctl's (urfave/cli) boolean flags and their variables use.
+pub fn go_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// A Go `time.Duration` (`90s`, `1h30m`, `0`), as k0sctl's duration flags take it.
+fn parse_go_duration(s: &str) -> Result<std::time::Duration, String> {
+    match crate::k0s::install_flags::parse_go_duration(s) {
+        Ok(ns) if ns >= 0 => Ok(std::time::Duration::from_nanos(
+            u64::try_from(ns).unwrap_or(u64::MAX),
+        )),
+        Ok(_) => Err("negative duration".into()),
+        Err(why) => Err(format!("{why} (examples: 0, 90s, 10m, 1h30m)")),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -114,8 +162,21 @@ pub enum Command {
     State(StateCommand),
     /// Remove a stale lock by its ID
     ForceUnlock(ForceUnlockArgs),
-    /// Print the version
-    Version,
+    /// Print the version (-k0s: the latest k0s release, as `k0sctl version --k0s`)
+    Version(VersionArgs),
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct VersionArgs {
+    /// Print the latest k0s version (stable.txt of K0SFORM_K0S_VERSION_URL) instead
+    #[arg(long = "k0s")]
+    pub k0s: bool,
+    /// With -k0s: pre-releases count (latest.txt)
+    #[arg(long = "pre", requires = "k0s")]
+    pub pre: bool,
+    /// k0sctl's latest release: not k0sform's business (refused with a pointer)
+    #[arg(long = "k0sctl", hide = true)]
+    pub k0sctl: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -160,9 +221,28 @@ pub struct InitArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct CompletionArgs {
-    /// The shell to complete for
+    /// The shell to complete for (default: -shell, else $SHELL's name, else bash)
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub shell: Option<clap_complete::Shell>,
+    /// The shell, as k0sctl's `completion --shell`/`-s` names it (cmd/completion.go)
+    #[arg(short = 's', long = "shell", value_enum, conflicts_with = "shell")]
+    pub shell_flag: Option<clap_complete::Shell>,
+}
+
+impl CompletionArgs {
+    /// The argument, `-shell`, else as k0sctl: the name of `$SHELL` (`/bin/zsh`: zsh), else bash.
+    pub fn shell(&self) -> Result<clap_complete::Shell, String> {
+        use clap::ValueEnum;
+        if let Some(s) = self.shell.or(self.shell_flag) {
+            return Ok(s);
+        }
+        let Some(env) = std::env::var("SHELL").ok().filter(|s| !s.is_empty()) else {
+            return Ok(clap_complete::Shell::Bash);
+        };
+        let name = env.rsplit('/').next().unwrap_or_default();
+        clap_complete::Shell::from_str(name, false)
+            .map_err(|_| format!("SHELL={env}: no completion for {name}; name the shell: bash, zsh, fish, elvish or powershell"))
+    }
 }
 
 const COMPLETION_HELP: &str = "\
@@ -215,8 +295,9 @@ pub struct TargetArgs {
     /// Restart hosts without cordoning and draining their Nodes first (as k0sctl's --no-drain)
     #[arg(long = "no-drain")]
     pub no_drain: bool,
-    /// Plan a spec.k0s.version older than what a host runs (refused otherwise, as k0sctl)
-    #[arg(long = "allow-downgrade")]
+    /// Plan a spec.k0s.version older than what a host runs (refused otherwise, as k0sctl; also
+    /// spelled as k0sctl's --disable-downgrade-check)
+    #[arg(long = "allow-downgrade", alias = "disable-downgrade-check")]
     pub allow_downgrade: bool,
     /// Hosts probed (and steps run) at once
     #[arg(long = "parallelism", value_name = "N", default_value_t = 32)]
@@ -249,8 +330,8 @@ pub struct PlanArgs {
     #[arg(long = "probe-in", value_name = "FILE")]
     pub probe_in: Option<PathBuf>,
     /// -show-secrets: show secret values (passwords, tokens, DSNs) in the k0s.yaml diff instead
-    /// of `(secret, sha256 …)`; never with a saved plan, which holds no secrets
-    #[arg(long = "show-secrets")]
+    /// of `(secret)`; never with a saved plan, which holds no secrets (k0sctl's --no-redact)
+    #[arg(long = "show-secrets", alias = "no-redact")]
     pub show_secrets: bool,
     /// Plan the destruction of the cluster (what `destroy` would do): every host reset, the
     /// state emptied. `-out` saves it for `apply FILE`
@@ -283,6 +364,11 @@ pub struct DestroyArgs {
     /// Print progress as JSON lines
     #[arg(long = "json")]
     pub json: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// k0sctl reset's --force (its confirmation bypass, action/reset.go): -auto-approve
+    #[arg(long = "force", help_heading = K0SCTL_HEADING)]
+    pub force: bool,
 }
 
 impl DestroyArgs {
@@ -308,6 +394,11 @@ pub struct ApplyArgs {
     pub plan_file: Option<PathBuf>,
     #[command(flatten)]
     pub target: TargetArgs,
+    /// Destroy the cluster: with a plan file, the file is a `plan -destroy` plan (needed to
+    /// apply one); without, as `k0sform destroy`. Asks for the cluster's name unless
+    /// -auto-approve
+    #[arg(long = "destroy")]
+    pub destroy: bool,
     /// Do not ask for confirmation
     #[arg(long = "auto-approve")]
     pub auto_approve: bool,
@@ -318,9 +409,83 @@ pub struct ApplyArgs {
     #[arg(long = "kubeconfig-out", value_name = "FILE")]
     pub kubeconfig_out: Option<PathBuf>,
     /// -show-secrets: show secret values (passwords, tokens, DSNs) in the k0s.yaml diff instead
-    /// of `(secret, sha256 …)`; never with a saved plan, which holds no secrets
-    #[arg(long = "show-secrets")]
+    /// of `(secret)`; never with a saved plan, which holds no secrets (k0sctl's --no-redact)
+    #[arg(long = "show-secrets", alias = "no-redact")]
     pub show_secrets: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub k0sctl: K0sctlApplyArgs,
+}
+
+/// The `--help` heading of flags that exist so that a k0sctl command line works unchanged.
+pub const K0SCTL_HEADING: &str = "k0sctl spellings";
+
+/// What `apply` and `destroy` (k0sctl's `reset`) both take from k0sctl's cmd/flags.go.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RunArgs {
+    /// Print the plan and exit, changing nothing (as `plan`; k0sctl's --dry-run, also
+    /// DRY_RUN=true)
+    #[arg(long = "dry-run", help_heading = K0SCTL_HEADING)]
+    pub dry_run: bool,
+    /// k0sctl's --concurrency: hosts at once (as -parallelism) and the worker batch limit
+    /// (spec.options.concurrency.limit); 0: no limit
+    #[arg(long = "concurrency", value_name = "N", conflicts_with = "parallelism", help_heading = K0SCTL_HEADING)]
+    pub concurrency: Option<usize>,
+    /// Give up after DURATION (Go syntax: 90s, 10m, 1h30m; 0: never, the default): no new step
+    /// starts, running ones finish, and the run fails (k0sctl's --timeout)
+    #[arg(long = "timeout", value_name = "DURATION", value_parser = parse_go_duration)]
+    pub timeout: Option<std::time::Duration>,
+}
+
+impl RunArgs {
+    /// `-dry-run`, or k0sctl's `DRY_RUN` variable (cmd/flags.go `dryRunFlag`). A value that is
+    /// not a Go boolean is refused, as k0sctl refuses it: it may have meant a dry run.
+    pub fn dry_run(&self) -> Result<bool, String> {
+        if self.dry_run {
+            return Ok(true);
+        }
+        match std::env::var("DRY_RUN") {
+            Ok(v) if v.is_empty() => Ok(false),
+            Ok(v) => go_bool(&v).ok_or_else(|| {
+                format!("DRY_RUN={v:?} is not a boolean (true, false, 1, 0): refusing to guess whether this is a dry run")
+            }),
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// The run's deadline: `-timeout`, none when 0 or not given.
+    pub fn deadline(&self) -> Option<std::time::Duration> {
+        self.timeout.filter(|d| !d.is_zero())
+    }
+}
+
+/// k0sctl apply's flags (cmd/apply.go) with no k0sform spelling of their own.
+#[derive(Debug, Args, Clone, Default)]
+pub struct K0sctlApplyArgs {
+    /// Do not wait for worker Nodes to be Ready after a join or restart (as
+    /// spec.options.wait.enabled: false; k0sctl's --no-wait)
+    #[arg(long = "no-wait", help_heading = K0SCTL_HEADING)]
+    pub no_wait: bool,
+    /// Files uploaded at once (spec.options.concurrency.uploads; 0: no limit)
+    #[arg(long = "concurrent-uploads", value_name = "N", help_heading = K0SCTL_HEADING)]
+    pub concurrent_uploads: Option<usize>,
+    /// Taint a Node before draining it, as spec.options.evictTaint: <key=value>:<effect>
+    #[arg(long = "evict-taint", value_name = "TAINT", help_heading = K0SCTL_HEADING)]
+    pub evict_taint: Option<String>,
+    /// With -kubeconfig-out: the API server URL in it (as `kubeconfig -address`)
+    #[arg(long = "kubeconfig-api-address", value_name = "URL", help_heading = K0SCTL_HEADING)]
+    pub kubeconfig_api_address: Option<String>,
+    /// With -kubeconfig-out: the user name in it (as `kubeconfig -user`)
+    #[arg(long = "kubeconfig-user", value_name = "NAME", help_heading = K0SCTL_HEADING)]
+    pub kubeconfig_user: Option<String>,
+    /// With -kubeconfig-out: the cluster and context name in it (as `kubeconfig -cluster`)
+    #[arg(long = "kubeconfig-cluster", value_name = "NAME", help_heading = K0SCTL_HEADING)]
+    pub kubeconfig_cluster: Option<String>,
+    /// k0sctl's --force: k0sform's checks cannot be turned off, so it changes nothing (a note
+    /// says what to use instead)
+    #[arg(long = "force", help_heading = K0SCTL_HEADING)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -347,6 +512,14 @@ pub struct BackupArgs {
     /// Folder for the archive (default: the current folder)
     #[arg(long = "out", value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Write the archive to FILE (0600, replacing it) instead (k0sctl's -o/--output)
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        conflicts_with = "out"
+    )]
+    pub output: Option<PathBuf>,
     #[command(flatten)]
     pub host_keys: HostKeyArgs,
 }
@@ -447,6 +620,10 @@ fn collect_longs(cmd: &clap::Command, out: &mut Vec<String>) {
     for arg in cmd.get_arguments() {
         if let Some(l) = arg.get_long() {
             out.push(l.to_string());
+        }
+        // Aliases (k0sctl's spellings) take one dash as well.
+        for a in arg.get_all_aliases().unwrap_or_default() {
+            out.push(a.to_string());
         }
     }
     out.push("help".into());

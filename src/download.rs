@@ -8,6 +8,7 @@
 //! store to configure, where curl already honours the machine's CA store and proxy variables
 //! (`HTTPS_PROXY`, `NO_PROXY`). Where curl itself is missing the error says so.
 
+use crate::version::K0sVersion;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -17,18 +18,36 @@ use std::time::Duration;
 /// Limit for fetching a small text (version index, checksums).
 pub const TEXT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// curl for `url`: `-q` first (no `~/.curlrc` may add options), https only, also through
+/// redirects, when `url` is https (a mirror's redirect cannot fall back to plain http), and the
+/// URL in a config on stdin (`-K -`; `feed` writes it) instead of the argv that every local
+/// user sees in `ps` (a mirror URL may hold a token from the environment).
 fn curl(url: &str, timeout: Duration) -> Command {
     let mut c = Command::new("curl");
+    c.arg("-q");
+    if crate::k0s::release::is_https(url) {
+        c.args(["--proto", "=https", "--proto-redir", "=https"]);
+    }
     c.args(["-fsSL", "--connect-timeout", "30", "--max-time"])
         .arg(timeout.as_secs().max(1).to_string())
-        .arg("--url")
-        .arg(url)
-        .stdin(Stdio::null());
+        .args(["-K", "-"])
+        .stdin(Stdio::piped());
     c
+}
+
+/// Start `c` (from `curl`) and give it its config with `url` on stdin.
+fn spawn_curl(mut c: Command, url: &str) -> Result<std::process::Child, String> {
+    let mut child = c.spawn().map_err(spawn_error)?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A small write into an empty pipe; curl reads it before anything else.
+        let _ = stdin.write_all(crate::k0s::release::curl_config(url).as_bytes());
+    }
+    Ok(child)
 }
 
 /// What curl's exit status means, for messages (curl's own stderr line is added when there is one).
 fn curl_failure(url: &str, code: Option<i32>, stderr: &str, timeout: Duration) -> String {
+    let url = crate::k0s::redact::hide_url_credentials(url);
     let detail = stderr.lines().rev().find(|l| !l.trim().is_empty());
     let what = match code {
         Some(28) => format!("timed out after {}s", timeout.as_secs()),
@@ -53,11 +72,14 @@ fn spawn_error(e: std::io::Error) -> String {
 
 /// GET a small text (at most 1 MiB).
 pub fn fetch_text(url: &str, timeout: Duration) -> Result<String, String> {
-    let out = curl(url, timeout)
-        .arg("--max-filesize")
+    let mut c = curl(url, timeout);
+    c.arg("--max-filesize")
         .arg("1048576")
-        .output()
-        .map_err(spawn_error)?;
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = spawn_curl(c, url)?
+        .wait_with_output()
+        .map_err(|e| format!("cannot wait for curl: {e}"))?;
     if !out.status.success() {
         return Err(curl_failure(
             url,
@@ -71,25 +93,32 @@ pub fn fetch_text(url: &str, timeout: Duration) -> Result<String, String> {
 
 /// The local cache folder: `$XDG_CACHE_HOME/k0sform/k0s`, else `$HOME/.cache/k0sform/k0s`.
 pub fn cache_dir() -> Result<PathBuf, String> {
+    Ok(k0sform_cache_dir()?.join("k0s"))
+}
+
+/// k0sform's folder of the user's cache: `$XDG_CACHE_HOME/k0sform`, else
+/// `$HOME/.cache/k0sform` (the k0s downloads, the debug log).
+pub fn k0sform_cache_dir() -> Result<PathBuf, String> {
     let base =
         match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
             Some(x) => PathBuf::from(x),
             None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
                 Some(h) => PathBuf::from(h).join(".cache"),
                 None => return Err(
-                    "neither XDG_CACHE_HOME nor HOME is set: no place for the k0s download cache"
+                    "neither XDG_CACHE_HOME nor HOME is set: no place for k0sform's cache (k0s downloads, the debug log)"
                         .into(),
                 ),
             },
         };
-    Ok(base.join("k0sform").join("k0s"))
+    Ok(base.join("k0sform"))
 }
 
 /// Where the cache keeps `version` for `arch` (the version without its `v`, as k0sctl).
-pub fn cache_path(dir: &Path, version: &str, arch: &str) -> PathBuf {
+pub fn cache_path(dir: &Path, version: &K0sVersion, arch: &str) -> PathBuf {
+    let v = version.to_string();
     dir.join("linux")
         .join(arch)
-        .join(format!("k0s-{}", version.trim_start_matches('v')))
+        .join(format!("k0s-{}", v.strip_prefix('v').unwrap_or(&v)))
 }
 
 /// A cached binary whose sha256 is `sha256`, downloading it from `url` first when it is
@@ -113,14 +142,20 @@ pub fn ensure_cached(
     let dir = dest
         .parent()
         .ok_or_else(|| format!("{} has no folder", dest.display()))?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // Private (0700), as XDG wants a cache: other local users need not see what is cached.
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
         .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
-    let mut child = curl(url, timeout)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(spawn_error)?;
+    let mut c = curl(url, timeout);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = spawn_curl(c, url)?;
     let bar = progress.then(|| {
         let b = indicatif::ProgressBar::new_spinner();
         b.set_style(
@@ -199,7 +234,11 @@ mod tests {
         let src = d.path().join("k0s-v1.33.4+k0s.0-amd64");
         std::fs::write(&src, "binary").unwrap();
         let url = format!("file://{}", src.display());
-        let dest = cache_path(&d.path().join("cache"), "v1.33.4+k0s.0", "amd64");
+        let dest = cache_path(
+            &d.path().join("cache"),
+            &"v1.33.4+k0s.0".parse().unwrap(),
+            "amd64",
+        );
         assert!(dest.ends_with("linux/amd64/k0s-1.33.4+k0s.0"));
         let t = Duration::from_secs(5);
         let err = ensure_cached(&url, &dest, &"0".repeat(64), t, false).unwrap_err();
@@ -212,11 +251,42 @@ mod tests {
         );
         let good = sha256_hex("binary");
         assert_eq!(ensure_cached(&url, &dest, &good, t, false).unwrap(), dest);
+        // The folders it made are private.
+        use std::os::unix::fs::PermissionsExt;
+        for dir in [d.path().join("cache"), dest.parent().unwrap().to_path_buf()] {
+            let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o700, "{}", dir.display());
+        }
         assert_eq!(cached_sha256(&dest), Some(good.clone()));
         // Cached: the source may go away.
         std::fs::remove_file(&src).unwrap();
         assert_eq!(ensure_cached(&url, &dest, &good, t, false).unwrap(), dest);
         let err = fetch_text(&url, t).unwrap_err();
         assert!(err.starts_with("cannot fetch file://"), "{err}");
+    }
+
+    /// curl runs with `-q` first (no `~/.curlrc`), https only (also through redirects) for an
+    /// https URL, and the URL on stdin, not in its argv.
+    #[test]
+    fn curl_is_held_to_https_and_keeps_the_url_out_of_argv() {
+        let args = |url: &str| -> Vec<String> {
+            curl(url, Duration::from_secs(5))
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let url = "https://mirror.example/k0s?token=s3cret";
+        let a = args(url);
+        assert_eq!(a[0], "-q");
+        assert!(
+            a.windows(4)
+                .any(|w| w == ["--proto", "=https", "--proto-redir", "=https"]),
+            "{a:?}"
+        );
+        assert!(a.windows(2).any(|w| w == ["-K", "-"]), "{a:?}");
+        assert!(!a.iter().any(|x| x.contains("s3cret")), "{a:?}");
+        let a = args("http://127.0.0.1:9/releases");
+        assert_eq!(a[0], "-q");
+        assert!(!a.iter().any(|x| x.starts_with("--proto")), "{a:?}");
     }
 }

@@ -34,9 +34,16 @@ impl Failure {
     }
     /// Print the failure (`Error: …` on stderr) and return its exit code. Messages quote what
     /// hosts answered (stderr lines, names): escaped, line breaks kept.
+    /// With a debug log (`runlog`), the message goes there too and names it, as k0sctl's
+    /// "apply failed - log file saved to …" (cmd/apply.go).
     pub fn report(self) -> Exit {
         if !self.message.is_empty() {
-            eprintln!("Error: {}", crate::ui::escape_lines(&self.message));
+            let message = crate::ui::escape_lines(&self.message);
+            eprintln!("Error: {message}");
+            crate::runlog::line(&format!("error: {message:?}"));
+            if let Some(log) = crate::runlog::path() {
+                eprintln!("The debug log of this run is in {}", log.display());
+            }
         }
         self.exit
     }
@@ -245,11 +252,36 @@ pub async fn reality(
                     .collect(),
                 staging: staging.clone(),
             };
-            probe::probe_all(spec, state, transport, &opts).await
+            let plans = probe::plan_probes(spec, state, &opts);
+            // -trust-new-host-keys=false: refused right after the key exchange, before the
+            // probe (or anything) runs on any host.
+            let connected = if plan_opts.refuse_first_contact {
+                let connected = probe::connect_all(transport, &plans, opts.parallelism).await;
+                let keys: Vec<_> = connected
+                    .iter()
+                    .filter_map(|(id, c)| Some((id, c.as_ref().ok()?)))
+                    .collect();
+                crate::plan::refuse_first_contact_keys(spec, state, plan_opts, &keys)?;
+                connected
+            } else {
+                BTreeMap::new()
+            };
+            probe::probe_planned(transport, &plans, connected, opts.parallelism).await
         }
     };
     if let Some(p) = probe_out {
-        probe::save(&reality, p).map_err(|e| Failure::error(e.to_string()))?;
+        let redacted = probe::save(&reality, p).map_err(|e| Failure::error(e.to_string()))?;
+        if !redacted.is_empty() {
+            let hosts: Vec<String> = redacted.iter().map(|h| h.to_string()).collect();
+            eprintln!(
+                "{}",
+                crate::ui::escape_lines(&format!(
+                    "Note: {}: the k0s.yaml of {} is saved with its secrets redacted (its \"redacted\" field says so)",
+                    p.display(),
+                    hosts.join(", ")
+                ))
+            );
+        }
     }
     Ok(reality)
 }
@@ -267,25 +299,33 @@ pub struct Planned {
 }
 
 /// The release endpoints (`K0SFORM_K0S_DOWNLOAD_URL`, `K0SFORM_K0S_VERSION_URL`).
+/// A plain-http base is warned about, once per run.
 pub fn mirror() -> Result<Mirror, Failure> {
-    Mirror::from_env().map_err(Failure::error)
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let m = Mirror::from_env().map_err(Failure::error)?;
+    WARNED.call_once(|| {
+        for w in m.warnings() {
+            eprintln!("{}", crate::ui::escape_lines(&w));
+        }
+    });
+    Ok(m)
 }
 
-/// After the probe: choose the k0s version when the spec names none (`pinned` by a saved plan,
-/// else what runs, else a lookup), write it into the spec, and find every release binary the
+/// After the probe: choose the k0s version when the spec names none (what runs, else what the
+/// state records, else a lookup; a saved plan's choice is never taken, only compared), write it
+/// into the spec, and find every release binary the
 /// hosts need with its sha256. Network lookups run here, never in `plan::diff`.
 pub async fn release_sources(
     spec: &mut Spec,
     state: &State,
     reality: &Reality,
     desired: &mut Desired,
-    pinned: Option<&ResolvedVersion>,
 ) -> Result<Option<ResolvedVersion>, Failure> {
     let mirror = mirror()?;
     // curl runs synchronously; let the runtime move its other tasks (SSH masters) elsewhere.
     tokio::task::block_in_place(|| {
-        let resolved = binaries::resolve_version(spec, state, reality, pinned, &mirror)
-            .map_err(Failure::error)?;
+        let resolved =
+            binaries::resolve_version(spec, state, reality, &mirror).map_err(Failure::error)?;
         if let Some(r) = &resolved {
             spec.k0s.version = Some(r.version.clone());
         }
@@ -312,11 +352,12 @@ pub async fn plan_with(
         probe_out,
     )
     .await?;
+    crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality);
     // A destroy installs nothing: no version to choose, no release to look up.
     let resolved = if opts.destroy {
         None
     } else {
-        release_sources(&mut loaded.spec, &state.state, &reality, &mut desired, None).await?
+        release_sources(&mut loaded.spec, &state.state, &reality, &mut desired).await?
     };
     let mut plan = plan::diff(&loaded.spec, &state.state, &reality, &desired, opts)?;
     plan.k0s_version = resolved;
@@ -392,18 +433,13 @@ pub async fn rederive_saved(
     saved
         .verify(&state.sealed_view(), &loaded.sha256, &reality)
         .map_err(SavedPlanFailure::Stale)?;
-    // The version the saved plan chose is the one installed, whatever the index says now.
+    crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality);
+    // The version is chosen again, as for a plan: the file's choice must be the same
+    // (`SavedPlan::matches`), it is never taken.
     let resolved = if opts.destroy {
         None
     } else {
-        release_sources(
-            &mut loaded.spec,
-            &state.state,
-            &reality,
-            &mut desired,
-            saved.plan.k0s_version.as_ref(),
-        )
-        .await?
+        release_sources(&mut loaded.spec, &state.state, &reality, &mut desired).await?
     };
     let mut derived = plan::diff(&loaded.spec, &state.state, &reality, &desired, &opts)
         .map_err(|r| SavedPlanFailure::Other(r.into()))?;
@@ -509,7 +545,7 @@ impl crate::apply::Prober for SshProber {
 /// identity is refused (exit 3). Each candidate is probed once (its host key checked as `plan`
 /// checks it) until one qualifies; with `refuse_first_contact` (`-trust-new-host-keys=false`)
 /// a candidate reached by trusting its key or a bastion's on first contact is refused (exit 3)
-/// before anything else runs on it.
+/// right after the key exchange, before anything runs on it.
 pub async fn healthy_controller<'a>(
     spec: &'a Spec,
     state: &State,
@@ -526,10 +562,21 @@ pub async fn healthy_controller<'a>(
         let Some(p) = probe::find_probe(&probes, &id) else {
             continue;
         };
+        let probed = match probe::connect_host(transport, p).await {
+            Ok(c) => {
+                // Before the probe runs on it (`refuse_first_contacts` below checks again).
+                if refuse_first_contact {
+                    let opts = PlanOptions::default();
+                    crate::plan::refuse_first_contact_keys(spec, state, &opts, &[(&id, &c)])?;
+                }
+                probe::run_probe(transport, p, c).await
+            }
+            Err(probe) => probe,
+        };
         let mut seen = Reality {
             hosts: vec![HostReality {
                 id: id.clone(),
-                probe: probe::probe_host(transport, p).await,
+                probe: probed,
             }],
         };
         if refuse_first_contact {

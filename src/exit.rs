@@ -42,15 +42,21 @@ Environment:
   K0SFORM_ETCD_LOCK_TTL  lease of the etcd state lock (default 30s)
   K0SFORM_ETCD_TIMEOUT   timeout of each etcd request (default 10s)
   K0SFORM_LOG            log filter (tracing syntax, e.g. debug or k0sform=trace); wins over -v
+  K0SFORM_LOG_PATH       the debug log of runs that connect to hosts (default
+                         $XDG_CACHE_HOME/k0sform/k0sform.log)
+  DEBUG, TRACE           true: debug or trace logging on stderr (as -d/--debug, --trace; k0sctl's)
+  DRY_RUN                true: apply and destroy only plan (as -dry-run; k0sctl's)
   K0SFORM_K0S_DOWNLOAD_URL  base of k0s release downloads (default
                          https://github.com/k0sproject/k0s/releases/download): a mirror holding
                          <base>/<version>/k0s-<version>-<arch> and <base>/<version>/sha256sums.txt
   K0SFORM_K0S_VERSION_URL   base of the version index <base>/stable.txt and <base>/latest.txt
                          (default https://docs.k0sproject.io)
   K0SFORM_K0S_DOWNLOAD_TIMEOUT  limit for one k0s download, on a host or locally (default 10m)
-  XDG_CACHE_HOME         local cache of k0s downloads (uploadBinary): $XDG_CACHE_HOME/k0sform/k0s
+  XDG_CACHE_HOME         local cache: k0s downloads (uploadBinary) in $XDG_CACHE_HOME/k0sform/k0s,
+                         the debug log
   NO_COLOR               set and not empty: no colour (as -no-color)
   USER, LOGNAME          the user named in the state lock
+  SHELL                  `completion` without a shell: completes for this one (as k0sctl)
   HOME                   what ~ means in the spec's paths (keyPath, k0sBinaryPath, files)
   (any)                  ${VAR} and $VAR in the spec are expanded from the environment, as in k0sctl"
     };

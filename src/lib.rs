@@ -20,11 +20,13 @@ pub mod plan;
 pub mod private_file;
 pub mod probe;
 pub mod reality;
+pub mod runlog;
 pub mod spec;
 pub mod ssh;
 pub mod state;
 pub mod transport;
 pub mod ui;
+pub mod version;
 
 use std::ffi::OsString;
 

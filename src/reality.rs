@@ -2,6 +2,7 @@
 //! (`plan -probe-out`) and fed back (`plan -probe-in`) so a plan is reproducible offline.
 
 use crate::hostid::HostId;
+use crate::version::K0sVersion;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -54,7 +55,7 @@ pub struct HostFacts {
     pub os: String,
     pub arch: String,
     /// `k0s version` of the installed binary; None = no binary at the install path.
-    pub k0s_version: Option<String>,
+    pub k0s_version: Option<K0sVersion>,
     /// sha256 of the installed binary: hashed by the probe, or the state's record when the
     /// binary's `stat` line is still the recorded one (`k0s_binary_stat`).
     pub k0s_binary_sha256: Option<String>,
@@ -92,6 +93,23 @@ pub struct HostFacts {
     /// (hosts only in the state, older probe files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub staging_leftovers: Vec<String>,
+}
+
+impl K0sStatus {
+    /// A running k0s of `version` as `role`, everything else empty.
+    pub fn running(version: K0sVersion, pid: u64, role: &str) -> K0sStatus {
+        K0sStatus {
+            version,
+            pid,
+            role: role.into(),
+            workloads: false,
+            single_node: false,
+            args: Vec::new(),
+            peer_address: None,
+            storage_type: None,
+            invocation_id: None,
+        }
+    }
 }
 
 impl HostFacts {
@@ -159,9 +177,9 @@ pub enum ServiceKind {
 }
 
 /// The parts of `k0s status -o json` k0sform uses.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct K0sStatus {
-    pub version: String,
+    pub version: K0sVersion,
     pub pid: u64,
     /// "controller" or "worker" as k0s reports it.
     pub role: String,

@@ -84,6 +84,10 @@ pub struct FileAttrs {
     pub user: Option<String>,
     /// `chown` group (name or number); None keeps the user's (or root's) group.
     pub group: Option<String>,
+    /// The sha256 (hex) the caller planned for the content: the host checks the bytes it got
+    /// against this one, not against a hash taken at upload time, before anything is moved
+    /// into place. None: the hash of the local bytes as they are read.
+    pub sha256: Option<String>,
 }
 
 impl FileAttrs {
@@ -93,6 +97,21 @@ impl FileAttrs {
             mode,
             user: None,
             group: None,
+            sha256: None,
+        }
+    }
+    /// Only content with this sha256 may be put in place (`sha256`).
+    pub fn expecting(mut self, sha256: impl Into<String>) -> Self {
+        self.sha256 = Some(sha256.into());
+        self
+    }
+    /// Err(the message) when `got`, the sha256 of the bytes at hand, is not the one expected.
+    pub fn check(&self, got: &str) -> Result<(), String> {
+        match &self.sha256 {
+            Some(want) if want != got => Err(format!(
+                "the content has sha256 {got}, the plan expected {want} (it changed since planning)"
+            )),
+            _ => Ok(()),
         }
     }
     pub fn owned_by(mut self, user: Option<String>, group: Option<String>) -> Self {
@@ -129,12 +148,15 @@ impl CommandOutput {
     pub fn stderr_str(&self) -> String {
         String::from_utf8_lossy(&self.stderr).into_owned()
     }
-    /// The last `Error: …` line k0s printed, or the last stderr line.
+    /// The last `Error: …` line k0s printed, else kubectl's last `error: …`, else the last stderr
+    /// line.
     pub fn error_line(&self) -> String {
         let err = self.stderr_str();
         err.lines()
             .rev()
             .find(|l| l.starts_with("Error: "))
+            // kubectl's own (`error: invalid argument …` above its `See 'kubectl … --help'`).
+            .or_else(|| err.lines().rev().find(|l| l.starts_with("error: ")))
             .or_else(|| err.lines().rev().find(|l| !l.trim().is_empty()))
             .unwrap_or("")
             .to_string()
@@ -291,6 +313,10 @@ pub trait Transport: Send + Sync {
                     message: format!("reading {}: {e}", local.display()),
                 })?;
             let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&data));
+            attrs.check(&sha).map_err(|message| TransportError::Other {
+                host: host.clone(),
+                message: format!("{remote}: {message}"),
+            })?;
             self.write_file(host, remote, data, attrs).await?;
             Ok(sha)
         }
@@ -307,5 +333,30 @@ pub trait Transport: Send + Sync {
         attrs: &FileAttrs,
     ) -> impl Future<Output = Result<String, TransportError>> + Send {
         self.upload_file(host, local, remote, attrs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_line_is_k0s_or_kubectl_error_before_any_hint() {
+        let out = |stderr: &str| CommandOutput {
+            status: Some(1),
+            stdout: Vec::new(),
+            stderr: stderr.as_bytes().to_vec(),
+        };
+        assert_eq!(
+            out("error: invalid argument \"30s\" for \"--x\" flag\nSee 'kubectl drain --help' for usage.\n")
+                .error_line(),
+            "error: invalid argument \"30s\" for \"--x\" flag"
+        );
+        assert_eq!(
+            out("time=… level=warning msg=x\nError: errors occurred during clean-up: y\n")
+                .error_line(),
+            "Error: errors occurred during clean-up: y"
+        );
+        assert_eq!(out("boom\n\n").error_line(), "boom");
     }
 }

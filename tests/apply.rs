@@ -1298,16 +1298,14 @@ mod fake {
                 errors: vec![],
             });
             let status = (controller && w.invocations).then(|| K0sStatus {
-                version: "v1.33.4+k0s.0".into(),
-                role: "controller".into(),
                 invocation_id: run(&host.address),
-                ..Default::default()
+                ..K0sStatus::running("v1.33.4+k0s.0".parse().unwrap(), 0, "controller")
             });
             let facts = HostFacts {
                 machine_id: h.machine_id.clone(),
                 hostname: h.hostname.clone(),
                 host_key: format!("SHA256:key-{}", host.address),
-                k0s_version: Some("v1.33.4+k0s.0".into()),
+                k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
                 status,
                 view,
                 ..Default::default()
@@ -1339,7 +1337,7 @@ fn spec_of(hosts: &[(u8, Role, &str)]) -> Spec {
             .map(|(i, (n, role, name))| spec_host(*role, &host(*n), name, i + 1))
             .collect(),
         k0s: K0sSpec {
-            version: Some("v1.33.4+k0s.0".into()),
+            version: Some("v1.33.4+k0s.0".parse().unwrap()),
             version_channel: None,
             dynamic_config: false,
             config: None,
@@ -1393,7 +1391,7 @@ fn recorded(h: &HostId, name: &str, member_id: Option<&str>) -> HostState {
             member_id: id.into(),
             peer_url: format!("https://{}:2380", h.address),
         }),
-        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
         install_flags_sha256: None,
         config_sha256: None,
         k0s_binary: None,
@@ -2277,7 +2275,7 @@ fn learner_cluster() -> (Fake, Spec, State, HostId, HostId) {
         let mut w = fake.world();
         w.add_host(&c4, "c4");
         for h in w.hosts.values_mut() {
-            h.version = Some("v1.35.5+k0s.0".into());
+            h.version = Some("v1.35.5+k0s.0".parse().unwrap());
         }
     }
     (fake, spec, state, c1, c4)
@@ -2322,7 +2320,7 @@ fn controller_join_fails_clearly_when_the_learner_is_never_promoted() {
         let mut w = fake.world();
         w.learners.insert(c4.address.clone(), usize::MAX);
         for h in w.hosts.values_mut() {
-            h.version = Some("v1.35.4+k0s.0".into());
+            h.version = Some("v1.35.4+k0s.0".parse().unwrap());
         }
     }
     let plan = one_step(&c4, StepKind::JoinController { via: c1.clone() });
@@ -2348,7 +2346,7 @@ fn rejoin_over_earlier_object(probes: usize) -> (Fake, Spec, State, HostId, Plan
     {
         let mut w = fake.world();
         for h in w.hosts.values_mut() {
-            h.version = Some("v1.35.4+k0s.0".into());
+            h.version = Some("v1.35.4+k0s.0".parse().unwrap());
         }
         w.invocations = true;
         w.relabelled_stale = true;
@@ -2599,7 +2597,7 @@ fn upgrade_replaces_the_binary_and_restarts() {
     let plan = one_step(
         &w1,
         StepKind::Upgrade {
-            from: Some("v1.33.4+k0s.0".into()),
+            from: Some("v1.33.4+k0s.0".parse().unwrap()),
             to: "v1.34.1+k0s.0".into(),
         },
     );
@@ -2641,8 +2639,9 @@ fn upgrade_replaces_the_binary_and_restarts() {
             .iter()
             .any(|c| c.is(&host(1), "kubectl --data-dir=/var/lib/k0s get nodes"))
     );
+    let recorded = r.state.host(&w1).and_then(|h| h.k0s_version.clone());
     assert_eq!(
-        r.state.host(&w1).unwrap().k0s_version.as_deref(),
+        recorded.map(|v| v.to_string()).as_deref(),
         Some("v1.34.1+k0s.0")
     );
     assert_eq!(r.intent_counts(), vec![1, 0]);
@@ -2665,7 +2664,7 @@ fn worker_restarting_on_v1_35_1_k0s_0_gets_a_decodable_token_file_first() {
         o.binaries = vec![k0sform::apply::LocalK0s {
             path: bin.path().to_path_buf(),
             sha256: k0sform::hash::sha256_hex(data.as_bytes()),
-            version: Some(to.into()),
+            version: Some(to.parse().unwrap()),
         }];
         {
             let mut w = fake.world();
@@ -2741,6 +2740,30 @@ fn worker_restarting_on_v1_35_1_k0s_0_gets_a_decodable_token_file_first() {
         .result
         .expect("upgraded");
     assert_eq!(token_of(&fake, &w1).0, other);
+}
+
+/// A local k0s binary that changed since planning is refused before anything reaches the
+/// staging path (the planned sha256 is checked before the move, not after).
+#[test]
+fn an_upload_of_a_binary_changed_since_planning_writes_nothing() {
+    let (fake, spec, state, w1, o, binary) = worker_to_upgrade();
+    std::fs::write(binary.path(), b"k0s replaced").unwrap();
+    let plan = one_step(
+        &w1,
+        StepKind::UploadBinary {
+            sha256: k0sform::hash::sha256_hex(b"k0s v1.34.1"),
+            version: Some(k0sform::version::K0sVersion::parse("v1.34.1+k0s.0").unwrap()),
+        },
+    );
+    let r = apply_with(&fake, &plan, &spec, state, o);
+    let e = r.result.expect_err("refused");
+    assert!(format!("{e:?}").contains("the plan expected"), "{e:?}");
+    assert!(
+        !fake.world().hosts[&w1]
+            .files
+            .contains_key("/usr/local/bin/k0s.k0sform-new"),
+        "nothing staged"
+    );
 }
 
 #[test]
@@ -3108,7 +3131,7 @@ fn worker_to_upgrade() -> (
     o.binaries.push(k0sform::apply::LocalK0s {
         path: binary.path().to_path_buf(),
         sha256: k0sform::hash::sha256_hex(b"k0s v1.34.1"),
-        version: Some("v1.34.1+k0s.0".into()),
+        version: Some("v1.34.1+k0s.0".parse().unwrap()),
     });
     (fake, spec, state, w1, o, binary)
 }
@@ -3130,7 +3153,7 @@ fn drained_upgrade(w1: &HostId, taint: Option<&str>) -> Plan {
             1,
             w1.clone(),
             StepKind::Upgrade {
-                from: Some("v1.33.4+k0s.0".into()),
+                from: Some("v1.33.4+k0s.0".parse().unwrap()),
                 to: "v1.34.1+k0s.0".into(),
             },
             &[0],
@@ -3192,7 +3215,7 @@ fn stale_ready_after_a_restart_does_not_count_as_back() {
     let plan = one_step(
         &w1,
         StepKind::Upgrade {
-            from: Some("v1.33.4+k0s.0".into()),
+            from: Some("v1.33.4+k0s.0".parse().unwrap()),
             to: "v1.34.1+k0s.0".into(),
         },
     );
@@ -3204,8 +3227,9 @@ fn stale_ready_after_a_restart_does_not_count_as_back() {
         "{why}"
     );
     assert!(why.contains("timed out"), "{why}");
+    let recorded = r.state.host(&w1).and_then(|h| h.k0s_version.clone());
     assert_eq!(
-        r.state.host(&w1).unwrap().k0s_version.as_deref(),
+        recorded.map(|v| v.to_string()).as_deref(),
         Some("v1.33.4+k0s.0")
     );
     // The same with a drain: never uncordoned on the stale Ready.
@@ -3255,7 +3279,7 @@ fn upgrade_waits_for_k0s_to_report_the_new_version() {
     let plan = one_step(
         &w1,
         StepKind::Upgrade {
-            from: Some("v1.33.4+k0s.0".into()),
+            from: Some("v1.33.4+k0s.0".parse().unwrap()),
             to: "v1.34.2+k0s.0".into(),
         },
     );

@@ -101,7 +101,7 @@ fn wait_api_ready(c: &Cluster, name: &str) {
 #[track_caller]
 fn plan_upgrade_to_v1_33_5(c: &mut Cluster, hosts: &[&str]) -> e2e::Run {
     let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(newer);
     c.write_spec(hosts);
     let r = plan_changes_nothing(c, &[]);
@@ -614,6 +614,65 @@ fn bastion_host_key_is_recorded_and_checked() {
         .expect(0);
 }
 
+/// Issue 28, item 10: with `-trust-new-host-keys=false` a host whose key nothing records or
+/// pins is refused (exit 3) right after the key exchange, before any command runs on it: its
+/// sshd starts no session, and the probe does not get to generate /etc/k0s/k0sform-machine-id
+/// on a host without a machine-id. By default the same host is trusted and probed.
+#[test]
+fn first_contact_is_refused_before_any_command_runs() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let names = ["c1", "w1"];
+    for n in names {
+        // No machine-id anywhere: the probe would write one.
+        c.lab.hide(n, &["/var/lib/dbus/machine-id"]);
+        c.lab
+            .exec_ok(n, ": > /etc/machine-id; rm -f /etc/k0s/k0sform-machine-id");
+    }
+    let generated = |n: &str| {
+        c.lab
+            .exec(n, "test -e /etc/k0s/k0sform-machine-id")
+            .status
+            .success()
+    };
+    let sessions = |n: &str| c.lab.sshd_log(n).matches("Starting session").count();
+    let before: Vec<usize> = names.iter().map(|n| sessions(n)).collect();
+    for args in [
+        &["plan", "-trust-new-host-keys=false"][..],
+        &["apply", "-auto-approve", "--trust-new-host-keys", "false"][..],
+    ] {
+        let r = c.run(args);
+        r.expect(3).contains("-trust-new-host-keys=false");
+        for n in names {
+            let h = c.lab.host(n);
+            r.contains(&format!("{}: offers {}", h.address, h.host_key_fingerprint));
+        }
+    }
+    for (n, before) in names.iter().zip(&before) {
+        assert!(
+            c.lab.sshd_log(n).contains("Accepted publickey"),
+            "{n}: {}",
+            c.lab.sshd_log(n)
+        );
+        assert_eq!(
+            sessions(n),
+            *before,
+            "a command ran on {n}:\n{}",
+            c.lab.sshd_log(n)
+        );
+        assert!(!generated(n), "the probe ran on {n}");
+    }
+    assert!(!c.state.exists(), "a refused run wrote the state");
+
+    // Trusted by default: the probe runs (and generates the id the checks above look for).
+    c.run(&["plan"])
+        .expect(0)
+        .contains("first contact: trusting");
+    for (n, before) in names.iter().zip(&before) {
+        assert!(sessions(n) > *before, "{n}: no session");
+        assert!(generated(n), "{n}: no generated machine-id");
+    }
+}
+
 /// `kubeconfig` and `backup` take `-trust-new-host-keys` as `plan` does: with `=false`, a
 /// controller (or its bastion) whose key the state does not record is refused with exit 3,
 /// naming it and the key it offered, and nothing is printed or written; by default it is
@@ -654,6 +713,9 @@ fn kubeconfig_and_backup_refuse_first_contact_on_request() {
     let out = backups.to_str().expect("utf-8");
     let kubeconfig = &["kubeconfig", "-trust-new-host-keys=false"][..];
     let backup = &["backup", "-out", out, "--trust-new-host-keys", "false"][..];
+    // Refused right after the key exchange: no command runs on c1 (issue 28, item 10).
+    let sessions = || c.lab.sshd_log("c1").matches("Starting session").count();
+    let before = sessions();
 
     for args in [kubeconfig, backup] {
         let r = c.run_with_state(&no_host_key, args);
@@ -677,6 +739,12 @@ fn kubeconfig_and_backup_refuse_first_contact_on_request() {
         std::fs::read_dir(&backups).expect("backups").count(),
         0,
         "a refused backup wrote an archive"
+    );
+    assert_eq!(
+        sessions(),
+        before,
+        "a command ran on c1:\n{}",
+        c.lab.sshd_log("c1")
     );
 
     // By default the unrecorded key is trusted on first contact, as before.
@@ -1230,7 +1298,7 @@ fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
         THREE_PLUS_ONE,
         LabOptions::default(),
         SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
             ..SpecOptions::default()
         },
     );
@@ -1241,7 +1309,7 @@ fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
     // A newer version without a binary to upload (no k0sBinaryPath): the hosts would download
     // it, but its release cannot be checked (the harness points the release URL at a closed
     // port): an error at plan time, so apply restarts nothing on the old binary.
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.write_spec(&hosts);
     let text = std::fs::read_to_string(&c.spec).expect("spec");
     let without: String = text
@@ -1520,6 +1588,10 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     facts(
         "printf 'H4sIleftover\\n' > /etc/k0s/k0stoken && touch /srv/app/app.conf.k0sform-tmp /srv/app/app.conf.k0sform-Ab12Cd /usr/local/bin/k0s.k0sform-Xy34Zw && ln -s /etc/hostname /srv/app/inline.txt.k0sform-Qw56Er && cat /etc/hostname > /root/hostname.before",
     );
+    // An upload's private folder (root's, 0700) with its half-written file (issue 28, item 7).
+    facts(
+        "mkdir -m 700 /usr/local/bin/k0s.k0sform-Pq12Rs && echo half > /usr/local/bin/k0s.k0sform-Pq12Rs/f",
+    );
     let mut st = c.state_json();
     st["intents"] = serde_json::json!([{
         "step": "join_worker w1", "address": c.lab.address("w1"), "port": 22,
@@ -1530,7 +1602,8 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     facts("grep -q H4sIleftover /etc/k0s/k0stoken && test -e /srv/app/app.conf.k0sform-tmp");
     c.apply()
         .contains("cleaned up /etc/k0s/k0stoken, left by an earlier run")
-        .contains("cleaned up /srv/app/app.conf.k0sform-tmp, left by an earlier run");
+        .contains("cleaned up /srv/app/app.conf.k0sform-tmp, left by an earlier run")
+        .contains("cleaned up /usr/local/bin/k0s.k0sform-Pq12Rs, left by an earlier run");
     assert_eq!(
         facts(
             "test -s /etc/k0s/k0stoken && ! grep -q H4sIleftover /etc/k0s/k0stoken && ls -A /srv/app /usr/local/bin | grep -c k0sform- ; cmp /etc/hostname /root/hostname.before && echo same"
@@ -1761,7 +1834,7 @@ fn use_existing_k0s_installs_the_binary_on_the_host() {
         &[("c1", "controller"), ("w1", "worker")],
         LabOptions::default(),
         SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
             ..SpecOptions::default()
         },
     );
@@ -1800,7 +1873,7 @@ fn use_existing_k0s_installs_the_binary_on_the_host() {
     assert_eq!(sha(), placed, "the placed binary was replaced");
 
     // A newer version for everyone: c1 gets it uploaded, w1 has no way to get it.
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.33.5+k0s.0"));
     write(&c);
     c.run(&["plan"])
@@ -1822,7 +1895,7 @@ fn use_existing_k0s_installs_the_binary_on_the_host() {
 fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
     let hosts = ["c1", "c2", "c3", "w1"];
     let mut spec_opts = SpecOptions {
-        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
         k0s_config: Some(
             "spec:\n  api:\n    sans:\n    - k8s.example.com\n  telemetry:\n    enabled: false"
                 .into(),
@@ -2495,7 +2568,7 @@ fn controller_with_capitals_in_its_hostname_leaves_etcd_when_removed() {
         ("Ctl-C", "controller"),
     ];
     let mut c = Cluster::new(&hosts);
-    c.spec_opts.k0s_version = Some("v1.34.1+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.34.1+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.34.1+k0s.0"));
     c.write_spec(&["Ctl-A", "Ctl-B", "Ctl-C"]);
     bootstrap(&c);
@@ -2535,13 +2608,13 @@ fn k0s_killed_before_its_upgrade_turn_comes_back_on_its_old_version() {
         &hosts,
         LabOptions::default(),
         SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
             ..SpecOptions::default()
         },
     );
     bootstrap(&c);
     let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(newer);
     // c1's upgrade (controllers go first) waits in its hook until the test lets it go.
     c.spec_opts.host_yaml.insert(
@@ -2657,7 +2730,7 @@ fn upgrade_drains_workers_in_batches_and_a_failed_drain_stops() {
         ONE_PLUS_FOUR,
         LabOptions::default(),
         SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
             ..SpecOptions::default()
         },
     );
@@ -2673,7 +2746,7 @@ fn upgrade_drains_workers_in_batches_and_a_failed_drain_stops() {
     });
 
     let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(newer);
     write_spec_with_options(&c, &hosts, options);
     c.run(&["plan"])
@@ -2727,7 +2800,7 @@ fn upgrade_drains_workers_in_batches_and_a_failed_drain_stops() {
 
     // A drain that fails: a pod on w3 whose disruption budget refuses eviction.
     let newest = c.lab.k0s_double_with_version("v1.33.6+k0s.0");
-    c.spec_opts.k0s_version = Some("v1.33.6+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.6+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(newest);
     write_spec_with_options(&c, &hosts, options);
     c.lab.ssh_ok(
@@ -2801,6 +2874,47 @@ fn runs_swapped_in(c: &Cluster, hosts: &[&str], version: &str) {
     }
 }
 
+/// Issue 28, item 4: the k0s version a saved plan chose (the spec names none) is chosen again
+/// at apply, never taken from the file: when the version index moved since the plan, the file
+/// is stale (exit 5) and nothing is installed; planned again, it applies the new version.
+#[test]
+fn saved_plan_version_is_chosen_again_at_apply() {
+    let mut c = Cluster::with(
+        &[("c1", "controller")],
+        LabOptions::default(),
+        SpecOptions {
+            from_release: true,
+            ..SpecOptions::default()
+        },
+    );
+    let mirror = c.lab.start_mirror();
+    for v in ["v1.33.4+k0s.0", "v1.33.5+k0s.0"] {
+        mirror.publish(v, &c.lab.k0s_double_with_version(v));
+    }
+    mirror.set_index("v1.33.4+k0s.0", "v1.33.5+k0s.0");
+    c.use_mirror(&mirror);
+    let file = c.lab.dir().join("version.plan");
+    let file = file.to_str().expect("utf-8");
+    c.run(&["plan", "-out", file])
+        .expect(0)
+        .contains("k0s version v1.33.4+k0s.0 (latest stable release");
+    mirror.set_index("v1.33.5+k0s.0", "v1.33.5+k0s.0");
+    c.run(&["apply", file])
+        .expect(5)
+        .contains("the file installs k0s v1.33.4+k0s.0 (latest stable release")
+        .contains("k0s v1.33.5+k0s.0 (latest stable release")
+        .contains("is chosen now");
+    assert_eq!(
+        mirror.downloads("v1.33.4+k0s.0"),
+        0,
+        "the file's version was installed"
+    );
+    assert!(!c.state.exists(), "a stale plan wrote the state");
+    c.run(&["plan", "-out", file]).expect(0);
+    c.run(&["apply", file]).expect(0).contains("Apply complete");
+    assert_eq!(c.state_json()["cluster"]["k0s_version"], "v1.33.5+k0s.0");
+}
+
 /// k0sctl's default: no k0sBinaryPath, no uploadBinary, no version. The version comes from the
 /// (loopback) version index, each host downloads k0s from the release mirror with its
 /// published sha256; a downgrade is refused; every broken download (checksum, 404, timeout,
@@ -2840,7 +2954,7 @@ fn hosts_download_k0s_from_a_release_mirror() {
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 
     // Downgrade: refused naming the hosts, unless -allow-downgrade.
-    c.spec_opts.k0s_version = Some("v1.33.3+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.3+k0s.0".parse().unwrap());
     c.write_spec(&hosts);
     plan_changes_nothing(&c, &[])
         .expect(1)
@@ -2853,7 +2967,7 @@ fn hosts_download_k0s_from_a_release_mirror() {
         .contains("(-allow-downgrade)");
 
     // Upgrade, first against broken downloads.
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.write_spec(&hosts);
     let good = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
     mirror.corrupt("v1.33.5+k0s.0");
@@ -2961,7 +3075,8 @@ fn k0s_download_url_without_published_sums_plans_and_installs() {
 }
 
 /// `uploadBinary: true`: k0sform downloads each release once into its local cache and uploads
-/// it to every host.
+/// it to every host. The spec names the version without its `v`, as k0sctl allows: the release
+/// is still `v1.33.4+k0s.0` (issue 27: that used to be a 404).
 #[test]
 fn upload_binary_downloads_once_locally_for_every_host() {
     let mut c = Cluster::with(
@@ -2969,7 +3084,7 @@ fn upload_binary_downloads_once_locally_for_every_host() {
         LabOptions::default(),
         SpecOptions {
             from_release: true,
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("1.33.4+k0s.0".into()),
             host_yaml: ["c1", "w1", "w2"]
                 .iter()
                 .map(|h| (h.to_string(), "uploadBinary: true".to_string()))
@@ -3037,7 +3152,7 @@ fn upgraded_worker_is_back_only_when_its_node_reports_ready_anew() {
         &hosts,
         LabOptions::default(),
         SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
             ..SpecOptions::default()
         },
     );
@@ -3053,7 +3168,7 @@ fn upgraded_worker_is_back_only_when_its_node_reports_ready_anew() {
         );
     }
     let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(newer);
     c.write_spec(&["c1", "w1"]);
     c.apply().contains("Apply complete");
@@ -3305,9 +3420,10 @@ fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
     let r = plan_changes_nothing(&c, &[]);
     r.expect(0)
         .contains("the service environment differs (changed: TOKEN, values hidden (-show-secrets))")
-        .contains("drained")
         .contains("reinstalled with the spec's flags and environment");
     assert!(!r.text().contains("s3cret"), "{}", r.text());
+    // A reconfigure restarts without a drain, as k0sctl does (issue 27).
+    assert!(!r.text().contains("drained"), "{}", r.text());
     c.apply();
     assert!(
         unit().contains("Environment=\"TOKEN=s3cret-two\""),
@@ -3329,6 +3445,54 @@ fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
     plan_changes_nothing(&c, &[])
         .expect(0)
         .contains("No changes.");
+    // Issue 28, item 11: a drop-in of the administrator's (no install writes or removes it)
+    // with an `Environment=` line is not the service environment k0sform manages: no change.
+    c.lab.exec_ok(
+        "w1",
+        "mkdir -p /etc/systemd/system/k0sworker.service.d && \
+         printf '[Service]\\nEnvironment=GODEBUG=x509sha1=1\\n' \
+         > /etc/systemd/system/k0sworker.service.d/10-admin.conf",
+    );
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("No changes.");
+}
+
+/// Issue 28, item 8: `plan -probe-out` keeps no k0s.yaml secret (nor its sha256), says so in
+/// the file and on stderr; the plan's diff shows the secret as changed without its value or a
+/// hash of it, and the URL's credentials likewise. The lab's plain-http mirror is warned about.
+#[test]
+fn probe_out_redacts_the_config_secrets_and_says_so() {
+    let c = Cluster::new(&[("c1", "controller")]);
+    bootstrap(&c);
+    c.lab.exec_ok(
+        "c1",
+        "printf 'x-notes:\\n  password: s3cr3t-pw\\n  mirror: https://ci:t0ken@charts.example/x\\n' >> /etc/k0s/k0s.yaml",
+    );
+    let out = c.lab.dir().join("probe.json");
+    let r = c.run(&["plan", "-probe-out", out.to_str().unwrap()]);
+    r.expect(0)
+        .contains("password: (secret, changed: old value)")
+        .contains("https://(secret, changed: old value)@charts.example/x")
+        .contains("saved with its secrets redacted");
+    let cfg = c.lab.exec_ok("c1", "cat /etc/k0s/k0s.yaml");
+    let file = std::fs::read_to_string(&out).unwrap();
+    for secret in [
+        "s3cr3t-pw".to_string(),
+        "t0ken".to_string(),
+        k0sform::hash::sha256_hex(&cfg),
+        k0sform::hash::sha256_hex("s3cr3t-pw")[..8].to_string(),
+    ] {
+        assert!(!file.contains(&secret), "{secret} in\n{file}");
+        assert!(!r.text().contains(&secret), "{secret} in\n{}", r.text());
+    }
+    assert!(file.contains("\"redacted\""), "{file}");
+    // The lab's mirror is plain http.
+    r.contains("Warning: K0SFORM_K0S_DOWNLOAD_URL is plain http");
+    // The file plans again (offline).
+    c.run(&["plan", "-probe-in", out.to_str().unwrap()])
+        .expect(0)
+        .contains("password: (secret");
 }
 
 /// Issue 16: a move with nothing else to do (no privateAddress, so no `--node-ip`) is a state
@@ -3500,12 +3664,32 @@ fn destroy_resets_every_host_and_empties_the_state() {
         .contains("etcd 3 → 2 members")
         .contains("the last etcd member")
         .contains("Plan: 5 hosts to destroy");
-    // A destroy plan file asks for the cluster's name like `destroy` does.
+    let snaps: Vec<String> = names.iter().map(|n| c.host_snapshot(n)).collect();
+    // A destroy plan file is applied only with -destroy (issue 28, item 4): -auto-approve
+    // alone does not run it.
     c.run(&["apply", file])
-        .expect(1)
-        .contains("destroy needs confirmation");
-    assert_eq!(c.state_serial(), serial);
+        .expect(5)
+        .contains("made with -destroy but apply was run without it");
     c.run(&["apply", "-auto-approve", file])
+        .expect(5)
+        .contains("repeat the flag on the command line");
+    // With -destroy it asks for the cluster's name like `destroy` does.
+    c.run(&["apply", "-destroy", file])
+        .expect(1)
+        .contains("destroy needs confirmation but there is no terminal");
+    c.run(&["-input=false", "apply", "-destroy", file])
+        .expect(1)
+        .contains("-input=false");
+    c.run_on_terminal(&["apply", "-destroy", file], "not-the-name")
+        .expect(1)
+        .contains("the answer is not the cluster's name");
+    assert_eq!(c.state_serial(), serial);
+    assert_eq!(
+        snaps,
+        names.iter().map(|n| c.host_snapshot(n)).collect::<Vec<_>>(),
+        "a refused destroy touched a host"
+    );
+    c.run(&["apply", "-destroy", "-auto-approve", file])
         .expect(0)
         .contains("Apply complete");
 
@@ -3524,9 +3708,12 @@ fn destroy_resets_every_host_and_empties_the_state() {
         "{after}"
     );
 
-    // Again: nothing is left to destroy.
+    // Again: nothing is left to destroy (`apply -destroy` is `destroy`).
     let serial = c.state_serial();
     c.run(&["destroy", "-auto-approve"])
+        .expect(0)
+        .contains("No changes");
+    c.run(&["apply", "-destroy", "-auto-approve"])
         .expect(0)
         .contains("No changes");
     assert_eq!(c.state_serial(), serial);
@@ -3760,13 +3947,18 @@ fn destroy_removes_an_etcd_member_no_host_owns_first() {
     assert!(after["cluster"].is_null(), "{after}");
 }
 
-/// Issue 13: a `single` host runs kine. k0sform writes it no `storage:` section (any such key
-/// switches k0s to etcd, k0s `pkg/apis/k0s/v1beta1/storage.go`), so k0s reports kine, keeps no
-/// etcd member and has no EtcdMember objects; `k0s etcd member-list` refuses as k0s does; the
-/// next plan changes nothing.
+/// Issue 13: a `single` host with a `spec.k0s.config` that names no storage runs kine. k0sform
+/// writes it no `storage:` section (any such key switches k0s to etcd, k0s
+/// `pkg/apis/k0s/v1beta1/storage.go`), so k0s reports kine, keeps no etcd member and has no
+/// EtcdMember objects; `k0s etcd member-list` refuses as k0s does; the next plan changes
+/// nothing. (Without any `spec.k0s.config` it runs etcd, as k0sctl builds it: issue 27.)
 #[test]
 fn single_host_runs_kine_and_plans_no_changes() {
-    let c = Cluster::new(&[("s1", "single")]);
+    let spec_opts = SpecOptions {
+        k0s_config: Some("spec:\n  telemetry:\n    enabled: false".into()),
+        ..SpecOptions::default()
+    };
+    let c = Cluster::with(&[("s1", "single")], LabOptions::default(), spec_opts);
     bootstrap(&c);
     let cfg = c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml");
     assert!(!cfg.contains("storage"), "{cfg}");
@@ -3822,7 +4014,7 @@ fn single_host_runs_kine_and_plans_no_changes() {
 #[test]
 fn single_kine_cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
     let spec_opts = SpecOptions {
-        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
         k0s_config: Some("spec:\n  telemetry:\n    enabled: false".into()),
         ..SpecOptions::default()
     };
@@ -3832,34 +4024,42 @@ fn single_kine_cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
     let cfg = format!(
         "# generated-by-k0sctl 2026-08-01T10:00:00Z\napiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nspec:\n  api:\n    sans:\n    - {addr}\n  telemetry:\n    enabled: false\n"
     );
-    c.lab.ssh_ok(
-        "s1",
-        &format!("mkdir -p /etc/k0s && printf '%s' '{cfg}' > /etc/k0s/k0s.yaml && chmod 600 /etc/k0s/k0s.yaml"),
-    );
+    start_single_as_k0sctl_then_adopt(&c, Some(&cfg), "kine");
+    assert!(c.state_host("s1").expect("recorded")["etcd"].is_null());
+    assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
+}
+
+/// Write `cfg` as s1's k0s.yaml (None: it is there already), install and start `s1` as k0sctl
+/// does (`--single=true`), check it runs `storage`, adopt it with `apply -refresh-only`: the
+/// next plan changes nothing, and neither did adopting.
+fn start_single_as_k0sctl_then_adopt(c: &Cluster, cfg: Option<&str>, storage: &str) {
+    if let Some(cfg) = cfg {
+        c.lab.ssh_ok(
+            "s1",
+            &format!("mkdir -p /etc/k0s && printf '%s' '{cfg}' > /etc/k0s/k0s.yaml && chmod 600 /etc/k0s/k0s.yaml"),
+        );
+    }
     c.lab.ssh_ok(
         "s1",
         "k0s config validate --config=/etc/k0s/k0s.yaml && k0s install controller --data-dir=/var/lib/k0s --single=true --config=/etc/k0s/k0s.yaml && k0s start",
     );
-    wait_api_ready(&c, "s1");
+    wait_api_ready(c, "s1");
     c.eventually(60, "s1 Ready", || c.nodes("s1").get("s1") == Some(&true));
     let status = c.lab.ssh_ok("s1", "k0s status -o json");
     let st: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
     assert_eq!(
-        st["ClusterConfig"]["spec"]["storage"]["type"], "kine",
+        st["ClusterConfig"]["spec"]["storage"]["type"], storage,
         "{status}"
     );
     let uid = c.uid("s1");
-
     let before = c.host_snapshot("s1");
     c.run(&["apply", "-refresh-only", "-auto-approve"])
         .expect(0);
     assert_eq!(c.state_json()["cluster"]["uid"], uid.as_str());
-    assert!(c.state_host("s1").expect("recorded")["etcd"].is_null());
-    plan_changes_nothing(&c, &["-detailed-exitcode"])
+    plan_changes_nothing(c, &["-detailed-exitcode"])
         .expect(0)
         .contains("No changes");
     assert_eq!(before, c.host_snapshot("s1"), "adoption changed the host");
-    assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
 }
 
 /// Issue 13: k0s names a controller's EtcdMember after its etcd member name (the OS hostname,
@@ -3875,7 +4075,7 @@ fn removed_controller_with_a_hostname_override_leaves_no_objects_behind() {
         ("Ctl-C", "controller+worker"),
     ];
     let mut c = Cluster::new(&hosts);
-    c.spec_opts.k0s_version = Some("v1.34.1+k0s.0".into());
+    c.spec_opts.k0s_version = Some("v1.34.1+k0s.0".parse().unwrap());
     c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.34.1+k0s.0"));
     c.spec_opts
         .host_yaml
@@ -4091,6 +4291,156 @@ fn worker_join_waits_on_a_node_watch_and_leaves_none_running() {
     assert!(gone, "the watch outlived k0sform on c1: {:?}", watching());
 }
 
+/// Issue 27: a `single` host built as k0sctl builds it without `spec.k0s.config`: its k0s.yaml is
+/// `k0s config create` (k0sctl `phase/configure_k0s.go` `Prepare`; the host's own address is
+/// already in its SANs), whose `storage.type: etcd` makes it run etcd despite `--single`. The
+/// spec names the version without a `v` (valid for k0sctl). Adopted with `apply -refresh-only`,
+/// the next plan changes nothing: no switch to kine, no drain.
+#[test]
+fn single_etcd_host_built_by_k0sctl_without_a_config_is_adopted_and_plans_no_changes() {
+    let spec_opts = SpecOptions {
+        k0s_version: Some("1.33.4+k0s.0".into()),
+        ..SpecOptions::default()
+    };
+    let c = Cluster::with(&[("s1", "single")], LabOptions::default(), spec_opts);
+    c.lab.install_double("s1");
+    c.lab.ssh_ok(
+        "s1",
+        "mkdir -p /etc/k0s && k0s config create > /etc/k0s/k0s.yaml && chmod 600 /etc/k0s/k0s.yaml",
+    );
+    let cfg = c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml");
+    // What real k0s prints (cmd/config/create.go, DefaultClusterConfig): the host's address as
+    // api.address, in the SANs and as etcd peerAddress; storage type etcd.
+    let addr = c.lab.address("s1");
+    for line in [
+        "apiVersion: k0s.k0sproject.io/v1beta1".to_string(),
+        "kind: ClusterConfig".to_string(),
+        format!("    address: {addr}"),
+        format!("    - {addr}"),
+        format!("      peerAddress: {addr}"),
+        "    type: etcd".to_string(),
+    ] {
+        assert!(cfg.lines().any(|l| l == line), "{line:?} not in\n{cfg}");
+    }
+    start_single_as_k0sctl_then_adopt(&c, None, "etcd");
+    assert_eq!(
+        c.state_host("s1").expect("recorded")["k0s_version"],
+        "v1.33.4+k0s.0"
+    );
+    assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
+}
+
+/// Issue 27: a new `single` host without `spec.k0s.config` is built as k0sctl builds it: on
+/// etcd (k0sform writes `storage.type: etcd`, which `--single` would otherwise turn into kine),
+/// recorded with its etcd member; the next plan changes nothing.
+#[test]
+fn single_host_without_a_config_bootstraps_on_etcd() {
+    let c = Cluster::new(&[("s1", "single")]);
+    bootstrap(&c);
+    let status = c.lab.ssh_ok("s1", "k0s status -o json");
+    let st: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
+    assert_eq!(
+        st["ClusterConfig"]["spec"]["storage"]["type"], "etcd",
+        "{status}"
+    );
+    assert_eq!(st["SingleNode"], true);
+    assert_eq!(c.members("s1").len(), 1);
+    assert!(!c.state_host("s1").expect("recorded")["etcd"].is_null());
+    assert_eq!(c.nodes("s1").get("s1"), Some(&true));
+    plan_changes_nothing(&c, &["-detailed-exitcode"])
+        .expect(0)
+        .contains("No changes");
+}
+
+/// Issue 27: k0sctl's base without `spec.k0s.config` is the leader's existing k0s.yaml; only
+/// without one it is `k0s config create`. A `single` host that runs kine from a k0s.yaml with no
+/// `storage:` key (as earlier k0sform versions wrote it) stays on kine: no switch, no refusal.
+#[test]
+fn single_kine_host_without_a_config_keeps_kine() {
+    let c = Cluster::new(&[("s1", "single")]);
+    c.lab.install_double("s1");
+    let addr = c.lab.address("s1");
+    let cfg = format!(
+        "apiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nmetadata:\n  name: k0s\nspec:\n  api:\n    sans:\n      - {addr}\n"
+    );
+    start_single_as_k0sctl_then_adopt(&c, Some(&cfg), "kine");
+    assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
+}
+
+/// Issue 27: `skipWaitForDeleteTimeout: 30s` reaches kubectl as `30` (kubectl's flag is an
+/// integer of seconds; the double rejects `30s` as kubectl does), and `gracePeriod: 0` is
+/// k0sctl's default again: a worker upgrade drains, restarts and uncordons.
+#[test]
+fn drain_with_skip_wait_for_delete_timeout_passes_kubectl_seconds() {
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            ..SpecOptions::default()
+        },
+    );
+    let hosts = ["c1", "w1"];
+    let options = "drain:\n  skipWaitForDeleteTimeout: 30s\n  gracePeriod: 0s\n  timeout: 5s\n";
+    write_spec_with_options(&c, &hosts, options);
+    bootstrap(&c);
+    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    // The double reads the flag as kubectl does.
+    let bad = c.lab.ssh(
+        "c1",
+        "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl drain --skip-wait-for-delete-timeout=30s node/w1",
+    );
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        lab::stderr(&bad).contains(
+            "invalid argument \"30s\" for \"--skip-wait-for-delete-timeout\" flag: strconv.ParseInt"
+        ),
+        "{}",
+        lab::stderr(&bad)
+    );
+
+    let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(newer);
+    write_spec_with_options(&c, &hosts, options);
+    c.run(&["plan"])
+        .expect(0)
+        .contains("Node \"w1\" cordoned and drained via c1");
+    c.apply().contains("Apply complete");
+    let ops = node_ops(&c, "c1");
+    assert!(
+        ops.iter()
+            .any(|(v, n, ok)| v == "drain" && n == "w1" && ok == "ok"),
+        "{ops:#?}"
+    );
+    assert_eq!(c.lab.ssh_ok("w1", "k0s version").trim(), "v1.33.5+k0s.0");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// Issue 27: a `k0s reset` whose clean-up fails (`Error: errors occurred during clean-up: …`,
+/// exit 1; k0s `pkg/cleanup/cleanup.go`) is a warning, as in k0sctl: the removal completes,
+/// the warning is in the run's summary, and the host leaves the state.
+#[test]
+fn removal_completes_with_a_warning_when_reset_clean_up_fails() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    bootstrap(&c);
+    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    c.lab.exec_ok(
+        "w1",
+        "mkdir -p /etc/k0s-lab && echo 'failed to delete k0s generated data-dir: unlinkat /var/lib/k0s/kubelet: device or resource busy' > /etc/k0s-lab/reset-fails",
+    );
+    c.write_spec(&["c1"]);
+    let r = c.apply();
+    r.contains("Apply complete")
+        .contains("warning")
+        .contains("errors occurred during clean-up: failed to delete k0s generated data-dir");
+    assert!(!c.nodes("c1").contains_key("w1"));
+    assert!(c.state_host("w1").is_none());
+    c.lab
+        .exec_ok("w1", "test ! -e /etc/systemd/system/k0sworker.service");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
 /// Issue 28, item 1: a hostile (or mistaken) state entry for a host that left the spec, at an
 /// address of the lab's range no machine answers at, must not act on the live cluster. An entry
 /// recording c2's member ID and peer URL (whose address sorts before every host's), two entries
@@ -4209,4 +4559,165 @@ fn hostile_state_entries_never_remove_live_members_or_nodes() {
 
     std::fs::write(&c.state, &original).unwrap();
     plan_changes_nothing(&c, &["-detailed-exitcode"]).expect(0);
+}
+
+/// Words shaped like a k0s bootstrap token (`[a-z0-9]{6}.[a-z0-9]{16}`) or a join token (the
+/// base64 of a gzip stream: `H4sI…`).
+fn token_like_words(text: &str) -> Vec<String> {
+    text.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '.' || ch == '+' || ch == '/'))
+        .filter(|w| {
+            let bootstrap = w.len() == 23
+                && w.as_bytes()[6] == b'.'
+                && w.chars()
+                    .enumerate()
+                    .all(|(i, ch)| i == 6 || ch.is_ascii_digit() || ch.is_ascii_lowercase());
+            bootstrap || w.contains("H4sI")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue 30: a `k0sctl apply` line of a pipeline with its k0sctl flags runs as `k0sform apply
+/// -auto-approve` with the same flags: `DRY_RUN`/`--dry-run` only plan, the kubeconfig flags
+/// shape the kubeconfig written, `backup -o FILE` writes FILE. Every run that connects leaves
+/// its commands, with their exit codes, in the debug log, and no join token nor environment
+/// value in it.
+#[test]
+fn k0sctl_pipeline_flags_and_the_debug_log() {
+    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    c.spec_opts.host_yaml.insert(
+        "w1".into(),
+        "environment:\n  HTTPS_PROXY: http://u:pr0xy-s3cret@proxy.invalid:3128".into(),
+    );
+    c.write_spec(&["c1", "w1"]);
+    let log = c.lab.dir().join("cache/k0sform/k0sform.log");
+
+    // A dry run, as k0sctl's DRY_RUN=true or --dry-run: the plan, no question, no change.
+    let mut cmd = c.command(&["apply"]);
+    let out = cmd
+        .env("DRY_RUN", "true")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", lab::stderr(&out));
+    assert!(
+        lab::stdout(&out).contains("to add"),
+        "{}",
+        lab::stdout(&out)
+    );
+    assert!(lab::stderr(&out).contains("Dry run: nothing was changed."));
+    c.run(&["apply", "-auto-approve", "--dry-run"])
+        .expect(0)
+        .contains("Dry run: nothing was changed.");
+    assert!(!c.state.exists(), "a dry run wrote the state");
+    c.run(&["plan", "-detailed-exitcode"]).expect(2);
+
+    let kc = c.lab.dir().join("admin.conf");
+    let r = c.run(&[
+        "apply",
+        "-auto-approve",
+        "-json",
+        "--concurrency",
+        "0",
+        "--concurrent-uploads",
+        "0",
+        "--no-wait",
+        "--timeout",
+        "10m",
+        "--force",
+        "--kubeconfig-out",
+        kc.to_str().expect("utf-8"),
+        "--kubeconfig-api-address",
+        "https://lb.invalid:6443",
+        "--kubeconfig-user",
+        "ci",
+        "--kubeconfig-cluster",
+        "prod",
+    ]);
+    r.expect(0).contains("-force (k0sctl) changes nothing");
+    // --concurrency 0 is no limit: every host of the spec and the state at once.
+    let begin: serde_json::Value = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "begin")
+        .expect("a begin event");
+    assert_eq!(begin["parallelism"], 2, "{begin}");
+    let (cluster, user, server, _) = kubeconfig_parts(&std::fs::read_to_string(&kc).expect("kc"));
+    assert_eq!(
+        (cluster.as_str(), user.as_str(), server.as_str()),
+        ("prod", "ci", "https://lb.invalid:6443")
+    );
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    // backup -o FILE (k0sctl's --output).
+    let file = c.lab.dir().join("b.tar.gz");
+    let r = c.run(&["backup", "-o", file.to_str().expect("utf-8")]);
+    r.expect(0);
+    assert_eq!(backup_line(&r).1, file);
+    assert_eq!(mode_of(&file), 0o600);
+
+    // The debug log: every run, each command on its host with its exit code.
+    assert_eq!(mode_of(&log), 0o600);
+    let text = std::fs::read_to_string(&log).expect("log");
+    for needle in [
+        "apply: run started",
+        "plan: run started",
+        "backup: run started",
+        "run ended with exit code 0",
+        "run ended with exit code 2",
+        "k0s install controller",
+        "HTTPS_PROXY=(value hidden)",
+        "k0s backup",
+        "exit_code=0",
+    ] {
+        assert!(text.contains(needle), "{needle} not in the log:\n{text}");
+    }
+    for name in ["c1", "w1"] {
+        let host = format!("host={} ", c.lab.address(name));
+        assert!(text.contains(&host), "{host} not in the log");
+    }
+    assert!(
+        !text.contains("pr0xy-s3cret"),
+        "an environment value in the log"
+    );
+    assert_eq!(
+        token_like_words(&text),
+        Vec::<String>::new(),
+        "a token in the log"
+    );
+
+    // A plan against the running cluster writes its probe commands, and nothing secret.
+    let before = text.len();
+    c.run(&["plan"]).expect(0);
+    let text = std::fs::read_to_string(&log).expect("log");
+    let plan_part = &text[before..];
+    assert!(plan_part.contains("plan: run started"), "{plan_part}");
+    assert!(plan_part.contains("command=\"sh -c"), "{plan_part}");
+    // One line per record: a command's line breaks are escaped.
+    for line in plan_part.lines() {
+        assert!(line.starts_with("20"), "{line}");
+    }
+    assert!(plan_part.contains("exit_code=0"), "{plan_part}");
+    assert!(!plan_part.contains("pr0xy-s3cret"));
+    assert_eq!(token_like_words(plan_part), Vec::<String>::new());
+}
+
+/// Issue 30: k0sctl's `--timeout` bounds an apply: once reached no new step starts (as one
+/// Ctrl-C), the running ones finish and are recorded, and the run fails; the next apply
+/// finishes the work.
+#[test]
+fn k0sctl_timeout_stops_starting_steps() {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    // w1's Node registers 30 s after its join: the run is still going when the timeout comes.
+    c.lab
+        .exec_ok("w1", "printf 'join_latency 30\\n' > /etc/k0s-lab/k0s-knobs");
+    let started = std::time::Instant::now();
+    let r = c.run(&["apply", "-auto-approve", "--timeout", "5s"]);
+    assert_ne!(r.code, 0, "{}", r.text());
+    r.contains("-timeout 5s reached: no new step starts");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(5));
+    c.lab.exec_ok("w1", "rm -f /etc/k0s-lab/k0s-knobs");
+    c.apply();
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }

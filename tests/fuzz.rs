@@ -1,5 +1,5 @@
 //! Fuzzing of the readers of untrusted input: the spec loader, the state parser, the probe
-//! output parser and the saved-plan reader. Each gets arbitrary bytes and mutations of valid
+//! output parser, the saved-plan reader and the redaction of a host's k0s.yaml. Each gets arbitrary bytes and mutations of valid
 //! seeds; none may panic or hang (every case runs under a deadline). CI runs a bounded number
 //! of cases (`PROPTEST_CASES`, default below, ~10 s in all); `testdata/fuzz/run` runs them for
 //! longer.
@@ -625,6 +625,20 @@ fn plan_with_address(field: &'static str, address: String) {
     });
 }
 
+// Redaction of a host's k0s.yaml (its text comes from the host).
+
+const CONFIG_SEED: &str = "spec:\n  storage:\n    kine:\n      dataSource: mysql://k0s:hunter2@db:3306/k0s\n  extensions:\n    helm:\n      repositories:\n      - {name: r, url: \"https://ci:t0ken@charts.example\", password: pw}\n      charts:\n      - name: app\n        values: |\n          adminPassword: topsecret\n          x: 1\n";
+
+fn redact_config(bytes: Vec<u8>) {
+    let input = text(&bytes);
+    within(format!("k0s.yaml {:?}", short(&input)), move || {
+        let r = k0sform::k0s::redact::redact(&input);
+        assert_eq!(r.lines().count(), input.lines().count(), "{r}");
+        let _ = k0sform::k0s::redact::config_diff(&input, CONFIG_SEED, "a", "b", false);
+        let _ = k0sform::k0s::redact::hide_url_credentials(&input);
+    });
+}
+
 proptest! {
     #![proptest_config(config())]
 
@@ -663,4 +677,18 @@ fn known_hostile_addresses_are_refused_in_every_field() {
     }
     state_with_address("hosts[0].address", "k0s.example.com".into());
     plan_with_address("plan.steps[0].host.address", "10.0.0.7".into());
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn redaction_never_panics_on_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        redact_config(bytes);
+    }
+
+    #[test]
+    fn redaction_never_panics_on_mutated_configs(edits in proptest::collection::vec(edit(), 1..6)) {
+        redact_config(mutate(CONFIG_SEED.as_bytes(), &edits));
+    }
 }

@@ -1359,3 +1359,78 @@ fn double_kubectl_watch_prints_a_line_per_node_change() {
     assert_eq!(r.status.code(), Some(1));
     assert!(stderr(&r).starts_with("error: "), "{}", stderr(&r));
 }
+
+/// The double reads flags as k0s and kubectl do: `--kubelet-root-dir` exists from v1.32.1 (and
+/// v1.31.8), `--start` from v1.35.1 (k0s git tags); kubectl's `--skip-wait-for-delete-timeout`
+/// is an integer. Knob: `k0s reset`'s clean-up fails as k0s's does (`Error: errors occurred
+/// during clean-up: …`, exit 1, after the reboot warning), uninstalled all the same.
+#[test]
+fn double_gates_flags_by_version_and_fails_reset_as_k0s() {
+    let lab = Lab::create(&[("c1", "controller")]);
+    lab.install_double("c1");
+    lab.exec_ok("c1", "mkdir -p /etc/k0s && : > /etc/k0s/k0s.yaml");
+    let run = |cmd: &str| {
+        let o = lab.ssh("c1", cmd);
+        (o.status.code(), stderr(&o))
+    };
+    // v1.33.4: --kubelet-root-dir yes, --start no.
+    assert_eq!(
+        run("k0s install controller --start"),
+        (Some(1), "Error: unknown flag: --start\n".into())
+    );
+    assert_eq!(
+        run("k0s install controller --kubelet-root-dir=/srv/kubelet").0,
+        Some(0)
+    );
+    lab.exec_ok("c1", "rm /etc/systemd/system/k0scontroller.service");
+    for (version, root_dir, start) in [
+        ("v1.31.7+k0s.0", false, false),
+        ("v1.31.8+k0s.0", true, false),
+        ("v1.32.0+k0s.0", false, false),
+        ("v1.32.1+k0s.0", true, false),
+        ("v1.35.0+k0s.0", true, false),
+        ("v1.35.1+k0s.0", true, true),
+    ] {
+        lab.install_binary("c1", &lab.k0s_double_with_version(version));
+        let (code, err) = run("k0s install controller --kubelet-root-dir=/srv/kubelet");
+        if root_dir {
+            assert_eq!(code, Some(0), "{version}: {err}");
+            lab.exec_ok("c1", "rm /etc/systemd/system/k0scontroller.service");
+        } else {
+            assert_eq!(
+                (code, err.as_str()),
+                (Some(1), "Error: unknown flag: --kubelet-root-dir\n"),
+                "{version}"
+            );
+        }
+        let (code, err) = run("k0s install controller --start");
+        assert_eq!(code == Some(0), start, "{version}: {err}");
+        if start {
+            lab.ssh_ok("c1", "k0s stop && k0s reset 2>/dev/null");
+        } else {
+            assert_eq!(err, "Error: unknown flag: --start\n", "{version}");
+        }
+    }
+    lab.install_double("c1");
+    bootstrap(&lab, "c1");
+    let (code, err) = run(
+        "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl drain --skip-wait-for-delete-timeout=30s node/c1",
+    );
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        err,
+        "error: invalid argument \"30s\" for \"--skip-wait-for-delete-timeout\" flag: strconv.ParseInt: parsing \"30s\": invalid syntax\nSee 'kubectl drain --help' for usage.\n"
+    );
+
+    lab.exec_ok(
+        "c1",
+        "echo 'failed unmount /var/lib/k0s/kubelet' > /etc/k0s-lab/reset-fails",
+    );
+    let (code, err) = run("k0s stop && k0s reset");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("level=warning msg=\"To ensure a full reset, a node reboot is recommended.\"\nError: errors occurred during clean-up: failed unmount /var/lib/k0s/kubelet\n"),
+        "{err}"
+    );
+    lab.exec_ok("c1", "test ! -e /etc/systemd/system/k0scontroller.service");
+}

@@ -13,7 +13,7 @@ use k0sform::reality::{
     ClusterView, HostFacts, HostReality, K0sStatus, MemberView, NodeView, Probe, Reality,
     RemoteFile, ServiceKind,
 };
-use k0sform::spec::{HostSpec, K0sSpec, Options, Role, Spec, SshTarget};
+use k0sform::spec::{HostSpec, K0sSpec, K0sVersion, Options, Role, Spec, SshTarget};
 use k0sform::state::{ClusterState, EtcdMemberState, HostState, State};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,7 +35,7 @@ struct Case {
     options: PlanOptions,
     /// The local binary every host gets (version), when set.
     #[serde(default)]
-    binary: Option<String>,
+    binary: Option<K0sVersion>,
     /// No local binary at all (the spec names no `k0sBinaryPath`), whatever the version.
     #[serde(default)]
     no_local_binary: bool,
@@ -60,7 +60,7 @@ struct SpecCase {
     #[serde(default = "default_name")]
     name: String,
     #[serde(default)]
-    version: Option<String>,
+    version: Option<K0sVersion>,
     #[serde(default)]
     config: Option<serde_json::Value>,
     #[serde(default)]
@@ -189,7 +189,7 @@ struct StateHostCase {
     #[serde(default)]
     host_key: Option<String>,
     #[serde(default)]
-    version: Option<String>,
+    version: Option<K0sVersion>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -236,7 +236,7 @@ struct RealHostCase {
     #[serde(default)]
     running: Option<String>,
     #[serde(default)]
-    version: Option<String>,
+    version: Option<K0sVersion>,
     /// k0s.yaml on the host: `desired` (default for running controllers), `none`, or literal text.
     #[serde(default)]
     config: Option<String>,
@@ -249,12 +249,15 @@ struct RealHostCase {
     /// `k0s config create` on this host (k0s's defaults), when the probe got it.
     #[serde(default)]
     defaults: Option<String>,
+    /// The storage type `k0s status` reports (default: what the desired k0s.yaml gives).
+    #[serde(default)]
+    storage: Option<String>,
     /// Leftovers of an earlier install (service unit, etcd data) on a host that is not running.
     #[serde(default)]
     leftovers: bool,
     /// A k0s binary of this version at the install path of a host that is not running.
     #[serde(default)]
-    binary: Option<String>,
+    binary: Option<K0sVersion>,
     /// This controller's own view, overriding the default (split brain).
     #[serde(default)]
     view: Option<ViewCase>,
@@ -323,11 +326,14 @@ fn peer_url(addr: &str) -> String {
 
 /// What `k0s status` reports of a controller's storage: (etcd peer address, type). A `single`
 /// host runs kine (no peer address); workers report neither.
-fn storage_of(hs: &HostSpec, controller: bool) -> (Option<String>, Option<String>) {
-    match (controller, hs.role) {
-        (false, _) => (None, None),
-        (true, Role::Single) => (None, Some("kine".into())),
-        (true, _) => (Some(hs.peer_address().to_string()), Some("etcd".into())),
+/// What `k0s status` reports about storage on a host running the desired k0s.yaml.
+fn storage_of(spec: &Spec, hs: &HostSpec, controller: bool) -> (Option<String>, Option<String>) {
+    if !controller {
+        return (None, None);
+    }
+    match desired::host_storage_type(spec, hs).as_str() {
+        "etcd" => (Some(hs.peer_address().to_string()), Some("etcd".into())),
+        other => (None, Some(other.into())),
     }
 }
 
@@ -527,14 +533,16 @@ fn build(case: &Case) -> Inputs {
                     ServiceKind::Worker
                 });
                 f.status = Some(K0sStatus {
-                    version: version.clone().unwrap_or_else(|| "v1.33.4+k0s.0".into()),
+                    version: version
+                        .clone()
+                        .unwrap_or_else(|| "v1.33.4+k0s.0".parse().unwrap()),
                     pid: 100,
                     role: kind.clone(),
                     workloads: hs.role.has_node(),
                     single_node: hs.role == Role::Single,
                     args,
-                    peer_address: storage_of(hs, controller).0,
-                    storage_type: storage_of(hs, controller).1,
+                    peer_address: storage_of(&spec, hs, controller).0,
+                    storage_type: r.storage.clone().or(storage_of(&spec, hs, controller).1),
                     invocation_id: None,
                 });
                 f.config_defaults = r.defaults.clone();
@@ -846,7 +854,7 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                     .k0s_version
                     .clone()
                     .or(i.spec.k0s.version.clone())
-                    .unwrap_or_else(|| "v1.33.4+k0s.0".into());
+                    .unwrap_or_else(|| "v1.33.4+k0s.0".parse().unwrap());
                 let mut args = vec![
                     hs.k0s_install_path.clone(),
                     if controller { "controller" } else { "worker" }.to_string(),
@@ -859,8 +867,8 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                     workloads: hs.role.has_node(),
                     single_node: hs.role == Role::Single,
                     args,
-                    peer_address: storage_of(hs, controller).0,
-                    storage_type: storage_of(hs, controller).1,
+                    peer_address: storage_of(&i.spec, hs, controller).0,
+                    storage_type: storage_of(&i.spec, hs, controller).1,
                     invocation_id: None,
                 });
                 f.service = Some(if controller {
@@ -1638,6 +1646,137 @@ fn saved_plan_cannot_switch_drains_off() {
     assert!(plain.options_for_apply(&cli).is_err());
 }
 
+/// Issue 28, item 4: `-restore-from` and `-allow-downgrade` in a saved plan (resealed) choose
+/// what runs: `apply FILE` must be given them again, the archive as read from the disk now
+/// (path, sha256, peer address) must be the file's, and what is used is the disk's.
+#[test]
+fn saved_plan_cannot_choose_the_archive_or_a_downgrade() {
+    use k0sform::plan::RestoreArchive;
+    let i = case_inputs("upgrade");
+    let archive = |path: &str, sha: &str, peer: Option<&str>| RestoreArchive {
+        path: path.into(),
+        sha256: sha.into(),
+        peer_address: peer.map(str::to_string),
+    };
+    let with = |r: Option<RestoreArchive>| PlanOptions {
+        restore: r,
+        ..Default::default()
+    };
+    let mut evil = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    evil.options.restore = Some(archive("/b/backup.tar.gz", "11", Some("10.0.0.1")));
+    evil.seal();
+    for (cli, needle) in [
+        (
+            with(None),
+            "made with -restore-from /b/backup.tar.gz but apply was given no -restore-from",
+        ),
+        (
+            with(Some(archive("/c/backup.tar.gz", "11", Some("10.0.0.1")))),
+            "apply was given -restore-from /c/backup.tar.gz",
+        ),
+        (
+            with(Some(archive("/b/backup.tar.gz", "22", Some("10.0.0.1")))),
+            "/b/backup.tar.gz changed since the plan was made",
+        ),
+        (
+            with(Some(archive("/b/backup.tar.gz", "11", None))),
+            "the plan records the etcd peer address 10.0.0.1, the archive has none",
+        ),
+    ] {
+        let e = evil.options_for_apply(&cli).unwrap_err();
+        assert!(e.to_string().contains(needle), "{needle}: {e}");
+    }
+    let disk = archive("/b/backup.tar.gz", "11", Some("10.0.0.1"));
+    let o = evil.options_for_apply(&with(Some(disk.clone()))).unwrap();
+    assert_eq!(o.restore, Some(disk.clone()));
+    let plain = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    assert!(plain.options_for_apply(&with(Some(disk))).is_err());
+
+    let mut evil = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    evil.options.allow_downgrade = true;
+    evil.seal();
+    let e = evil.options_for_apply(&PlanOptions::default()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("made with -allow-downgrade but apply was run without it"),
+        "{e}"
+    );
+    let cli = PlanOptions {
+        allow_downgrade: true,
+        ..Default::default()
+    };
+    assert!(evil.options_for_apply(&cli).unwrap().allow_downgrade);
+    assert!(plain.options_for_apply(&cli).is_err());
+}
+
+/// Issue 28, item 4: the k0s version a saved plan chose (the spec names none) is never taken
+/// from the file: every version it names must be a k0s version when it is read, and the one
+/// chosen again at apply must be the file's.
+#[test]
+fn saved_plan_versions_are_checked_and_chosen_again() {
+    use k0sform::plan::ResolvedVersion;
+    let i = case_inputs("add_worker");
+    let p = run(&i).expect("plan");
+    let mut saved = SavedPlan::new(p.clone(), &i.state, "aaaa", &i.reality);
+    let version = |v: &str| k0sform::version::K0sVersion::parse(v).expect("a k0s version");
+    saved.plan.k0s_version = Some(ResolvedVersion {
+        version: version("v1.33.4+k0s.0"),
+        source: "latest stable release".into(),
+    });
+    saved.seal();
+    let good = saved.to_json();
+    SavedPlan::from_json(&good).expect("a k0s version parses");
+    // Not a version at all: refused as the file is read (K0sVersion's own parser).
+    for bad in [
+        "v1.33.4+k0s.0/../../x",
+        "latest",
+        "v1.33.4 --help",
+        "",
+        "v1.33.4+k0s.0\\u001b[2J",
+    ] {
+        let evil = good.replace("\"v1.33.4+k0s.0\"", &format!("\"{bad}\""));
+        assert_ne!(evil, good);
+        let e = SavedPlan::from_json(&evil).unwrap_err();
+        assert!(e.to_string().contains("is not a k0s version"), "{bad}: {e}");
+    }
+    // A version too old for k0sform, in the plan's choice and in a step: the field is named.
+    let mut evil = saved.clone();
+    evil.plan.k0s_version.as_mut().unwrap().version = version("v0.10.0");
+    evil.seal();
+    let e = SavedPlan::from_json(&evil.to_json()).unwrap_err();
+    assert!(e.to_string().contains("plan.k0s_version.version"), "{e}");
+    let mut evil = saved.clone();
+    evil.plan.steps.insert(
+        0,
+        k0sform::plan::Step {
+            id: 0,
+            host: p.steps[0].host.clone(),
+            kind: StepKind::DownloadBinary {
+                url: "https://example.invalid/k0s".into(),
+                sha256: "ab".repeat(32),
+                version: version("v0.10.0"),
+            },
+            after: vec![],
+        },
+    );
+    evil.seal();
+    let e = SavedPlan::from_json(&evil.to_json()).unwrap_err();
+    assert!(e.to_string().contains("plan.steps[0].kind.version"), "{e}");
+
+    let mut derived = p.clone();
+    derived.k0s_version = Some(ResolvedVersion {
+        version: version("v1.33.5+k0s.0"),
+        source: "latest stable release".into(),
+    });
+    let e = saved.matches(&derived).unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "the file installs k0s v1.33.4+k0s.0 (latest stable release), k0s v1.33.5+k0s.0 (latest stable release) is chosen now"
+        ),
+        "{e}"
+    );
+}
+
 /// First contact is shown per host, and `-trust-new-host-keys=false` refuses it (exit 3) naming
 /// the offered key; a host pinned with ssh.hostKey or recorded in the state is not first contact.
 #[test]
@@ -1663,6 +1802,70 @@ fn first_contact_is_shown_and_refused_on_request() {
     }
     let p = run(&i).expect("pinned host plans");
     assert!(p.first_contacts.is_empty());
+}
+
+/// Issue 28, item 10: `-trust-new-host-keys=false` is checked on the keys alone, before the
+/// probe runs (`refuse_first_contact_keys`). On every plan case it is never stricter than the
+/// plan's own review: what it refuses, the plan refuses too; a new host is refused, a host
+/// that moved (it offers the key recorded at its old address) is not.
+#[test]
+fn first_contact_keys_are_refused_before_the_probe_as_the_plan_would() {
+    use k0sform::ssh::{ConnectedBastion, ConnectedHost};
+    let connections = |r: &Reality| -> Vec<(HostId, ConnectedHost)> {
+        r.hosts
+            .iter()
+            .filter_map(|h| {
+                let f = h.probe.facts()?;
+                Some((
+                    h.id.clone(),
+                    ConnectedHost {
+                        fingerprint: f.host_key.clone(),
+                        public_key: f.host_public_key.clone().unwrap_or_default(),
+                        first_contact: true,
+                        bastions: f
+                            .bastions
+                            .iter()
+                            .map(|b| ConnectedBastion {
+                                id: b.bastion.clone(),
+                                fingerprint: b.host_key.clone(),
+                                public_key: b.host_public_key.clone(),
+                                first_contact: true,
+                            })
+                            .collect(),
+                    },
+                ))
+            })
+            .collect()
+    };
+    let early = |i: &Inputs| {
+        let c = connections(&i.reality);
+        let keys: Vec<(&HostId, &ConnectedHost)> = c.iter().map(|(id, c)| (id, c)).collect();
+        plan::refuse_first_contact_keys(&i.spec, &i.state, &i.options, &keys)
+    };
+    for (name, case) in load_cases() {
+        let i = build(&case);
+        let Ok(p) = run(&i) else { continue };
+        if let Err(r) = early(&i) {
+            assert_eq!(r.exit_code(), 3, "{name}");
+            for f in &p.first_contacts {
+                assert!(
+                    r.details.iter().any(|d| d.contains(&f.fingerprint)),
+                    "{name}: {r:?}"
+                );
+            }
+            assert_eq!(r.details.len(), p.first_contacts.len(), "{name}: {r:?}");
+        }
+    }
+    let i = case_inputs("add_worker");
+    let new = run(&i).unwrap().first_contacts[0].clone();
+    let r = early(&i).unwrap_err();
+    assert!(
+        r.details[0].contains(&format!("{}: offers {}", new.host, new.fingerprint)),
+        "{r:?}"
+    );
+    let i = case_inputs("move_worker");
+    assert!(run(&i).unwrap().first_contacts.is_empty());
+    early(&i).expect("a moved host offers its recorded key");
 }
 
 /// Hook lines show values from the environment as the `${NAME}` they came from, in the plan's
@@ -2039,7 +2242,7 @@ mod props {
         let mut case = Case {
             spec: SpecCase {
                 name: "prop".into(),
-                version: Some(v_new.into()),
+                version: Some(v_new.parse().unwrap()),
                 ..Default::default()
             },
             reality: RealityCase::default(),
@@ -2114,7 +2317,7 @@ mod props {
                 }
                 Fate::OldVersion => {
                     r.running = Some(running.into());
-                    r.version = Some(v_old.into());
+                    r.version = Some(v_old.parse().unwrap());
                     if role.is_controller() {
                         case.reality.members.push(name.clone());
                     }
@@ -2378,7 +2581,7 @@ fn k0s_not_answering_is_refused_as_such() {
 
 /// Issue 14, item 7: secret values of k0s.yaml (helm repository passwords, a kine DSN) reach
 /// neither the plan text, `-json` nor a saved plan; a changed secret still shows as a changed
-/// line with another short hash. `-show-secrets` (PlanOptions::show_secrets) shows them, and is
+/// line (`(secret, changed: old value)` / `… new value)`). `-show-secrets` (PlanOptions::show_secrets) shows them, and is
 /// never saved.
 #[test]
 fn secrets_in_the_config_diff_are_redacted_unless_asked_for() {
@@ -2411,10 +2614,21 @@ fn secrets_in_the_config_diff_are_redacted_unless_asked_for() {
         for secret in ["n3w-s3cret", "0ld-s3cret"] {
             assert!(!out.contains(secret), "{what} shows {secret}:\n{out}");
         }
-        assert!(out.contains("password: (secret, sha256 "), "{what}:\n{out}");
+        assert!(
+            out.contains("password: (secret, changed: "),
+            "{what}:\n{out}"
+        );
+        // No hash of a secret, not even a short one (issue 28, item 8).
+        for secret in ["n3w-s3cret", "0ld-s3cret"] {
+            let sum = k0sform::hash::sha256_hex(secret);
+            assert!(
+                !out.contains(&sum[..8]),
+                "{what} shows {secret}'s hash:\n{out}"
+            );
+        }
     }
     let text = render::text(&p, false);
-    // c01's diff: the old secret's line removed, the new one's added, with other hashes.
+    // c01's diff: the old secret's line removed, the new one's added.
     let c01 = &text[text.find("(on c01)").expect("c01's diff")..];
     let secret_line = |sign: char| {
         c01.lines()
@@ -2492,6 +2706,55 @@ fn a_host_reporting_another_hosts_name_is_refused() {
     run(&i).expect("plan");
 }
 
+/// Issue 28, item 8: a download URL with credentials (a mirror's token) is shown without them.
+#[test]
+fn download_urls_are_shown_without_their_credentials() {
+    let mut i = case_inputs("add_worker");
+    let w02 = HostId::new("10.0.1.2", 22);
+    let h = i
+        .desired
+        .hosts
+        .iter_mut()
+        .find(|h| h.host == w02)
+        .expect("w02 desired");
+    let sha256 = h.local_binary.take().expect("a local binary").sha256;
+    h.host_download = Some(k0sform::plan::HostDownload {
+        url: "https://ci:t0ken@mirror.example/k0s/v1.33.4%2Bk0s.0/k0s-v1.33.4+k0s.0-amd64".into(),
+        sha256,
+        version: k0sform::version::K0sVersion::parse("v1.33.4+k0s.0").unwrap(),
+    });
+    let text = render::text(&run(&i).expect("plan"), false);
+    assert!(
+        text.contains("downloaded by the host from https://(secret)@mirror.example/k0s/"),
+        "{text}"
+    );
+    assert!(!text.contains("t0ken"), "{text}");
+}
+
+/// Issue 28, item 11: a new host reporting the name of a Node no host owns is refused
+/// (`add_worker_node_name_taken`); the spec's `hostname:` for it says the name is meant, and a
+/// host already running k0s (adopted) keeps its own Node.
+#[test]
+fn a_new_host_may_take_an_unowned_nodes_name_only_by_its_spec_hostname() {
+    let mut i = case_inputs("add_worker_node_name_taken");
+    let w = HostId::new("10.0.1.2", 22);
+    let err = run(&i).expect_err("refused");
+    assert!(
+        refusal_text(&err).contains("the name of a Node of the cluster no host"),
+        "{}",
+        refusal_text(&err)
+    );
+    for h in i.spec.hosts.iter_mut().filter(|h| h.id() == w) {
+        h.hostname = Some("w99".into());
+    }
+    let p = run(&i).expect("planned with hostname: w99");
+    assert!(p.changes.iter().any(|c| c.host == w), "{:#?}", p.changes);
+    // Another name: nothing to refuse.
+    let mut i = case_inputs("add_worker_node_name_taken");
+    facts_mut(&mut i.reality, &w).expect("probed").hostname = "w02".into();
+    run(&i).expect("plan");
+}
+
 /// Issue 14 (low): only controllers' views count in split-brain detection; a worker reporting
 /// another cluster (a hostile or confused host) is no second cluster.
 #[test]
@@ -2544,7 +2807,8 @@ fn environment_changes_are_a_planned_reconfigure_with_hidden_values() {
     let p = run(&i).expect("plan");
     assert!(!p.has_changes(), "{}", render::text(&p, false));
 
-    // A changed secret, an added and a removed variable: reconfigured, drained, values hidden.
+    // A changed secret, an added and a removed variable: reconfigured (no drain, as k0sctl),
+    // values hidden.
     i.spec.hosts[at].environment = env(&[("TOKEN", "n3w-s3cret"), ("NO_PROXY", "10.0.0.0/8")]);
     let p = run(&i).expect("plan");
     let ch = p
@@ -2554,7 +2818,7 @@ fn environment_changes_are_a_planned_reconfigure_with_hidden_values() {
         .expect("w01 changes");
     assert_eq!(ch.action, Action::Reconfigure);
     let kinds: Vec<&str> = ch.steps.iter().map(|s| p.steps[*s].kind.name()).collect();
-    assert_eq!(kinds, ["drain", "reconfigure", "uncordon", "record_host"]);
+    assert_eq!(kinds, ["reconfigure", "record_host"]);
     let text = render::text(&p, false);
     assert!(
         text.contains(
@@ -2667,9 +2931,10 @@ fn ambiguous_or_role_changing_matches_are_not_moves() {
     assert!(warned, "{text}");
 }
 
-/// A saved destroy plan is derived again as a destroy (the mode is recorded in its options), and
-/// equals what was saved; a normal plan whose options are edited into a destroy (resealed) is
-/// not the plan the file shows, so it is refused as stale.
+/// A saved destroy plan is applied only with `-destroy` on the command line (issue 28, item 4),
+/// is then derived again as a destroy and equals what was saved; a normal plan whose options are
+/// edited into a destroy (resealed) is refused without `-destroy`, and with it is not the plan
+/// the file shows; `-destroy` with a normal plan is refused too.
 #[test]
 fn saved_destroy_plans_are_derived_again_as_destroys() {
     let i = case_inputs("destroy");
@@ -2677,9 +2942,19 @@ fn saved_destroy_plans_are_derived_again_as_destroys() {
     assert!(p.destroy);
     let saved = SavedPlan::with_options(p.clone(), &i.state, "aaaa", &i.reality, i.options.clone());
     let back = SavedPlan::from_json(&saved.to_json()).expect("parses");
-    let cli = PlanOptions::default();
+    let plain = PlanOptions::default();
+    let e = back.options_for_apply(&plain).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("made with -destroy but apply was run without it"),
+        "{e}"
+    );
+    let cli = PlanOptions {
+        destroy: true,
+        ..PlanOptions::default()
+    };
     let opts = back.options_for_apply(&cli).expect("options");
-    assert!(opts.destroy, "the destroy mode is not taken from the file");
+    assert!(opts.destroy);
     let derived = plan::diff(&i.spec, &i.state, &i.reality, &i.desired, &opts).expect("plan");
     back.matches(&derived)
         .expect("a saved destroy plan is derived again equal");
@@ -2691,9 +2966,23 @@ fn saved_destroy_plans_are_derived_again_as_destroys() {
     };
     let normal = plan::diff(&i.spec, &i.state, &i.reality, &i.desired, &normal_opts).expect("plan");
     assert!(!normal.destroy);
+    let honest = SavedPlan::with_options(
+        normal.clone(),
+        &i.state,
+        "aaaa",
+        &i.reality,
+        normal_opts.clone(),
+    );
+    let e = honest.options_for_apply(&cli).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("made without -destroy but apply was run with it"),
+        "{e}"
+    );
     let mut evil = SavedPlan::with_options(normal, &i.state, "aaaa", &i.reality, normal_opts);
     evil.options.destroy = true;
     evil.seal();
+    assert!(evil.options_for_apply(&plain).is_err());
     let opts = evil.options_for_apply(&cli).expect("options");
     let derived = plan::diff(&i.spec, &i.state, &i.reality, &i.desired, &opts).expect("plan");
     assert!(
@@ -3231,7 +3520,7 @@ fn a_new_machine_taking_a_dead_hosts_name_is_not_refused() {
         &i.spec.hosts.iter().map(|h| h.id()).collect::<Vec<_>>(),
         LocalBinary {
             sha256: sha256_hex("k0s v1.33.4+k0s.0"),
-            version: Some("v1.33.4+k0s.0".into()),
+            version: Some("v1.33.4+k0s.0".parse().unwrap()),
             url: None,
         },
     );

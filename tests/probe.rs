@@ -365,7 +365,7 @@ async fn lab_cluster_view_is_gathered_from_every_controller() {
         let host = lab.host(c);
         assert_eq!(f.machine_id, host.machine_id);
         assert_eq!(f.host_key, host.host_key_fingerprint);
-        assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
+        assert_eq!(f.k0s_version.clone().unwrap(), "v1.33.4+k0s.0");
         assert_eq!(f.service, Some(k0sform::reality::ServiceKind::Controller));
         assert!(f.has_etcd_data, "{c}");
         let st = f
@@ -446,7 +446,7 @@ async fn lab_sudo_user_through_a_bastion() {
         .unwrap_or_else(|| panic!("{r:?}"));
     assert_eq!(f.machine_id, lab.host("c1").machine_id);
     assert_eq!(f.host_key, lab.host("c1").host_key_fingerprint);
-    assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
+    assert_eq!(f.k0s_version.clone().unwrap(), "v1.33.4+k0s.0");
     assert!(f.k0s_binary_sha256.is_some());
     assert_eq!(
         sshd_counts(&lab, "b1").0 - before_b.0,

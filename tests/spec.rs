@@ -195,7 +195,7 @@ fn k0sctl_corpus_details() {
     );
     let ids: Vec<String> = swap.spec.hosts.iter().map(|h| h.id().to_string()).collect();
     assert_eq!(ids, ["127.0.0.1:9022", "127.0.0.1:9023", "127.0.0.1:9024"]);
-    assert_eq!(swap.spec.k0s.version.as_deref(), Some("v1.33.4+k0s.0"));
+    assert_eq!(swap.spec.k0s.version.unwrap(), "v1.33.4+k0s.0");
     // Relative keyPath resolves against the file's folder.
     assert_eq!(
         swap.spec.hosts[0].ssh.key_path.as_deref(),

@@ -538,6 +538,34 @@ async fn write_file_and_upload_are_atomic_and_checked() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert_eq!(sessions(), before + 2, "{}", sshd.log());
+
+    // A local file that changed since planning (its planned sha256 is another): refused,
+    // nothing moved into place, by either kind of upload and by write_file.
+    let planned = FileAttrs::mode(0o755).expecting("0".repeat(64));
+    std::fs::write(&local, b"replaced since planning").unwrap();
+    for fresh in [false, true] {
+        let up = if fresh {
+            t.upload_new_file(&sshd.id(), &local, remote_s, &planned)
+                .await
+        } else {
+            Transport::upload_file(&t, &sshd.id(), &local, remote_s, &planned).await
+        };
+        let e = up.expect_err("a file that is not the planned one is refused");
+        // Refused here before sending, or on the host before the move.
+        let e = e.to_string();
+        assert!(
+            e.contains("the plan expected") || e.contains("sha256 mismatch"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&remote).unwrap(), data);
+        assert!(no_staging_files(remote.parent().unwrap()));
+    }
+    let e = t
+        .write_file(&sshd.id(), remote_s, b"other".to_vec(), &planned)
+        .await
+        .expect_err("bytes that are not the planned ones are refused");
+    assert!(e.to_string().contains("the plan expected"), "{e}");
+    assert_eq!(std::fs::read(&remote).unwrap(), data);
     t.close_all().await;
 }
 

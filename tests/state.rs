@@ -43,7 +43,7 @@ fn host(address: &str, port: u16, role: Role, n: u32) -> HostState {
             member_id: format!("8e9e05c5216469{n:02x}"),
             peer_url: format!("https://{address}:2380"),
         }),
-        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
         install_flags_sha256: Some("aa".repeat(32)),
         config_sha256: Some("bb".repeat(32)),
         k0s_binary: None,
@@ -58,7 +58,7 @@ fn sample_state() -> State {
         name: "prod".into(),
         uid: "7c3f2a10-4b9e-4a51-9d2e-3f0c1b2a3d4e".into(),
         etcd_cluster_id: Some("cdf818194e3a8c32".into()),
-        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
         config_sha256: Some("cc".repeat(32)),
     });
     s.hosts = vec![
@@ -680,8 +680,31 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
         serde_json::to_string_pretty(&s).unwrap()
     };
     let hex = "ab".repeat(32);
+    // A recorded version may become the one installed: one k0sform cannot run is refused, naming
+    // where it is (a version that is not one at all is the `bad-version` case below).
+    let cluster_version = {
+        let mut s = sample_state();
+        s.cluster.as_mut().expect("cluster").k0s_version =
+            Some(k0sform::version::K0sVersion::parse("v0.10.0").unwrap());
+        serde_json::to_string_pretty(&s).unwrap()
+    };
+    let host_version = {
+        let mut s = sample_state();
+        s.hosts[1].k0s_version = Some(k0sform::version::K0sVersion::parse("v0.9.1").unwrap());
+        serde_json::to_string_pretty(&s).unwrap()
+    };
 
     let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "cluster-version",
+            cluster_version,
+            "cluster: k0s_version: `v0.10.0` is too old",
+        ),
+        (
+            "host-version",
+            host_version,
+            "k0s_version: `v0.9.1` is too old",
+        ),
         ("truncated", good[..good.len() / 2].to_string(), "truncated"),
         ("empty", String::new(), "truncated"),
         ("not-json", "hosts: [oops]\n".into(), "not JSON"),
@@ -704,6 +727,12 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
             "missing field `lineage`",
         ),
         ("duplicate-host", duplicate, "appears more than once"),
+        // A recorded version is a k0s version, checked as every version read from a file.
+        (
+            "bad-version",
+            good.replacen("\"v1.33.4+k0s.0\"", "\"v1.33.4;reboot\"", 1),
+            "\"v1.33.4;reboot\" is not a k0s version (it can't contain ';'",
+        ),
         (
             "binary-stat",
             binary("1 2 3 $(reboot)", &hex),
@@ -852,7 +881,7 @@ fn serial_grows_only_when_content_changes() {
     assert_eq!(temp_files(dir.path()), Vec::<String>::new());
 
     // A change: serial + 1, and the backup holds exactly the previous file.
-    s.hosts[0].k0s_version = Some("v1.34.1+k0s.0".into());
+    s.hosts[0].k0s_version = Some("v1.34.1+k0s.0".parse().unwrap());
     assert_eq!(
         store.write(&s).unwrap(),
         WriteOutcome::Written { serial: 2 }

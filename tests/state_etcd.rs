@@ -43,7 +43,7 @@ fn host(address: &str, role: Role, n: u32) -> HostState {
             member_id: format!("8e9e05c5216469{n:02x}"),
             peer_url: format!("https://{address}:2380"),
         }),
-        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
         install_flags_sha256: None,
         config_sha256: None,
         k0s_binary: None,
@@ -57,7 +57,7 @@ fn sample_state() -> State {
         name: "prod".into(),
         uid: "7c3f2a10-4b9e-4a51-9d2e-3f0c1b2a3d4e".into(),
         etcd_cluster_id: Some("cdf818194e3a8c32".into()),
-        k0s_version: Some("v1.33.4+k0s.0".into()),
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
         config_sha256: None,
     });
     s.hosts = vec![
@@ -134,7 +134,7 @@ fn child_process_entry() {
         }
         "hold-then-write" => {
             let mut s = store.load().unwrap().unwrap();
-            s.hosts[0].k0s_version = Some("v1.34.0+k0s.0".into());
+            s.hosts[0].k0s_version = Some("v1.34.0+k0s.0".parse().unwrap());
             store.write(&s).unwrap();
             say(format!("READY {}", g.id()));
             let mut line = String::new();

@@ -30,7 +30,10 @@ pub enum StateChange {
     /// A running cluster's identity seen by a probe: recorded only if the state has none yet.
     AdoptCluster(ClusterState),
     /// The host now runs this k0s version.
-    SetHostVersion { host: HostId, version: String },
+    SetHostVersion {
+        host: HostId,
+        version: crate::version::K0sVersion,
+    },
     /// The cluster was destroyed: forget its identity (the lineage stays).
     ForgetCluster,
 }

@@ -149,6 +149,7 @@ pub async fn run_plan<R: StepRunner>(
     let mut cancel_rx = cancel.subscribe();
     let mut cancel_alive = true;
     let mut last_progress: HashMap<usize, String> = HashMap::new();
+    let mut warnings: Vec<(usize, String)> = Vec::new();
     let names = HostNames::new(plan, &opts.names);
     let info = |i: usize| step_info(&plan.steps[i], &names);
     // Long steps get a "still running" note every `every`: when each running step's next is due.
@@ -247,6 +248,16 @@ pub async fn run_plan<R: StepRunner>(
                         emit(sink, ApplyEvent::StepProgress { step: info(id), message });
                     }
                 }
+                WorkerMsg::Warning { id, message } => {
+                    warnings.push((id, message.clone()));
+                    emit(
+                        sink,
+                        ApplyEvent::StepProgress {
+                            step: info(id),
+                            message: format!("warning: {message}"),
+                        },
+                    );
+                }
                 WorkerMsg::Intent { id, intent, ack } => {
                     if let Some(s) = &stop {
                         let _ = ack.send(Err(format!("not started: {}", s.describe())));
@@ -339,6 +350,12 @@ pub async fn run_plan<R: StepRunner>(
             }
         }
     }
+    // A warning sent just before its step ended is still in the channel.
+    while let Ok(msg) = rx.try_recv() {
+        if let WorkerMsg::Warning { id, message } = msg {
+            warnings.push((id, message));
+        }
+    }
 
     if aborted {
         set.abort_all();
@@ -394,6 +411,10 @@ pub async fn run_plan<R: StepRunner>(
         succeeded: Vec::new(),
         failed: Vec::new(),
         skipped: Vec::new(),
+        warnings: warnings
+            .into_iter()
+            .map(|(id, message)| (info(id), message))
+            .collect(),
         reason: None,
         elapsed: begun.elapsed(),
     };

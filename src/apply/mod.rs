@@ -187,6 +187,11 @@ pub(crate) enum WorkerMsg {
         id: usize,
         message: String,
     },
+    /// Something that went wrong without failing the step: shown now and in the summary.
+    Warning {
+        id: usize,
+        message: String,
+    },
 }
 
 /// A running step's line back to the coordinator.
@@ -212,6 +217,15 @@ impl StepContext {
             Ok(Err(why)) => Err(StepError::NotStarted(why)),
             Err(_) => Err(StepError::NotStarted("the apply is shutting down".into())),
         }
+    }
+
+    /// Report what went wrong without failing the step (never pass secrets): shown at once
+    /// and again in the run's summary.
+    pub fn warn(&self, message: impl Into<String>) {
+        let _ = self.tx.send(WorkerMsg::Warning {
+            id: self.id,
+            message: message.into(),
+        });
     }
 
     /// Tell the user what the step is waiting for (never pass secrets).

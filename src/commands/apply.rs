@@ -12,7 +12,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
 pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
-    engine::with_ssh(|transport| async move { apply(global, args, false, &transport).await })
+    engine::with_ssh(|transport| async move { apply(global, args, &transport).await })
 }
 
 /// `k0sform destroy`: `apply` of a destroy plan, confirmed by typing the cluster's name.
@@ -20,26 +20,36 @@ pub fn destroy(global: &GlobalArgs, args: &DestroyArgs) -> Exit {
     let apply_args = ApplyArgs {
         plan_file: None,
         target: args.target_args(),
-        auto_approve: args.auto_approve,
+        destroy: true,
+        // k0sctl reset's --force is its confirmation bypass (action/reset.go).
+        auto_approve: args.auto_approve || args.force,
         json: args.json,
         kubeconfig_out: None,
         show_secrets: false,
+        run: args.run.clone(),
+        k0sctl: Default::default(),
     };
-    engine::with_ssh(|transport| async move { apply(global, &apply_args, true, &transport).await })
+    engine::with_ssh(|transport| async move { apply(global, &apply_args, &transport).await })
 }
 
 async fn apply(
     global: &GlobalArgs,
     args: &ApplyArgs,
-    destroy: bool,
     transport: &SshTransport,
 ) -> Result<Exit, Failure> {
-    if destroy && !args.auto_approve && !global.input {
+    let destroy = args.destroy;
+    if destroy {
+        super::refuse_with_destroy(&args.target)?;
+    }
+    // A dry run (k0sctl's --dry-run, DRY_RUN) only plans: it never asks.
+    let dry_run = args.run.dry_run().map_err(Failure::error)?;
+    let asks = !args.auto_approve && !dry_run;
+    if destroy && asks && !global.input {
         return Err(Failure::error(
             "destroy needs confirmation but -input=false forbids asking: review `k0sform plan -destroy` and use -auto-approve",
         ));
     }
-    if args.plan_file.is_none() && !args.auto_approve && !global.input {
+    if args.plan_file.is_none() && asks && !global.input {
         return Err(Failure::error(
             "apply needs confirmation but -input=false forbids asking: review the plan and use -auto-approve, or apply a saved plan file",
         ));
@@ -49,8 +59,21 @@ async fn apply(
             "-show-secrets cannot be used with a saved plan: it holds no secret values; run apply without a plan file to see them",
         ));
     }
+    let started = tokio::time::Instant::now();
+    k0sctl_checks(args, dry_run)?;
     // The lock comes first: planning against a state another apply is about to change is useless.
-    let (loaded, mut ctx) = super::load_inputs(global)?;
+    let (mut loaded, mut ctx) = super::load_inputs(global)?;
+    k0sctl_overrides(&mut loaded.spec, &args.k0sctl, &args.run)?;
+    // k0sctl's --concurrency: -parallelism, 0 for no limit (every host at once).
+    let mut resolved = args.clone();
+    if let Some(n) = args.run.concurrency {
+        resolved.target.parallelism = if n == 0 {
+            (loaded.spec.hosts.len() + ctx.state.hosts.len()).max(1)
+        } else {
+            n
+        };
+    }
+    let args = &resolved;
     let operation = if destroy { "destroy" } else { "apply" };
     let _lock = ctx.store.lock(operation, global.lock_timeout)?;
     // Re-read under the lock: another run may have written since.
@@ -62,26 +85,31 @@ async fn apply(
     let mut planned = match &args.plan_file {
         Some(file) => {
             let saved = super::show::read_saved(file)?;
-            let cli = super::plan_options(&args.target)?;
-            let planned = engine::rederive_saved(
+            let cli = crate::plan::PlanOptions {
+                destroy,
+                ..super::plan_options(&args.target)?
+            };
+            let rederiving = engine::rederive_saved(
                 &saved,
                 loaded,
                 ctx,
                 transport,
                 (&cli, args.target.parallelism),
-            )
-            .await
-            .map_err(|e| match e {
-                engine::SavedPlanFailure::Stale(stale) => Failure {
-                    exit: Exit::StalePlan,
-                    message: format!("{}: {stale}; run `k0sform plan` again", file.display()),
-                },
-                engine::SavedPlanFailure::Other(f) => f,
-            })?;
+            );
+            let planned = within_timeout(&args.run, started, rederiving)
+                .await?
+                .map_err(|e| match e {
+                    engine::SavedPlanFailure::Stale(stale) => Failure {
+                        exit: Exit::StalePlan,
+                        message: format!("{}: {stale}; run `k0sform plan` again", file.display()),
+                    },
+                    engine::SavedPlanFailure::Other(f) => f,
+                })?;
             // What runs is what was derived now (equal to the file's plan, or refused above).
             show_plan(args, &planned.plan, color);
-            // A plan file that destroys the cluster is confirmed like `destroy`: a file swapped
-            // or edited into a destroy plan does not run unasked.
+            // A plan file that destroys the cluster is applied only with -destroy (checked when
+            // its options were compared) and confirmed like `destroy`: typing the cluster's name,
+            // unless -auto-approve.
             if planned.plan.destroy && planned.plan.has_changes() && !args.auto_approve {
                 confirm_destroy(global.input, args.json, &planned.plan.cluster_name)?;
             }
@@ -93,16 +121,20 @@ async fn apply(
                 destroy,
                 ..super::plan_options(&args.target)?
             };
-            let planned = engine::plan_with(
+            let planning = engine::plan_with(
                 loaded,
                 ctx,
                 transport,
                 (&opts, args.target.parallelism),
                 None,
                 None,
-            )
-            .await?;
+            );
+            let planned = within_timeout(&args.run, started, planning).await??;
             show_plan(args, &planned.plan, color);
+            if dry_run {
+                eprintln!("Dry run: nothing was changed.");
+                return Ok(Exit::Success);
+            }
             if planned.plan.has_changes() && !args.auto_approve {
                 if destroy {
                     confirm_destroy(global.input, args.json, &planned.plan.cluster_name)?;
@@ -137,8 +169,9 @@ async fn apply(
     if planned.plan.destroy && !planned.plan.has_changes() {
         forget_empty_cluster(&mut planned)?;
     }
+    let deadline = args.run.deadline().map(|d| (started + d, d));
     let exit = if planned.plan.has_changes() {
-        execute(global, args, transport, planned).await?
+        execute(global, args, transport, planned, deadline).await?
     } else {
         Exit::Success
     };
@@ -146,9 +179,120 @@ async fn apply(
         && exit == Exit::Success
     {
         let refuse = args.target.host_keys.refuse_first_contact();
-        write_kubeconfig(global, &spec, transport, path, refuse).await?;
+        let over = crate::kubeconfig::Overrides {
+            user: args.k0sctl.kubeconfig_user.clone(),
+            cluster: args.k0sctl.kubeconfig_cluster.clone(),
+            address: args.k0sctl.kubeconfig_api_address.clone(),
+        };
+        write_kubeconfig(global, &spec, transport, path, (&over, refuse)).await?;
     }
     Ok(exit)
+}
+
+/// Planning under `-timeout` (k0sctl's --timeout, counted from the start of the run): reached
+/// there, the run fails before any host changed.
+async fn within_timeout<T>(
+    run: &crate::cli::RunArgs,
+    started: tokio::time::Instant,
+    planning: impl std::future::Future<Output = T>,
+) -> Result<T, Failure> {
+    match run.deadline() {
+        Some(d) => tokio::time::timeout_at(started + d, planning)
+            .await
+            .map_err(|_| {
+                Failure::error(format!(
+                    "-timeout {} reached while planning; no host was changed",
+                    humantime::format_duration(d)
+                ))
+            }),
+        None => Ok(planning.await),
+    }
+}
+
+/// k0sctl's spellings (cmd/apply.go, cmd/flags.go) that need a word before anything runs: the
+/// ones that change the plan cannot change a saved one, `--force` turns nothing off.
+fn k0sctl_checks(args: &ApplyArgs, dry_run: bool) -> Result<(), Failure> {
+    let k = &args.k0sctl;
+    if let Some(file) = &args.plan_file {
+        if dry_run {
+            return Err(Failure::error(format!(
+                "-dry-run with a saved plan: `k0sform show {}` shows it without running it",
+                file.display()
+            )));
+        }
+        for (given, flag) in [
+            (k.no_wait, "-no-wait"),
+            (k.evict_taint.is_some(), "-evict-taint"),
+            (k.concurrent_uploads.is_some(), "-concurrent-uploads"),
+            (args.run.concurrency.is_some(), "-concurrency"),
+        ] {
+            if given {
+                return Err(Failure::error(format!(
+                    "{flag} changes the spec's options, which a saved plan has fixed: set it in the spec and run `k0sform plan -out` again (-parallelism sets how many hosts run at once)"
+                )));
+            }
+        }
+    }
+    if k.force {
+        eprintln!(
+            "Note: -force (k0sctl) changes nothing: k0sform always installs with `k0s install --force`, and its safety checks cannot be turned off (a rebuilt host: -replace ADDR; an older version: -allow-downgrade)."
+        );
+    }
+    let kubeconfig_flag = [
+        (
+            k.kubeconfig_api_address.is_some(),
+            "-kubeconfig-api-address",
+        ),
+        (k.kubeconfig_user.is_some(), "-kubeconfig-user"),
+        (k.kubeconfig_cluster.is_some(), "-kubeconfig-cluster"),
+    ]
+    .into_iter()
+    .find(|(given, _)| *given);
+    if let Some((_, flag)) = kubeconfig_flag
+        && args.kubeconfig_out.is_none()
+    {
+        // As in k0sctl (action/apply.go: only with KubeconfigOut), they do nothing alone.
+        eprintln!(
+            "Note: {flag} shapes the kubeconfig -kubeconfig-out writes; without -kubeconfig-out it changes nothing."
+        );
+    }
+    if dry_run && args.kubeconfig_out.is_some() {
+        eprintln!("Note: a dry run writes no kubeconfig (-kubeconfig-out).");
+    }
+    Ok(())
+}
+
+/// k0sctl apply's flags that set the spec's options for this run: `--no-wait` is
+/// `options.wait.enabled: false` (cmd/apply.go: `NoWait: no-wait || !Wait.Enabled`),
+/// `--evict-taint` replaces `options.evictTaint` (`<key=value>:<effect>`, controllerWorkers
+/// off), `--concurrency` and `--concurrent-uploads` replace `options.concurrency.limit` and
+/// `.uploads` (cmd/flags.go `initManager`; 0 is no limit).
+fn k0sctl_overrides(
+    spec: &mut crate::spec::Spec,
+    k: &crate::cli::K0sctlApplyArgs,
+    run: &crate::cli::RunArgs,
+) -> Result<(), Failure> {
+    let o = &mut spec.options;
+    if k.no_wait {
+        o.wait = false;
+    }
+    if let Some(n) = run.concurrency {
+        o.concurrency_limit = n;
+    }
+    if let Some(n) = k.concurrent_uploads {
+        o.concurrent_uploads = if n == 0 {
+            tokio::sync::Semaphore::MAX_PERMITS
+        } else {
+            n
+        };
+    }
+    if let Some(t) = &k.evict_taint {
+        o.evict_taint = Some(
+            crate::spec::EvictTaint::from_flag(t)
+                .map_err(|e| Failure::error(format!("-evict-taint {t:?}: {e}")))?,
+        );
+    }
+    Ok(())
 }
 
 /// `-kubeconfig-out`: the admin kubeconfig of the cluster as it is now, from the state just
@@ -158,17 +302,10 @@ async fn write_kubeconfig(
     spec: &crate::spec::Spec,
     transport: &SshTransport,
     path: &std::path::Path,
-    refuse_first_contact: bool,
+    (over, refuse_first_contact): (&crate::kubeconfig::Overrides, bool),
 ) -> Result<(), Failure> {
     let state = engine::load_state(super::open_store(global)?)?.state;
-    let kc = crate::kubeconfig::fetch(
-        spec,
-        &state,
-        transport,
-        &Default::default(),
-        refuse_first_contact,
-    )
-    .await?;
+    let kc = crate::kubeconfig::fetch(spec, &state, transport, over, refuse_first_contact).await?;
     crate::kubeconfig::write(path, &kc)?;
     eprintln!("Kubeconfig written to {}", path.display());
     Ok(())
@@ -315,6 +452,7 @@ async fn execute(
     args: &ApplyArgs,
     transport: &SshTransport,
     planned: Planned,
+    deadline: Option<(tokio::time::Instant, std::time::Duration)>,
 ) -> Result<Exit, Failure> {
     let Planned {
         loaded,
@@ -366,6 +504,19 @@ async fn execute(
     let sink: &mut dyn EventSink = if args.json { &mut json } else { &mut human };
     let cancel = Cancel::new();
     cancel.interrupt_on_ctrl_c();
+    // -timeout (k0sctl's --timeout): when it is reached, as one Ctrl-C: nothing new starts,
+    // running steps finish and are recorded, the run fails.
+    let timer = deadline.map(|(at, d)| {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            eprintln!(
+                "-timeout {} reached: no new step starts; waiting for the running ones",
+                humantime::format_duration(d)
+            );
+            cancel.interrupt();
+        })
+    });
     let store = &mut ctx.store;
     let mut checkpoint = |s: &crate::state::State| store.write(s).map(|_| ());
     let mut state = ctx.state.clone();
@@ -380,11 +531,60 @@ async fn execute(
         &cancel,
     )
     .await;
+    if let Some(t) = timer {
+        t.abort();
+    }
     match result {
         Ok(_) => Ok(Exit::Success),
         Err(e) => Err(Failure {
             exit: e.exit(),
             message: e.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{K0sctlApplyArgs, RunArgs};
+
+    /// k0sctl apply's option flags set the spec's options for the run; without them the spec's
+    /// own values stay.
+    #[test]
+    fn k0sctl_flags_set_the_spec_options() {
+        let mut spec = crate::spec::Spec::default();
+        let before = spec.options.clone();
+        k0sctl_overrides(&mut spec, &Default::default(), &Default::default()).expect("ok");
+        assert_eq!(spec.options, before);
+        let k = K0sctlApplyArgs {
+            no_wait: true,
+            concurrent_uploads: Some(0),
+            evict_taint: Some("a/b=c:NoSchedule".into()),
+            ..Default::default()
+        };
+        let run = RunArgs {
+            concurrency: Some(7),
+            ..Default::default()
+        };
+        k0sctl_overrides(&mut spec, &k, &run).expect("ok");
+        let o = &spec.options;
+        assert!(!o.wait);
+        assert_eq!(o.concurrency_limit, 7);
+        assert_eq!(
+            o.concurrent_uploads,
+            tokio::sync::Semaphore::MAX_PERMITS,
+            "0: no limit"
+        );
+        let t = o.evict_taint.as_ref().expect("taint");
+        assert_eq!(
+            (t.taint.as_str(), t.effect.as_str()),
+            ("a/b=c", "NoSchedule")
+        );
+        assert!(!t.controller_workers);
+        let bad = K0sctlApplyArgs {
+            evict_taint: Some("a=b:c:NoSchedule".into()),
+            ..Default::default()
+        };
+        assert!(k0sctl_overrides(&mut spec, &bad, &run).is_err());
     }
 }

@@ -5,8 +5,13 @@ use crate::cli::{Cli, CompletionArgs};
 use crate::exit::Exit;
 
 pub fn run(args: &CompletionArgs) -> Exit {
-    print!("{}", script(args.shell));
-    Exit::Success
+    match args.shell() {
+        Ok(shell) => {
+            print!("{}", script(shell));
+            Exit::Success
+        }
+        Err(e) => crate::engine::Failure::error(e).report(),
+    }
 }
 
 /// The completion script for `shell`.

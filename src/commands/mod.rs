@@ -11,7 +11,7 @@ mod show;
 mod state;
 mod validate;
 
-use crate::cli::{Cli, Command, GlobalArgs, TargetArgs};
+use crate::cli::{Cli, Command, GlobalArgs, TargetArgs, VersionArgs};
 use crate::engine::{self, Failure, Planned};
 use crate::exit::Exit;
 use crate::plan::PlanOptions;
@@ -21,7 +21,28 @@ use crate::state::{EtcdOptions, StateError, StateStore};
 use std::path::{Path, PathBuf};
 
 pub fn run(cli: Cli) -> Exit {
-    init_logging(cli.global.verbose);
+    let log = connects(&cli.command).and_then(crate::runlog::start);
+    init_logging(cli.global.verbosity(), log);
+    let exit = dispatch(cli);
+    crate::runlog::finish(exit.code());
+    exit
+}
+
+/// The command's name for the debug log (never its arguments), when it connects to hosts: only
+/// those runs are logged, as k0sctl logs the commands that connect.
+fn connects(command: &Command) -> Option<&'static str> {
+    Some(match command {
+        Command::Plan(_) => "plan",
+        Command::Apply(_) => "apply",
+        Command::Destroy(_) => "destroy",
+        Command::Graph(_) => "graph",
+        Command::Kubeconfig(_) => "kubeconfig",
+        Command::Backup(_) => "backup",
+        _ => return None,
+    })
+}
+
+fn dispatch(cli: Cli) -> Exit {
     // -chdir comes before anything reads a path (Terraform's rule): the spec, the state, plan files.
     if let Some(dir) = &cli.global.chdir
         && let Err(e) = std::env::set_current_dir(dir)
@@ -30,10 +51,7 @@ pub fn run(cli: Cli) -> Exit {
         return Exit::Error;
     }
     match cli.command {
-        Command::Version => {
-            println!("k0sform {}", env!("CARGO_PKG_VERSION"));
-            Exit::Success
-        }
+        Command::Version(args) => version(&args),
         Command::Validate(args) => validate::run(&cli.global, &args),
         Command::Init(args) => init::run(&args),
         Command::Completion(args) => completion::run(&args),
@@ -46,6 +64,40 @@ pub fn run(cli: Cli) -> Exit {
         Command::Graph(args) => graph::run(&cli.global, &args),
         Command::Kubeconfig(args) => kubeconfig::run(&cli.global, &args),
         Command::Backup(args) => backup::run(&cli.global, &args),
+    }
+}
+
+/// `version`, and `version -k0s [-pre]`: the newest k0s release from the version index k0sctl
+/// reads (cmd/version.go; `stable.txt`, with -pre `latest.txt`, of K0SFORM_K0S_VERSION_URL).
+fn version(args: &VersionArgs) -> Exit {
+    use crate::k0s::release::{self, Channel};
+    if args.k0sctl {
+        return Failure::error(
+            "-k0sctl: k0sform does not track k0sctl's releases; `k0sform version` prints k0sform's own",
+        )
+        .report();
+    }
+    if !args.k0s {
+        println!("k0sform {}", env!("CARGO_PKG_VERSION"));
+        return Exit::Success;
+    }
+    let channel = if args.pre {
+        Channel::Latest
+    } else {
+        Channel::Stable
+    };
+    let looked_up = engine::mirror().and_then(|m| {
+        let url = m.version_index_url(channel);
+        crate::download::fetch_text(&url, crate::download::TEXT_TIMEOUT)
+            .and_then(|t| release::parse_version_index(&t).map_err(|e| format!("{url}: {e}")))
+            .map_err(Failure::error)
+    });
+    match looked_up {
+        Ok(v) => {
+            println!("{v}");
+            Exit::Success
+        }
+        Err(f) => f.report(),
     }
 }
 
@@ -93,6 +145,23 @@ fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
     })
 }
 
+/// `-destroy` resets every host of the spec and the state: the flags that narrow or seed a plan
+/// do not go with it (`plan -destroy`, `apply -destroy`).
+fn refuse_with_destroy(t: &TargetArgs) -> Result<(), Failure> {
+    for (given, flag) in [
+        (t.refresh_only, "-refresh-only"),
+        (!t.target.is_empty(), "-target"),
+        (t.restore_from.is_some(), "-restore-from"),
+    ] {
+        if given {
+            return Err(Failure::error(format!(
+                "-destroy cannot be used with {flag}: a destroy resets every host of the spec and the state"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Load, probe and diff, as `plan` and `graph` do.
 async fn plan_now(
     global: &GlobalArgs,
@@ -114,9 +183,12 @@ async fn plan_now(
 }
 
 /// Logs go to stderr: warnings by default, `-v` info, `-vv` debug, `-vvv` trace
-/// (`K0SFORM_LOG` overrides with a tracing filter).
-fn init_logging(verbose: u8) {
-    use tracing_subscriber::EnvFilter;
+/// (`K0SFORM_LOG` overrides with a tracing filter). With a run log (`runlog`), k0sform's own
+/// debug events also go to that file, whatever the stderr level.
+fn init_logging(verbose: u8, log: Option<crate::runlog::Writer>) {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    use tracing_subscriber::{EnvFilter, fmt};
     let level = match verbose {
         0 => "warn",
         1 => "info",
@@ -124,10 +196,21 @@ fn init_logging(verbose: u8) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_env("K0SFORM_LOG").unwrap_or_else(|_| EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let stderr = fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(crate::ui::stderr_is_tty() && std::env::var_os("NO_COLOR").is_none())
+        .with_ansi(crate::ui::stderr_color())
         .without_time()
+        .with_filter(filter);
+    // Only k0sform's own events: a library's debug output (TLS, HTTP/2 frames of the state etcd)
+    // is noise, and k0sform vets what its own events carry.
+    let file = log.map(|f| {
+        fmt::layer()
+            .with_writer(f)
+            .with_ansi(false)
+            .with_filter(Targets::new().with_target("k0sform", LevelFilter::DEBUG))
+    });
+    let _ = tracing_subscriber::registry()
+        .with(stderr)
+        .with(file)
         .try_init();
 }

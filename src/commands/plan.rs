@@ -20,17 +20,7 @@ async fn plan(
         ));
     }
     if args.destroy {
-        for (given, flag) in [
-            (args.target.refresh_only, "-refresh-only"),
-            (!args.target.target.is_empty(), "-target"),
-            (args.target.restore_from.is_some(), "-restore-from"),
-        ] {
-            if given {
-                return Err(Failure::error(format!(
-                    "-destroy cannot be used with {flag}: a destroy resets every host of the spec and the state"
-                )));
-            }
-        }
+        super::refuse_with_destroy(&args.target)?;
     }
     let opts = PlanOptions {
         show_secrets: args.show_secrets,

@@ -221,7 +221,10 @@ pub(crate) fn render_host(state: &State, h: &HostState) -> String {
         }
         None => fields.push(("etcd member", "-".into())),
     }
-    fields.push(("k0s version", opt(&h.k0s_version)));
+    fields.push((
+        "k0s version",
+        opt(&h.k0s_version.as_ref().map(ToString::to_string)),
+    ));
     fields.push(("install flags sha256", opt(&h.install_flags_sha256)));
     fields.push(("config sha256", opt(&h.config_sha256)));
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;

@@ -49,15 +49,19 @@ pub fn remove_staged_config(staged: &str) -> RemoteCommand {
 /// The shell function that finds upload staging files, shared by the probe (which reports
 /// them) and `settle_leftovers` (which removes them) so both see the same files:
 /// `each_leftover DEST CMD` runs `CMD FILE` for each staging file beside `DEST`:
-/// `DEST.k0sform-XXXXXX` (uploads, `mktemp`), `DEST.k0sform-tmp` (older versions) and
-/// `DEST.k0sform-new` (a staged k0s.yaml or binary) and `DEST.k0sform-new.part` (a download on
-/// the host that was cut off: `release::download_on_host`, up to a whole k0s binary). A link
-/// there is one (it is removed, never followed); a folder is not.
+/// `DEST.k0sform-XXXXXX` (an upload's private folder, `mktemp -d`, root's and 0700; older
+/// versions made a file there), `DEST.k0sform-tmp` (older versions) and `DEST.k0sform-new` (a
+/// staged k0s.yaml or binary) and `DEST.k0sform-new.part` (a download on the host that was cut
+/// off: `release::download_on_host`, up to a whole k0s binary). A link there is one (it is
+/// removed, never followed); any other folder is not.
 macro_rules! each_leftover_sh {
     () => {
         r#"each_leftover() {
   for _f in "$1".k0sform-?????? "$1".k0sform-tmp "$1".k0sform-new "$1".k0sform-new.part; do
-    [ -d "$_f" ] && [ ! -L "$_f" ] && continue
+    if [ -d "$_f" ] && [ ! -L "$_f" ]; then
+      case $_f in "$1".k0sform-??????) ;; *) continue ;; esac
+      [ -n "$(find "$_f" -maxdepth 0 -type d -user 0 -perm 700)" ] || continue
+    fi
     if [ -e "$_f" ] || [ -L "$_f" ]; then "$2" "$_f"; fi
   done
 }
@@ -79,7 +83,7 @@ pub fn settle_leftovers(
 ) -> RemoteCommand {
     let script = concat!(
         each_leftover_sh!(),
-        r#"removed() { rm -f -- "$1" && printf '%s\n' "$1"; }
+        r#"removed() { rm -rf -- "$1" && printf '%s\n' "$1"; }
 tok=$1 ph=$2
 shift 2
 if [ -n "$ph" ] && [ -f "$tok" ] && [ ! -L "$tok" ] && [ -s "$tok" ] && [ "$(cat -- "$tok")" != "$ph" ]; then
@@ -129,15 +133,39 @@ pub fn install(
         .to_string(),
     ];
     argv.extend(args.iter().cloned());
+    // Logs and errors show the variables' names only: their values may be secrets (a proxy's
+    // password), and the debug log (`runlog`) keeps every command as shown.
+    let mut shown = argv.clone();
     for (k, v) in env {
         argv.push("-e".into());
         argv.push(format!("{k}={v}"));
+        shown.push("-e".into());
+        shown.push(format!("{k}=(value hidden)"));
     }
     if force {
         argv.push("--force".into());
+        shown.push("--force".into());
     }
-    RemoteCommand::new(argv).timeout(SERVICE)
+    let cmd = RemoteCommand::new(argv).timeout(SERVICE);
+    if env.is_empty() {
+        cmd
+    } else {
+        cmd.shown_as(crate::ssh::quote::join(&shown))
+    }
 }
+
+/// The file name of k0sctl's drop-in (`k0sctl_env_dropin`), shared with the probe's script:
+/// the probe reads the service's environment from exactly the files `install_service` manages
+/// (the unit `k0s install` writes, and this drop-in it removes). Any other drop-in is the
+/// administrator's: `k0s install` never writes one (pkg/install/systemd_linux.go puts
+/// `Environment=` lines in the unit only) and no install removes it, so counting it made the
+/// plan show an environment change forever.
+macro_rules! k0sctl_env_dropin_name {
+    () => {
+        "env.conf"
+    };
+}
+pub(crate) use k0sctl_env_dropin_name;
 
 /// The systemd drop-in k0sctl writes a host's `environment` to (rig v2
 /// initsystem/systemd.go `ServiceEnvironmentPath`: `/etc/systemd/system/<unit>.service.d/env.conf`).
@@ -149,7 +177,10 @@ pub fn k0sctl_env_dropin(kind: ServiceKind) -> String {
         ServiceKind::Controller => "k0scontroller",
         ServiceKind::Worker => "k0sworker",
     };
-    format!("/etc/systemd/system/{unit}.service.d/env.conf")
+    format!(
+        "/etc/systemd/system/{unit}.service.d/{}",
+        k0sctl_env_dropin_name!()
+    )
 }
 
 /// `k0s install …` (`install`), in one session with what goes right before it: with
@@ -185,8 +216,18 @@ exec "$@""#
         bin.to_string(),
         k0sctl_env_dropin(kind),
     ];
+    let shown = format!(
+        "{} (after: staged binary moved in, {} removed)",
+        install
+            .shown_as
+            .clone()
+            .unwrap_or_else(|| crate::ssh::quote::join(&install.argv)),
+        k0sctl_env_dropin(kind)
+    );
     argv.extend(install.argv);
-    RemoteCommand::new(argv).timeout(install.timeout)
+    RemoteCommand::new(argv)
+        .timeout(install.timeout)
+        .shown_as(shown)
 }
 
 /// `k0s start` (returns once systemd accepted the job; poll `status` for readiness).
@@ -390,9 +431,10 @@ pub fn delete_node(bin: &str, data_dir: &str, name: &str) -> RemoteCommand {
 
 /// `kubectl drain` with the spec's drain options, as k0sctl passes them
 /// (pkg/apis/k0sctl.k0sproject.io/v1beta1/cluster/options.go `DrainOption.ToKubectlArgs`: a zero
-/// grace period, timeout or skip-wait timeout is left to kubectl's default). The command's own
-/// timeout is the drain timeout plus a margin; kubectl's `--timeout=0` waits forever, so then it
-/// is an hour.
+/// value is left out), except `--skip-wait-for-delete-timeout`: kubectl reads it as an integer
+/// of seconds (kubectl `pkg/cmd/drain/drain.go`, `IntVar`), where k0sctl passes a Go duration
+/// (`30s`) that fails every drain. The command's own timeout is the drain timeout plus a margin;
+/// kubectl's `--timeout=0` waits forever, so then it is an hour.
 pub fn drain(bin: &str, data_dir: &str, name: &str, opts: &DrainOptions) -> RemoteCommand {
     let mut args: Vec<String> = vec!["drain".into()];
     if opts.grace_period > 0 {
@@ -415,7 +457,7 @@ pub fn drain(bin: &str, data_dir: &str, name: &str, opts: &DrainOptions) -> Remo
     }
     if opts.skip_wait_for_delete_timeout > 0 {
         args.push(format!(
-            "--skip-wait-for-delete-timeout={}s",
+            "--skip-wait-for-delete-timeout={}",
             opts.skip_wait_for_delete_timeout
         ));
     }
@@ -752,6 +794,16 @@ mod tests {
             ]
         );
         assert!(c.root);
+        // Logs and errors name the variable, never its value.
+        let shown = c.shown_as.as_deref().expect("shown");
+        assert!(shown.contains("-e 'HTTP_PROXY=(value hidden)'"), "{shown}");
+        assert!(!shown.contains("p:3128"), "{shown}");
+        let s = install_service(BIN, ServiceKind::Controller, &args, &env, true);
+        let shown = s.shown_as.as_deref().expect("shown");
+        assert!(
+            shown.contains("install controller") && !shown.contains("p:3128"),
+            "{shown}"
+        );
         let w = install(BIN, ServiceKind::Worker, &[], &BTreeMap::new(), false);
         assert_eq!(w.argv, [BIN, "install", "worker"]);
     }
@@ -946,7 +998,7 @@ mod tests {
                 "--ignore-daemonsets",
                 "--delete-emptydir-data",
                 "--pod-selector=app=web",
-                "--skip-wait-for-delete-timeout=30s",
+                "--skip-wait-for-delete-timeout=30",
                 "node/w1"
             ]
         );

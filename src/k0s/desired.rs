@@ -20,24 +20,58 @@ pub fn first_controller(spec: &Spec) -> Option<&HostSpec> {
     spec.controllers().find(|h| !h.reset)
 }
 
-/// The storage type k0sctl assumes (`Cluster.StorageType`, k0sctl
-/// `pkg/apis/k0sctl.k0sproject.io/v1beta1/cluster.go`): `spec.storage.type` of the config, else
-/// kine when the cluster is a `single` host, else etcd.
+/// The storage type the cluster's controllers run with, as k0s resolves the k0s.yaml k0sctl
+/// writes. `spec.storage.type` of the config when set. With no `spec.k0s.config` at all, k0sctl
+/// builds on `k0s config create` (k0sctl `phase/configure_k0s.go` `Prepare`), which says
+/// `storage.type: etcd`: etcd, a `single` host included (its `Cluster.StorageType` says kine,
+/// but the file it writes wins). Else a `single` host without a `storage:` key runs kine
+/// (`--single`), and any other etcd.
 pub fn storage_type(spec: &Spec) -> String {
-    if let Some(t) = spec
-        .k0s
-        .config
-        .as_ref()
-        .and_then(|c| c.pointer("/spec/storage/type"))
-        .and_then(Value::as_str)
-        .filter(|t| !t.is_empty())
-    {
-        return t.to_string();
+    let Some(config) = &spec.k0s.config else {
+        return "etcd".into();
+    };
+    let single = first_controller(spec).is_some_and(|h| h.role == Role::Single);
+    resolved_storage_type(config, single)
+}
+
+/// k0sctl's base when `spec.k0s.config` is empty is the leader's existing k0s.yaml, and only
+/// without one `k0s config create` (k0sctl `phase/configure_k0s.go` `Prepare`). Of that file
+/// k0sform keeps the datastore: where the first running controller of the spec runs kine (a
+/// `single` host whose k0s.yaml has no `storage:` key, as earlier k0sform versions wrote it),
+/// the spec's config becomes `spec.storage.type: kine`, which k0s reads the same. Run after
+/// the probe, before planning; the planner and the executor then see the same spec.
+pub fn keep_running_storage(spec: &mut Spec, reality: &crate::reality::Reality) {
+    if spec.k0s.config.is_some() {
+        return;
     }
-    if first_controller(spec).is_some_and(|h| h.role == Role::Single) {
-        "kine".into()
-    } else {
-        "etcd".into()
+    let probes = reality.probe_index();
+    let leader = spec.controllers().filter(|h| !h.reset).find_map(|h| {
+        let f = probes.at(&h.ssh.address, h.ssh.port)?.facts()?;
+        f.status.as_ref()?.storage_type.clone()
+    });
+    if leader.as_deref() == Some("kine") {
+        spec.k0s.config = Some(serde_json::json!({"spec": {"storage": {"type": "kine"}}}));
+    }
+}
+
+/// The storage type `host` runs with once it has the k0s.yaml k0sform writes for it.
+pub fn host_storage_type(spec: &Spec, host: &HostSpec) -> String {
+    resolved_storage_type(&config_value(spec, host), host.role == Role::Single)
+}
+
+/// `spec.storage.type` of a k0s.yaml as k0s reads it: any `storage:` key means etcd unless it
+/// names another type (`pkg/apis/k0s/v1beta1/storage.go` `UnmarshalJSON`); no key means kine
+/// under `--single`, else etcd.
+fn resolved_storage_type(doc: &Value, single: bool) -> String {
+    match doc.pointer("/spec/storage") {
+        Some(Value::Object(s)) => s
+            .get("type")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .unwrap_or("etcd")
+            .to_string(),
+        _ if single => "kine".into(),
+        _ => "etcd".into(),
     }
 }
 
@@ -46,9 +80,11 @@ pub fn storage_type(spec: &Spec) -> String {
 /// and private address (after the user's, in spec order); `spec.api.address` only when
 /// `onlyBindToAddress` or IPv6 node-local load balancing needs it; and
 /// `spec.storage.etcd.peerAddress` only for etcd storage when the host has a private address or
-/// the config names a peer address. No `storage:` section is ever added: in k0s any `storage:`
-/// key switches the type to etcd (`pkg/apis/k0s/v1beta1/storage.go` `UnmarshalJSON`), so a
-/// `single` host or kine cluster keeps kine. With `dynamicConfig`, controllers after the first
+/// the config names a peer address. A `storage:` section is added only where k0s would
+/// otherwise pick another type than [`storage_type`]: `storage.type: etcd` on a `single` host
+/// without `spec.k0s.config` (k0sctl's base, `k0s config create`, has it); elsewhere any
+/// `storage:` key would switch a `single` host's kine to etcd (`pkg/apis/k0s/v1beta1/storage.go`
+/// `UnmarshalJSON`). With `dynamicConfig`, controllers after the first
 /// get only the node part (k0sctl `cluster/k0s.go` `NodeConfig`): the rest lives in the
 /// ClusterConfig object.
 pub fn config_value(spec: &Spec, host: &HostSpec) -> Value {
@@ -133,6 +169,9 @@ pub fn config_value(spec: &Spec, host: &HostSpec) -> Value {
     if api.is_empty() {
         spec_obj.remove("api");
     }
+    if storage == "etcd" && host.role == Role::Single && !spec_obj.contains_key("storage") {
+        object_entry(spec_obj, "storage").insert("type".into(), Value::String(storage.clone()));
+    }
     if storage == "etcd" {
         let named = spec_obj
             .get("storage")
@@ -184,7 +223,7 @@ pub struct ConfigContext<'a> {
 /// as k0sctl does (parse both, ignore comments and key order; k0sctl `phase/configure_k0s.go`
 /// re-marshals both and compares the bytes) and with k0s's defaults taken as absent. None when
 /// they mean the same; else a unified diff of the two in [`normal_form`], secret values shown
-/// as `(secret, sha256 …)` unless `show_secrets` (`super::redact`).
+/// as `(secret)` (`(secret, changed: …)` where they differ) unless `show_secrets` (`super::redact`).
 pub fn config_difference(
     have: Option<&str>,
     want: &Value,
@@ -331,18 +370,7 @@ pub fn parse_config(text: &str) -> Option<Value> {
 /// only the node part (`spec.api`, `spec.network`, `spec.storage`). Keys sorted.
 pub fn normal_form(doc: &Value, defaults: Option<&Value>, cx: ConfigContext<'_>) -> Value {
     let mut doc = doc.clone();
-    let storage_type = {
-        match doc.pointer("/spec/storage") {
-            Some(Value::Object(s)) => s
-                .get("type")
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-                .unwrap_or("etcd")
-                .to_string(),
-            _ if cx.single => "kine".into(),
-            _ => "etcd".into(),
-        }
-    };
+    let storage_type = resolved_storage_type(&doc, cx.single);
     if cx.dynamic
         && let Some(Value::Object(s)) = doc.pointer_mut("/spec")
     {
@@ -857,10 +885,58 @@ mod tests {
     }
 
     #[test]
-    fn single_and_kine_get_no_storage_section() {
+    fn single_runs_etcd_without_a_config_as_k0sctl_builds_it() {
+        // k0sctl's base is `k0s config create`, which says `storage.type: etcd`.
         let single = private(host(Role::Single, "10.0.0.1"), "192.168.0.1");
         let s = spec(vec![single.clone()], None);
+        assert_eq!(storage_type(&s), "etcd");
+        assert_eq!(host_storage_type(&s, &single), "etcd");
+        assert_eq!(
+            config_value(&s, &single).pointer("/spec/storage"),
+            Some(&json!({"type": "etcd", "etcd": {"peerAddress": "192.168.0.1"}}))
+        );
+    }
+
+    #[test]
+    fn a_running_kine_leader_keeps_kine_without_a_config() {
+        use crate::reality::{HostFacts, HostReality, K0sStatus, Probe, Reality};
+        let single = host(Role::Single, "10.0.0.1");
+        let reality = |storage: &str| Reality {
+            hosts: vec![HostReality {
+                id: single.id(),
+                probe: Probe::Reached(Box::new(HostFacts {
+                    status: Some(K0sStatus {
+                        storage_type: Some(storage.into()),
+                        ..K0sStatus::running("v1.33.4+k0s.0".parse().unwrap(), 1, "controller")
+                    }),
+                    ..Default::default()
+                })),
+            }],
+        };
+        let mut s = spec(vec![single.clone()], None);
+        keep_running_storage(&mut s, &reality("etcd"));
+        assert_eq!(s.k0s.config, None);
+        keep_running_storage(&mut s, &reality("kine"));
+        assert_eq!(host_storage_type(&s, &single), "kine");
+        assert!(!config_yaml(&s, &single).contains("etcd"));
+        // A config of the spec's own is the user's word.
+        let mut s = spec(
+            vec![single.clone()],
+            Some(json!({"spec": {"storage": {"type": "etcd"}}})),
+        );
+        keep_running_storage(&mut s, &reality("kine"));
+        assert_eq!(host_storage_type(&s, &single), "etcd");
+    }
+
+    #[test]
+    fn single_and_kine_get_no_storage_section() {
+        let single = private(host(Role::Single, "10.0.0.1"), "192.168.0.1");
+        let s = spec(
+            vec![single.clone()],
+            Some(json!({"spec": {"telemetry": {"enabled": false}}})),
+        );
         assert_eq!(storage_type(&s), "kine");
+        assert_eq!(host_storage_type(&s, &single), "kine");
         let v = config_value(&s, &single);
         assert!(v.pointer("/spec/storage").is_none(), "{v}");
         assert!(!config_yaml(&s, &single).contains("storage"));

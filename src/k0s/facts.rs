@@ -27,15 +27,6 @@ fn is_hex(s: &str, min: usize, max: usize) -> bool {
     (min..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// A k0s version as k0s prints it: `v1.33.4+k0s.0`, `v1.31.0-rc.1+k0s.0`.
-pub fn is_version(v: &str) -> bool {
-    v.len() <= 64
-        && v.starts_with('v')
-        && v[1..].starts_with(|c: char| c.is_ascii_digit())
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
-}
-
 /// A peer URL or address: a scheme, a host name or IP and a port, nothing else.
 fn is_peer(s: &str) -> bool {
     !s.is_empty()
@@ -84,19 +75,7 @@ pub fn check(f: &HostFacts) -> Result<(), String> {
     {
         return bad("architecture", &f.arch);
     }
-    for (what, v) in [
-        ("a k0s version", f.k0s_version.as_deref()),
-        (
-            "a running k0s version",
-            f.status.as_ref().map(|s| s.version.as_str()),
-        ),
-    ] {
-        if let Some(v) = v
-            && !is_version(v)
-        {
-            return bad(what, v);
-        }
-    }
+    // Versions are `K0sVersion`s: checked when parsed.
     for (what, v) in [
         ("a k0s.yaml sha256", f.config_sha256.as_deref()),
         ("a k0s binary sha256", f.k0s_binary_sha256.as_deref()),
@@ -208,7 +187,7 @@ mod tests {
             machine_id: "3d12a0b1c2d3e4f5a6b7c8d9e0f1a2b3".into(),
             hostname: "C01".into(),
             arch: "x86_64".into(),
-            k0s_version: Some("v1.33.4+k0s.0".into()),
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
             view: Some(ClusterView {
                 members: vec![MemberView {
                     // etcd keeps the hostname's case.
@@ -240,7 +219,6 @@ mod tests {
             Box::new(|f| f.hostname = "token: abc".into()),
             Box::new(|f| f.machine_id = "H4sIAAAAAAAA".into()),
             Box::new(|f| f.machine_id = "token: 1234".into()),
-            Box::new(|f| f.k0s_version = Some("v1token:x".into())),
             Box::new(|f| f.view.as_mut().unwrap().members[0].name = "--all".into()),
             Box::new(|f| f.view.as_mut().unwrap().members[0].member_id = Some("H4sI".into())),
             Box::new(|f| f.view.as_mut().unwrap().members[0].peer_url = "token: x".into()),

@@ -4,7 +4,14 @@
 //! `pkg/config/cli.go`). Comparing the arguments k0sform wants with the ones a service runs with
 //! is only meaningful after both went through the same rules, so this module applies them.
 
+use crate::version::K0sVersion;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// Does k0s `v` know `--kubelet-root-dir` (install, worker, reset)? Added in v1.32.1
+/// (`9852172ac0`, `pkg/config/cfgvars.go`) and backported to v1.31.8 (`f9a3757687`).
+pub fn has_kubelet_root_dir(v: &K0sVersion) -> bool {
+    v.at_least(1, 32, 1) || (v.numbers().0, v.numbers().1) == (1, 31) && v.at_least(1, 31, 8)
+}
 
 /// pflag value types of the flags `k0s install controller|worker` knows (`pkg/config/cli.go`,
 /// `cmd/install/install.go`, `cmd/internal/debug.go`).

@@ -110,22 +110,10 @@ pub fn is_binary_stat(s: &str) -> bool {
 /// promoted by the leader's EtcdMember reconciler? From v1.35.5 and v1.36.1 on (cmd/api/api.go
 /// `AddMemberAsLearner`, pkg/component/controller/etcd_member_reconciler.go `promoteLearners`),
 /// pre-releases of those included. Such a member serves nothing until promoted; its EtcdMember
-/// object shows Joined=True only once it is a voter. An unreadable version is taken as yes.
-pub fn learner_joins(version: &str) -> bool {
-    let core = version.trim().trim_start_matches('v');
-    let core = core.split(['+', '-']).next().unwrap_or("");
-    let mut it = core.split('.').map(|p| p.parse::<u64>().ok());
-    match (
-        it.next().flatten(),
-        it.next().flatten(),
-        it.next().flatten(),
-    ) {
-        (Some(a), Some(b), Some(c)) => {
-            let v = (a, b, c);
-            ((1, 35, 5)..(1, 36, 0)).contains(&v) || v >= (1, 36, 1)
-        }
-        _ => true,
-    }
+/// object shows Joined=True only once it is a voter.
+pub fn learner_joins(version: &crate::version::K0sVersion) -> bool {
+    let v = version.numbers();
+    ((1, 35, 5)..(1, 36, 0)).contains(&v) || v >= (1, 36, 1)
 }
 
 /// A Node's Ready condition as `kubectl get nodes -o json` shows it, with its times (seconds
@@ -189,9 +177,8 @@ mod tests {
             "v1.36.3+k0s.2",
             "v1.37.0-alpha.1+k0s.0-258-gdff90cee9a",
             "v2.0.0",
-            "garbage",
         ] {
-            assert!(learner_joins(v), "{v}");
+            assert!(learner_joins(&v.parse().unwrap()), "{v}");
         }
         for v in [
             "v1.35.4+k0s.0",
@@ -200,7 +187,7 @@ mod tests {
             "v1.34.9+k0s.0",
             "v1.30.0+k0s.0",
         ] {
-            assert!(!learner_joins(v), "{v}");
+            assert!(!learner_joins(&v.parse().unwrap()), "{v}");
         }
     }
 }

@@ -45,6 +45,9 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 /// staging files (`staging_destinations`).
 pub(super) const SCRIPT: &str = concat!(
     super::commands::each_leftover_sh!(),
+    "k0sctl_dropin=",
+    super::commands::k0sctl_env_dropin_name!(),
+    "\n",
     r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6 want_cfg=$7 known_bin=$8 status_bound=10
 t() { timeout -k 2 "$@"; }
 kc() { t 10 env KUBECONFIG="$dd/pki/admin.conf" "$bin" kubectl "$@"; }
@@ -81,13 +84,13 @@ emit arch uname -m
 emit os_release show /etc/os-release
 emit units units
 # The installed service's environment, as `k0s install -e` wrote it (pkg/install/systemd_linux.go
-# `Environment="NAME=VALUE"`, openrc_linux.go `export NAME=VALUE`), then systemd drop-ins in
-# their order (k0sctl writes its hosts' `environment` to `<unit>.service.d/env.conf`: rig v2
-# initsystem/systemd.go), which systemd reads after the unit. Values may be secrets: the parser
-# keeps only their sha256.
+# `Environment="NAME=VALUE"`, openrc_linux.go `export NAME=VALUE`), then k0sctl's drop-in (it
+# writes its hosts' `environment` to `<unit>.service.d/env.conf`: rig v2 initsystem/systemd.go),
+# which systemd reads after the unit and every install removes. Other drop-ins are not k0sform's
+# (no install changes them): not read. Values may be secrets: the parser keeps only their sha256.
 service_env() {
   for u in k0scontroller k0sworker k0sserver; do
-    for f in "/etc/systemd/system/$u.service" "/etc/init.d/$u" "/etc/systemd/system/$u.service.d"/*.conf; do
+    for f in "/etc/systemd/system/$u.service" "/etc/init.d/$u" "/etc/systemd/system/$u.service.d/$k0sctl_dropin"; do
       if [ -f "$f" ]; then grep -e '^Environment=' -e '^export ' -- "$f"; fi
     done
   done
@@ -1006,6 +1009,22 @@ mod tests {
         std::fs::write(p("k0s.yaml.k0sform-Ab12Cd"), "").unwrap();
         // A download on the host that was cut off.
         std::fs::write(p("dl.k0sform-new.part"), "").unwrap();
+        // An upload's private folder (root's, 0700) with its file is a leftover; a folder of
+        // another mode at such a name is not this program's.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir(p("dl.k0sform-Pq12Rs")).unwrap();
+        std::fs::write(p("dl.k0sform-Pq12Rs/f"), "half").unwrap();
+        std::fs::set_permissions(
+            p("dl.k0sform-Pq12Rs"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .unwrap();
+        std::fs::create_dir(p("clean.k0sform-Ab12Cd")).unwrap();
+        std::fs::set_permissions(
+            p("clean.k0sform-Ab12Cd"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
 
         let files = vec![p("app.conf"), p("gone")];
         let probe_now = || {
@@ -1031,13 +1050,30 @@ mod tests {
             p("k0s.k0sform-new"),
             p("k0s.yaml.k0sform-Ab12Cd"),
             p("dl.k0sform-new.part"),
+            p("dl.k0sform-Pq12Rs"),
         ];
         want.sort();
         assert_eq!(removed, want);
         assert_eq!(std::fs::read_to_string(p("victim")).unwrap(), "keep\n");
         assert!(std::path::Path::new(&p("clean.k0sform-new")).is_dir());
+        assert!(std::path::Path::new(&p("clean.k0sform-Ab12Cd")).is_dir());
+        assert!(!std::path::Path::new(&p("dl.k0sform-Pq12Rs")).exists());
         assert!(std::path::Path::new(&p("odd dir.k0sform-1234567")).exists());
         assert_eq!(probe_now().staging_leftovers, Vec::<String>::new());
+    }
+
+    /// The probe reads the service environment from exactly the files `install_service`
+    /// manages: the unit and k0sctl's drop-in it removes, no other drop-in (issue 28, item 11).
+    #[test]
+    fn the_probe_reads_the_dropin_install_removes_and_no_other() {
+        assert!(SCRIPT.contains("\nk0sctl_dropin=env.conf\n"));
+        assert!(SCRIPT.contains(r#""/etc/systemd/system/$u.service.d/$k0sctl_dropin""#));
+        assert!(!SCRIPT.contains(".service.d\"/*"), "every drop-in is read");
+        for kind in [ServiceKind::Controller, ServiceKind::Worker] {
+            assert!(
+                super::super::commands::k0sctl_env_dropin(kind).ends_with(".service.d/env.conf")
+            );
+        }
     }
 
     #[test]
@@ -1265,7 +1301,10 @@ esac
         assert!(!f.machine_id.is_empty());
         assert!(!f.hostname.is_empty());
         assert!(!f.arch.is_empty());
-        assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
+        assert_eq!(
+            f.k0s_version.as_ref().map(ToString::to_string).as_deref(),
+            Some("v1.33.4+k0s.0")
+        );
         assert_eq!(f.k0s_binary_sha256.as_ref().map(String::len), Some(64));
         assert!(f.has_etcd_data);
         assert_eq!(
@@ -1346,7 +1385,10 @@ esac
         let bin = fake_k0s(dir.path(), &worker);
         let f = run_script(&bin, "/x", true, "/x/k0s.yaml").unwrap();
         assert_eq!(f.status.as_ref().map(|s| s.role.as_str()), Some("worker"));
-        assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
+        assert_eq!(
+            f.k0s_version.as_ref().map(ToString::to_string).as_deref(),
+            Some("v1.33.4+k0s.0")
+        );
         assert!(
             !dir.path().join("version-calls").exists(),
             "worker: version ran"
@@ -1364,7 +1406,10 @@ esac
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         let f = run_script(bin.to_str().unwrap(), "/x", true, "/x/k0s.yaml").unwrap();
-        assert_eq!(f.k0s_version.as_deref(), Some("v1.33.4+k0s.0"));
+        assert_eq!(
+            f.k0s_version.as_ref().map(ToString::to_string).as_deref(),
+            Some("v1.33.4+k0s.0")
+        );
         assert_eq!(f.status, None);
         assert!(f.view.is_none());
     }

@@ -8,6 +8,7 @@
 //! `version.go DownloadURL`, `latest.go LatestByPrerelease`).
 
 use crate::transport::RemoteCommand;
+use crate::version::K0sVersion;
 use std::time::Duration;
 
 /// GitHub's release downloads, as k0sproject/version's `BaseUrl` + `releases/download/`.
@@ -61,6 +62,29 @@ impl Mirror {
                 .map_err(|e| format!("{DOWNLOAD_TIMEOUT_ENV}={v}: {e} (examples: 30s, 10m)"))?;
         }
         Ok(m)
+    }
+
+    /// Warnings about bases that are not https: anyone on the way can replace what comes
+    /// from there, binaries and `sha256sums.txt` alike (only `k0sDownloadSha256` still holds).
+    pub fn warnings(&self) -> Vec<String> {
+        let plain = |base: &str| {
+            base.get(..7)
+                .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+        };
+        let mut w = Vec::new();
+        if plain(&self.download_base) {
+            w.push(format!(
+                "Warning: {DOWNLOAD_URL_ENV} is plain http ({}): k0s binaries and their checksums from there can be replaced on the way; use https, or set k0sDownloadSha256 on the hosts",
+                super::redact::hide_url_credentials(&self.download_base)
+            ));
+        }
+        if plain(&self.version_base) {
+            w.push(format!(
+                "Warning: {VERSION_URL_ENV} is plain http ({}): the k0s version looked up there can be replaced on the way; use https, or set spec.k0s.version",
+                super::redact::hide_url_credentials(&self.version_base)
+            ));
+        }
+        w
     }
 
     /// The release directory of `version` (the tag's `+` percent-encoded, as GitHub wants it).
@@ -189,55 +213,54 @@ pub fn is_sha256(s: &str) -> bool {
 }
 
 /// `stable.txt`/`latest.txt` hold one version (`v1.33.4+k0s.0`, sometimes without the `v`).
-pub fn parse_version_index(text: &str) -> Result<String, String> {
-    let v = text.trim();
-    let v = if v.starts_with('v') {
-        v.to_string()
-    } else {
-        format!("v{v}")
-    };
-    if is_version(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "expected a k0s version such as v1.33.4+k0s.0, got {:?}",
-            text.trim().chars().take(80).collect::<String>()
-        ))
-    }
+pub fn parse_version_index(text: &str) -> Result<K0sVersion, String> {
+    K0sVersion::parse(text.trim())
 }
 
-/// `v<major>.<minor>.<patch>[-pre][+k0s.N]`, nothing a shell or a URL would read specially.
-pub fn is_version(v: &str) -> bool {
-    let Some(rest) = v.strip_prefix('v') else {
-        return false;
-    };
-    let core = rest.split(['-', '+']).next().unwrap_or("");
-    let nums: Vec<&str> = core.split('.').collect();
-    nums.len() == 3
-        && nums
-            .iter()
-            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        && rest
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+/// Is `url` an https URL (curl is then held to https, also through redirects)?
+pub fn is_https(url: &str) -> bool {
+    url.get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+}
+
+/// `url` as a line of a curl config (`curl -K`): `url = "…"`, with every byte a quoted
+/// config string could not hold as it is (`"`, `\`, spaces, controls, non-ASCII) percent-encoded, as curl
+/// would send them anyway. Passed on stdin, the URL stays out of the argv other users see.
+pub fn curl_config(url: &str) -> String {
+    let mut out = String::from("url = \"");
+    for b in url.bytes() {
+        if b <= b' ' || b >= 0x7f || b == b'"' || b == b'\\' {
+            out.push_str(&format!("%{b:02X}"));
+        } else {
+            out.push(b as char);
+        }
+    }
+    out.push_str("\"\n");
+    out
 }
 
 /// The shell line a host runs to fetch k0s into its staging path: curl (else wget) into
 /// `<staged>.part`, sha256 checked (unless `sha256` is empty: nothing to check against), then
 /// renamed to the staging path; prints `sha256 <hex>` of what it staged. Nothing else on the host
 /// changes; every failure removes the partial file and ends with one `k0sform: …` line that
-/// says what went wrong (no curl/wget, HTTP error, timeout, checksum mismatch).
+/// says what went wrong (no curl/wget, HTTP error, timeout, checksum mismatch). The URL comes
+/// on stdin and reaches curl in a config on its stdin (wget: its list of URLs on stdin), never
+/// in an argv other users of the host can read; curl runs with `-q` (no `~/.curlrc`) and, for
+/// an https URL, only https, also through redirects.
 pub fn download_on_host(url: &str, staged: &str, sha256: &str, timeout: Duration) -> RemoteCommand {
-    const SCRIPT: &str = r#"url=$1 dst=$2 want=$3 t=$4
+    const SCRIPT: &str = r#"dst=$1 want=$2 t=$3
+IFS= read -r url || { echo "k0sform: no URL given" >&2; exit 1; }
 part="$dst.part"
 rm -f -- "$part"
 mkdir -p -- "$(dirname -- "$dst")" || exit 1
 rc=0
 if command -v curl >/dev/null 2>&1; then
-  curl -fsSL --connect-timeout 30 --max-time "$t" -o "$part" --url "$url" || rc=$?
+  set -- -q
+  case $url in [Hh][Tt][Tt][Pp][Ss]://*) set -- "$@" --proto =https --proto-redir =https ;; esac
+  printf 'url = "%s"\n' "$url" | curl "$@" -fsSL --connect-timeout 30 --max-time "$t" -o "$part" -K - || rc=$?
   if [ "$rc" -eq 28 ]; then echo "k0sform: the download timed out after ${t}s (curl): $url" >&2; fi
 elif command -v wget >/dev/null 2>&1; then
-  wget -nv -t 1 -T "$t" -O "$part" -- "$url" || rc=$?
+  printf '%s\n' "$url" | wget -nv -t 1 -T "$t" -O "$part" -i - || rc=$?
 else
   echo "k0sform: neither curl nor wget is installed on this host: cannot download k0s from $url" >&2
   exit 1
@@ -256,16 +279,20 @@ fi
 chmod 755 -- "$part" && mv -f -- "$part" "$dst" && printf 'sha256 %s\n' "$got"
 "#;
     let secs = timeout.as_secs().max(1);
+    // The config line's URL (`curl_config`): nothing in it the shell's `printf` or curl's
+    // quoting could take for syntax.
+    let safe = curl_config(url);
+    let safe = &safe["url = \"".len()..safe.len() - 2];
     RemoteCommand::new([
         "sh".to_string(),
         "-c".into(),
         SCRIPT.into(),
         "k0sform-download".into(),
-        url.to_string(),
         staged.to_string(),
         sha256.to_string(),
         secs.to_string(),
     ])
+    .stdin(format!("{safe}\n"))
     // The download's own limit, plus room to hash and rename.
     .timeout(Duration::from_secs(secs + 60))
 }
@@ -317,6 +344,33 @@ mod tests {
     }
 
     #[test]
+    fn urls_reach_curl_in_a_config_line_it_cannot_misread() {
+        assert_eq!(
+            curl_config("https://u:p@m.example/a b\"c\\d\né"),
+            "url = \"https://u:p@m.example/a%20b%22c%5Cd%0A%C3%A9\"\n"
+        );
+        assert!(is_https("HTTPS://x") && is_https("https://x"));
+        assert!(!is_https("http://x") && !is_https("file:///x"));
+    }
+
+    #[test]
+    fn a_plain_http_mirror_is_warned_about() {
+        assert!(Mirror::default().warnings().is_empty());
+        let m = Mirror {
+            download_base: "http://mirror.example/k0s".into(),
+            version_base: "HTTP://mirror.example".into(),
+            ..Mirror::default()
+        };
+        let w = m.warnings();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains(DOWNLOAD_URL_ENV) && w[0].contains("plain http"),
+            "{w:?}"
+        );
+        assert!(w[1].contains(VERSION_URL_ENV), "{w:?}");
+    }
+
+    #[test]
     fn uname_maps_to_k0s_arch() {
         assert_eq!(k0s_arch("x86_64\n"), "amd64");
         assert_eq!(k0s_arch("aarch64"), "arm64");
@@ -343,15 +397,17 @@ mod tests {
     #[test]
     fn version_index_holds_one_version() {
         assert_eq!(
-            parse_version_index("v1.34.1+k0s.0\n").unwrap(),
+            parse_version_index("v1.34.1+k0s.0\n").unwrap().to_string(),
             "v1.34.1+k0s.0"
         );
         assert_eq!(
-            parse_version_index("1.34.1+k0s.0").unwrap(),
+            parse_version_index("1.34.1+k0s.0").unwrap().to_string(),
             "v1.34.1+k0s.0"
         );
         assert_eq!(
-            parse_version_index("v1.35.0-rc.1+k0s.0").unwrap(),
+            parse_version_index("v1.35.0-rc.1+k0s.0")
+                .unwrap()
+                .to_string(),
             "v1.35.0-rc.1+k0s.0"
         );
         assert!(parse_version_index("<html>oops</html>").is_err());
@@ -371,11 +427,20 @@ mod tests {
         let staged_s = staged.to_str().unwrap();
         let url = format!("file://{}", src.display());
         let run = |url: &str, sha: &str| {
+            use std::io::Write;
             let c = download_on_host(url, staged_s, sha, Duration::from_secs(5));
-            std::process::Command::new(&c.argv[0])
+            // The URL is not in the argv (other users of the host see that), only on stdin.
+            assert!(!c.argv.iter().any(|a| a.contains(url)), "{:?}", c.argv);
+            let mut child = std::process::Command::new(&c.argv[0])
                 .args(&c.argv[1..])
-                .output()
-                .unwrap()
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let input = c.stdin.clone().unwrap_or_default();
+            child.stdin.take().unwrap().write_all(&input).unwrap();
+            child.wait_with_output().unwrap()
         };
         let bad = run(&url, &"0".repeat(64));
         assert!(!bad.status.success());

@@ -13,7 +13,7 @@ mod trust;
 pub use diff::worker_batch_size;
 pub use model::*;
 pub use saved::{SavedPlan, Stale};
-pub use trust::refuse_first_contacts;
+pub use trust::{refuse_first_contact_keys, refuse_first_contacts};
 
 use crate::hostid::HostId;
 use crate::reality::Reality;

@@ -3,6 +3,7 @@
 
 use crate::hostid::HostId;
 use crate::spec::Role;
+use crate::version::K0sVersion;
 use serde::{Deserialize, Serialize};
 
 pub const PLAN_FORMAT_VERSION: u32 = 1;
@@ -38,7 +39,7 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub first_contacts: Vec<FirstContact>,
     /// The k0s version the plan installs where the spec names none, and where it came from;
-    /// `apply FILE` uses it instead of looking the version up again.
+    /// `apply FILE` chooses it again and refuses (exit 5) when that is another one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k0s_version: Option<ResolvedVersion>,
 }
@@ -58,7 +59,7 @@ pub struct FirstContact {
 /// A k0s version k0sform chose because `spec.k0s.version` is empty.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResolvedVersion {
-    pub version: String,
+    pub version: K0sVersion,
     /// Why this one, e.g. "the version the cluster runs", "latest stable release (…/stable.txt)".
     pub source: String,
 }
@@ -248,7 +249,7 @@ pub enum StepKind {
     /// upgrade step swaps it in.
     UploadBinary {
         sha256: String,
-        version: Option<String>,
+        version: Option<K0sVersion>,
     },
     /// The host downloads k0s from `url` beside the installed one and checks its sha256
     /// (empty: none to check against, the host's own hash is recorded); the install or
@@ -256,7 +257,7 @@ pub enum StepKind {
     DownloadBinary {
         url: String,
         sha256: String,
-        version: String,
+        version: K0sVersion,
     },
     /// Write /etc/k0s/k0s.yaml for a controller.
     WriteConfig { sha256: String },
@@ -493,7 +494,7 @@ pub struct PlanOptions {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub destroy: bool,
     /// `-show-secrets`: the k0s.yaml diff shows secret values (kine DSN passwords, tokens)
-    /// instead of `(secret, sha256 …)`. Never saved: a saved plan holds no secrets, and its plan
+    /// instead of `(secret)`. Never saved: a saved plan holds no secrets, and its plan
     /// is derived again without them.
     #[serde(skip)]
     #[schemars(skip)]
@@ -531,7 +532,7 @@ impl PlanOptions {
 pub struct LocalBinary {
     pub sha256: String,
     /// `k0s version` of that binary, when known.
-    pub version: Option<String>,
+    pub version: Option<K0sVersion>,
     /// The release URL it is downloaded from (`uploadBinary: true`); None for `k0sBinaryPath`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
@@ -544,7 +545,7 @@ pub struct HostDownload {
     /// Empty where nothing publishes one (a `k0sDownloadURL` without `k0sDownloadSha256`, a
     /// release before v1.28.2): the host's hash of its download is recorded.
     pub sha256: String,
-    pub version: String,
+    pub version: K0sVersion,
 }
 
 /// Facts about the desired outcome that need I/O to compute (hashing local files); the caller
@@ -648,6 +649,9 @@ pub enum RefusalKind {
     /// A controller moved to an address that changes its etcd peer address: k0s has no command
     /// to change a member's peer URL, so it is left to the operator (steps in the details).
     PeerAddressChange,
+    /// The spec would move a running controller between etcd and kine: k0s keeps the data where
+    /// it was, and the cluster would start over empty.
+    DatastoreSwitch,
 }
 
 impl RefusalKind {

@@ -10,6 +10,28 @@ use crate::spec::Spec;
 use crate::state::State;
 use std::collections::BTreeSet;
 
+/// The recorded hosts that may have moved: their address left the spec, they are not
+/// excluded, and they have a machine-id and a host key to be recognised by.
+pub(super) fn gone_hosts<'a>(
+    spec: &Spec,
+    state: &'a State,
+    opts: &PlanOptions,
+) -> Vec<&'a crate::state::HostState> {
+    // Looked up per host: a set, not `Spec::host` scans (those made every plan quadratic in
+    // the number of hosts).
+    let in_spec: BTreeSet<(&str, u16)> = spec
+        .hosts
+        .iter()
+        .map(|h| (h.ssh.address.as_str(), h.ssh.port))
+        .collect();
+    state
+        .hosts
+        .iter()
+        .filter(|h| !in_spec.contains(&(h.address.as_str(), h.port)) && !opts.is_excluded(&h.id()))
+        .filter(|h| !h.machine_id.trim().is_empty() && !h.host_key.is_empty())
+        .collect()
+}
+
 /// One recorded host found at a new address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Move {
@@ -29,20 +51,7 @@ pub fn find_moves(
     opts: &PlanOptions,
 ) -> (Vec<Move>, Vec<String>) {
     let mut warnings = Vec::new();
-    // Looked up per host: sets, not `Spec::host`/`State::host`/`Reality::get` scans (those
-    // made every plan quadratic in the number of hosts).
-    let in_spec: BTreeSet<(&str, u16)> = spec
-        .hosts
-        .iter()
-        .map(|h| (h.ssh.address.as_str(), h.ssh.port))
-        .collect();
-    // Recorded hosts whose address left the spec (or has `reset: true`: those leave).
-    let gone: Vec<&crate::state::HostState> = state
-        .hosts
-        .iter()
-        .filter(|h| !in_spec.contains(&(h.address.as_str(), h.port)) && !opts.is_excluded(&h.id()))
-        .filter(|h| !h.machine_id.trim().is_empty() && !h.host_key.is_empty())
-        .collect();
+    let gone = gone_hosts(spec, state, opts);
     if gone.is_empty() {
         return (Vec::new(), warnings);
     }

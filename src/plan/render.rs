@@ -9,11 +9,7 @@ use crate::hostid::HostId;
 use crate::ui::escape;
 use std::fmt::Write as _;
 
-const GREEN: &str = "\x1b[32m";
-const RED: &str = "\x1b[31m";
-const YELLOW: &str = "\x1b[33m";
-const BOLD: &str = "\x1b[1m";
-const RESET: &str = "\x1b[0m";
+use crate::ui::ansi::{BOLD, GREEN, RED, RESET, YELLOW};
 
 struct Painter {
     color: bool,
@@ -96,7 +92,7 @@ pub fn text(plan: &Plan, color: bool) -> String {
         let _ = writeln!(
             out,
             "k0s version {} ({})\n",
-            escape(&v.version),
+            escape(&v.version.to_string()),
             escape(&v.source)
         );
     }

@@ -111,7 +111,7 @@ mod tests {
             user: "admin".into(),
             hosts: vec![c1, w1],
             k0s: K0sSpec {
-                version: Some("v1.33.4+k0s.0".into()),
+                version: Some("v1.33.4+k0s.0".parse().unwrap()),
                 version_channel: None,
                 dynamic_config: false,
                 config: None,
@@ -129,7 +129,7 @@ mod tests {
                 machine_id: format!("m-{addr}"),
                 hostname: "h".into(),
                 host_key: "SHA256:k".into(),
-                k0s_version: Some("v1.33.4+k0s.0".into()),
+                k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
                 ..HostFacts::default()
             })),
         }
@@ -227,12 +227,11 @@ mod tests {
 
         let mut running = reality();
         if let Probe::Reached(f) = &mut running.hosts[1].probe {
-            f.status = Some(K0sStatus {
-                version: "v1.33.4+k0s.0".into(),
-                pid: 7,
-                role: "worker".into(),
-                ..K0sStatus::default()
-            });
+            f.status = Some(K0sStatus::running(
+                "v1.33.4+k0s.0".parse().unwrap(),
+                7,
+                "worker",
+            ));
         }
         let r = crate::plan::diff(
             &spec(),

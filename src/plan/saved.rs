@@ -4,7 +4,7 @@
 //! a fresh probe, runs the derived steps, and refuses (exit 5) unless they equal the saved ones.
 //! The sha256 seal only catches accidental damage: anyone can recompute it.
 
-use super::model::{Plan, PlanOptions};
+use super::model::{Plan, PlanOptions, RestoreArchive};
 use crate::hostid::HostId;
 use crate::reality::{Probe, Reality};
 use crate::state::State;
@@ -18,7 +18,8 @@ pub struct SavedPlan {
     pub spec_sha256: String,
     pub tool_version: String,
     /// The options the plan was made with. `apply FILE` never takes the ones that weaken checks
-    /// (`-replace`, `-exclude`) from here: see `options_for_apply`.
+    /// or choose what runs (`-replace`, `-exclude`, `-no-drain`, `-allow-downgrade`, `-destroy`,
+    /// `-restore-from`) from here: see `options_for_apply`.
     #[serde(default)]
     pub options: PlanOptions,
     /// Every probed host's identity when the plan was made, sorted by host.
@@ -51,6 +52,10 @@ pub enum SavedPlanError {
     /// An address in the file breaks the spec's rule (`spec::address_problem`).
     #[error("the saved plan is not valid: {field}: {problem}")]
     Address { field: String, problem: String },
+    /// A version the file names (the k0s version it chose, a step's binary version) that is not
+    /// a k0s version: it would end up in a download URL and a path on the hosts.
+    #[error("the saved plan's {field} is not valid: {detail}")]
+    Version { field: String, detail: String },
 }
 
 /// The fields that are sealed, in a fixed order.
@@ -129,7 +134,33 @@ impl SavedPlan {
         {
             return Err(SavedPlanError::Address { field, problem });
         }
+        saved.check_versions()?;
         Ok(saved)
+    }
+
+    /// Every version the file names is a k0s version (`spec::check_k0s_version`, the spec's own
+    /// rule): the plan's chosen version and each binary step's.
+    fn check_versions(&self) -> Result<(), SavedPlanError> {
+        let mut versions: Vec<(String, &crate::version::K0sVersion)> = Vec::new();
+        if let Some(v) = &self.plan.k0s_version {
+            versions.push(("plan.k0s_version.version".into(), &v.version));
+        }
+        for (i, step) in self.plan.steps.iter().enumerate() {
+            match &step.kind {
+                super::StepKind::UploadBinary {
+                    version: Some(v), ..
+                }
+                | super::StepKind::DownloadBinary { version: v, .. } => {
+                    versions.push((format!("plan.steps[{i}].kind.version"), v));
+                }
+                _ => {}
+            }
+        }
+        for (field, v) in versions {
+            crate::spec::check_k0s_version(v)
+                .map_err(|detail| SavedPlanError::Version { field, detail })?;
+        }
+        Ok(())
     }
 
     /// Is this plan still applicable to this state, spec and probed reality?
@@ -205,7 +236,10 @@ impl SavedPlan {
     /// - `-target` and `-refresh-only` only narrow what the spec asks for: taken from the file
     ///   when the command line does not give them, else they must be equal;
     /// - `-trust-new-host-keys=false` only adds a check: either side asking for it wins;
-    /// - `-no-drain` switches off drains, so, like `-replace`, it must be repeated exactly.
+    /// - `-no-drain` switches off drains, `-allow-downgrade` a version check, `-destroy` resets
+    ///   every host and `-restore-from` chooses the cluster's data: like `-replace`, each must be
+    ///   repeated exactly; the archive is read from the disk again and its sha256 and peer
+    ///   address are taken from there, never from the file.
     ///
     /// The plan is then derived again with these options, so whatever the file says, only what
     /// spec, state, options and hosts give runs.
@@ -230,29 +264,41 @@ impl SavedPlan {
                 flags("-target", &cli.target)
             ));
         }
-        if self.options.no_drain != cli.no_drain {
-            let with = |yes: bool| if yes { "with" } else { "without" };
-            reasons.push(format!(
-                "the plan was made {} -no-drain but apply was run {} it: a plan file cannot switch off drains, repeat the flag on the command line",
-                with(self.options.no_drain),
-                with(cli.no_drain)
-            ));
-        }
         if cli.refresh_only && !self.options.refresh_only {
             reasons
                 .push("apply was given -refresh-only but the plan was made without it".to_string());
         }
-        if let Some(given) = &cli.restore
-            && self.options.restore.as_ref().map(|r| &r.sha256) != Some(&given.sha256)
-        {
-            reasons.push(format!(
-                "apply was given -restore-from {} but the plan was made {}",
-                given.path,
-                match &self.options.restore {
-                    Some(r) => format!("with -restore-from {} (another file)", r.path),
-                    None => "without -restore-from".to_string(),
-                }
-            ));
+        if let Some(r) = restore_mismatch(self.options.restore.as_ref(), cli.restore.as_ref()) {
+            reasons.push(r);
+        }
+        for (flag, saved, given, why) in [
+            (
+                "-no-drain",
+                self.options.no_drain,
+                cli.no_drain,
+                "a plan file cannot switch off drains",
+            ),
+            (
+                "-allow-downgrade",
+                self.options.allow_downgrade,
+                cli.allow_downgrade,
+                "a plan file cannot allow a downgrade",
+            ),
+            (
+                "-destroy",
+                self.options.destroy,
+                cli.destroy,
+                "a plan file cannot turn into a destroy",
+            ),
+        ] {
+            if saved != given {
+                let with = |yes: bool| if yes { "with" } else { "without" };
+                reasons.push(format!(
+                    "the plan was made {} {flag} but apply was run {} it: {why}, repeat the flag on the command line",
+                    with(saved),
+                    with(given)
+                ));
+            }
         }
         if !reasons.is_empty() {
             return Err(Stale { reasons });
@@ -264,13 +310,13 @@ impl SavedPlan {
             refresh_only: self.options.refresh_only,
             refuse_first_contact: self.options.refuse_first_contact || cli.refuse_first_contact,
             no_drain: cli.no_drain,
-            // The archive the plan was made with; its sha256 is checked again before it is used.
-            restore: self.options.restore.clone(),
-            // As reviewed: the plan was made with (or without) -allow-downgrade.
-            allow_downgrade: self.options.allow_downgrade,
-            // As reviewed: a destroy plan is derived again as a destroy (and `apply` asks for the
-            // cluster's name before running one, unless -auto-approve).
-            destroy: self.options.destroy,
+            // The archive as read from the disk now (path, sha256, peer address), equal to the
+            // file's; its sha256 is checked again before it is used.
+            restore: cli.restore.clone(),
+            allow_downgrade: cli.allow_downgrade,
+            // A destroy plan is derived again as a destroy (and `apply` asks for the cluster's
+            // name before running one, unless -auto-approve).
+            destroy: cli.destroy,
             // The saved plan was made without secrets, so it is derived again without them.
             show_secrets: false,
         })
@@ -284,6 +330,19 @@ impl SavedPlan {
         let mut reasons = vec![
             "the file's plan is not the plan the spec, the state and the hosts give now (the file was edited, or something moved)".to_string(),
         ];
+        // The version chosen when the spec names none is chosen again (what runs, what the state
+        // records, the version index): a file cannot pick it.
+        if self.plan.k0s_version != derived.k0s_version {
+            let show = |v: &Option<super::ResolvedVersion>| match v {
+                Some(v) => format!("k0s {} ({})", v.version, v.source),
+                None => "no chosen k0s version".to_string(),
+            };
+            reasons.push(format!(
+                "the file installs {}, {} is chosen now; set spec.k0s.version to pin a version",
+                show(&self.plan.k0s_version),
+                show(&derived.k0s_version)
+            ));
+        }
         let describe = |s: &super::Step| format!("{} on {}", s.kind.name(), s.host);
         let saved = &self.plan.steps;
         let now = &derived.steps;
@@ -301,6 +360,43 @@ impl SavedPlan {
             None => reasons.push("the steps are equal; the description differs".to_string()),
         }
         Err(Stale { reasons })
+    }
+}
+
+/// `-restore-from`: the archive is given on the apply command line, read from the disk there,
+/// and must be the file's: same path, same sha256, same peer address.
+fn restore_mismatch(
+    saved: Option<&RestoreArchive>,
+    given: Option<&RestoreArchive>,
+) -> Option<String> {
+    let repeat = "a plan file cannot choose what is restored, repeat the flag on the command line";
+    match (saved, given) {
+        (None, None) => None,
+        (Some(s), None) => Some(format!(
+            "the plan was made with -restore-from {} but apply was given no -restore-from: {repeat}",
+            s.path
+        )),
+        (None, Some(g)) => Some(format!(
+            "apply was given -restore-from {} but the plan was made without -restore-from",
+            g.path
+        )),
+        (Some(s), Some(g)) if s.path != g.path => Some(format!(
+            "the plan was made with -restore-from {} but apply was given -restore-from {}",
+            s.path, g.path
+        )),
+        (Some(s), Some(g)) if s.sha256 != g.sha256 => Some(format!(
+            "{} changed since the plan was made (sha256 {} now, {} in the plan)",
+            g.path,
+            crate::hash::short(&g.sha256),
+            crate::hash::short(&s.sha256)
+        )),
+        (Some(s), Some(g)) if s.peer_address != g.peer_address => Some(format!(
+            "{}: the plan records the etcd peer address {}, the archive has {}",
+            g.path,
+            s.peer_address.as_deref().unwrap_or("none"),
+            g.peer_address.as_deref().unwrap_or("none")
+        )),
+        _ => None,
     }
 }
 

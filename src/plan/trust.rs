@@ -235,6 +235,60 @@ pub fn refuse_first_contacts(spec: &Spec, state: &State, reality: &Reality) -> R
     }
 }
 
+/// `-trust-new-host-keys=false`, right after the key exchange and before any command runs on
+/// any host: refused (exit 3) when a connection trusted its host's key, or a bastion's on the
+/// way, on first contact. The rules of `review`, from what the connections alone show: a host
+/// that offers the key of a host the state recorded at an address the spec no longer names may
+/// be that host moved (its probed machine-id decides, and `review` checks it again), so it is
+/// not refused here. `connected`: each host and the keys it was accepted with.
+pub fn refuse_first_contact_keys(
+    spec: &Spec,
+    state: &State,
+    opts: &PlanOptions,
+    connected: &[(&HostId, &crate::ssh::ConnectedHost)],
+) -> Result<(), Refusal> {
+    let by_spec = spec.host_index();
+    let by_state = state.host_index();
+    let moved_keys: BTreeSet<&str> = super::moves::gone_hosts(spec, state, opts)
+        .into_iter()
+        .map(|h| h.host_key.as_str())
+        .collect();
+    let mut first_contacts = Vec::new();
+    let mut bastions: BTreeMap<&HostId, &str> = BTreeMap::new();
+    for (id, c) in connected {
+        let pinned = by_spec.get(id).is_some_and(|s| s.ssh.host_key.is_some());
+        let recorded = by_state
+            .get(id)
+            .is_some_and(|s| !s.host_key.is_empty() && !opts.is_replaced(id));
+        if !pinned && !recorded && !moved_keys.contains(c.fingerprint.as_str()) {
+            first_contacts.push(FirstContact {
+                host: (*id).clone(),
+                name: String::new(),
+                fingerprint: c.fingerprint.clone(),
+                bastion: false,
+            });
+        }
+        for b in &c.bastions {
+            let recorded = state.bastion(&b.id).is_some_and(|r| !r.host_key.is_empty())
+                && !opts.is_replaced(&b.id);
+            if !recorded && !bastion_pinned(spec, &b.id) {
+                bastions.entry(&b.id).or_insert(&b.fingerprint);
+            }
+        }
+    }
+    first_contacts.extend(bastions.into_iter().map(|(id, fp)| FirstContact {
+        host: id.clone(),
+        name: "bastion".into(),
+        fingerprint: fp.to_string(),
+        bastion: true,
+    }));
+    if first_contacts.is_empty() {
+        Ok(())
+    } else {
+        Err(first_contact_refusal(&first_contacts))
+    }
+}
+
 /// The reached hosts of `reality` whose key this run trusts on first contact: no `ssh.hostKey`
 /// pin, no key recorded at their address (or only one `-replace` drops), and not a recorded
 /// host that moved (it offered the key recorded at its old address). `by_spec`:

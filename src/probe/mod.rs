@@ -7,9 +7,10 @@ use crate::hostid::HostId;
 use crate::k0s;
 use crate::reality::{HostReality, Probe, Reality};
 use crate::spec::{Spec, SshTarget};
-use crate::ssh::SshTransport;
+use crate::ssh::{ConnectedHost, SshTransport};
 use crate::state::State;
 use crate::transport::{Transport, TransportError};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -201,15 +202,71 @@ pub async fn probe_all(
     opts: &ProbeOptions,
 ) -> Reality {
     let plans = plan_probes(spec, state, opts);
-    let limit = Arc::new(tokio::sync::Semaphore::new(opts.parallelism.max(1)));
+    probe_planned(transport, &plans, BTreeMap::new(), opts.parallelism).await
+}
+
+/// How far a host's connection got: the keys it (and each bastion on the way) was accepted
+/// with, or the probe result that ends there (unreachable, another key than recorded: nothing
+/// ran on the host).
+pub type Connection = Result<ConnectedHost, Probe>;
+
+/// Only the key exchange with each host of `plans`, at most `parallelism` at a time: no command
+/// runs on any host. `-trust-new-host-keys=false` looks at the keys before anything runs
+/// (`plan::refuse_first_contact_keys`); `probe_planned` then goes on from these connections.
+pub async fn connect_all(
+    transport: &SshTransport,
+    plans: &[HostProbe],
+    parallelism: usize,
+) -> BTreeMap<HostId, Connection> {
+    let limit = Arc::new(tokio::sync::Semaphore::new(parallelism.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     for p in plans.iter().cloned() {
         let transport = transport.clone();
         let limit = limit.clone();
         tasks.spawn(async move {
+            let _permit = limit.acquire_owned().await.ok();
+            let c = connect_host(&transport, &p).await;
+            (p.id, c)
+        });
+    }
+    let mut out = BTreeMap::new();
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok((id, c)) => {
+                out.insert(id, c);
+            }
+            // The host is connected again by `probe_planned`.
+            Err(e) => tracing::error!("connect task failed: {e}"),
+        }
+    }
+    out
+}
+
+/// Probe each host of `plans`, going on from its entry in `connected` (`connect_all`) or
+/// connecting first.
+pub async fn probe_planned(
+    transport: &SshTransport,
+    plans: &[HostProbe],
+    mut connected: BTreeMap<HostId, Connection>,
+    parallelism: usize,
+) -> Reality {
+    let limit = Arc::new(tokio::sync::Semaphore::new(parallelism.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for p in plans.iter().cloned() {
+        let transport = transport.clone();
+        let limit = limit.clone();
+        let conn = connected.remove(&p.id);
+        tasks.spawn(async move {
             // The semaphore is never closed, so acquiring only fails if it were.
             let _permit = limit.acquire_owned().await.ok();
-            let probe = probe_host(&transport, &p).await;
+            let conn = match conn {
+                Some(c) => c,
+                None => connect_host(&transport, &p).await,
+            };
+            let probe = match conn {
+                Ok(c) => run_probe(&transport, &p, c).await,
+                Err(probe) => probe,
+            };
             HostReality { id: p.id, probe }
         });
     }
@@ -223,7 +280,7 @@ pub async fn probe_all(
     // A task that panicked still leaves its host in the result, as unreachable.
     let probed: std::collections::BTreeSet<HostId> =
         reality.hosts.iter().map(|h| h.id.clone()).collect();
-    for p in &plans {
+    for p in plans {
         if !probed.contains(&p.id) {
             reality.hosts.push(HostReality {
                 id: p.id.clone(),
@@ -239,8 +296,16 @@ pub async fn probe_all(
 
 /// One host: connect (host key checked), run the batched probe, parse.
 pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
+    match connect_host(transport, p).await {
+        Ok(c) => run_probe(transport, p, c).await,
+        Err(probe) => probe,
+    }
+}
+
+/// One host's key exchange (host key, bastions' and pins checked); nothing runs on it.
+pub async fn connect_host(transport: &SshTransport, p: &HostProbe) -> Connection {
     if let Some(why) = &p.refused {
-        return Probe::Unreachable { error: why.clone() };
+        return Err(Probe::Unreachable { error: why.clone() });
     }
     let connected = match transport
         .connect(
@@ -256,11 +321,11 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
         Err(TransportError::HostKeyChanged {
             expected, offered, ..
         }) => {
-            return Probe::HostKeyChanged {
+            return Err(Probe::HostKeyChanged {
                 expected,
                 offered,
                 bastion: None,
-            };
+            });
         }
         Err(TransportError::BastionKeyChanged {
             bastion,
@@ -268,16 +333,16 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
             offered,
             ..
         }) => {
-            return Probe::HostKeyChanged {
+            return Err(Probe::HostKeyChanged {
                 expected,
                 offered,
                 bastion: Some(bastion),
-            };
+            });
         }
         Err(e) => {
-            return Probe::Unreachable {
+            return Err(Probe::Unreachable {
                 error: e.to_string(),
-            };
+            });
         }
     };
     // A state with a fingerprint but no key text (older state): the key was trusted on first use
@@ -288,12 +353,17 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
         && rec != &connected.fingerprint
     {
         transport.close(&p.id).await;
-        return Probe::HostKeyChanged {
+        return Err(Probe::HostKeyChanged {
             expected: rec.clone(),
             offered: connected.fingerprint,
             bastion: None,
-        };
+        });
     }
+    Ok(connected)
+}
+
+/// The batched probe on a connected host, parsed.
+pub async fn run_probe(transport: &SshTransport, p: &HostProbe, connected: ConnectedHost) -> Probe {
     let k0s::ProbeCommand { command, reader } = k0s::probe(
         &p.bin,
         &p.data_dir,
@@ -364,19 +434,44 @@ pub enum RealityFileError {
     },
 }
 
-/// Write `reality` as pretty JSON (hosts sorted), atomically (temp file + rename).
-pub fn save(reality: &Reality, path: &Path) -> Result<(), RealityFileError> {
+/// What a probe file whose k0s.yaml texts were redacted says so with (its `redacted` field).
+pub const REDACTED_NOTE: &str = "secret values in the hosts' k0s.yaml (passwords, tokens, DSNs, URL credentials) are replaced by (secret) and its sha256 is left out: a plan from this file shows them as changed";
+
+/// Write `reality` as pretty JSON (hosts sorted), atomically (temp file + rename). The hosts'
+/// k0s.yaml texts are written with their secrets redacted (`k0s::redact`) and without their
+/// sha256 (of the real text: a dictionary away from a weak password); the file then says so
+/// in its `redacted` field. Returns the hosts whose k0s.yaml was redacted.
+pub fn save(reality: &Reality, path: &Path) -> Result<Vec<HostId>, RealityFileError> {
     let io = |source| RealityFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let json_err = |source| RealityFileError::Json {
         path: path.to_path_buf(),
         source,
     };
     let mut sorted = reality.clone();
     sorted.sort();
-    let mut text =
-        serde_json::to_string_pretty(&sorted).map_err(|source| RealityFileError::Json {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let mut redacted = Vec::new();
+    for h in &mut sorted.hosts {
+        if let Probe::Reached(f) = &mut h.probe
+            && let Some(text) = &f.config_text
+        {
+            let r = crate::k0s::redact::redact(text);
+            if &r != text {
+                f.config_text = Some(r);
+                f.config_sha256 = None;
+                redacted.push(h.id.clone());
+            }
+        }
+    }
+    let mut value = serde_json::to_value(&sorted).map_err(json_err)?;
+    if !redacted.is_empty()
+        && let Some(o) = value.as_object_mut()
+    {
+        o.insert("redacted".into(), REDACTED_NOTE.into());
+    }
+    let mut text = serde_json::to_string_pretty(&value).map_err(json_err)?;
     text.push('\n');
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -385,7 +480,7 @@ pub fn save(reality: &Reality, path: &Path) -> Result<(), RealityFileError> {
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
     std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    Ok(redacted)
 }
 
 /// Read a `Reality` written by `save` (or by hand, for tests and bug reports).
@@ -581,6 +676,46 @@ mod tests {
         assert!(!plan_probes(&spec2, &state, &ProbeOptions::default())[0].accept_changed);
     }
 
+    /// `-probe-out` files keep no k0s.yaml secrets (nor the sha256 of the real text), and say
+    /// so; they still load.
+    #[test]
+    fn probe_files_redact_the_config_secrets_and_say_so() {
+        let config = "spec:\n  storage:\n    kine:\n      dataSource: mysql://k0s:hunter2@db:3306/k0s\n  extensions:\n    helm:\n      repositories:\n      - url: https://ci:t0ken@charts.example\n";
+        let facts = HostFacts {
+            machine_id: "3d12a0b1c2d3e4f5a6b7c8d9e0f1a2b3".into(),
+            hostname: "c0".into(),
+            host_key: "SHA256:x".into(),
+            config_sha256: Some(crate::hash::sha256_hex(config)),
+            config_text: Some(config.into()),
+            ..Default::default()
+        };
+        let id = HostId::new("127.0.0.1", 22);
+        let reality = Reality {
+            hosts: vec![HostReality {
+                id: id.clone(),
+                probe: Probe::Reached(Box::new(facts)),
+            }],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reality.json");
+        assert_eq!(save(&reality, &path).unwrap(), vec![id.clone()]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        for secret in ["hunter2", "t0ken", &crate::hash::sha256_hex(config)] {
+            assert!(!text.contains(secret), "{secret} in\n{text}");
+        }
+        assert!(text.contains(REDACTED_NOTE), "{text}");
+        let back = load(&path).unwrap();
+        let f = back.facts(&id).unwrap();
+        assert_eq!(f.config_sha256, None);
+        assert!(
+            f.config_text
+                .as_deref()
+                .unwrap()
+                .contains("dataSource: (secret)\n"),
+            "{f:?}"
+        );
+    }
+
     #[test]
     fn reality_round_trips_through_a_file() {
         let facts = HostFacts {
@@ -624,7 +759,7 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("reality.json");
-        save(&reality, &path).unwrap();
+        assert_eq!(save(&reality, &path).unwrap(), Vec::<HostId>::new());
         let back = load(&path).unwrap();
         let mut sorted = reality.clone();
         sorted.sort();

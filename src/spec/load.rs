@@ -140,6 +140,11 @@ pub fn load_with(paths: &[PathBuf], opts: &LoadOptions) -> Result<Loaded, Diagno
         parse_file(&display_name(file), &text, expanding, &mut docs, &mut diags);
     }
     let result = assemble(&files, docs, opts, &mut diags);
+    // Diagnostics show values from the environment as written (`${VAR}`), as plans do.
+    let shown = crate::spec::model::shown_values(used.borrow().clone());
+    for d in &mut diags {
+        d.message = crate::spec::model::shown_with(&shown, &d.message);
+    }
     let mut all = Diagnostics(diags);
     all.sort();
     match result {
@@ -562,6 +567,19 @@ mod tests {
     }
 
     #[test]
+    fn zero_drain_durations_are_k0sctls_defaults() {
+        let l = load_str(
+            "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: controller\n    ssh: {address: 10.0.0.1}\n  options:\n    drain: {gracePeriod: 0s, timeout: 0, skipWaitForDeleteTimeout: 30s}\n",
+        )
+        .unwrap();
+        let d = &l.spec.options.drain;
+        assert_eq!(
+            (d.grace_period, d.timeout, d.skip_wait_for_delete_timeout),
+            (120, 300, 30)
+        );
+    }
+
+    #[test]
     fn connect_hooks_are_warned_others_run() {
         let l = load_str(
             "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: controller\n    ssh: {address: 10.0.0.1}\n    hooks:\n      connect: {after: [uptime]}\n      backup: {before: [sync]}\n      apply: {before: [date], after: [date]}\n      install: {before: [date]}\n      upgrade: {after: [date]}\n      reset: {before: [date]}\n",
@@ -576,6 +594,26 @@ mod tests {
         assert_eq!(hooks, ["spec.hosts[0].hooks.connect"], "{:?}", l.warnings);
         assert_eq!(l.spec.hosts[0].hooks["reset"]["before"], ["date"]);
         assert_eq!(l.spec.hosts[0].hooks["backup"]["before"], ["sync"]);
+    }
+
+    /// A diagnostic about a value from the environment shows the `${VAR}` it came from, not
+    /// the value (issue 28, item 8).
+    #[test]
+    fn diagnostics_show_environment_values_as_written() {
+        let env = |k: &str| (k == "ROLE").then(|| "s3cret-role".to_string());
+        let yaml = "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - {role: \"${ROLE}\", ssh: {address: 10.0.0.1}}\n";
+        let diags = load_with(
+            &[PathBuf::from("-")],
+            &LoadOptions {
+                env: &env,
+                stdin: Some(yaml),
+            },
+        )
+        .expect_err("not a role");
+        let text: Vec<String> = diags.0.iter().map(|d| d.to_string()).collect();
+        assert!(!text.is_empty());
+        assert!(text.iter().all(|t| !t.contains("s3cret-role")), "{text:?}");
+        assert!(text.iter().any(|t| t.contains("${ROLE}")), "{text:?}");
     }
 
     #[test]
@@ -608,7 +646,10 @@ mod tests {
         assert_eq!((h.ssh.user.as_str(), h.ssh.port), ("root", 22));
         assert_eq!(h.data_dir, "/var/lib/k0s");
         assert_eq!(h.k0s_install_path, "/usr/local/bin/k0s");
-        assert_eq!(s.k0s.version.as_deref(), Some("v1.33.4+k0s.0"));
+        assert_eq!(
+            s.k0s.version.as_ref().map(ToString::to_string).as_deref(),
+            Some("v1.33.4+k0s.0")
+        );
         assert_eq!(s.options, crate::spec::Options::default());
         assert!(l.warnings.is_empty(), "{:?}", l.warnings);
         assert_eq!(l.sha256.len(), 64);

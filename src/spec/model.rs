@@ -2,6 +2,7 @@
 //! validation. Field meanings and defaults follow k0sctl (reference/k0sctl.md §1).
 
 use crate::hostid::HostId;
+pub use crate::version::K0sVersion;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -253,7 +254,7 @@ pub const DEFAULT_KUBECONFIG_USER: &str = "admin";
 pub struct K0sSpec {
     /// Desired k0s version, e.g. `v1.33.4+k0s.0`. None = keep what runs; a new cluster gets
     /// the newest release of `version_channel` (looked up by `engine`, not here).
-    pub version: Option<String>,
+    pub version: Option<K0sVersion>,
     /// `stable` (default) or `latest` (pre-releases too), as k0sctl.
     pub version_channel: Option<String>,
     pub dynamic_config: bool,
@@ -357,29 +358,39 @@ pub struct Spec {
 /// 2-character value (`1`, `on`) is no secret, and replacing it would garble every line.
 pub const MIN_SHOWN_VALUE: usize = 3;
 
+/// Environment values (name, value) as `shown_with` replaces them: those of at least
+/// `MIN_SHOWN_VALUE` characters, longest first (a value containing another is replaced whole).
+pub fn shown_values(values: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = values
+        .into_iter()
+        .filter(|(_, v)| v.chars().count() >= MIN_SHOWN_VALUE)
+        .collect();
+    v.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+    v.dedup();
+    v
+}
+
+/// `text` with every value of `values` (from `shown_values`) written back as its `${NAME}`.
+pub fn shown_with(values: &[(String, String)], text: &str) -> String {
+    let mut out = text.to_string();
+    for (name, value) in values {
+        if value.chars().count() >= MIN_SHOWN_VALUE && out.contains(value.as_str()) {
+            out = out.replace(value.as_str(), &format!("${{{name}}}"));
+        }
+    }
+    out
+}
+
 impl Spec {
     /// `text` (built from the spec) as it may be shown: every value the spec took from the
     /// environment written back as the `${NAME}` it came from.
     pub fn shown(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for (name, value) in &self.env_values {
-            if value.chars().count() >= MIN_SHOWN_VALUE && out.contains(value.as_str()) {
-                out = out.replace(value.as_str(), &format!("${{{name}}}"));
-            }
-        }
-        out
+        shown_with(&self.env_values, text)
     }
 
     /// Record the environment values the spec was expanded with (see `env_values`).
     pub fn set_env_values(&mut self, values: impl IntoIterator<Item = (String, String)>) {
-        let mut v: Vec<(String, String)> = values
-            .into_iter()
-            .filter(|(_, v)| v.chars().count() >= MIN_SHOWN_VALUE)
-            .collect();
-        // Longest first, so a value containing another is replaced whole.
-        v.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
-        v.dedup();
-        self.env_values = v;
+        self.env_values = shown_values(values);
     }
 
     pub fn host(&self, id: &HostId) -> Option<&HostSpec> {

@@ -501,7 +501,11 @@ fn resolve_file(f: &RawUploadFile, p: &str, env: &Env, sink: &mut Sink) -> Optio
 }
 
 fn resolve_k0s(k: Option<&RawK0s>, sink: &mut Sink) -> K0sSpec {
-    let version = k.and_then(|k| set(&k.version));
+    let version = k.and_then(|k| set(&k.version)).and_then(|v| {
+        K0sVersion::parse(&v)
+            .map_err(|e| sink.error("spec.k0s.version", e))
+            .ok()
+    });
     let channel = k.and_then(|k| set(&k.version_channel));
     if let Some(c) = &channel
         && c != "stable"
@@ -536,9 +540,12 @@ fn resolve_options(o: Option<&RawOptions>, sink: &mut Sink) -> Options {
         dr.ignore_daemon_sets = d.ignore_daemon_sets.unwrap_or(dr.ignore_daemon_sets);
         dr.delete_empty_dir_data = d.delete_empty_dir_data.unwrap_or(dr.delete_empty_dir_data);
         dr.pod_selector = set(&d.pod_selector);
+        // A zero duration is the default again: k0sctl fills zero fields with creasty/defaults
+        // (`cluster/options.go`: gracePeriod 120s, timeout 300s, skipWaitForDeleteTimeout 0s).
         let mut dur = |v: &Option<String>, field: &str, into: &mut u64| {
             if let Some(s) = set(v) {
                 match parse_go_duration(&s) {
+                    Ok(0) => {}
                     Ok(secs) => *into = secs,
                     Err(e) => sink.error(&format!("spec.options.drain.{field}"), e),
                 }
@@ -581,25 +588,62 @@ fn resolve_evict_taint(e: &RawEvictTaint, sink: &mut Sink) -> Option<EvictTaint>
     let taint = set(&e.taint).unwrap_or_else(|| "k0sctl.k0sproject.io/evict=true".into());
     let effect = set(&e.effect).unwrap_or_else(|| "NoExecute".into());
     let mut ok = true;
-    if !taint.contains('=') || taint.starts_with('=') || taint.contains(char::is_whitespace) {
-        sink.error(
-            "spec.options.evictTaint.taint",
-            format!("`{taint}` must be in the form key=value"),
-        );
+    if let Some(e) = evict_taint_error(&taint) {
+        sink.error("spec.options.evictTaint.taint", e);
         ok = false;
     }
-    if !["NoExecute", "NoSchedule", "PreferNoSchedule"].contains(&effect.as_str()) {
-        sink.error(
-            "spec.options.evictTaint.effect",
-            format!("`{effect}` is not one of NoExecute, NoSchedule, PreferNoSchedule"),
-        );
+    if let Some(e) = evict_effect_error(&effect) {
+        sink.error("spec.options.evictTaint.effect", e);
         ok = false;
     }
-    ok.then(|| EvictTaint {
+    let controller_workers = e.controller_workers.unwrap_or(false);
+    if controller_workers {
+        sink.warn_key(
+            "spec.options.evictTaint.controllerWorkers",
+            "not implemented: k0sform restarts controller+worker hosts without a drain or taint \
+             (their containers survive the restart); only worker upgrades are drained and tainted",
+        );
+    }
+    ok.then_some(EvictTaint {
         taint,
         effect,
-        controller_workers: e.controller_workers.unwrap_or(false),
+        controller_workers,
     })
+}
+
+/// What is wrong with an evict taint that is not `key=value` (k0sctl's `EvictTaintOption.Validate`).
+fn evict_taint_error(taint: &str) -> Option<String> {
+    (!taint.contains('=') || taint.starts_with('=') || taint.contains(char::is_whitespace))
+        .then(|| format!("`{taint}` must be in the form key=value"))
+}
+
+/// What is wrong with an evict taint's effect that is not one of Kubernetes' three.
+fn evict_effect_error(effect: &str) -> Option<String> {
+    (!["NoExecute", "NoSchedule", "PreferNoSchedule"].contains(&effect))
+        .then(|| format!("`{effect}` is not one of NoExecute, NoSchedule, PreferNoSchedule"))
+}
+
+impl EvictTaint {
+    /// k0sctl apply's `--evict-taint <key=value>:<effect>` (cmd/apply.go: exactly one `:`, both
+    /// sides set; controllerWorkers off), checked as `spec.options.evictTaint` is.
+    pub fn from_flag(s: &str) -> Result<Self, String> {
+        let (taint, effect) =
+            match s.split(':').collect::<Vec<_>>()[..] {
+                [t, e] if !t.is_empty() && !e.is_empty() => (t, e),
+                _ => return Err(
+                    "expected <key=value>:<effect>, e.g. k0sctl.k0sproject.io/evict=true:NoExecute"
+                        .into(),
+                ),
+            };
+        if let Some(e) = evict_taint_error(taint).or_else(|| evict_effect_error(effect)) {
+            return Err(e);
+        }
+        Ok(EvictTaint {
+            taint: taint.to_string(),
+            effect: effect.to_string(),
+            controller_workers: false,
+        })
+    }
 }
 
 /// A Go `time.Duration` string (`2m`, `1h30m`, `90s`, `1.5h`, `0`) in whole seconds.

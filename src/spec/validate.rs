@@ -67,16 +67,13 @@ pub(crate) fn validate(spec: &Spec, complete: bool, sink: &mut Sink) {
         }
         validate_host(h, sink);
     }
-    if let Some(v) = spec.k0s.version.as_deref().and_then(version_numbers)
-        && v < (1, 32, 1)
+    if let Some(v) = &spec.k0s.version
+        && !crate::k0s::install_flags::has_kubelet_root_dir(v)
     {
         for h in spec.hosts.iter().filter(|h| h.kubelet_root_dir.is_some()) {
             sink.error(
                 &format!("{}.kubeletRootDir", host_path(h)),
-                format!(
-                    "needs k0s v1.32.1 or newer (spec.k0s.version is {})",
-                    spec.k0s.version.as_deref().unwrap_or_default()
-                ),
+                format!("needs k0s v1.31.8, v1.32.1 or newer (spec.k0s.version is {v})"),
             );
         }
     }
@@ -532,56 +529,16 @@ fn check_host_key(k: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A k0s version as k0sctl accepts it: `v1.33.4+k0s.0`, `1.33.4`, `v1.34.0-rc.1+k0s.0`, at
-/// least 0.11.0.
-pub fn check_k0s_version(v: &str) -> Result<(), String> {
-    let bad = |why: &str| format!("`{v}` is not a k0s version ({why}; e.g. v1.33.4+k0s.0)");
-    let s = v.strip_prefix('v').unwrap_or(v);
-    let (rest, build) = match s.split_once('+') {
-        Some((r, b)) => (r, Some(b)),
-        None => (s, None),
-    };
-    let (core, pre) = match rest.split_once('-') {
-        Some((c, p)) => (c, Some(p)),
-        None => (rest, None),
-    };
-    let nums: Vec<&str> = core.split('.').collect();
-    if nums.len() != 3
-        || nums
-            .iter()
-            .any(|n| n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()))
-    {
-        return Err(bad("expected MAJOR.MINOR.PATCH"));
-    }
-    let ident_ok = |s: &str| {
-        !s.is_empty()
-            && s.split('.')
-                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
-    };
-    if pre.is_some_and(|p| !ident_ok(p)) {
-        return Err(bad("bad pre-release part"));
-    }
-    if build.is_some_and(|b| !ident_ok(b)) {
-        return Err(bad("bad build part"));
-    }
-    let parsed: Vec<u64> = nums.iter().filter_map(|n| n.parse().ok()).collect();
-    if parsed.len() != 3 {
-        return Err(bad("number too large"));
-    }
-    if (parsed[0], parsed[1]) < (0, 11) {
+/// k0sctl's floor (`cluster/k0s.go` `validateVersion`): k0s 0.11.0 or newer. The version
+/// itself was parsed by `K0sVersion::parse` when the spec was read.
+pub fn check_k0s_version(v: &K0sVersion) -> Result<(), String> {
+    let (major, minor, _) = v.numbers();
+    if (major, minor) < (0, 11) {
         return Err(format!(
             "`{v}` is too old: k0sctl and k0sform need k0s 0.11.0 or newer"
         ));
     }
     Ok(())
-}
-
-/// MAJOR.MINOR.PATCH of a version `check_k0s_version` accepts.
-fn version_numbers(v: &str) -> Option<(u64, u64, u64)> {
-    let core = v.strip_prefix('v').unwrap_or(v);
-    let core = core.split(['+', '-']).next()?;
-    let mut it = core.split('.').map(|n| n.parse::<u64>().ok());
-    Some((it.next()??, it.next()??, it.next()??))
 }
 
 /// Split a k0sctl install flag into words the way the remote shell would have (k0sctl joins
@@ -677,14 +634,11 @@ mod tests {
 
     #[test]
     fn versions() {
+        let v = |s: &str| K0sVersion::parse(s).unwrap();
         for ok in ["v1.33.4+k0s.0", "1.33.4", "v1.34.0-rc.1+k0s.0", "v0.11.0"] {
-            assert_eq!(check_k0s_version(ok), Ok(()), "{ok}");
+            assert_eq!(check_k0s_version(&v(ok)), Ok(()), "{ok}");
         }
-        for bad in [
-            "1.33", "v1.33.4+", "latest", "v1.33.x", "v0.10.0", "v1.33.4-",
-        ] {
-            assert!(check_k0s_version(bad).is_err(), "{bad}");
-        }
+        assert!(check_k0s_version(&v("v0.10.0")).is_err());
     }
 
     /// One rule for every address, `openSSH:` aliases included (k0sform records them in the

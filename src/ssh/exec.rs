@@ -131,15 +131,43 @@ impl SshTransport {
             line,
             shown,
         } = self.prepare(host, cmd)?;
+        tracing::debug!(%host, command = ?shown, "run");
+        let started = Instant::now();
+        let result = self
+            .exec_checked(host, cmd, (&conn, sudo, &line, &shown), (stdin, stdout))
+            .await;
+        // The debug log's record of the command (`runlog`): its exit code, or why there is none.
+        let ms = started.elapsed().as_millis();
+        match &result {
+            Ok((out, _)) => match out.status {
+                Some(code) => {
+                    tracing::debug!(%host, command = ?shown, exit_code = code, ms, "exit")
+                }
+                None => tracing::debug!(%host, command = ?shown, ms, "killed by a signal"),
+            },
+            Err(e) => {
+                tracing::debug!(%host, command = ?shown, error = ?e.to_string(), ms, "failed")
+            }
+        }
+        result
+    }
+
+    /// `run_to` once the command is prepared: the two timeouts, a lost master, sudo refusals.
+    async fn exec_checked(
+        &self,
+        host: &HostId,
+        cmd: &RemoteCommand,
+        (conn, sudo, line, shown): (&std::sync::Arc<HostConn>, bool, &str, &str),
+        (stdin, stdout): (Input<'_>, Output<'_>),
+    ) -> Result<(CommandOutput, Option<(u64, String)>), TransportError> {
         let remote_secs = quote::remote_timeout_secs(cmd.timeout);
         let started = Instant::now();
         let limit = Duration::from_secs(remote_secs) + LOCAL_TIMEOUT_GRACE;
-        tracing::debug!(%host, command = %shown, "run");
         let result =
-            tokio::time::timeout(limit, conn.exec(&line, stdin, (stdout, cmd.output_limit))).await;
+            tokio::time::timeout(limit, conn.exec(line, stdin, (stdout, cmd.output_limit))).await;
         let timed_out = || TransportError::Timeout {
             host: host.clone(),
-            command: shown.clone(),
+            command: shown.to_string(),
             secs: remote_secs,
         };
         let out = match result {
@@ -148,7 +176,7 @@ impl SshTransport {
                 // The master is gone (host down, network cut): forget it, so a later `connect`
                 // opens a new one instead of failing forever. Nothing is retried here: the
                 // command may have run.
-                self.forget(host, &conn);
+                self.forget(host, conn);
                 conn.shutdown().await;
                 return Err(e);
             }
@@ -162,7 +190,7 @@ impl SshTransport {
             return Err(timed_out());
         }
         if sudo {
-            check_sudo(&conn, &out)?;
+            check_sudo(conn, &out)?;
         }
         Ok((out, copied))
     }
@@ -208,9 +236,15 @@ impl SshTransport {
         let Prepared {
             conn, line, shown, ..
         } = self.prepare(host, cmd)?;
-        tracing::debug!(%host, command = %shown, "stream");
+        tracing::debug!(%host, command = ?shown, "stream");
         let status = conn.stream(&line, lines).await;
-        tracing::debug!(%host, command = %shown, ?status, "stream ended");
+        match &status {
+            Ok(Some(code)) => tracing::debug!(%host, command = ?shown, exit_code = code, "exit"),
+            Ok(None) => {
+                tracing::debug!(%host, command = ?shown, "stream stopped or killed by a signal")
+            }
+            Err(e) => tracing::debug!(%host, command = ?shown, error = ?e.to_string(), "failed"),
+        }
         status
     }
 }

@@ -1,6 +1,6 @@
-//! Putting bytes and local files on a host as root: a fresh temp file beside the destination,
-//! checked by sha256 on the host, given its owner and mode, renamed into place; skipped when the
-//! remote file is already identical.
+//! Putting bytes and local files on a host as root: a fresh file in a private folder beside the
+//! destination, checked on the host against the planned sha256, given its owner and mode there,
+//! renamed out into place; skipped when the remote file is already identical.
 
 use super::exec::Input;
 use super::session::{SshTransport, other};
@@ -21,27 +21,30 @@ pub struct Uploaded {
 }
 
 /// Shell shared by the scripts below. Arguments: `$1` destination, `$2` mode (octal), `$3`
-/// sha256, `$4` chown argument or empty, `$5`/`$6` the owner's user and group as `find` takes
-/// them. `place` gives the fresh temp file `$tmp` its owner and mode (`chown -h`: never through
-/// a link) and renames it over the destination (`mv -T`: a folder or link planted at the
-/// destination is replaced, never followed). The traps remove the temp file whatever happens,
-/// also when the connection drops (HUP) or the command is killed (TERM).
+/// sha256 (the planned one), `$4` chown argument or empty, `$5`/`$6` the owner's user and group
+/// as `find` takes them. `fresh` makes a private folder (`mktemp -d`: root's, 0700) beside the
+/// destination and names `$tmp` in it: the bytes are written, checked, chown-ed and chmod-ed
+/// there, where no other user can reach them, even once they own the file. `place` gives
+/// `$tmp` its owner and mode (`chown -h`: never through a link) and renames it out over the
+/// destination (`mv -T`: a folder or link planted at the destination is replaced, never
+/// followed). The traps remove the folder whatever happens, also when the connection drops
+/// (HUP) or the command is killed (TERM).
 const PLACE: &str = r#"set -e
 umask 077
 dst=$1 mode=$2 sum=$3 owner=$4
 fresh() {
-  tmp=$(mktemp -- "$dst.k0sform-XXXXXX")
-  trap 'rm -f -- "$tmp"' EXIT
+  tmpd=$(mktemp -d -- "$dst.k0sform-XXXXXX")
+  trap 'rm -rf -- "$tmpd"' EXIT
   trap 'exit 129' HUP
   trap 'exit 130' INT
   trap 'exit 143' TERM
+  tmp=$tmpd/f
 }
 sum_of() { sha256sum < "$1" | cut -d' ' -f1; }
 place() {
   if [ -n "$owner" ]; then chown -h -- "$owner" "$tmp"; fi
   chmod -- "$mode" "$tmp"
   mv -fT -- "$tmp" "$dst"
-  trap - EXIT
 }
 "#;
 
@@ -59,7 +62,8 @@ cp -- "$dst" "$tmp"
 place
 echo same"#;
 
-/// Stdin to a fresh temp file beside the destination, checked, placed.
+/// Stdin to a fresh file in a private folder beside the destination, checked against the
+/// planned sha256, placed only when it matches.
 const PUT: &str = r#"mkdir -p -- "$(dirname -- "$dst")"
 fresh
 cat > "$tmp"
@@ -122,9 +126,15 @@ impl SshTransport {
         attrs: &FileAttrs,
         check: bool,
     ) -> Result<Uploaded, TransportError> {
-        let (sha256, size) = local_sha256(local)
+        let (local_sum, size) = local_sha256(local)
             .await
             .map_err(|e| other(host, format!("reading {}: {e}", local.display())))?;
+        // The host checks the planned sha256 (when there is one), not the hash of the moment:
+        // a file changed while it is sent is refused on the host, before it is moved.
+        attrs
+            .check(&local_sum)
+            .map_err(|e| other(host, format!("{}: {e}", local.display())))?;
+        let sha256 = attrs.sha256.clone().unwrap_or(local_sum);
         if check {
             let check = place_command(CHECK, "k0sform-upload-check", remote, &sha256, attrs)
                 .timeout(Duration::from_secs(120));
@@ -173,6 +183,9 @@ impl SshTransport {
         attrs: &FileAttrs,
     ) -> Result<(), TransportError> {
         let sha256 = hex::encode(Sha256::digest(&data));
+        attrs
+            .check(&sha256)
+            .map_err(|e| other(host, format!("{path}: {e}")))?;
         let cmd = place_command(PUT, "k0sform-write", path, &sha256, attrs)
             .timeout(Duration::from_secs(60));
         let out = self.run_with(host, &cmd, Input::Bytes(&data)).await?;
@@ -197,4 +210,89 @@ async fn local_sha256(path: &Path) -> std::io::Result<(String, u64)> {
         h.update(&buf[..n]);
     }
     Ok((hex::encode(h.finalize()), size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    /// Runs `script` (after `PLACE`) locally with a real `sh`, `input` on stdin.
+    fn run(script: &str, dst: &Path, sum: &str, input: &[u8]) -> std::process::Output {
+        let cmd = place_command(
+            script,
+            "k0sform-test",
+            dst.to_str().unwrap(),
+            sum,
+            &FileAttrs::mode(0o640),
+        );
+        let mut child = Command::new(&cmd.argv[0])
+            .args(&cmd.argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Bytes that are not the planned ones (a file replaced after it was hashed) are refused
+    /// on the host and nothing is moved into place; the private folder is gone either way.
+    #[test]
+    fn put_checks_the_planned_sha256_before_the_move() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let dst = d.path().join("app.conf");
+        std::fs::write(&dst, "old\n").unwrap();
+        let planned = hex::encode(Sha256::digest(b"planned\n"));
+
+        let out = run(PUT, &dst, &planned, b"replaced\n");
+        assert_eq!(out.status.code(), Some(3), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("sha256 mismatch"),
+            "{out:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&dst).unwrap(), "old\n");
+        assert_eq!(names(d.path()), ["app.conf"]);
+
+        let out = run(PUT, &dst, &planned, b"planned\n");
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(std::fs::read_to_string(&dst).unwrap(), "planned\n");
+        let mode = std::fs::metadata(&dst).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o640);
+        assert_eq!(names(d.path()), ["app.conf"]);
+    }
+
+    /// The file is written, chown-ed and chmod-ed in a folder only root can enter.
+    #[test]
+    fn the_staging_folder_is_private() {
+        let d = tempfile::tempdir().unwrap();
+        let dst = d.path().join("bin");
+        let out = run(
+            r#"fresh
+: > "$tmp"
+stat -c '%a %F' -- "$tmpd"
+[ "$(dirname -- "$tmp")" = "$tmpd" ] && echo inside"#,
+            &dst,
+            "",
+            b"",
+        );
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "700 directory\ninside\n"
+        );
+        assert_eq!(names(d.path()), Vec::<String>::new());
+    }
 }

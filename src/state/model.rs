@@ -2,6 +2,7 @@
 
 use crate::hostid::HostId;
 use crate::spec::Role;
+use crate::version::K0sVersion;
 use serde::{Deserialize, Serialize};
 
 /// The newest state format this build reads and writes. 2 added `hosts[].access`, 3 added
@@ -60,7 +61,7 @@ pub struct ClusterState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd_cluster_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub k0s_version: Option<String>,
+    pub k0s_version: Option<K0sVersion>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_sha256: Option<String>,
 }
@@ -82,7 +83,7 @@ pub struct HostState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<EtcdMemberState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub k0s_version: Option<String>,
+    pub k0s_version: Option<K0sVersion>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_flags_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

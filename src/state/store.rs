@@ -526,6 +526,24 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
     let state: State = serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
     // First, as later messages name hosts by their address.
     check_addresses(&state).map_err(invalid)?;
+    // A recorded version may become the one installed (`binaries::resolve_version`): in a
+    // download URL and a path on the hosts.
+    let versions = state
+        .cluster
+        .iter()
+        .map(|c| ("cluster".to_string(), &c.k0s_version));
+    let versions = versions.chain(
+        state
+            .hosts
+            .iter()
+            .map(|h| (format!("host {}", h.id()), &h.k0s_version)),
+    );
+    for (what, v) in versions {
+        if let Some(v) = v {
+            crate::spec::check_k0s_version(v)
+                .map_err(|e| invalid(format!("{what}: k0s_version: {e}")))?;
+        }
+    }
     let mut seen = std::collections::BTreeSet::new();
     for h in &state.hosts {
         if !seen.insert((h.address.as_str(), h.port)) {

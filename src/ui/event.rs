@@ -67,6 +67,9 @@ pub struct ApplySummary {
     pub failed: Vec<(StepInfo, String)>,
     /// Skipped steps with the reason.
     pub skipped: Vec<(StepInfo, String)>,
+    /// What went wrong in a step without failing it (a `k0s reset` whose clean-up had errors).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<(StepInfo, String)>,
     /// Why the run stopped early (refusal reason, cancellation), if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -17,12 +17,7 @@ pub struct HumanSink<W: Write + Send> {
     want_bar: bool,
 }
 
-const GREEN: &str = "\x1b[32m";
-const RED: &str = "\x1b[31m";
-const YELLOW: &str = "\x1b[33m";
-const DIM: &str = "\x1b[2m";
-const BOLD: &str = "\x1b[1m";
-const RESET: &str = "\x1b[0m";
+use super::ansi::{BOLD, DIM, GREEN, RED, RESET, YELLOW};
 
 impl<W: Write + Send> HumanSink<W> {
     /// `color`: see `ui::use_color`; `progress_bar`: see `ui::stderr_is_tty`.
@@ -74,6 +69,14 @@ impl<W: Write + Send> HumanSink<W> {
             s.failed.len(),
             s.skipped.len()
         );
+        let warnings = s.warnings.iter().map(|(st, w)| {
+            format!(
+                "  {} {}: {}",
+                self.paint(YELLOW, "warning"),
+                Self::step_prefix(st),
+                escape(w)
+            )
+        });
         match s.outcome {
             ApplyOutcome::Complete => {
                 let text = format!("Apply complete: {}.", s.changes.sentence());
@@ -84,6 +87,7 @@ impl<W: Write + Send> HumanSink<W> {
                     if s.succeeded.len() == 1 { "" } else { "s" },
                     format_elapsed(s.elapsed)
                 ));
+                lines.extend(warnings);
                 return lines;
             }
             ApplyOutcome::Failed => {
@@ -105,6 +109,7 @@ impl<W: Write + Send> HumanSink<W> {
         if let Some(reason) = &s.reason {
             lines.push(format!("  reason: {}", escape(reason)));
         }
+        lines.extend(warnings);
         for st in &s.succeeded {
             lines.push(format!(
                 "  {} {}",
@@ -317,6 +322,7 @@ mod tests {
             succeeded: vec![rm, join.clone()],
             failed: vec![],
             skipped: vec![],
+            warnings: vec![],
             reason: None,
             elapsed: Duration::from_secs(75),
         };
@@ -380,6 +386,29 @@ c3: Recorded after 300ms
 
 Apply complete: 0 added, 1 replaced, 0 changed, 0 removed. 3 steps in 1m15s.
 "
+        );
+    }
+
+    #[test]
+    fn warnings_follow_a_complete_run() {
+        let mut evs = events(ApplyOutcome::Complete);
+        let Some(ApplyEvent::Summary { summary }) = evs.last_mut() else {
+            panic!("no summary");
+        };
+        let step = summary.succeeded[0].clone();
+        summary.warnings.push((
+            step,
+            "10.0.0.1: k0s reset left something behind (Error: errors occurred during clean-up: x)"
+                .into(),
+        ));
+        let out = render(&evs, false);
+        let tail: Vec<&str> = out.lines().rev().take(2).collect();
+        assert_eq!(
+            tail,
+            [
+                "  warning c1: Removing etcd member 8e9e05c52164694d (https://10.0.0.1:2380) via c2: 10.0.0.1: k0s reset left something behind (Error: errors occurred during clean-up: x)",
+                "Apply complete: 0 added, 1 replaced, 0 changed, 0 removed. 3 steps in 1m15s.",
+            ]
         );
     }
 

@@ -60,6 +60,21 @@ pub fn use_color(is_tty: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
     is_tty && no_color.is_none_or(|v| v.is_empty())
 }
 
+/// `use_color` for stderr in this process (log lines).
+pub fn stderr_color() -> bool {
+    use_color(stderr_is_tty(), std::env::var_os("NO_COLOR").as_deref())
+}
+
+/// The ANSI codes of every coloured output (plan text, progress), in one place.
+pub mod ansi {
+    pub const GREEN: &str = "\x1b[32m";
+    pub const RED: &str = "\x1b[31m";
+    pub const YELLOW: &str = "\x1b[33m";
+    pub const DIM: &str = "\x1b[2m";
+    pub const BOLD: &str = "\x1b[1m";
+    pub const RESET: &str = "\x1b[0m";
+}
+
 /// `use_color` for stdout in this process.
 pub fn stdout_color() -> bool {
     use_color(

@@ -148,7 +148,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
     }
 
     /// The k0s version of `host` (`k0s version`; cached for the run until the host restarts).
-    pub(super) async fn k0s_version(&self, host: &HostId) -> Result<String, String> {
+    pub(super) async fn k0s_version(
+        &self,
+        host: &HostId,
+    ) -> Result<crate::version::K0sVersion, String> {
         if let Some(v) = self.versions.lock().ok().and_then(|v| v.get(host).cloned()) {
             return Ok(v);
         }

@@ -57,7 +57,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
             ctx.progress(format!("uploading {}", want.remote));
             // Owner and mode are set on the fresh temp file before it is renamed into place:
             // a chown by the final name would follow a link planted there.
-            let attrs = FileAttrs::mode(want.mode).owned_by(want.user.clone(), want.group.clone());
+            // The host checks the planned sha256 before the file is moved into place.
+            let attrs = FileAttrs::mode(want.mode)
+                .owned_by(want.user.clone(), want.group.clone())
+                .expecting(want.sha256.clone());
             let got = match content {
                 crate::files::Content::Local(path) => {
                     self.upload_local(host, path, &want.remote, &attrs, false)

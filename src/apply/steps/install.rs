@@ -9,6 +9,7 @@ use crate::k0s::{self, desired};
 use crate::reality::ServiceKind;
 use crate::spec::{HostSpec, Role};
 use crate::transport::{FileAttrs, Transport};
+use crate::version::K0sVersion;
 use std::path::PathBuf;
 
 /// A k0s binary on this machine that steps may upload besides the hosts' `k0sBinaryPath`:
@@ -17,7 +18,7 @@ use std::path::PathBuf;
 pub struct LocalK0s {
     pub path: PathBuf,
     pub sha256: String,
-    pub version: Option<String>,
+    pub version: Option<K0sVersion>,
 }
 
 impl<T: Transport + 'static> K0sRunner<T> {
@@ -96,7 +97,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         host: &HostId,
         url: &str,
         sha256: &str,
-        version: &str,
+        version: &K0sVersion,
     ) -> Result<Vec<StateChange>, StepError> {
         let hs = self.host_spec(host)?;
         let staged = k0s::staged_binary_path(&hs.k0s_install_path);
@@ -139,7 +140,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
             why.join("; ")
         };
         Err(failed(format!(
-            "{host}: downloading k0s {version} failed, nothing on the host was changed: {why}"
+            "{host}: downloading k0s {version} failed, nothing on the host was changed: {}",
+            k0s::redact::hide_url_credentials(&why)
         )))
     }
 
@@ -147,11 +149,11 @@ impl<T: Transport + 'static> K0sRunner<T> {
         &self,
         hs: &HostSpec,
         sha256: Option<&str>,
-        version: Option<&str>,
+        version: Option<&K0sVersion>,
     ) -> Option<PathBuf> {
         let cached = self.opts.binaries.iter().find(|b| {
             sha256.is_some_and(|s| b.sha256 == s)
-                || (sha256.is_none() && version.is_some() && b.version.as_deref() == version)
+                || (sha256.is_none() && version.is_some() && b.version.as_ref() == version)
         });
         cached
             .map(|b| b.path.clone())
@@ -162,7 +164,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         &self,
         hs: &HostSpec,
         sha256: Option<&str>,
-        version: Option<&str>,
+        version: Option<&K0sVersion>,
     ) -> Result<(), StepError> {
         let id = hs.id();
         let local = self.local_binary(hs, sha256, version).ok_or_else(|| {
@@ -184,12 +186,15 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .staged_binaries
             .lock()
             .is_ok_and(|s| !s.contains_key(&id));
-        let got = self
-            .upload_local(&id, &local, &staged, &FileAttrs::mode(0o755), fresh)
-            .await?;
-        if let Ok(mut s) = self.staged_binaries.lock() {
-            s.insert(id.clone(), got.clone());
+        // The host checks the planned sha256 before the binary is moved to the staging path: a
+        // file changed since planning never gets there.
+        let mut attrs = FileAttrs::mode(0o755);
+        if let Some(want) = sha256.filter(|s| !s.is_empty()) {
+            attrs = attrs.expecting(want);
         }
+        let got = self
+            .upload_local(&id, &local, &staged, &attrs, fresh)
+            .await?;
         if let Some(want) = sha256
             && !want.is_empty()
             && got != want
@@ -198,6 +203,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 "{id}: the uploaded k0s binary has sha256 {got}, the plan expected {want} ({} changed since planning)",
                 local.display()
             )));
+        }
+        // Recorded as staged only once the check passed.
+        if let Ok(mut s) = self.staged_binaries.lock() {
+            s.insert(id.clone(), got);
         }
         Ok(())
     }

@@ -249,6 +249,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
 
     pub(super) async fn reset_host(
         &self,
+        ctx: &StepContext,
         host: &HostId,
         machine_id: &str,
         uninstall: bool,
@@ -278,7 +279,20 @@ impl<T: Transport + 'static> K0sRunner<T> {
         self.stop_k0s(host).await?;
         let p = self.paths(host);
         let cmd = k0s::reset(&p.bin, &p.data_dir, p.kubelet_root_dir.as_deref());
-        self.exec_ok(host, cmd, "k0s reset").await?;
+        let out = self.exec(host, cmd).await.map_err(failed)?;
+        if k0s::reset_cleanup_incomplete(&out) {
+            // k0sctl warns and goes on (phase/reset_workers.go, reset_controllers.go): k0s is
+            // uninstalled; a removal or destroy does not stop half-way on a leftover.
+            ctx.warn(format!(
+                "{host}: k0s reset left something behind ({}); reboot the host and remove it by hand",
+                out.error_line()
+            ));
+        } else if !out.success() {
+            return Err(failed(format!(
+                "{host}: k0s reset failed: {}",
+                out.error_line()
+            )));
+        }
         if uninstall {
             // k0sctl's reset phases remove the binary and the config after `k0s reset`, which
             // keeps them (phase/reset_workers.go, reset_controllers.go, reset_leader.go).

@@ -60,7 +60,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 host,
                 std::path::Path::new(archive),
                 &target,
-                &FileAttrs::mode(0o600),
+                &FileAttrs::mode(0o600).expecting(sha256),
                 false,
             )
             .await?;

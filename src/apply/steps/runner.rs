@@ -64,7 +64,7 @@ pub struct K0sRunner<T> {
     pub(super) restarts: Mutex<HashMap<HostId, i64>>,
     /// `k0s version` of controllers asked during this run, until their next (re)start: whether
     /// they add joining controllers as etcd learners (`k0s::learner_joins`).
-    pub(super) versions: Mutex<HashMap<HostId, String>>,
+    pub(super) versions: Mutex<HashMap<HostId, crate::version::K0sVersion>>,
     /// Worker join tokens in use, per controller (see `take_token`).
     pub(super) worker_tokens: tokio::sync::Mutex<HashMap<HostId, SharedToken>>,
     pub(super) opts: ExecOptions,
@@ -122,7 +122,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         match &step.kind {
             StepKind::UploadBinary { sha256, version } => {
                 let hs = self.host_spec(host)?;
-                self.upload_binary(hs, Some(sha256), version.as_deref())
+                self.upload_binary(hs, Some(sha256), version.as_ref())
                     .await?;
                 Ok(vec![])
             }
@@ -178,7 +178,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
             StepKind::ResetHost {
                 machine_id,
                 uninstall,
-            } => self.reset_host(host, machine_id, *uninstall, gate).await,
+            } => {
+                self.reset_host(ctx, host, machine_id, *uninstall, gate)
+                    .await
+            }
             StepKind::Upgrade { to, .. } => self.upgrade(ctx, host, to, gate).await,
             StepKind::Reconfigure => self.reconfigure(ctx, host, gate).await,
             StepKind::RunHooks {

@@ -9,6 +9,7 @@ use crate::hostid::HostId;
 use crate::k0s::{self, K0sFailure};
 use crate::spec::HostSpec;
 use crate::transport::Transport;
+use crate::version::K0sVersion;
 
 impl<T: Transport + 'static> K0sRunner<T> {
     async fn wait_stopped(&self, host: &HostId) -> Result<(), StepError> {
@@ -107,16 +108,15 @@ impl<T: Transport + 'static> K0sRunner<T> {
         &self,
         ctx: &StepContext,
         host: &HostId,
-        version: Option<&str>,
+        version: Option<&K0sVersion>,
     ) -> Result<(), StepError> {
         let dl = Deadline::new(self.opts.wait_timeout, self.opts.poll_interval);
         let p = self.paths(host);
-        let norm = |v: &str| v.trim().trim_start_matches('v').to_string();
         loop {
             let why = match self.exec(host, k0s::status_json(&p.bin)).await {
                 Ok(out) if out.success() => match k0s::parse_status(&out.stdout_str()) {
                     Ok(s) => match version {
-                        Some(v) if norm(&s.version) != norm(v) => {
+                        Some(v) if &s.version != v => {
                             format!("k0s reports version {}, not {v}", s.version)
                         }
                         _ => return Ok(()),
@@ -141,7 +141,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         &self,
         ctx: &StepContext,
         hs: &HostSpec,
-        version: Option<&str>,
+        version: Option<&K0sVersion>,
     ) -> Result<(), StepError> {
         let id = hs.id();
         self.wait_running(ctx, &id, version).await?;

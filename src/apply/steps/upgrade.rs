@@ -7,6 +7,7 @@ use crate::hostid::HostId;
 use crate::k0s::{self, desired};
 use crate::spec::{HostSpec, Role};
 use crate::transport::Transport;
+use crate::version::K0sVersion;
 
 impl<T: Transport + 'static> K0sRunner<T> {
     pub(super) async fn upgrade(
@@ -18,21 +19,30 @@ impl<T: Transport + 'static> K0sRunner<T> {
     ) -> Result<Vec<StateChange>, StepError> {
         let hs = self.host_spec(host)?;
         gate().await?;
+        // `to` names a version, or for a rebuilt binary of the same version its sha256.
+        let to = K0sVersion::parse(to).ok();
         let (args, _) = self.reinstall_args(host, hs).await;
         self.stop_k0s(host).await?;
-        self.token_file_workaround(ctx, hs, &args, to).await?;
+        if let Some(v) = &to {
+            self.token_file_workaround(ctx, hs, &args, v).await?;
+        }
         // Usually an UploadBinary step already put it there; uploading again is a no-op
         // for an identical file and covers plans that left that step out.
-        if self.local_binary(hs, None, Some(to)).is_some() {
-            self.upload_binary(hs, None, Some(to)).await?;
+        if let Some(v) = &to
+            && self.local_binary(hs, None, Some(v)).is_some()
+        {
+            self.upload_binary(hs, None, Some(v)).await?;
         }
         self.install(hs, &args, true).await?;
         self.restart_k0s(host).await?;
-        self.wait_back(ctx, hs, Some(to)).await?;
-        Ok(vec![StateChange::SetHostVersion {
-            host: host.clone(),
-            version: to.to_string(),
-        }])
+        self.wait_back(ctx, hs, to.as_ref()).await?;
+        Ok(to
+            .map(|version| StateChange::SetHostVersion {
+                host: host.clone(),
+                version,
+            })
+            .into_iter()
+            .collect())
     }
 
     pub(super) async fn reconfigure(
@@ -61,7 +71,11 @@ impl<T: Transport + 'static> K0sRunner<T> {
     /// Arguments for reinstalling a host that runs: `--token-file` only where the running
     /// service has one (the bootstrap controller never had a token file); and the version it
     /// runs, when its status answered.
-    async fn reinstall_args(&self, host: &HostId, hs: &HostSpec) -> (Vec<String>, Option<String>) {
+    async fn reinstall_args(
+        &self,
+        host: &HostId,
+        hs: &HostSpec,
+    ) -> (Vec<String>, Option<K0sVersion>) {
         let p = self.paths(host);
         let status = match self.exec(host, k0s::status_json(&p.bin)).await {
             Ok(out) if out.success() => k0s::parse_status(&out.stdout_str()).ok(),
@@ -83,7 +97,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         ctx: &StepContext,
         hs: &HostSpec,
         args: &[String],
-        version: &str,
+        version: &K0sVersion,
     ) -> Result<(), StepError> {
         if hs.role != Role::Worker || !k0s::quirks::worker_decodes_token_file_at_start(version) {
             return Ok(());

@@ -282,6 +282,9 @@ impl<'a> Planner<'a> {
             )));
         }
         if self.in_cluster(h) {
+            if let Some(sh) = h.spec {
+                self.refuse_datastore_switch(h, f, sh)?;
+            }
             return Ok(Some(HostPlan::new(
                 idx,
                 Decision::Adopt,

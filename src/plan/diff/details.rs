@@ -36,7 +36,7 @@ impl Install {
                     i.binary = Some(format!(
                         "k0s {}uploaded (sha256 {})",
                         version
-                            .as_deref()
+                            .as_ref()
                             .map(|v| format!("{v} "))
                             .unwrap_or_default(),
                         short(sha256)
@@ -47,6 +47,7 @@ impl Install {
                     sha256,
                     version,
                 } => {
+                    let url = crate::k0s::redact::hide_url_credentials(url);
                     i.binary = Some(if sha256.is_empty() {
                         format!(
                             "k0s {version} downloaded by the host from {url} (sha256 not checked, recorded as downloaded)"
@@ -149,7 +150,10 @@ impl Planner<'_> {
             && b.ends_with(')')
         {
             b.pop();
-            b.push_str(&format!(", downloaded locally from {u})"));
+            b.push_str(&format!(
+                ", downloaded locally from {})",
+                crate::k0s::redact::hide_url_credentials(u)
+            ));
         }
         let mut out = Vec::new();
         for s in own {
@@ -351,7 +355,10 @@ impl Planner<'_> {
                         self.upgrade_pace(h, steps)
                     ),
                 ));
-                token_file_line(h, to, out);
+                // `to` names a version, or for a rebuilt binary of the same version its sha256.
+                if let Ok(v) = crate::version::K0sVersion::parse(to) {
+                    token_file_line(h, &v, out);
+                }
             }
             StepKind::Reconfigure => {
                 out.push(line(
@@ -429,7 +436,7 @@ impl Planner<'_> {
 /// k0s issue #7202: a worker that restarts on k0s `version` that decodes its token file at every
 /// start gets a decodable placeholder there first where the file holds no token (k0sctl
 /// `phase/ensure_join_token_workaround.go`; the executor's `token_file_workaround`).
-fn token_file_line(h: &HostCtx, version: &str, out: &mut Vec<Detail>) {
+fn token_file_line(h: &HostCtx, version: &crate::version::K0sVersion, out: &mut Vec<Detail>) {
     if h.role() == crate::spec::Role::Worker
         && crate::k0s::quirks::worker_decodes_token_file_at_start(version)
     {

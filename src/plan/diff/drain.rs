@@ -1,9 +1,12 @@
-//! Drains around disruptive steps, as k0sctl does them (phase/upgrade_workers.go: cordon, evict
-//! taint, drain, upgrade, uncordon and untaint, in batches of `workerDisruptionPercent`;
-//! phase/upgrade_controllers.go taints controller+workers only with `controllerWorkers`): which
-//! Node a restart drains, with which taint, and the `Drain`/`Uncordon` steps around it.
+//! Drains around disruptive steps, as k0sctl does them: only a worker's upgrade is drained
+//! (phase/upgrade_workers.go: cordon, evict taint, drain, upgrade, uncordon and untaint, in
+//! batches of `workerDisruptionPercent`). Controllers, controller+workers and `single` hosts
+//! restart without a drain (their unit has `KillMode=process`: containers keep running), and so
+//! does every reconfigure; draining a lone `single` host would evict its workloads to nowhere.
+//! Which Node a restart drains, with which taint, and the `Drain`/`Uncordon` steps around it.
 
 use super::Planner;
+use super::decision::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::steps::Builder;
 use crate::hostid::HostId;
@@ -23,21 +26,23 @@ impl Planner<'_> {
         self.spec.options.drain.enabled && !self.opts.no_drain
     }
 
-    /// The drain around a restart of `h` through `via`: for a host that runs a kubelet whose
-    /// Node the cluster lists. Workers get the evict taint; controller+workers only with
-    /// `evictTaint.controllerWorkers`.
-    pub(super) fn restart_drain(&self, h: &HostCtx, via: &HostId) -> Option<RestartDrain> {
+    /// The drain around the restart `p` of worker `h` through `via`: for an upgrade of a worker
+    /// whose Node the cluster lists, with the evict taint when enabled.
+    pub(super) fn restart_drain(
+        &self,
+        h: &HostCtx,
+        p: &HostPlan,
+        via: &HostId,
+    ) -> Option<RestartDrain> {
         let node = h.name();
-        if !self.drains() || !h.role().has_node() || !self.cluster.nodes.contains_key(&node) {
+        if !self.drains()
+            || h.role().is_controller()
+            || !matches!(p.decision, Decision::Upgrade { .. })
+            || !self.cluster.nodes.contains_key(&node)
+        {
             return None;
         }
-        let evict_taint = self
-            .spec
-            .options
-            .evict_taint
-            .as_ref()
-            .filter(|t| !h.role().is_controller() || t.controller_workers)
-            .map(|t| t.spec());
+        let evict_taint = self.spec.options.evict_taint.as_ref().map(|t| t.spec());
         Some(RestartDrain {
             node,
             via: via.clone(),

@@ -137,7 +137,8 @@ impl Planner<'_> {
 
     /// A host that names itself (no spec hostname) must not take a name another host of the
     /// cluster goes by: the drain, delete and wait calls made by that name would act on the
-    /// other host's Node, EtcdMember and ControlNode.
+    /// other host's Node, EtcdMember and ControlNode. Nor may a new host take the name of a
+    /// Node no host of the spec or the state goes by (a spec `hostname:` says it is meant).
     fn check_reported_names(&self) -> Result<(), Refusal> {
         // Every name a host goes by, to the hosts (in order) going by it: indexed once, as a
         // scan of every host per host made 5,000-host plans quadratic. Host ids are unique, so
@@ -171,6 +172,20 @@ impl Planner<'_> {
                     "{} says its hostname is \"{name}\", the name of {}",
                     h.id, o.id
                 ));
+            } else if h.in_spec()
+                && h.state.is_none()
+                && h.facts()
+                    .is_some_and(|f| f.service.is_none() && f.status.is_none())
+                && self.cluster.nodes.contains_key(&name)
+            {
+                // A new host (no record, no k0s) by the name of a Node nobody of the spec or
+                // the state goes by: its kubelet would take over that Node (another machine's,
+                // or one left behind), and a later drain or removal by that name would act on
+                // whatever else runs under it.
+                details.push(format!(
+                    "{} says its hostname is \"{name}\", the name of a Node of the cluster no host of the spec or the state goes by",
+                    h.id
+                ));
             }
         }
         if details.is_empty() {
@@ -178,8 +193,9 @@ impl Planner<'_> {
         }
         Err(Refusal {
             kind: RefusalKind::UnknownIdentity,
-            message: "a host reports the name of another host of the cluster; refusing to plan \
-                      (set each host's `hostname` in the spec, or fix the host's hostname)"
+            message: "a host reports the name of another host or Node of the cluster; refusing \
+                      to plan (set each host's `hostname` in the spec, or fix the host's \
+                      hostname; delete a Node left behind)"
                 .into(),
             details,
         })

@@ -9,6 +9,7 @@ use crate::k0s::desired;
 use crate::plan::model::{LocalBinary, Reason, ReasonCode, Refusal, RefusalKind};
 use crate::reality::HostFacts;
 use crate::spec::HostSpec;
+use crate::version::K0sVersion;
 
 impl Planner<'_> {
     pub(super) fn decide_running(
@@ -18,6 +19,7 @@ impl Planner<'_> {
         spec_host: &HostSpec,
     ) -> Result<HostPlan, Refusal> {
         let h = &self.hosts[idx];
+        self.refuse_datastore_switch(h, f, spec_host)?;
         // In the cluster: version, then config and flags.
         let running_version = f
             .status
@@ -26,6 +28,7 @@ impl Planner<'_> {
             .or_else(|| f.k0s_version.clone());
         let want_version = self.desired_version(&h.id);
         let bin = self.desired.local_binary(&h.id);
+        // Compared as versions: `1.33.4+k0s.0` in the spec is the `v1.33.4+k0s.0` that runs.
         let version_differs = match (&want_version, &running_version) {
             (Some(w), Some(r)) => w != r,
             (Some(_), None) => true,
@@ -55,19 +58,18 @@ impl Planner<'_> {
         }
         if version_differs {
             let to = want_version
-                .clone()
+                .as_ref()
+                .map(ToString::to_string)
                 .or_else(|| bin.map(|b| format!("binary sha256 {}", short(&b.sha256))))
                 .unwrap_or_default();
-            if let (Some(have), Some(want)) = (
-                running_version.as_deref().and_then(version_key),
-                want_version.as_deref().and_then(version_key),
-            ) && want < have
+            // k0sctl's order (k0sproject/version `Compare`): `-rc.1` is below its release.
+            if let (Some(have), Some(want)) = (&running_version, &want_version)
+                && want < have
             {
                 let what = format!(
-                    "{} ({}) would be downgraded from {} to {to}",
+                    "{} ({}) would be downgraded from {have} to {to}",
                     h.name(),
                     h.id,
-                    running_version.as_deref().unwrap_or_default()
                 );
                 // k0sctl refuses too (phase/validate_facts.go), unless --disable-downgrade-check.
                 if !self.opts.allow_downgrade {
@@ -85,20 +87,14 @@ impl Planner<'_> {
             }
             reasons.insert(
                 0,
-                version_reason(
-                    f,
-                    running_version.as_deref(),
-                    want_version.as_deref(),
-                    bin,
-                    &to,
-                ),
+                version_reason(f, running_version.as_ref(), want_version.as_ref(), bin, &to),
             );
             return Ok(HostPlan {
                 config_diff,
                 ..HostPlan::new(
                     idx,
                     Decision::Upgrade {
-                        from: running_version,
+                        from: running_version.as_ref().map(ToString::to_string),
                         to,
                         write_config,
                     },
@@ -113,6 +109,48 @@ impl Planner<'_> {
             });
         }
         Ok(HostPlan::new(idx, Decision::Noop, vec![]))
+    }
+
+    /// A running controller keeps its datastore: k0s moves no data between etcd and kine, so a
+    /// switch brings the API up on an empty datastore. Refused (exit 3), with the spec change
+    /// that keeps what runs.
+    pub(super) fn refuse_datastore_switch(
+        &self,
+        h: &HostCtx,
+        f: &HostFacts,
+        spec_host: &HostSpec,
+    ) -> Result<(), Refusal> {
+        let Some(have) = f.status.as_ref().and_then(|s| s.storage_type.as_deref()) else {
+            return Ok(());
+        };
+        if !h.role().is_controller() {
+            return Ok(());
+        }
+        let want = desired::host_storage_type(self.spec, spec_host);
+        if have == want {
+            return Ok(());
+        }
+        Err(Refusal {
+            kind: RefusalKind::DatastoreSwitch,
+            message: format!(
+                "{} ({}) keeps its cluster's data in {have}; the spec would switch it to {want}",
+                h.name(),
+                h.id
+            ),
+            details: vec![
+                format!(
+                    "k0s does not move data between etcd and kine: after the switch the API would come up on an empty {want} datastore"
+                ),
+                format!(
+                    "to keep {have}, set spec.k0s.config.spec.storage.type: {have}{}",
+                    if have == "etcd" && spec_host.role == crate::spec::Role::Single {
+                        " (a k0sctl-built `single` host runs etcd: its k0s.yaml came from `k0s config create`)"
+                    } else {
+                        ""
+                    }
+                ),
+            ],
+        })
     }
 
     /// The controller's k0s.yaml against the spec's, compared and shown in k0s's normal form
@@ -234,8 +272,8 @@ impl Planner<'_> {
 
 fn version_reason(
     f: &HostFacts,
-    running_version: Option<&str>,
-    want_version: Option<&str>,
+    running_version: Option<&K0sVersion>,
+    want_version: Option<&K0sVersion>,
     bin: Option<&LocalBinary>,
     to: &str,
 ) -> Reason {
@@ -251,38 +289,11 @@ fn version_reason(
                     .unwrap_or_else(|| "none".into()),
                 short(&b.sha256)
             ),
-            _ => format!("k0s version {} → {}", running_version.unwrap_or("none"), to),
+            _ => format!(
+                "k0s version {} → {}",
+                running_version.map_or("none".into(), ToString::to_string),
+                to
+            ),
         },
     )
-}
-
-/// `v1.33.4+k0s.0` → (1, 33, 4, 0) for ordering versions; pre-releases (`-rc.1`) sort as the
-/// release itself, which is close enough to spot a downgrade.
-fn version_key(v: &str) -> Option<(u64, u64, u64, u64)> {
-    let v = v.trim().trim_start_matches('v');
-    let (core, build) = v.split_once('+').unwrap_or((v, ""));
-    let core = core.split('-').next().unwrap_or(core);
-    let mut nums = core.split('.').map(|n| n.parse::<u64>().ok());
-    let major = nums.next()??;
-    let minor = nums.next()??;
-    let patch = nums.next().flatten().unwrap_or(0);
-    let build = build
-        .rsplit('.')
-        .next()
-        .and_then(|b| b.parse().ok())
-        .unwrap_or(0);
-    Some((major, minor, patch, build))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versions_order_numerically() {
-        assert!(version_key("v1.33.4+k0s.0") < version_key("v1.33.10+k0s.0"));
-        assert!(version_key("v1.33.4+k0s.0") < version_key("v1.33.4+k0s.1"));
-        assert_eq!(version_key("v1.33.4-rc.1+k0s.0"), Some((1, 33, 4, 0)));
-        assert_eq!(version_key("garbage"), None);
-    }
 }

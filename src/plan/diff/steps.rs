@@ -353,22 +353,13 @@ impl Planner<'_> {
             let prev = c.b.last_of(p.idx);
             let kind = restart_kind(p);
             c.quorum.restart();
-            // A controller+worker's Node is drained first, through another controller when
-            // there is one, and uncordoned once the restart passed its health gate.
-            let drain = self.restart_drain(h, &via);
-            let before = match &drain {
-                Some(d) => Some(d.push_drain(&mut c.b, p.idx, &h.id, vec![prev, c.gate])),
-                None => prev,
-            };
-            let s = c.b.push(p.idx, &h.id, kind, [before, c.gate]);
+            // No drain: k0sctl restarts controllers of every kind without one
+            // (phase/upgrade_controllers.go); their containers survive the restart.
+            let s = c.b.push(p.idx, &h.id, kind, [prev, c.gate]);
             let w =
                 c.b.push(p.idx, &h.id, StepKind::WaitHealthy { via }, [Some(s)]);
             c.gate = Some(w);
-            let back = match &drain {
-                Some(d) => d.push_uncordon(&mut c.b, p.idx, &h.id, w),
-                None => w,
-            };
-            c.b.push(p.idx, &h.id, StepKind::RecordHost, [Some(back)]);
+            c.b.push(p.idx, &h.id, StepKind::RecordHost, [Some(w)]);
         }
     }
 
@@ -442,7 +433,7 @@ impl Planner<'_> {
                 let drain = vias
                     .for_subject(&h.id, &h.name())
                     .ok()
-                    .and_then(|via| self.restart_drain(h, &via));
+                    .and_then(|via| self.restart_drain(h, p, &via));
                 let s = match &drain {
                     Some(d) => {
                         let dr = d.push_drain(b, p.idx, &h.id, deps);

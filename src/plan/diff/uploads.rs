@@ -6,6 +6,7 @@ use super::decision::{Decision, HostPlan};
 use super::{Planner, reason};
 use crate::hostid::HostId;
 use crate::plan::model::{ReasonCode, Refusal, RefusalKind, Step, StepKind};
+use crate::version::K0sVersion;
 
 impl Planner<'_> {
     /// The spec's `files:` that are missing or differ on the host (content, mode, owner where
@@ -96,7 +97,7 @@ impl Planner<'_> {
         })
     }
 
-    pub(super) fn desired_version(&self, id: &HostId) -> Option<String> {
+    pub(super) fn desired_version(&self, id: &HostId) -> Option<K0sVersion> {
         self.desired
             .local_binary(id)
             .and_then(|b| b.version.clone())
