@@ -1341,6 +1341,7 @@ fn spec_of(hosts: &[(u8, Role, &str)]) -> Spec {
             version_channel: None,
             dynamic_config: false,
             config: None,
+            controllers_run: false,
         },
         options: Options::default(),
         manifests: vec![],

@@ -373,6 +373,7 @@ fn build(case: &Case) -> Inputs {
             version_channel: None,
             dynamic_config: case.spec.dynamic_config,
             config: case.spec.config.clone(),
+            controllers_run: false,
         },
         options,
         manifests: vec![],
@@ -631,6 +632,8 @@ fn build(case: &Case) -> Inputs {
         reality.hosts.push(HostReality { id, probe });
     }
     reality.sort();
+    // As the engine does after the probe.
+    k0sform::k0s::desired::note_running_controllers(&mut spec, &reality);
     // The caller resolves the spec's version to a binary for every host.
     let local = case.binary.as_ref().or(case.spec.version.as_ref());
     let desired = match local.filter(|_| !case.no_local_binary) {

@@ -54,6 +54,21 @@ pub fn keep_running_storage(spec: &mut Spec, reality: &crate::reality::Reality) 
     }
 }
 
+/// Record whether a controller of the spec runs k0s (`K0sSpec::controllers_run`): with dynamic
+/// config, the full config goes only to the first controller of a cluster that does not run yet
+/// (k0sctl `phase/configure_k0s.go` `configFor`). Run after the probe, before planning, as
+/// [`keep_running_storage`].
+pub fn note_running_controllers(spec: &mut Spec, reality: &crate::reality::Reality) {
+    let probes = reality.probe_index();
+    let runs = spec.controllers().any(|h| {
+        probes
+            .at(&h.ssh.address, h.ssh.port)
+            .and_then(|p| p.facts())
+            .is_some_and(|f| f.status.is_some())
+    });
+    spec.k0s.controllers_run = runs;
+}
+
 /// The storage type `host` runs with once it has the k0s.yaml k0sform writes for it.
 pub fn host_storage_type(spec: &Spec, host: &HostSpec) -> String {
     resolved_storage_type(&config_value(spec, host), host.role == Role::Single)
@@ -92,8 +107,11 @@ pub fn config_value(spec: &Spec, host: &HostSpec) -> Value {
         Some(Value::Object(m)) => m.clone(),
         _ => Map::new(),
     };
-    let node_only =
-        spec.k0s.dynamic_config && first_controller(spec).is_some_and(|f| f.id() != host.id());
+    // k0sctl `phase/configure_k0s.go` `configFor`: only the leader of a cluster that does
+    // not run yet gets the full config; once a controller runs, every one gets the node part.
+    let node_only = spec.k0s.dynamic_config
+        && (spec.k0s.controllers_run
+            || first_controller(spec).is_some_and(|f| f.id() != host.id()));
     let mut doc = Map::new();
     // The header keys first, whatever order the user wrote them in.
     doc.insert(
@@ -772,6 +790,7 @@ mod tests {
                 version_channel: None,
                 dynamic_config: false,
                 config,
+                controllers_run: false,
             },
             options: Options::default(),
             manifests: vec![],
@@ -981,6 +1000,18 @@ mod tests {
             !install_args(&s, &host(Role::Worker, "10.0.0.3"))
                 .iter()
                 .any(|a| a.contains("dynamic"))
+        );
+        // Once a controller runs, every later apply gives each controller, the first too, only
+        // the node part (k0sctl `phase/configure_k0s.go` `configFor`).
+        s.k0s.controllers_run = true;
+        assert_eq!(
+            config_value(&s, &c1).pointer("/spec/telemetry"),
+            None,
+            "the first controller of a running cluster gets the node part"
+        );
+        assert_eq!(
+            config_value(&s, &c1).pointer("/spec/network/podCIDR"),
+            Some(&json!("10.1.0.0/16"))
         );
     }
 

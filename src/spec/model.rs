@@ -260,6 +260,11 @@ pub struct K0sSpec {
     pub dynamic_config: bool,
     /// `spec.k0s.config` merged with any ClusterConfig documents, as JSON. None = k0s defaults.
     pub config: Option<serde_json::Value>,
+    /// Not from the file: a controller of the spec runs k0s (set after the probe by
+    /// `k0s::desired::note_running_controllers`). With `dynamic_config`, every controller then
+    /// gets only the node part of the config.
+    #[serde(skip)]
+    pub controllers_run: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -524,6 +524,7 @@ fn resolve_k0s(k: Option<&RawK0s>, sink: &mut Sink) -> K0sSpec {
             .and_then(|k| k.config.clone())
             .filter(|m| !m.is_empty())
             .map(serde_json::Value::Object),
+        controllers_run: false,
     }
 }
 
