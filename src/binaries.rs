@@ -5,11 +5,14 @@
 //!
 //! k0sctl's rules (`phase/default_k0s_version.go`, `phase/validate_facts.go`): no version →
 //! the newest release of `versionChannel`, but a running cluster keeps its version (no implicit
-//! upgrade). Checksums: the release's published `sha256sums.txt`, or the host's
-//! `k0sDownloadSha256` (k0sform's extension; k0sctl verifies nothing).
+//! upgrade). Checksums: the host's `k0sDownloadSha256` (k0sform's extension; k0sctl verifies
+//! nothing), else the release's published `sha256sums.txt`; with neither (a `k0sDownloadURL`,
+//! or a release before v1.28.2) the host's own hash of its download is recorded, and the plan
+//! says so.
 
 use crate::apply::LocalK0s;
 use crate::download;
+use crate::k0s::quirks;
 use crate::k0s::release::{self, Channel, Mirror};
 use crate::plan::{
     Desired, DesiredHost, HostDownload, LocalBinary, Plan, ResolvedVersion, StepKind,
@@ -127,8 +130,29 @@ pub fn release_binaries(
             Some(t) => release::expand_tokens(t, version, &arch),
             None => mirror.binary_url(version, &arch),
         };
+        // Without a sha256 to check against, the host hashes what it downloaded and that
+        // hash is recorded (an empty `sha256`). k0sctl checks none (`pkg/k0s/binprovider/
+        // download.go`): a `k0sDownloadURL` is often a mirror on a network without internet
+        // (its sums may be elsewhere or nowhere, and a custom build has none), and k0s
+        // publishes `sha256sums.txt` only from v1.28.2 on (`k0s::quirks::publishes_checksums`).
         let sha256 = match &h.k0s_download_sha256 {
             Some(s) => s.clone(),
+            None if h.k0s_download_url.is_some() || !quirks::publishes_checksums(wanted) => {
+                if h.upload_binary {
+                    return Err(format!(
+                        "{id}: uploadBinary with {}: set k0sDownloadSha256 on the host, the sha256 k0sform checks its local download against",
+                        if h.k0s_download_url.is_some() {
+                            "k0sDownloadURL".to_string()
+                        } else {
+                            format!(
+                                "k0s {version}, which publishes no {}",
+                                release::CHECKSUMS_FILE
+                            )
+                        }
+                    ));
+                }
+                String::new()
+            }
             None => {
                 let sums_url = mirror.checksums_url(version);
                 if !sums.contains_key(&sums_url) {
@@ -226,6 +250,81 @@ fn url_arch(url: &str, version: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reality::{HostFacts, HostReality};
+    use crate::spec::{Role, SshTarget};
+
+    /// Hosts that download k0s where nothing publishes a sha256 (k0sctl checks none,
+    /// `pkg/k0s/binprovider/download.go`): nothing is fetched to plan (the mirror below is a
+    /// closed port), and the download carries no sha256 (the host's hash is recorded).
+    #[test]
+    fn no_checksums_are_fetched_where_none_are_published() {
+        let mut spec = Spec::default();
+        for (i, url) in [None, Some("http://mirror.internal/k0s-%v-%p")]
+            .into_iter()
+            .enumerate()
+        {
+            let mut h = HostSpec::new(
+                Role::Worker,
+                SshTarget::new(format!("127.0.0.{}", i + 1), 22),
+                i + 1,
+            );
+            h.k0s_download_url = url.map(String::from);
+            spec.hosts.push(h);
+        }
+        let mut reality = Reality::default();
+        for h in &spec.hosts {
+            reality.hosts.push(HostReality {
+                id: h.id(),
+                probe: Probe::Reached(Box::new(HostFacts {
+                    arch: "x86_64".into(),
+                    ..HostFacts::default()
+                })),
+            });
+        }
+        reality.sort();
+        let mirror = Mirror {
+            download_base: "http://127.0.0.1:9/releases".into(),
+            ..Mirror::default()
+        };
+        let downloads = |spec: &Spec| {
+            let mut desired = Desired::default();
+            release_binaries(spec, &reality, &mut desired, &mirror).map(|()| {
+                desired
+                    .hosts
+                    .iter()
+                    .map(|d| d.host_download.clone().unwrap())
+                    .collect::<Vec<_>>()
+            })
+        };
+        // Before v1.28.2: no sums for either host.
+        spec.k0s.version = Some("v1.27.5+k0s.0".parse().unwrap());
+        let d = downloads(&spec).unwrap();
+        assert_eq!(
+            d[0].url,
+            "http://127.0.0.1:9/releases/v1.27.5%2Bk0s.0/k0s-v1.27.5+k0s.0-amd64"
+        );
+        assert_eq!(d[1].url, "http://mirror.internal/k0s-v1.27.5%2Bk0s.0-amd64");
+        assert!(d.iter().all(|d| d.sha256.is_empty()), "{d:?}");
+        // A release that publishes them: the k0sDownloadURL host still asks nothing; the
+        // other one's sums are looked up (and here, unreachable, refused with its name).
+        spec.k0s.version = Some("v1.33.4+k0s.0".parse().unwrap());
+        let e = downloads(&spec).unwrap_err();
+        assert!(
+            e.starts_with("127.0.0.1: checking k0s v1.33.4+k0s.0"),
+            "{e}"
+        );
+        spec.hosts.remove(0);
+        let d = downloads(&spec).unwrap();
+        assert_eq!(d[0].sha256, "");
+        // k0sDownloadSha256 pins it.
+        spec.hosts[0].k0s_download_sha256 = Some("a".repeat(64));
+        assert_eq!(downloads(&spec).unwrap()[0].sha256, "a".repeat(64));
+        // uploadBinary downloads locally and must check what it uploads.
+        spec.hosts[0].k0s_download_sha256 = None;
+        spec.hosts[0].upload_binary = true;
+        let e = downloads(&spec).unwrap_err();
+        assert!(e.contains("set k0sDownloadSha256"), "{e}");
+    }
 
     #[test]
     fn cache_entries_are_keyed_by_architecture() {

@@ -207,8 +207,8 @@ pub fn staging_destinations(spec: &Spec, desired: &Desired) -> BTreeMap<HostId, 
             let id = h.id();
             let mut d = vec![
                 h.k0s_install_path.clone(),
-                crate::k0s::desired::CONFIG_FILE.to_string(),
-                crate::k0s::desired::TOKEN_FILE.to_string(),
+                crate::k0s::desired::config_file(h),
+                crate::k0s::desired::token_file(h),
             ];
             match desired.host(&id) {
                 Some(dh) => d.extend(dh.files.iter().map(|f| f.remote.clone())),
@@ -353,6 +353,7 @@ pub async fn plan_with(
     )
     .await?;
     crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality);
+    crate::k0s::desired::note_running_controllers(&mut loaded.spec, &reality);
     // A destroy installs nothing: no version to choose, no release to look up.
     let resolved = if opts.destroy {
         None
@@ -434,6 +435,7 @@ pub async fn rederive_saved(
         .verify(&state.sealed_view(), &loaded.sha256, &reality)
         .map_err(SavedPlanFailure::Stale)?;
     crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality);
+    crate::k0s::desired::note_running_controllers(&mut loaded.spec, &reality);
     // The version is chosen again, as for a plan: the file's choice must be the same
     // (`SavedPlan::matches`), it is never taken.
     let resolved = if opts.destroy {
@@ -678,7 +680,7 @@ pub async fn settle_leftovers(
         };
         let placeholder = join_interrupted.then(|| crate::k0s::placeholder_token(role));
         let cmd = crate::k0s::settle_leftovers(
-            crate::k0s::desired::TOKEN_FILE,
+            &crate::k0s::desired::token_file(hs),
             placeholder.as_deref(),
             destinations,
         );

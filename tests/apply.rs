@@ -601,6 +601,8 @@ mod fake {
         /// The version k0s runs with since its last start (from the binary installed then:
         /// `k0s vX.Y.Z` → `vX.Y.Z+k0s.0`), else v1.33.4+k0s.0.
         pub version: Option<String>,
+        /// Arguments `k0s status` shows after the binary and the role (the running service's).
+        pub status_args: Vec<String>,
     }
 
     #[derive(Debug, Clone)]
@@ -646,6 +648,11 @@ mod fake {
                 }
                 CallKind::Run { argv, .. } if argv.get(3).is_some_and(|a| a == "k0sform-start") => {
                     argv[5..].join(" ")
+                }
+                CallKind::Run { argv, .. }
+                    if argv.get(3).is_some_and(|a| a == "k0sform-token-file") =>
+                {
+                    format!("token-file {}", argv[4])
                 }
                 CallKind::Run { argv, .. } => {
                     let i = argv.iter().position(|a| a.ends_with("k0s")).unwrap_or(0);
@@ -823,6 +830,20 @@ mod fake {
                 out.status = start.status;
                 return out;
             }
+            // `k0s::token_file::ensure_decodable`: the placeholder (5) into the file (4) unless
+            // it holds a join token.
+            if argv.get(3).map(String::as_str) == Some("k0sform-token-file") {
+                let h = self.hosts.get_mut(host).unwrap();
+                let decodes = h.files.get(&argv[4]).is_some_and(|(data, _)| {
+                    k0sform::k0s::parse_token(&String::from_utf8_lossy(data)).is_ok()
+                });
+                if decodes {
+                    return ok("");
+                }
+                h.files
+                    .insert(argv[4].clone(), (argv[5].clone().into_bytes(), 0o600));
+                return ok(format!("{}\n", argv[4]));
+            }
             // `k0s::swap_in_binary`: mv the staged file onto the install path, if staged.
             if argv.get(3).map(String::as_str) == Some("k0sform-swap") {
                 if let Some(h) = self.hosts.get_mut(host)
@@ -870,9 +891,13 @@ mod fake {
                 ["status", "-o", "json"] => {
                     if h.running {
                         ok(format!(
-                            "{{\"Version\":\"{}\",\"Pid\":1234,\"PPid\":0,\"Role\":\"{}\",\"SysInit\":\"\",\"StubFile\":\"\",\"Output\":\"\",\"Workloads\":false,\"SingleNode\":false,\"Args\":[\"/usr/local/bin/k0s\",\"controller\"],\"ClusterConfig\":null,\"K0sVars\":{{}}}}\n",
+                            "{{\"Version\":\"{}\",\"Pid\":1234,\"PPid\":0,\"Role\":\"{}\",\"SysInit\":\"\",\"StubFile\":\"\",\"Output\":\"\",\"Workloads\":false,\"SingleNode\":false,\"Args\":[\"/usr/local/bin/k0s\",\"controller\"{}],\"ClusterConfig\":null,\"K0sVars\":{{}}}}\n",
                             h.version.as_deref().unwrap_or("v1.33.4+k0s.0"),
-                            h.installed.as_ref().map_or("controller", |i| i.0.as_str())
+                            h.installed.as_ref().map_or("controller", |i| i.0.as_str()),
+                            h.status_args
+                                .iter()
+                                .map(|a| format!(",{}", serde_json::Value::from(a.as_str())))
+                                .collect::<String>()
                         ))
                     } else {
                         err(
@@ -893,9 +918,12 @@ mod fake {
                         return err("Error: already running");
                     }
                     let version = h.files.get("/usr/local/bin/k0s").and_then(|(d, _)| {
-                        String::from_utf8_lossy(d)
-                            .strip_prefix("k0s ")
-                            .map(|v| format!("{v}+k0s.0"))
+                        String::from_utf8_lossy(d).strip_prefix("k0s ").map(|v| {
+                            match v.contains('+') {
+                                true => v.to_string(),
+                                false => format!("{v}+k0s.0"),
+                            }
+                        })
                     });
                     let fh = self.hosts.get_mut(host).unwrap();
                     fh.running = true;
@@ -1314,6 +1342,7 @@ fn spec_of(hosts: &[(u8, Role, &str)]) -> Spec {
             version_channel: None,
             dynamic_config: false,
             config: None,
+            controllers_run: false,
         },
         options: Options::default(),
         manifests: vec![],
@@ -2618,6 +2647,101 @@ fn upgrade_replaces_the_binary_and_restarts() {
         Some("v1.34.1+k0s.0")
     );
     assert_eq!(r.intent_counts(), vec![1, 0]);
+}
+
+/// k0s #7202: a worker k0sctl joined (its token file says `# overwritten by k0sctl after join`)
+/// gets a decodable placeholder there while k0s is stopped, before it starts on v1.35.1+k0s.0
+/// (k0sctl `phase/ensure_join_token_workaround.go`); also when a worker that already runs that
+/// version is reconfigured. A file that holds a token, another version, or a controller+worker
+/// is left alone.
+#[test]
+fn worker_restarting_on_v1_35_1_k0s_0_gets_a_decodable_token_file_first() {
+    const K0SCTL: &[u8] = b"# overwritten by k0sctl after join\n";
+    const TOKEN_FILE: &str = "/etc/k0s/k0stoken";
+    let setup = |running: &str, to: &str| {
+        let (fake, spec, state, w1, mut o, _) = worker_to_upgrade();
+        let mut bin = tempfile::NamedTempFile::new().unwrap();
+        let data = format!("k0s {to}");
+        std::io::Write::write_all(&mut bin, data.as_bytes()).unwrap();
+        o.binaries = vec![k0sform::apply::LocalK0s {
+            path: bin.path().to_path_buf(),
+            sha256: k0sform::hash::sha256_hex(data.as_bytes()),
+            version: Some(to.parse().unwrap()),
+        }];
+        {
+            let mut w = fake.world();
+            let h = w.hosts.get_mut(&w1).unwrap();
+            h.files.insert(TOKEN_FILE.into(), (K0SCTL.to_vec(), 0o600));
+            h.status_args = vec![format!("--token-file={TOKEN_FILE}")];
+            h.version = Some(running.into());
+        }
+        (fake, spec, state, w1, o, bin)
+    };
+    let upgrade = |w1: &HostId, to: &str| {
+        one_step(
+            w1,
+            StepKind::Upgrade {
+                from: Some("v1.34.3+k0s.0".into()),
+                to: to.into(),
+            },
+        )
+    };
+    let token_of = |fake: &Fake, w1: &HostId| fake.world().hosts[w1].files[TOKEN_FILE].clone();
+
+    let (fake, spec, state, w1, o, _bin) = setup("v1.34.3+k0s.0", "v1.35.1+k0s.0");
+    let r = apply_with(&fake, &upgrade(&w1, "v1.35.1+k0s.0"), &spec, state, o);
+    r.result.as_ref().expect("upgraded");
+    assert_placeholder(&token_of(&fake, &w1), TokenRole::Worker);
+    let words = words_on(&fake, &w1);
+    let at = |p: &str| first(&words, p);
+    assert!(at("stop") < at(&format!("token-file {TOKEN_FILE}")));
+    assert!(at(&format!("token-file {TOKEN_FILE}")) < at("start"));
+    assert!(
+        r.events
+            .iter()
+            .any(|e| format!("{e:?}").contains("a placeholder was written (k0s #7202)")),
+        "{:?}",
+        r.events
+    );
+
+    // Already on that version: a reconfigure (a restart) does the same.
+    let (fake, spec, state, w1, o, _bin) = setup("v1.35.1+k0s.0", "v1.35.1+k0s.0");
+    let r = apply_with(
+        &fake,
+        &one_step(&w1, StepKind::Reconfigure),
+        &spec,
+        state,
+        o,
+    );
+    r.result.as_ref().expect("reconfigured");
+    assert_placeholder(&token_of(&fake, &w1), TokenRole::Worker);
+
+    // Other versions need nothing: k0sctl's comment stays, nothing is asked.
+    for to in ["v1.35.1+k0s.1", "v1.35.2+k0s.0"] {
+        let (fake, spec, state, w1, o, _bin) = setup("v1.34.3+k0s.0", to);
+        apply_with(&fake, &upgrade(&w1, to), &spec, state, o)
+            .result
+            .expect("upgraded");
+        assert_eq!(token_of(&fake, &w1).0, K0SCTL, "{to}");
+        assert!(
+            !words_on(&fake, &w1)
+                .iter()
+                .any(|w| w.starts_with("token-file"))
+        );
+    }
+    // A token that decodes stays as it is.
+    let (fake, spec, state, w1, o, _bin) = setup("v1.34.3+k0s.0", "v1.35.1+k0s.0");
+    let other = k0sform::k0s::placeholder_token(TokenRole::Controller).into_bytes();
+    fake.world()
+        .hosts
+        .get_mut(&w1)
+        .unwrap()
+        .files
+        .insert(TOKEN_FILE.into(), (other.clone(), 0o600));
+    apply_with(&fake, &upgrade(&w1, "v1.35.1+k0s.0"), &spec, state, o)
+        .result
+        .expect("upgraded");
+    assert_eq!(token_of(&fake, &w1).0, other);
 }
 
 /// A local k0s binary that changed since planning is refused before anything reaches the

@@ -2042,19 +2042,7 @@ fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
         );
         c.eventually(60, "controller joined", || c.members("c1").len() == i + 1);
     }
-    let token = c.lab.ssh_ok(
-        "c1",
-        "k0s token create --role=worker --expiry=10m0s --data-dir=/var/lib/k0s",
-    );
-    write("w1", "/etc/k0s/k0stoken", token.trim());
-    c.lab.ssh_ok(
-        "w1",
-        &format!(
-            "k0s install worker --labels=zone=a,app=x -l kubelet=2 --data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken '--kubelet-extra-args=--node-ip={}' && k0s start",
-            c.lab.address("w1")
-        ),
-    );
-    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    join_worker_as_k0sctl(&c, "w1", "--labels=zone=a,app=x -l kubelet=2 ");
     let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
     // k0s recorded the worker's flags its own way: labels sorted, every log level.
     let unit = c
@@ -2100,6 +2088,172 @@ fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
         uid
     );
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// `name` joins through c1 as k0sctl joins a worker: a token in /etc/k0s/k0stoken (0600), then
+/// `k0s install worker` with the user's `flags` first, the data dir, the token file and
+/// `--kubelet-extra-args=--node-ip=<private address>` (k0sctl `cluster/host.go`
+/// `K0sInstallFlags`); waits until its Node is Ready.
+fn join_worker_as_k0sctl(c: &Cluster, name: &str, flags: &str) {
+    let token = c.lab.ssh_ok(
+        "c1",
+        "k0s token create --role=worker --expiry=10m0s --data-dir=/var/lib/k0s",
+    );
+    c.lab.ssh_ok(
+        name,
+        &format!(
+            "mkdir -p /etc/k0s && printf '%s' '{}' > /etc/k0s/k0stoken && chmod 600 /etc/k0s/k0stoken && k0s install worker {flags}--data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken '--kubelet-extra-args=--node-ip={}' && k0s start",
+            token.trim(),
+            c.lab.address(name)
+        ),
+    );
+    c.eventually(60, &format!("{name} Ready"), || {
+        c.nodes("c1").get(name) == Some(&true)
+    });
+}
+
+/// A controller and a worker built as k0sctl builds them (`k0s install` lines of k0sctl
+/// `cluster/host.go` `K0sInstallFlags`, k0s.yaml of `phase/configure_k0s.go`), the worker's
+/// token file overwritten after the join as k0sctl does (`phase/install_workers.go`:
+/// `# overwritten by k0sctl after join`), then adopted with `apply -refresh-only`.
+fn k0sctl_built_controller_and_worker(c: &Cluster) {
+    for h in ["c1", "w1"] {
+        c.lab.install_double(h);
+    }
+    let a1 = c.lab.address("c1");
+    let write = |host: &str, path: &str, text: &str| {
+        c.lab.ssh_ok(
+            host,
+            &format!("mkdir -p /etc/k0s && printf '%s' '{text}' > {path} && chmod 600 {path}"),
+        );
+    };
+    write(
+        "c1",
+        "/etc/k0s/k0s.yaml",
+        &format!(
+            "# generated-by-k0sctl 2026-08-01T10:00:00Z\napiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nspec:\n  api:\n    sans:\n    - {a1}\n  storage:\n    etcd:\n      peerAddress: {a1}\n"
+        ),
+    );
+    c.lab.ssh_ok(
+        "c1",
+        "k0s install controller --data-dir=/var/lib/k0s --config=/etc/k0s/k0s.yaml && k0s start",
+    );
+    wait_api_ready(c, "c1");
+    join_worker_as_k0sctl(c, "w1", "");
+    c.lab.ssh_ok(
+        "w1",
+        "printf '# overwritten by k0sctl after join\\n' > /etc/k0s/k0stoken",
+    );
+    c.run(&["apply", "-refresh-only", "-auto-approve"])
+        .expect(0);
+}
+
+/// Issue 27.4, k0s #7202: k0s v1.35.1+k0s.0 workers decode their token file at every start and
+/// refuse k0sctl's comment. Upgrading an adopted k0sctl-built worker to that version writes a
+/// decodable placeholder first, as k0sctl ≥ v0.29 does (`phase/ensure_join_token_workaround.go`):
+/// the worker comes back on the new version.
+#[test]
+fn k0sctl_built_worker_upgraded_to_v1_35_1_k0s_0_gets_a_decodable_token_file() {
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            ..SpecOptions::default()
+        },
+    );
+    k0sctl_built_controller_and_worker(&c);
+    assert_eq!(
+        c.lab.ssh_ok("w1", "cat /etc/k0s/k0stoken"),
+        "# overwritten by k0sctl after join\n"
+    );
+    c.spec_opts.k0s_version = Some("v1.35.1+k0s.0".into());
+    c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.35.1+k0s.0"));
+    c.write_spec(&["c1", "w1"]);
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("v1.33.4+k0s.0 → v1.35.1+k0s.0")
+        .contains("token file: a decodable placeholder is written first where it holds no join token (k0s v1.35.1+k0s.0 workers refuse to start otherwise, k0s #7202; as k0sctl)");
+    c.apply()
+        .contains("Apply complete")
+        .contains("/etc/k0s/k0stoken held no join token k0s v1.35.1+k0s.0 can decode: a placeholder was written (k0s #7202)");
+    assert_eq!(c.lab.ssh_ok("w1", "k0s version").trim(), "v1.35.1+k0s.0");
+    let placeholder = k0sform::k0s::placeholder_token(k0sform::k0s::TokenRole::Worker);
+    assert_eq!(c.lab.ssh_ok("w1", "cat /etc/k0s/k0stoken"), placeholder);
+    assert_eq!(
+        c.lab.ssh_ok("w1", "stat -c %a /etc/k0s/k0stoken").trim(),
+        "600"
+    );
+    // It restarts on its own too (a reboot): the file decodes.
+    c.lab.power_off("w1");
+    c.lab.power_on("w1");
+    c.eventually(30, "w1 Ready after a power cycle", || {
+        c.nodes("c1").get("w1") == Some(&true)
+    });
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// Issue 27.9: installFlags as k0sctl reads them (`cluster/host.go`): `--config` moves where
+/// the controller's k0s.yaml is written (and read by the probe), `--token-file` where the join
+/// token (then its placeholder) goes, `--kubelet-root-dir` is lifted like `--data-dir` and
+/// given to `k0s reset`, and `--hostname-override` in `--kubelet-extra-args` names the Node
+/// (lower-cased by kubelet). Converged, nothing to do; a destroy removes those files and resets
+/// the kubelet root dir.
+#[test]
+fn install_flags_move_config_token_kubelet_dir_and_node_name() {
+    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    c.spec_opts.host_yaml.insert(
+        "c1".into(),
+        "installFlags:\n- --config=/etc/k0s/custom.yaml".into(),
+    );
+    c.spec_opts.host_yaml.insert(
+        "w1".into(),
+        "installFlags:\n- --token-file=/etc/k0s/join.tok\n- --kubelet-root-dir=/var/lib/kubelet-w1\n- --kubelet-extra-args=--hostname-override=Node-W1".into(),
+    );
+    c.write_spec(&["c1", "w1"]);
+    c.apply().contains("Apply complete");
+    c.lab.ssh_ok(
+        "c1",
+        "test -s /etc/k0s/custom.yaml && test ! -e /etc/k0s/k0s.yaml",
+    );
+    let unit = c
+        .lab
+        .ssh_ok("c1", "cat /etc/systemd/system/k0scontroller.service");
+    assert!(unit.contains("--config=/etc/k0s/custom.yaml"), "{unit}");
+    let placeholder = k0sform::k0s::placeholder_token(k0sform::k0s::TokenRole::Worker);
+    assert_eq!(c.lab.ssh_ok("w1", "cat /etc/k0s/join.tok"), placeholder);
+    c.lab.ssh_ok("w1", "test ! -e /etc/k0s/k0stoken");
+    let unit = c
+        .lab
+        .ssh_ok("w1", "cat /etc/systemd/system/k0sworker.service");
+    assert!(unit.contains("--token-file=/etc/k0s/join.tok"), "{unit}");
+    assert!(
+        unit.contains("--kubelet-root-dir=/var/lib/kubelet-w1"),
+        "{unit}"
+    );
+    assert!(unit.contains("--hostname-override=Node-W1"), "{unit}");
+    assert_eq!(
+        c.nodes("c1").get("node-w1"),
+        Some(&true),
+        "{:?}",
+        c.nodes("c1")
+    );
+    assert_eq!(
+        c.state_host("w1").expect("recorded")["node_name"],
+        "node-w1"
+    );
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    c.lab.ssh_ok(
+        "w1",
+        "mkdir -p /var/lib/kubelet-w1/pods && touch /var/lib/kubelet-w1/pods/x",
+    );
+    c.run(&["destroy", "-auto-approve"]).expect(0);
+    c.lab.ssh_ok("c1", "test ! -e /etc/k0s/custom.yaml");
+    c.lab.ssh_ok(
+        "w1",
+        "test ! -e /etc/k0s/join.tok && test ! -e /var/lib/kubelet-w1/pods/x",
+    );
 }
 
 /// The kubeconfig's one cluster, user and server, read from YAML.
@@ -2945,6 +3099,74 @@ fn hosts_download_k0s_from_a_release_mirror() {
         );
     }
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// Issue 27.7: hosts with `k0sDownloadURL` (here the lab's loopback mirror) and no
+/// `k0sDownloadSha256`, where no `sha256sums.txt` is published. k0sctl checks no checksum
+/// (`pkg/k0s/binprovider/download.go`) and needs no internet: `plan` fetches nothing from the
+/// default release URL (unreachable here), says in one line that the binary is not checked and
+/// how to pin it; `apply` installs, and the sha256 each host computed is shown and recorded.
+#[test]
+fn k0s_download_url_without_published_sums_plans_and_installs() {
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            from_release: true,
+            k0s_version: Some("v1.33.4+k0s.0".into()),
+            ..SpecOptions::default()
+        },
+    );
+    let mirror = c.lab.start_mirror();
+    let v = "v1.33.4+k0s.0";
+    mirror.publish(v, &c.lab.k0s_double_with_version(v));
+    mirror.remove_sums(v);
+    let sha = k0sform::hash::sha256_file(&mirror.binary_path(v)).expect("hash");
+    for h in ["c1", "w1"] {
+        c.spec_opts.host_yaml.insert(
+            h.into(),
+            format!("k0sDownloadURL: {}/releases/%v/k0s-%v-%p", mirror.url),
+        );
+    }
+    c.write_spec(&["c1", "w1"]);
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains(&format!("k0s {v} downloaded by the host from {}/releases/v1.33.4%2Bk0s.0/k0s-v1.33.4%2Bk0s.0-", mirror.url))
+        .contains("(sha256 not checked, recorded as downloaded)")
+        .contains("Warning: the k0s binary that c1, w1 download is not checked against a published sha256 (as in k0sctl; there is none for a k0sDownloadURL or before k0s v1.28.2): each host's sha256 of its download is recorded; set k0sDownloadSha256 on the host to pin it");
+    c.apply().contains("Apply complete").contains(&format!(
+        "has sha256 {sha} (not checked against a published sha256, as in k0sctl)"
+    ));
+    runs_swapped_in(&c, &["c1", "w1"], v);
+    assert_eq!(mirror.downloads(v), 2, "one download per host");
+    for h in ["c1", "w1"] {
+        assert_eq!(
+            c.state_host(h).expect("recorded")["k0s_binary"]["sha256"],
+            sha.as_str(),
+            "{h}"
+        );
+    }
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+
+    // Pinned: a binary that is not the pinned one is refused before anything changes.
+    for h in ["c1", "w1"] {
+        c.spec_opts.host_yaml.insert(
+            h.into(),
+            format!(
+                "k0sDownloadURL: {}/releases/%v/k0s-%v-%p\nk0sDownloadSha256: {}",
+                mirror.url,
+                "0".repeat(64)
+            ),
+        );
+    }
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".into());
+    mirror.publish(
+        "v1.33.5+k0s.0",
+        &c.lab.k0s_double_with_version("v1.33.5+k0s.0"),
+    );
+    mirror.remove_sums("v1.33.5+k0s.0");
+    c.write_spec(&["c1", "w1"]);
+    apply_fails_and_changes_nothing(&c, &["c1", "w1"], "checksum mismatch");
 }
 
 /// `uploadBinary: true`: k0sform downloads each release once into its local cache and uploads

@@ -1130,8 +1130,9 @@ fn double_service_restarts_by_itself_unless_stopped() {
     assert_eq!(k0s_pid(&lab, "c1"), None, "a stopped service came back");
 }
 
-/// v1.35.1 workers read and decode the token file at every start: an empty one makes a joined
-/// worker exit; a placeholder token (k0sctl's workaround, k0sform's too) keeps it starting.
+/// v1.35.1+k0s.0 workers read and decode the token file at every start: an empty one or
+/// k0sctl's comment makes a joined worker exit (+k0s.1 and earlier releases start); a
+/// placeholder token (k0sctl's workaround, k0sform's too) keeps it starting.
 #[test]
 fn double_v1_35_1_worker_needs_a_token_in_its_file() {
     let lab = Lab::create(&[("c1", "controller"), ("w1", "worker")]);
@@ -1155,10 +1156,32 @@ fn double_v1_35_1_worker_needs_a_token_in_its_file() {
         wlog.contains("Error: token file \"/etc/k0s/k0stoken\" is empty: obtain a new token via \"k0s token create ...\""),
         "{wlog}"
     );
-    // v1.33.4 does not care.
-    lab.install_double("w1");
-    lab.ssh_ok("w1", "k0s stop 2>/dev/null; k0s start");
-    assert!(k0s_pid(&lab, "w1").is_some());
+    // What k0sctl leaves in the file after a join (k0sctl phase/install_workers.go): Go's
+    // base64 refuses the `#` (k0s #7202).
+    lab.ssh_ok(
+        "w1",
+        "k0s stop 2>/dev/null; echo '# overwritten by k0sctl after join' > /etc/k0s/k0stoken",
+    );
+    let o = lab.ssh("w1", "k0s start; sleep 1; k0s status");
+    assert!(
+        !o.status.success(),
+        "a v1.35.1+k0s.0 worker ran with k0sctl's comment"
+    );
+    let wlog = stdout(&lab.exec("w1", "cat /var/lib/k0s/logs/k0sworker.log"));
+    assert!(
+        wlog.contains("Error: failed to decode join token: illegal base64 data at input byte 0"),
+        "{wlog}"
+    );
+    // v1.35.1+k0s.1 parses the token only when it needs one (k0s 81049b30b8), and v1.33.4
+    // never did: a joined worker starts with the comment.
+    for v in ["v1.35.1+k0s.1", "v1.33.4+k0s.0"] {
+        lab.install_binary("w1", &lab.k0s_double_with_version(v));
+        lab.ssh_ok("w1", "k0s stop 2>/dev/null; k0s start");
+        assert!(
+            lab.wait_until(Duration::from_secs(5), || k0s_pid(&lab, "w1").is_some()),
+            "{v} refused k0sctl's comment"
+        );
+    }
     lab.ssh_ok("w1", "k0s stop");
 
     lab.install_binary("w1", &v1351);

@@ -39,7 +39,19 @@ struct Case {
     /// No local binary at all (the spec names no `k0sBinaryPath`), whatever the version.
     #[serde(default)]
     no_local_binary: bool,
+    /// Every host downloads its binary from this URL with this sha256 (empty: none to check
+    /// against) instead of getting a local one.
+    #[serde(default)]
+    host_download: Option<HostDownloadCase>,
     expect: Expect,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct HostDownloadCase {
+    url: String,
+    #[serde(default)]
+    sha256: String,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -362,6 +374,7 @@ fn build(case: &Case) -> Inputs {
             version_channel: None,
             dynamic_config: case.spec.dynamic_config,
             config: case.spec.config.clone(),
+            controllers_run: false,
         },
         options,
         manifests: vec![],
@@ -627,9 +640,31 @@ fn build(case: &Case) -> Inputs {
         reality.hosts.push(HostReality { id, probe });
     }
     reality.sort();
+    // As the engine does after the probe.
+    k0sform::k0s::desired::note_running_controllers(&mut spec, &reality);
     // The caller resolves the spec's version to a binary for every host.
     let local = case.binary.as_ref().or(case.spec.version.as_ref());
     let desired = match local.filter(|_| !case.no_local_binary) {
+        Some(v) if case.host_download.is_some() => {
+            let d = case.host_download.as_ref().unwrap();
+            let mut ids: Vec<HostId> = spec.hosts.iter().map(|h| h.id()).collect();
+            ids.sort();
+            Desired {
+                hosts: ids
+                    .into_iter()
+                    .map(|host| k0sform::plan::DesiredHost {
+                        host,
+                        local_binary: None,
+                        host_download: Some(k0sform::plan::HostDownload {
+                            url: d.url.clone(),
+                            sha256: d.sha256.clone(),
+                            version: v.clone(),
+                        }),
+                        files: Vec::new(),
+                    })
+                    .collect(),
+            }
+        }
         Some(v) => Desired::same_binary(
             &spec.hosts.iter().map(|h| h.id()).collect::<Vec<_>>(),
             LocalBinary {

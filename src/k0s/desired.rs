@@ -53,6 +53,21 @@ pub fn keep_running_storage(spec: &mut Spec, reality: &crate::reality::Reality) 
     }
 }
 
+/// Record whether a controller of the spec runs k0s (`K0sSpec::controllers_run`): with dynamic
+/// config, the full config goes only to the first controller of a cluster that does not run yet
+/// (k0sctl `phase/configure_k0s.go` `configFor`). Run after the probe, before planning, as
+/// [`keep_running_storage`].
+pub fn note_running_controllers(spec: &mut Spec, reality: &crate::reality::Reality) {
+    let probes = reality.probe_index();
+    let runs = spec.controllers().any(|h| {
+        probes
+            .at(&h.ssh.address, h.ssh.port)
+            .and_then(|p| p.facts())
+            .is_some_and(|f| f.status.is_some())
+    });
+    spec.k0s.controllers_run = runs;
+}
+
 /// The storage type `host` runs with once it has the k0s.yaml k0sform writes for it.
 pub fn host_storage_type(spec: &Spec, host: &HostSpec) -> String {
     resolved_storage_type(&config_value(spec, host), host.role == Role::Single)
@@ -91,8 +106,11 @@ pub fn config_value(spec: &Spec, host: &HostSpec) -> Value {
         Some(Value::Object(m)) => m.clone(),
         _ => Map::new(),
     };
-    let node_only =
-        spec.k0s.dynamic_config && first_controller(spec).is_some_and(|f| f.id() != host.id());
+    // k0sctl `phase/configure_k0s.go` `configFor`: only the leader of a cluster that does
+    // not run yet gets the full config; once a controller runs, every one gets the node part.
+    let node_only = spec.k0s.dynamic_config
+        && (spec.k0s.controllers_run
+            || first_controller(spec).is_some_and(|f| f.id() != host.id()));
     let mut doc = Map::new();
     // The header keys first, whatever order the user wrote them in.
     doc.insert(
@@ -313,16 +331,42 @@ pub fn controller_config_difference(
         cx,
         show_secrets,
     )?;
+    let path = config_file(host);
     Some(d.replacen(
         "--- on the host\n+++ from k0sctl.yaml\n",
-        &format!("--- {CONFIG_FILE} (on {host_name})\n+++ {CONFIG_FILE} (from k0sctl.yaml)\n"),
+        &format!("--- {path} (on {host_name})\n+++ {path} (from k0sctl.yaml)\n"),
         1,
     ))
 }
 
 /// Where a new k0s.yaml is staged and checked with `k0s config validate` before it replaces the
-/// old one (k0sctl `phase/configure_k0s.go` validates a staged copy, then renames it in place).
-pub const STAGED_CONFIG_FILE: &str = "/etc/k0s/k0s.yaml.k0sform-new";
+/// old one (k0sctl `phase/configure_k0s.go` validates a staged copy, then renames it in place):
+/// beside it.
+pub fn staged_config_file(host: &HostSpec) -> String {
+    format!("{}.k0sform-new", config_file(host))
+}
+
+/// The value of the install flag `name` (long name; shorthands resolved) in the host's
+/// `installFlags`, when given with one.
+fn install_flag(host: &HostSpec, name: &str) -> Option<String> {
+    install_flags::parse_words(&host.install_args())
+        .into_iter()
+        .find(|f| f.name == name)
+        .and_then(|f| f.value)
+        .filter(|v| !v.is_empty())
+}
+
+/// Where the host's join token is written: `--token-file` of its `installFlags`, else
+/// [`TOKEN_FILE`] (k0sctl `cluster/host.go` `K0sJoinTokenPath`).
+pub fn token_file(host: &HostSpec) -> String {
+    install_flag(host, "token-file").unwrap_or_else(|| TOKEN_FILE.to_string())
+}
+
+/// Where a controller's k0s.yaml is written: `--config` (or `-c`) of its `installFlags`, else
+/// [`CONFIG_FILE`] (k0sctl `cluster/host.go` `K0sConfigPath`).
+pub fn config_file(host: &HostSpec) -> String {
+    install_flag(host, "config").unwrap_or_else(|| CONFIG_FILE.to_string())
+}
 
 /// A k0s.yaml as a JSON value; None when it is not a YAML mapping.
 pub fn parse_config(text: &str) -> Option<Value> {
@@ -637,6 +681,7 @@ mod tests {
                 version_channel: None,
                 dynamic_config: false,
                 config,
+                controllers_run: false,
             },
             options: Options::default(),
             manifests: vec![],
@@ -846,6 +891,18 @@ mod tests {
             !install_args(&s, &host(Role::Worker, "10.0.0.3"))
                 .iter()
                 .any(|a| a.contains("dynamic"))
+        );
+        // Once a controller runs, every later apply gives each controller, the first too, only
+        // the node part (k0sctl `phase/configure_k0s.go` `configFor`).
+        s.k0s.controllers_run = true;
+        assert_eq!(
+            config_value(&s, &c1).pointer("/spec/telemetry"),
+            None,
+            "the first controller of a running cluster gets the node part"
+        );
+        assert_eq!(
+            config_value(&s, &c1).pointer("/spec/network/podCIDR"),
+            Some(&json!("10.1.0.0/16"))
         );
     }
 
@@ -1152,5 +1209,73 @@ spec:
         assert!(
             reinstall_args(&s, &h, &joiner).contains(&"--token-file=/etc/k0s/k0stoken".to_string())
         );
+    }
+
+    /// k0sctl `cluster/host.go` `K0sConfigPath`, `K0sJoinTokenPath`: installFlags move where
+    /// k0s.yaml and the join token are written, and the service is given those paths.
+    #[test]
+    fn install_flags_move_the_config_and_token_files() {
+        let mut c = host(Role::Controller, "10.0.0.1");
+        let mut w = host(Role::Worker, "10.0.0.2");
+        assert_eq!(config_file(&c), CONFIG_FILE);
+        assert_eq!(token_file(&w), TOKEN_FILE);
+        for flags in [
+            vec!["--config=/srv/k0s.yaml".to_string()],
+            vec!["--config /srv/k0s.yaml".into()],
+            vec!["-c /srv/k0s.yaml".into()],
+        ] {
+            c.install_flags = flags.clone();
+            assert_eq!(config_file(&c), "/srv/k0s.yaml", "{flags:?}");
+            assert_eq!(staged_config_file(&c), "/srv/k0s.yaml.k0sform-new");
+        }
+        w.install_flags = vec!["--token-file=/srv/join.tok".into()];
+        assert_eq!(token_file(&w), "/srv/join.tok");
+        let s = spec(vec![c.clone(), w.clone()], None);
+        let wargs = install_args(&s, &w);
+        assert!(
+            wargs.contains(&"--token-file=/srv/join.tok".to_string()),
+            "{wargs:?}"
+        );
+        assert_eq!(
+            wargs
+                .iter()
+                .filter(|a| a.starts_with("--token-file"))
+                .count(),
+            1
+        );
+        let cargs = install_args(&s, &c);
+        assert_eq!(
+            cargs
+                .iter()
+                .filter(|a| a.starts_with("--config") || a.starts_with("-c"))
+                .count(),
+            1,
+            "{cargs:?}"
+        );
+    }
+
+    /// `hostname:` goes into `--hostname-override` as written (k0sctl `cluster/host.go`
+    /// `K0sInstallFlags`); the Node name is lower-cased, as kubelet does. A
+    /// `--hostname-override` in installFlags' `--kubelet-extra-args` names the Node too.
+    #[test]
+    fn hostname_keeps_its_case_in_the_flag_and_the_node_name_is_lower_case() {
+        let mut w = host(Role::Worker, "10.0.0.2");
+        w.hostname = Some("Worker-1".into());
+        let s = spec(vec![w.clone()], None);
+        assert!(
+            install_args(&s, &w)
+                .contains(&"--kubelet-extra-args=--hostname-override=Worker-1".to_string())
+        );
+        assert_eq!(w.node_name().as_deref(), Some("worker-1"));
+        w.hostname = None;
+        assert_eq!(w.node_name(), None);
+        for flag in [
+            "--kubelet-extra-args=\"--max-pods=10 --hostname-override=Node-7\"",
+            "--kubelet-extra-args='--hostname-override Node-7'",
+            "--kubelet-extra-args=--hostname-override=Node-7",
+        ] {
+            w.install_flags = vec![flag.into()];
+            assert_eq!(w.node_name().as_deref(), Some("node-7"), "{flag}");
+        }
     }
 }

@@ -306,6 +306,7 @@ mod tests {
                 version_channel: None,
                 dynamic_config: false,
                 config,
+                controllers_run: false,
             },
             options: Options::default(),
             manifests: Vec::new(),

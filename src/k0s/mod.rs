@@ -13,6 +13,7 @@ pub mod install_flags;
 pub mod kubeconfig;
 pub mod parse;
 pub mod probe_script;
+pub mod quirks;
 pub mod redact;
 pub mod release;
 pub mod token_file;

@@ -23,8 +23,12 @@ use std::time::Duration;
 /// /var/lib/dbus/machine-id.
 pub const GENERATED_MACHINE_ID: &str = "/etc/k0s/k0sform-machine-id";
 
-/// The k0s.yaml the probe reads (the one k0sform writes).
+/// The k0s.yaml the probe reads by default (the one k0sform writes where the host's
+/// installFlags name no `--config`: [`ProbeCommand::reading_config_at`]).
 pub const CONFIG_PATH: &str = super::desired::CONFIG_FILE;
+
+/// Where the k0s.yaml path is in the probe's argv (the script's `$4`).
+const CONFIG_ARG: usize = 7;
 
 /// How long the probe waits for `k0s status` (the `status_bound` of the script).
 pub const STATUS_BOUND_SECS: u64 = 10;
@@ -209,6 +213,15 @@ printf '%s done\n' "$N"
 pub struct ProbeCommand {
     pub command: RemoteCommand,
     pub reader: ProbeReader,
+}
+
+impl ProbeCommand {
+    /// The probe reads the host's k0s.yaml at `path` (k0sctl `cluster/host.go`
+    /// `K0sConfigPath`: `--config`/`-c` of the installFlags) instead of [`CONFIG_PATH`].
+    pub fn reading_config_at(mut self, path: &str) -> Self {
+        self.command.argv[CONFIG_ARG] = path.to_string();
+        self
+    }
 }
 
 /// Reads one probe command's output: the sections framed with that command's nonce.

@@ -5,6 +5,7 @@
 //! same reason (k0sctl `phase/ensure_join_token_workaround.go`); so does k0sform, for every host.
 
 use super::TokenRole;
+use crate::transport::RemoteCommand;
 use base64::Engine as _;
 use std::io::Write as _;
 
@@ -35,6 +36,33 @@ pub fn placeholder_token(role: TokenRole) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// Before a joined worker restarts on a k0s that decodes its token file at every start
+/// (`quirks::worker_decodes_token_file_at_start`): the token file at `path` is replaced by the
+/// worker placeholder unless it already decodes as k0s decodes it (base64 of gzip, k0s
+/// `pkg/token/joindecode.go`). Hosts k0sctl joined hold `# overwritten by k0sctl after join`
+/// there (k0sctl `phase/install_workers.go`), which such a worker refuses; k0sctl ≥ v0.29
+/// rewrites a decodable dummy first (`phase/ensure_join_token_workaround.go`), and so does
+/// k0sform. The host is joined (its kubelet has its own kubeconfig): the file's content is
+/// never used again, so where `base64` or `gzip` is missing the placeholder is written anyway.
+/// A missing file is created 0600 (k0s refuses a missing one too); a link is left alone. Prints
+/// the path when it wrote it; the file's content never leaves the host.
+pub fn ensure_decodable(path: &str) -> RemoteCommand {
+    const SCRIPT: &str = r#"f=$1 ph=$2
+if [ -L "$f" ]; then echo "k0sform: $f is a symbolic link: left alone" >&2; exit 0; fi
+if [ -s "$f" ] && base64 -d < "$f" 2>/dev/null | gzip -dc >/dev/null 2>&1; then exit 0; fi
+mkdir -p -- "$(dirname -- "$f")" && (umask 077; printf '%s' "$ph" > "$f") && chmod 600 -- "$f" && printf '%s\n' "$f"
+"#;
+    RemoteCommand::new([
+        "sh".to_string(),
+        "-c".into(),
+        SCRIPT.into(),
+        "k0sform-token-file".into(),
+        path.to_string(),
+        placeholder_token(TokenRole::Worker),
+    ])
+    .timeout(std::time::Duration::from_secs(30))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,5 +80,49 @@ mod tests {
                 "{info:?}"
             );
         }
+    }
+
+    /// The script, run locally: k0sctl's comment and an empty file are replaced, a token that
+    /// decodes is kept, a missing file is created 0600, a link is not followed.
+    #[test]
+    fn ensure_decodable_replaces_only_what_k0s_cannot_decode() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let d = tempfile::tempdir().unwrap();
+        let run = |p: &std::path::Path| {
+            let c = ensure_decodable(p.to_str().unwrap());
+            let out = std::process::Command::new(&c.argv[0])
+                .args(&c.argv[1..])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let ph = placeholder_token(TokenRole::Worker);
+        let k0sctl = d.path().join("k0sctl");
+        std::fs::write(&k0sctl, "# overwritten by k0sctl after join\n").unwrap();
+        assert_eq!(run(&k0sctl).trim(), k0sctl.to_str().unwrap());
+        assert_eq!(std::fs::read_to_string(&k0sctl).unwrap(), ph);
+        assert_eq!(
+            std::fs::metadata(&k0sctl).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(run(&k0sctl), "", "a placeholder decodes: left alone");
+        let empty = d.path().join("empty");
+        std::fs::write(&empty, "").unwrap();
+        run(&empty);
+        assert_eq!(std::fs::read_to_string(&empty).unwrap(), ph);
+        let good = d.path().join("good");
+        let other = placeholder_token(TokenRole::Controller);
+        std::fs::write(&good, &other).unwrap();
+        assert_eq!(run(&good), "");
+        assert_eq!(std::fs::read_to_string(&good).unwrap(), other);
+        let missing = d.path().join("etc/k0s/k0stoken");
+        run(&missing);
+        assert_eq!(std::fs::read_to_string(&missing).unwrap(), ph);
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&k0sctl, &link).unwrap();
+        std::fs::write(&k0sctl, "#").unwrap();
+        assert_eq!(run(&link), "");
+        assert_eq!(std::fs::read_to_string(&k0sctl).unwrap(), "#");
     }
 }

@@ -264,8 +264,9 @@ pub enum StepKind {
         sha256: String,
         version: Option<K0sVersion>,
     },
-    /// The host downloads k0s from `url` beside the installed one and checks its sha256;
-    /// the install or upgrade step swaps it in.
+    /// The host downloads k0s from `url` beside the installed one and checks its sha256
+    /// (empty: none to check against, the host's own hash is recorded); the install or
+    /// upgrade step swaps it in.
     DownloadBinary {
         url: String,
         sha256: String,
@@ -554,6 +555,8 @@ pub struct LocalBinary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostDownload {
     pub url: String,
+    /// Empty where nothing publishes one (a `k0sDownloadURL` without `k0sDownloadSha256`, a
+    /// release before v1.28.2): the host's hash of its download is recorded.
     pub sha256: String,
     pub version: K0sVersion,
 }

@@ -115,6 +115,7 @@ mod tests {
                 version_channel: None,
                 dynamic_config: false,
                 config: None,
+                controllers_run: false,
             },
             options: Options::default(),
             manifests: Vec::new(),

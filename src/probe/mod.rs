@@ -61,6 +61,8 @@ pub struct HostProbe {
     /// sha256 of the k0s.yaml k0sform would write on this controller: a host whose file has it
     /// is not asked for k0s's defaults (one start of k0s less per probe).
     pub want_config_sha256: Option<String>,
+    /// The k0s.yaml to read (`desired::config_file`; the default for a state-only host).
+    pub config: String,
     /// The binary as the state records it: not hashed again while its `stat` line is the same.
     pub known_binary: Option<crate::state::BinaryRecord>,
     /// Why the host must not be contacted at all (its recorded access is invalid).
@@ -138,6 +140,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
                 .role
                 .is_controller()
                 .then(|| crate::hash::sha256_hex(k0s::desired::config_yaml(spec, h))),
+            config: k0s::desired::config_file(h),
             known_binary: by_state.get(&id).and_then(|r| r.k0s_binary.clone()),
             refused: None,
             bastions: bastion_trust(&h.ssh, state, &opts.replace),
@@ -174,6 +177,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             files: Vec::new(),
             staging: Vec::new(),
             want_config_sha256: None,
+            config: k0s::desired::CONFIG_FILE.to_string(),
             known_binary: h.k0s_binary.clone(),
             refused,
             id,
@@ -368,7 +372,8 @@ pub async fn run_probe(transport: &SshTransport, p: &HostProbe, connected: Conne
         p.known_binary.as_ref(),
         &p.files,
         &p.staging,
-    );
+    )
+    .reading_config_at(&p.config);
     let out = match transport.run(&p.id, command).await {
         Ok(o) => o,
         Err(e) => {

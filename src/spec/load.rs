@@ -690,11 +690,14 @@ mod tests {
     #[test]
     fn install_flags_lift_into_fields_like_k0sctl() {
         let l = load_str(&host_yaml(
-            "    installFlags: [\"--data-dir=/data/k0s\", \"--enable-worker\", \"--no-taints\", \"--debug\"]\n",
+            "    kubeletRootDir: /var/lib/kubelet-old\n    installFlags: [\"--data-dir=/data/k0s\", \"--enable-worker\", \"--kubelet-root-dir=/data/kubelet\", \"--no-taints\", \"--debug\"]\n",
         ))
         .expect("loads");
         let h = &l.spec.hosts[0];
         assert_eq!(h.data_dir, "/data/k0s");
+        // As --data-dir, and over kubeletRootDir (k0sctl `cluster/host.go` `SetDefaults`): so
+        // `k0s reset` gets it too.
+        assert_eq!(h.kubelet_root_dir.as_deref(), Some("/data/kubelet"));
         assert_eq!(h.role, crate::spec::Role::ControllerWorker);
         assert!(h.no_taints);
         assert_eq!(
@@ -708,6 +711,23 @@ mod tests {
         );
         // Unset variables: empty user and port mean the defaults.
         assert_eq!((h.ssh.user.as_str(), h.ssh.port), ("root", 22));
+    }
+
+    /// k0sctl passes `hostname` as written in `--hostname-override`; kubelet lower-cases the
+    /// Node name (k8s `pkg/util/node` `GetHostname`).
+    #[test]
+    fn hostname_keeps_its_case_for_the_flag() {
+        let l = load_str(
+            "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: cluster\nspec:\n  hosts:\n  - role: worker\n    hostname: Worker-1\n    ssh: {address: 10.0.0.1}\n  - role: controller\n    ssh: {address: 10.0.0.2}\n  k0s: {version: v1.33.4+k0s.0}\n",
+        )
+        .expect("loads");
+        let h = &l.spec.hosts[0];
+        assert_eq!(h.hostname.as_deref(), Some("Worker-1"));
+        assert_eq!(h.node_name().as_deref(), Some("worker-1"));
+        assert!(
+            crate::k0s::desired::install_args(&l.spec, h)
+                .contains(&"--kubelet-extra-args=--hostname-override=Worker-1".to_string())
+        );
     }
 
     #[test]

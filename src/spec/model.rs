@@ -213,6 +213,28 @@ impl HostSpec {
     pub fn id(&self) -> HostId {
         HostId::new(self.ssh.address.clone(), self.ssh.port)
     }
+
+    /// The Node name the host's kubelet registers, when the spec sets one: `hostname` (k0sctl
+    /// passes it as written in `--hostname-override`), else a `--hostname-override` in the
+    /// `--kubelet-extra-args` of `installFlags` (k0s `cmd/worker/worker.go` `GetNodeName`);
+    /// lower-cased, as kubelet does (k8s `pkg/util/node` `GetHostname`).
+    pub fn node_name(&self) -> Option<String> {
+        let name = self.hostname.clone().or_else(|| {
+            let extra = crate::k0s::install_flags::parse_words(&self.install_args())
+                .into_iter()
+                .find(|f| f.name == "kubelet-extra-args")?
+                .value?;
+            let words = crate::spec::shell_words(&extra).ok()?;
+            words.iter().enumerate().find_map(|(i, w)| {
+                match w.strip_prefix("--hostname-override") {
+                    Some(v) if v.starts_with('=') => Some(v[1..].to_string()),
+                    Some("") => words.get(i + 1).cloned(),
+                    _ => None,
+                }
+            })
+        })?;
+        Some(name.trim().to_lowercase()).filter(|n| !n.is_empty())
+    }
     /// The address etcd peers use: privateAddress, else the SSH address.
     pub fn peer_address(&self) -> &str {
         self.private_address.as_deref().unwrap_or(&self.ssh.address)
@@ -238,6 +260,11 @@ pub struct K0sSpec {
     pub dynamic_config: bool,
     /// `spec.k0s.config` merged with any ClusterConfig documents, as JSON. None = k0s defaults.
     pub config: Option<serde_json::Value>,
+    /// Not from the file: a controller of the spec runs k0s (set after the probe by
+    /// `k0s::desired::note_running_controllers`). With `dynamic_config`, every controller then
+    /// gets only the node part of the config.
+    #[serde(skip)]
+    pub controllers_run: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

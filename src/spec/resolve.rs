@@ -259,7 +259,9 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
     }
     let mut host = HostSpec::new(h.role, ssh, i + 1);
     host.private_address = set(&h.private_address);
-    host.hostname = set(&h.hostname).map(|n| n.to_lowercase());
+    // As written: k0sctl passes it so in `--hostname-override` (kubelet lower-cases the Node
+    // name: `HostSpec::node_name`).
+    host.hostname = set(&h.hostname);
     host.environment = h.environment.clone().unwrap_or_default();
     host.upload_binary = h.upload_binary.unwrap_or(false);
     host.k0s_binary_path = set(&h.k0s_binary_path).map(|b| env.path(&b));
@@ -349,17 +351,26 @@ fn lift_install_flags(host: &mut HostSpec, flags: &[String], p: &str, sink: &mut
     if on(flag_value("--no-taints")) {
         host.no_taints = true;
     }
+    // k0sctl `cluster/host.go` `SetDefaults`: `--data-dir` and `--kubelet-root-dir` become the
+    // host's dataDir and kubeletRootDir (so `k0s reset` gets them too) and leave the flags.
     let data_dir = flag_value("--data-dir");
+    let kubelet_root_dir = flag_value("--kubelet-root-dir");
+    let lifted = |f: &str, name: &str, v: &Option<String>| {
+        v.is_some() && (f.trim() == name || f.trim().starts_with(name))
+    };
     host.install_flags = flags
         .iter()
         .filter(|f| {
-            !(data_dir.is_some()
-                && (f.trim() == "--data-dir" || f.trim().starts_with("--data-dir")))
+            !lifted(f, "--data-dir", &data_dir)
+                && !lifted(f, "--kubelet-root-dir", &kubelet_root_dir)
         })
         .cloned()
         .collect();
     if let Some(dd) = data_dir {
         host.data_dir = dd;
+    }
+    if let Some(k) = kubelet_root_dir {
+        host.kubelet_root_dir = Some(k);
     }
 }
 
@@ -534,6 +545,7 @@ fn resolve_k0s(k: Option<&RawK0s>, sink: &mut Sink) -> K0sSpec {
             .and_then(|k| k.config.clone())
             .filter(|m| !m.is_empty())
             .map(serde_json::Value::Object),
+        controllers_run: false,
     }
 }
 

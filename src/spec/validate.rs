@@ -41,7 +41,7 @@ pub(crate) fn validate(spec: &Spec, complete: bool, sink: &mut Sink) {
                 ),
             );
         }
-        if let Some(n) = &h.hostname
+        if let Some(n) = h.node_name()
             && let Some(first) = names.insert(n.clone(), h.index)
         {
             names.insert(n.clone(), first);
@@ -132,7 +132,7 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
         );
     }
     if let Some(n) = &h.hostname
-        && !is_dns_name(n)
+        && !is_dns_name(&n.to_lowercase())
     {
         sink.error(
             &format!("{p}.hostname"),
@@ -202,6 +202,16 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
             && let Some(e) = remote_path_problem(v)
         {
             sink.error(&format!("{p}.{field}"), e);
+        }
+    }
+    // `--config`/`-c` and `--token-file` move where k0s.yaml and the join token are written
+    // (and removed by a destroy): k0sctl `cluster/host.go` `K0sConfigPath`, `K0sJoinTokenPath`.
+    for (flag, v) in [
+        ("--config", crate::k0s::desired::config_file(h)),
+        ("--token-file", crate::k0s::desired::token_file(h)),
+    ] {
+        if let Some(e) = remote_path_problem(&v) {
+            sink.error(&format!("{p}.installFlags"), format!("{flag}: {e}"));
         }
     }
     for (i, file) in h.files.iter().enumerate() {

@@ -671,6 +671,12 @@ impl Mirror {
         )
         .expect("mirror: sha256sums.txt");
     }
+    /// Removes the release's `sha256sums.txt` (k0s publishes none before v1.28.2; a private
+    /// mirror of a custom build has none).
+    pub fn remove_sums(&self, version: &str) {
+        std::fs::remove_file(self.release_dir(version).join("sha256sums.txt"))
+            .expect("mirror: remove sha256sums.txt");
+    }
     /// Sets `stable.txt` (and `latest.txt` to `latest`).
     pub fn set_index(&self, stable: &str, latest: &str) {
         std::fs::write(self.root.join("stable.txt"), format!("{stable}\n")).expect("stable.txt");

@@ -3,7 +3,7 @@
 
 use super::remote::failed;
 use super::runner::K0sRunner;
-use crate::apply::{StateChange, StepError};
+use crate::apply::{StateChange, StepContext, StepError};
 use crate::hostid::HostId;
 use crate::k0s::{self, desired};
 use crate::reality::ServiceKind;
@@ -93,6 +93,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
     /// The host downloads k0s from `url` beside the installed binary and checks its sha256.
     pub(super) async fn download_binary(
         &self,
+        ctx: &StepContext,
         host: &HostId,
         url: &str,
         sha256: &str,
@@ -103,8 +104,23 @@ impl<T: Transport + 'static> K0sRunner<T> {
         let cmd = k0s::release::download_on_host(url, &staged, sha256, self.opts.download_timeout);
         let out = self.exec(host, cmd).await.map_err(failed)?;
         if out.success() {
+            // No sha256 to check against (the plan said so): the host's hash of what it
+            // downloaded is the one recorded, and shown.
+            let got = if sha256.is_empty() {
+                let got = k0s::release::staged_sha256(&out.stdout_str()).ok_or_else(|| {
+                    failed(format!(
+                        "{host}: the download of k0s {version} printed no sha256 of what it staged"
+                    ))
+                })?;
+                ctx.progress(format!(
+                    "k0s {version} from {url} has sha256 {got} (not checked against a published sha256, as in k0sctl)"
+                ));
+                got
+            } else {
+                sha256.to_string()
+            };
             if let Ok(mut s) = self.staged_binaries.lock() {
-                s.insert(host.clone(), sha256.to_string());
+                s.insert(host.clone(), got);
             }
             return Ok(vec![]);
         }

@@ -82,11 +82,12 @@ impl<T: Transport + 'static> K0sRunner<T> {
         } else {
             None
         };
+        let token_file = desired::token_file(hs);
         let (token, token_id) = self.take_token(via, role).await?;
         let joined = async {
             self.write(
                 &host,
-                desired::TOKEN_FILE,
+                &token_file,
                 token.0.as_bytes().to_vec(),
                 &FileAttrs::mode(0o600),
             )
@@ -121,17 +122,11 @@ impl<T: Transport + 'static> K0sRunner<T> {
         self.give_back_token(ctx, via, role, &token_id).await;
         let placeholder = k0s::placeholder_token(role).into_bytes();
         if let Err(e) = self
-            .write(
-                &host,
-                desired::TOKEN_FILE,
-                placeholder,
-                &FileAttrs::mode(0o600),
-            )
+            .write(&host, &token_file, placeholder, &FileAttrs::mode(0o600))
             .await
         {
             ctx.progress(format!(
-                "could not overwrite the join token in {} on {host}: {e}",
-                desired::TOKEN_FILE
+                "could not overwrite the join token in {token_file} on {host}: {e}"
             ));
         }
         joined

@@ -112,7 +112,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             }));
         }
         let node_name = hs
-            .and_then(|h| h.hostname.clone())
+            .and_then(|h| h.node_name())
             .unwrap_or_else(|| facts.hostname.trim().to_string());
         changes.push(StateChange::UpsertHost(Box::new(HostState {
             address: host.address.clone(),

@@ -152,6 +152,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
     /// new binary on the host, that binary checks it, as k0sctl checks with its staged binary.
     pub(super) async fn put_config(&self, host: &HostId, yaml: String) -> Result<(), StepError> {
         let mut bin = self.paths(host).bin;
+        // Where the host's installFlags put it (`--config`/`-c`), as k0sctl writes it.
+        let hs = self.host_spec(host)?;
+        let (config, staged) = (desired::config_file(hs), desired::staged_config_file(hs));
         // A binary staged for an upgrade or install is the one that will read this config.
         if self
             .staged_binaries
@@ -160,24 +163,14 @@ impl<T: Transport + 'static> K0sRunner<T> {
         {
             bin = k0s::staged_binary_path(&bin);
         }
-        self.write(
-            host,
-            desired::STAGED_CONFIG_FILE,
-            yaml.into_bytes(),
-            &FileAttrs::mode(0o600),
-        )
-        .await?;
+        self.write(host, &staged, yaml.into_bytes(), &FileAttrs::mode(0o600))
+            .await?;
         let out = self
-            .exec(
-                host,
-                k0s::config_validate(&bin, desired::STAGED_CONFIG_FILE),
-            )
+            .exec(host, k0s::config_validate(&bin, &staged))
             .await
             .map_err(failed)?;
         if !out.success() {
-            let _ = self
-                .exec(host, k0s::remove_staged_config(desired::STAGED_CONFIG_FILE))
-                .await;
+            let _ = self.exec(host, k0s::remove_staged_config(&staged)).await;
             return Err(failed(format!(
                 "{host}: k0s refused the new k0s.yaml (`k0s config validate`), the old one stays: {}",
                 out.stderr_str().trim()
@@ -185,7 +178,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         }
         self.exec_ok(
             host,
-            k0s::install_staged_config(desired::STAGED_CONFIG_FILE, desired::CONFIG_FILE),
+            k0s::install_staged_config(&staged, &config),
             "putting the new k0s.yaml in place",
         )
         .await?;

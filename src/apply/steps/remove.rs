@@ -296,11 +296,16 @@ impl<T: Transport + 'static> K0sRunner<T> {
         if uninstall {
             // k0sctl's reset phases remove the binary and the config after `k0s reset`, which
             // keeps them (phase/reset_workers.go, reset_controllers.go, reset_leader.go).
-            let cmd = k0s::remove_files(&[
-                p.bin.as_str(),
-                k0s::desired::CONFIG_FILE,
-                k0s::desired::TOKEN_FILE,
-            ]);
+            // Where the spec's installFlags put them (k0sctl `cluster/host.go`
+            // `K0sConfigPath`, `K0sJoinTokenPath`); the defaults for a host only the state knows.
+            let (config, token) = match self.spec_host(host) {
+                Some(hs) => (k0s::desired::config_file(hs), k0s::desired::token_file(hs)),
+                None => (
+                    k0s::desired::CONFIG_FILE.to_string(),
+                    k0s::desired::TOKEN_FILE.to_string(),
+                ),
+            };
+            let cmd = k0s::remove_files(&[p.bin.as_str(), &config, &token]);
             self.exec_ok(host, cmd, "removing the k0s binary and config")
                 .await?;
         }

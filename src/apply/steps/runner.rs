@@ -130,7 +130,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 url,
                 sha256,
                 version,
-            } => self.download_binary(host, url, sha256, version).await,
+            } => self.download_binary(ctx, host, url, sha256, version).await,
             StepKind::WriteConfig { sha256 } => self.write_config(host, sha256).await,
             StepKind::RestoreBackup { archive, sha256 } => {
                 self.restore_backup(host, archive, sha256, gate).await

@@ -171,7 +171,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         let id = hs.id();
         let recorded = self.recorded(&id).and_then(|h| h.node_name.as_ref());
         match hs
-            .hostname
+            .node_name()
             .as_ref()
             .or(self.opts.hostnames.get(&id))
             .or(recorded)

@@ -23,6 +23,8 @@ fn line(sign: char, text: String) -> Detail {
 struct Install {
     binary: Option<String>,
     config: bool,
+    /// Where the host's k0s.yaml is (`desired::config_file`).
+    config_path: String,
 }
 
 impl Install {
@@ -45,11 +47,17 @@ impl Install {
                     sha256,
                     version,
                 } => {
-                    i.binary = Some(format!(
-                        "k0s {version} downloaded by the host from {} (sha256 {})",
-                        crate::k0s::redact::hide_url_credentials(url),
-                        short(sha256)
-                    ));
+                    let url = crate::k0s::redact::hide_url_credentials(url);
+                    i.binary = Some(if sha256.is_empty() {
+                        format!(
+                            "k0s {version} downloaded by the host from {url} (sha256 not checked, recorded as downloaded)"
+                        )
+                    } else {
+                        format!(
+                            "k0s {version} downloaded by the host from {url} (sha256 {})",
+                            short(sha256)
+                        )
+                    });
                 }
                 StepKind::WriteConfig { .. } => i.config = true,
                 _ => {}
@@ -63,7 +71,7 @@ impl Install {
         match (self.binary.take(), self.config) {
             (Some(i), true) => out.push(line('+', format!("{i}, config written"))),
             (Some(i), false) => out.push(line('+', i)),
-            (None, true) => out.push(line('~', format!("{} rewritten", desired::CONFIG_FILE))),
+            (None, true) => out.push(line('~', format!("{} rewritten", self.config_path))),
             (None, false) => {}
         }
         self.config = false;
@@ -131,6 +139,9 @@ impl Planner<'_> {
             .map(Vec::as_slice)
             .unwrap_or_default();
         let mut install = Install::of(own);
+        install.config_path = h
+            .spec
+            .map_or_else(|| desired::CONFIG_FILE.to_string(), desired::config_file);
         // uploadBinary: say where k0sform itself downloads the binary from.
         if let (Some(b), Some(u)) = (
             install.binary.as_mut(),
@@ -337,15 +348,22 @@ impl Planner<'_> {
                     self.name_of(via)
                 ),
             )),
-            StepKind::Upgrade { from, to } => out.push(line(
-                '~',
-                format!(
-                    "k0s {} → {to}, reinstalled and restarted ({})",
-                    from.as_deref().unwrap_or("none"),
-                    self.upgrade_pace(h, steps)
-                ),
-            )),
-            StepKind::Reconfigure => out.push(line(
+            StepKind::Upgrade { from, to } => {
+                out.push(line(
+                    '~',
+                    format!(
+                        "k0s {} → {to}, reinstalled and restarted ({})",
+                        from.as_deref().unwrap_or("none"),
+                        self.upgrade_pace(h, steps)
+                    ),
+                ));
+                // `to` names a version, or for a rebuilt binary of the same version its sha256.
+                if let Ok(v) = crate::version::K0sVersion::parse(to) {
+                    token_file_line(h, &v, out);
+                }
+            }
+            StepKind::Reconfigure => {
+                out.push(line(
                 '~',
                 if p.reasons
                     .iter()
@@ -356,7 +374,11 @@ impl Planner<'_> {
                 } else {
                     "service reinstalled with the spec's flags and restarted".into()
                 },
-            )),
+                ));
+                if let Some(v) = h.facts().and_then(|f| f.status.as_ref()) {
+                    token_file_line(h, &v.version, out);
+                }
+            }
             StepKind::MoveHost { from } => {
                 let mut kept = vec![format!("node name {}", h.name())];
                 if let Some(e) = h.state.and_then(|s| s.etcd.as_ref()) {
@@ -410,6 +432,20 @@ impl Planner<'_> {
             self.spec.options.concurrency_limit,
         );
         format!("workers {batch} at a time")
+    }
+}
+
+/// k0s issue #7202: a worker that restarts on k0s `version` that decodes its token file at every
+/// start gets a decodable placeholder there first where the file holds no token (k0sctl
+/// `phase/ensure_join_token_workaround.go`; the executor's `token_file_workaround`).
+fn token_file_line(h: &HostCtx, version: &crate::version::K0sVersion, out: &mut Vec<Detail>) {
+    if h.role() == crate::spec::Role::Worker
+        && crate::k0s::quirks::worker_decodes_token_file_at_start(version)
+    {
+        out.push(line(
+            '~',
+            format!("token file: a decodable placeholder is written first where it holds no join token (k0s {version} workers refuse to start otherwise, k0s #7202; as k0sctl)"),
+        ));
     }
 }
 

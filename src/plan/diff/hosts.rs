@@ -38,8 +38,8 @@ impl<'a> HostCtx<'a> {
     /// true`) goes by the state's record first: a host can rename itself, and its removal must
     /// drain and delete what k0sform recorded, not whatever name it reports now.
     pub(super) fn name(&self) -> String {
-        if let Some(h) = self.spec.and_then(|s| s.hostname.as_ref()) {
-            return h.to_lowercase();
+        if let Some(h) = self.spec.and_then(|s| s.node_name()) {
+            return h;
         }
         if self.spec.is_none_or(|s| s.reset)
             && let Some(n) = self.state.and_then(|s| s.node_name.as_ref())
@@ -57,7 +57,7 @@ impl<'a> HostCtx<'a> {
     /// The name this host reports about itself, when that is the name it goes by (no spec
     /// hostname, not overridden by the state's record).
     pub(super) fn reported_name(&self) -> Option<String> {
-        if self.spec.is_some_and(|s| s.hostname.is_some()) {
+        if self.spec.is_some_and(|s| s.node_name().is_some()) {
             return None;
         }
         let f = self.facts().filter(|f| !f.hostname.is_empty())?;
@@ -67,8 +67,8 @@ impl<'a> HostCtx<'a> {
     /// Every name this host is known by: the spec's hostname and the state's record.
     pub(super) fn known_names(&self) -> Vec<String> {
         let mut v = Vec::new();
-        if let Some(h) = self.spec.and_then(|s| s.hostname.as_ref()) {
-            v.push(h.to_lowercase());
+        if let Some(h) = self.spec.and_then(|s| s.node_name()) {
+            v.push(h);
         }
         if let Some(n) = self.state.and_then(|s| s.node_name.as_ref()) {
             v.push(n.to_lowercase());

@@ -114,6 +114,7 @@ impl Planner<'_> {
         let (steps, step_owner) = self.with_hooks(&plans, steps, step_owner);
         let hooks_not_run = self.hooks_not_run(&steps);
         self.two_member_restarts(&plans);
+        self.unchecked_download_warning(&steps);
         let changes = self.host_changes(&plans, &steps, &step_owner);
         dag_checked(&steps)?;
         Ok(Plan {

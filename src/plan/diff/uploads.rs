@@ -5,7 +5,7 @@
 use super::decision::{Decision, HostPlan};
 use super::{Planner, reason};
 use crate::hostid::HostId;
-use crate::plan::model::{ReasonCode, Refusal, RefusalKind, StepKind};
+use crate::plan::model::{ReasonCode, Refusal, RefusalKind, Step, StepKind};
 use crate::version::K0sVersion;
 
 impl Planner<'_> {
@@ -129,5 +129,27 @@ impl Planner<'_> {
                 sha256: d.sha256.clone(),
                 version: d.version.clone(),
             })
+    }
+
+    /// Where k0sform differs from k0sctl for safety, said once: hosts that download k0s with no
+    /// sha256 to check it against (a `k0sDownloadURL` without `k0sDownloadSha256`, or a release
+    /// before v1.28.2, which publishes no `sha256sums.txt`). k0sctl checks none
+    /// (`pkg/k0s/binprovider/download.go`); each host's hash of its download is recorded.
+    pub(super) fn unchecked_download_warning(&mut self, steps: &[Step]) {
+        let hosts: Vec<String> = steps
+            .iter()
+            .filter(
+                |s| matches!(&s.kind, StepKind::DownloadBinary { sha256, .. } if sha256.is_empty()),
+            )
+            .map(|s| self.name_of(&s.host))
+            .collect();
+        if hosts.is_empty() {
+            return;
+        }
+        self.warnings.push(format!(
+            "the k0s binary that {} download{} is not checked against a published sha256 (as in k0sctl; there is none for a k0sDownloadURL or before k0s v1.28.2): each host's sha256 of its download is recorded; set k0sDownloadSha256 on the host to pin it",
+            hosts.join(", "),
+            if hosts.len() == 1 { "s" } else { "" }
+        ));
     }
 }
