@@ -2,6 +2,10 @@
 //! Each scenario starts from its own lab. They are the k0sctl #603 cases and the safety rules of
 //! DESIGN.md, run through the k0sform binary exactly as an operator would.
 
+#[path = "support/prereq.rs"]
+mod prereq;
+use prereq::require_lab;
+
 #[path = "support/lab.rs"]
 mod lab;
 
@@ -118,6 +122,7 @@ fn bootstrap(c: &Cluster) {
 /// Scenario 1 and 2: bootstrap from nothing, then idempotence.
 #[test]
 fn bootstrap_three_controllers_two_workers_then_nothing_to_do() {
+    require_lab!();
     let c = Cluster::new(THREE_PLUS_TWO);
     // `plan` on fresh hosts shows a new cluster and changes nothing.
     let before: Vec<String> = ["c1", "w1"].iter().map(|n| c.host_snapshot(n)).collect();
@@ -177,6 +182,7 @@ fn bootstrap_three_controllers_two_workers_then_nothing_to_do() {
 /// Seed scenario 1: a controller left etcd and was reset by hand: apply rejoins it.
 #[test]
 fn controller_that_left_and_was_reset_by_hand_rejoins() {
+    require_lab!();
     let c = Cluster::new(&[
         ("c1", "controller"),
         ("c2", "controller"),
@@ -259,6 +265,7 @@ fn etcd_member_id(c: &Cluster, via: &str, name: &str) -> String {
 /// adding it back joins it fresh.
 #[test]
 fn controller_removed_from_spec_leaves_the_cluster_then_rejoins_fresh() {
+    require_lab!();
     let c = Cluster::new(&[
         ("c1", "controller"),
         ("c2", "controller"),
@@ -304,6 +311,7 @@ fn controller_removed_from_spec_leaves_the_cluster_then_rejoins_fresh() {
 /// never a second cluster. Once with `-replace`, once with a new host key pin.
 #[test]
 fn wiped_controller_is_replaced_never_a_second_cluster() {
+    require_lab!();
     let c = Cluster::new(THREE_PLUS_TWO);
     bootstrap(&c);
     let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
@@ -404,6 +412,7 @@ fn host_key_pinned_in_k0sctl_form_accepts_only_that_key() {
 /// re-joined.
 #[test]
 fn worker_removed_and_worker_wiped() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
     bootstrap(&c);
     c.write_spec(&["c1", "w1"]);
@@ -432,6 +441,7 @@ fn worker_removed_and_worker_wiped() {
 /// Scenario 7 and the plan refusals: unsafe requests are refused with nothing changed.
 #[test]
 fn unsafe_requests_are_refused_and_change_nothing() {
+    require_lab!();
     let c = Cluster::new(&[
         ("c1", "controller"),
         ("c2", "controller"),
@@ -509,6 +519,7 @@ fn unsafe_requests_are_refused_and_change_nothing() {
 /// Scenario 9: two applies at once: one runs, the other exits 4 naming the holder.
 #[test]
 fn concurrent_applies_one_waits_out() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     let mut first = c
         .command(&["apply", "-auto-approve"])
@@ -535,6 +546,7 @@ fn concurrent_applies_one_waits_out() {
 /// Scenario 10: a non-root SSH user with sudo, and hosts reached through a bastion.
 #[test]
 fn sudo_user_and_bastion() {
+    require_lab!();
     let c = Cluster::with(
         &[("b1", "bastion"), ("c1", "controller"), ("w1", "worker")],
         LabOptions::default()
@@ -594,6 +606,7 @@ fn controller_behind_bastion() -> Cluster {
 /// naming the bastion. A state from before bastions were recorded (format 2) still loads.
 #[test]
 fn bastion_host_key_is_recorded_and_checked() {
+    require_lab!();
     let c = controller_behind_bastion();
     let b = c.lab.host("b1");
     let addr = b.address.clone();
@@ -674,6 +687,7 @@ fn bastion_host_key_is_recorded_and_checked() {
 /// on a host without a machine-id. By default the same host is trusted and probed.
 #[test]
 fn first_contact_is_refused_before_any_command_runs() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     let names = ["c1", "w1"];
     for n in names {
@@ -733,6 +747,7 @@ fn first_contact_is_refused_before_any_command_runs() {
 /// trusted on first contact; with every key recorded, `=false` works.
 #[test]
 fn kubeconfig_and_backup_refuse_first_contact_on_request() {
+    require_lab!();
     let c = controller_behind_bastion();
     bootstrap(&c);
     let (c1, b1) = (c.lab.host("c1"), c.lab.host("b1"));
@@ -825,6 +840,7 @@ fn kubeconfig_and_backup_refuse_first_contact_on_request() {
 /// apply progress or `-json` events: they show the line as written. `-show-secrets` shows it.
 #[test]
 fn hook_secrets_from_the_environment_stay_out_of_output() {
+    require_lab!();
     const SECRET: &str = "s3cr3t-Hook-Value-4711";
     let hook = "hooks:\n  install:\n    after: ['echo \"${K0SFORM_TEST_SECRET}\" > /tmp/k0sform-hook-secret']\n";
     let mut c = Cluster::with(
@@ -914,6 +930,7 @@ fn kill_apply_at(c: &Cluster, args: &[&str], marker: &str) -> bool {
 /// time the next apply converges to one healthy cluster and a valid state.
 #[test]
 fn apply_killed_at_any_point_converges() {
+    require_lab!();
     let c = Cluster::new(&[
         ("c1", "controller"),
         ("c2", "controller"),
@@ -980,6 +997,7 @@ fn apply_killed_at_any_point_converges() {
 /// a host; afterwards there is nothing to do.
 #[test]
 fn cluster_built_by_hand_is_adopted_with_refresh_only() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("c2", "controller"), ("w1", "worker")]);
     for h in ["c1", "c2", "w1"] {
         c.lab.install_double(h);
@@ -1041,6 +1059,7 @@ fn cluster_built_by_hand_is_adopted_with_refresh_only() {
 /// run says what it did; the next apply finishes the job.
 #[test]
 fn interrupted_apply_stops_cleanly_and_resumes() {
+    require_lab!();
     use std::io::BufRead;
     let c = Cluster::new(&[("c1", "controller"), ("c2", "controller"), ("w1", "worker")]);
     let mut child = c
@@ -1100,6 +1119,7 @@ fn interrupted_apply_stops_cleanly_and_resumes() {
 /// `-replace`), and refuses one that is stale (state, spec or a host identity moved) or altered.
 #[test]
 fn saved_plans_apply_exactly_or_refuse_when_stale() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
     c.write_spec(&["c1", "w1"]);
     let dir = c.lab.dir().to_path_buf();
@@ -1170,6 +1190,7 @@ fn saved_plans_apply_exactly_or_refuse_when_stale() {
 /// not accept a host's new key without `-replace` on the command line.
 #[test]
 fn tampered_and_resealed_saved_plans_run_nothing() {
+    require_lab!();
     use k0sform::plan::{SavedPlan, Step, StepKind};
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
     c.write_spec(&["c1", "w1"]);
@@ -1241,6 +1262,7 @@ fn tampered_and_resealed_saved_plans_run_nothing() {
 /// with a ProxyCommand is reached without it, and the plan says the option was ignored.
 #[test]
 fn state_recorded_proxy_command_is_ignored_and_reported() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     c.apply();
     c.write_spec(&["c1"]);
@@ -1276,6 +1298,7 @@ fn state_recorded_proxy_command_is_ignored_and_reported() {
 /// host, nothing of the address runs here and the file is left as it was.
 #[test]
 fn hostile_state_address_runs_nothing_through_an_old_ssh_client() {
+    require_lab!();
     let mut c = controller_behind_bastion();
     let stand_in = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/old-ssh");
     let log = c.lab.dir().join("old-ssh.log");
@@ -1348,6 +1371,7 @@ fn hostile_state_address_runs_nothing_through_an_old_ssh_client() {
 /// cluster keeps its members and identity throughout.
 #[test]
 fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
+    require_lab!();
     let mut c = Cluster::with(
         THREE_PLUS_ONE,
         LabOptions::default(),
@@ -1447,6 +1471,7 @@ fn upgrade_then_reconfigure_keep_one_healthy_cluster() {
 /// step, and nothing after it runs on that host.
 #[test]
 fn hooks_run_around_their_steps_and_only_on_changes() {
+    require_lab!();
     const LOG: &str = "/root/k0sform-hooks.log";
     // Each hook appends its name, whether the worker service is installed, and the user.
     let rec = |what: &str| {
@@ -1557,6 +1582,7 @@ fn connect_after_hooks_run_during_apply_not_during_plan() {
 /// recorded: its login user, and its k0s paths, not the first host's or the defaults.
 #[test]
 fn removed_host_is_reset_with_its_own_login_and_paths() {
+    require_lab!();
     let mut c = Cluster::with(
         &[("c1", "controller"), ("w1", "worker")],
         LabOptions::default().sudo_user("w1"),
@@ -1618,6 +1644,7 @@ fn removed_host_is_reset_with_its_own_login_and_paths() {
 /// locally after planning is refused.
 #[test]
 fn files_are_uploaded_and_kept_as_the_spec_says() {
+    require_lab!();
     let mut c = Cluster::with(
         &[("c1", "controller"), ("w1", "worker")],
         LabOptions::default().sudo_user("w1"),
@@ -1779,6 +1806,7 @@ fn sshd_counts_during(
 /// whose join an earlier run began and did not see finish (an intent), and cleans up there.
 #[test]
 fn no_op_apply_opens_one_session_per_host() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
     let names = ["c1", "w1", "w2"];
     bootstrap(&c);
@@ -1883,6 +1911,7 @@ fn k0s_hashes(c: &Cluster, host: &str) -> usize {
 /// PATH (/usr/local/bin, the host's own disk).
 #[test]
 fn a_placed_k0s_binary_is_hashed_only_by_its_upload_check() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     let names = ["c1", "w1"];
     for n in names {
@@ -1925,6 +1954,7 @@ fn a_placed_k0s_binary_is_hashed_only_by_its_upload_check() {
 /// version bump that would need another binary there is refused before anything runs.
 #[test]
 fn use_existing_k0s_installs_the_binary_on_the_host() {
+    require_lab!();
     let mut c = Cluster::with(
         &[("c1", "controller"), ("w1", "worker")],
         LabOptions::default(),
@@ -1988,6 +2018,7 @@ fn use_existing_k0s_installs_the_binary_on_the_host() {
 /// bump then upgrades every host and changes nothing else.
 #[test]
 fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
+    require_lab!();
     let hosts = ["c1", "c2", "c3", "w1"];
     let mut spec_opts = SpecOptions {
         k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
@@ -2282,6 +2313,7 @@ fn mode_of(p: &std::path::Path) -> u32 {
 /// server follows k0sctl's rules, and the secret shows up nowhere else.
 #[test]
 fn kubeconfig_follows_k0sctl_server_rules_and_reaches_the_cluster() {
+    require_lab!();
     let mut c = Cluster::new(&[
         ("c1", "controller"),
         ("c2", "controller"),
@@ -2406,6 +2438,7 @@ fn backup_line(r: &e2e::Run) -> (String, std::path::PathBuf) {
 /// `kubeconfig` and by `apply -kubeconfig-out`, and nothing is printed or written.
 #[test]
 fn big_backups_stream_and_a_hostile_kubeconfig_is_refused() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller")]);
     bootstrap(&c);
     let bundle = "/var/lib/k0s/images/bundle.tar";
@@ -2491,6 +2524,7 @@ fn create_namespace(c: &Cluster, via: &str, name: &str) {
 /// destroy and restore again onto the same machines.
 #[test]
 fn backup_then_restore_onto_wiped_hosts_keeps_the_cluster() {
+    require_lab!();
     let mut spec_opts = SpecOptions::default();
     spec_opts.host_yaml.insert(
         "c1".into(),
@@ -2657,6 +2691,7 @@ fn backup_then_restore_onto_wiped_hosts_keeps_the_cluster() {
 /// matched by peer URL, not by name).
 #[test]
 fn controller_with_capitals_in_its_hostname_leaves_etcd_when_removed() {
+    require_lab!();
     let hosts = [
         ("Ctl-A", "controller"),
         ("Ctl-B", "controller"),
@@ -2698,6 +2733,7 @@ fn controller_with_capitals_in_its_hostname_leaves_etcd_when_removed() {
 /// due yet keeps its old binary at the install path: killed, it comes back on its old version.
 #[test]
 fn k0s_killed_before_its_upgrade_turn_comes_back_on_its_old_version() {
+    require_lab!();
     let hosts = [("c1", "controller"), ("w1", "worker")];
     let mut c = Cluster::with(
         &hosts,
@@ -2821,6 +2857,7 @@ fn node_ops(c: &Cluster, via: &str) -> Vec<(String, String, String)> {
 /// worker restarts, and leaves its Node cordoned.
 #[test]
 fn upgrade_drains_workers_in_batches_and_a_failed_drain_stops() {
+    require_lab!();
     let mut c = Cluster::with(
         ONE_PLUS_FOUR,
         LabOptions::default(),
@@ -2974,6 +3011,7 @@ fn runs_swapped_in(c: &Cluster, hosts: &[&str], version: &str) {
 /// is stale (exit 5) and nothing is installed; planned again, it applies the new version.
 #[test]
 fn saved_plan_version_is_chosen_again_at_apply() {
+    require_lab!();
     let mut c = Cluster::with(
         &[("c1", "controller")],
         LabOptions::default(),
@@ -3016,6 +3054,7 @@ fn saved_plan_version_is_chosen_again_at_apply() {
 /// no curl/wget) fails before any host or the state changes; an upgrade swaps binaries in.
 #[test]
 fn hosts_download_k0s_from_a_release_mirror() {
+    require_lab!();
     let mut c = Cluster::with(
         &[("c1", "controller"), ("w1", "worker")],
         LabOptions::default(),
@@ -3174,6 +3213,7 @@ fn k0s_download_url_without_published_sums_plans_and_installs() {
 /// is still `v1.33.4+k0s.0` (issue 27: that used to be a 404).
 #[test]
 fn upload_binary_downloads_once_locally_for_every_host() {
+    require_lab!();
     let mut c = Cluster::with(
         &[("c1", "controller"), ("w1", "worker"), ("w2", "worker")],
         LabOptions::default(),
@@ -3242,6 +3282,7 @@ fn timed_node_ops(c: &Cluster, via: &str) -> Vec<(f64, String, String)> {
 /// uncordons it, only once its Node turned Ready anew: never on the Ready cached from before.
 #[test]
 fn upgraded_worker_is_back_only_when_its_node_reports_ready_anew() {
+    require_lab!();
     let hosts = [("c1", "controller"), ("w1", "worker")];
     let mut c = Cluster::with(
         &hosts,
@@ -3310,6 +3351,7 @@ fn log_times(c: &Cluster, host: &str, path: &str, needle: &str) -> Vec<String> {
 /// "too many learner members".
 #[test]
 fn controllers_joining_as_learners_join_one_after_the_others_promotion() {
+    require_lab!();
     let hosts = [
         ("c1", "controller"),
         ("c2", "controller"),
@@ -3384,6 +3426,7 @@ fn controllers_joining_as_learners_join_one_after_the_others_promotion() {
 /// `--node-ip` (privateAddress is its address in the lab), with a drain; then nothing to do.
 #[test]
 fn readdressed_worker_is_moved_never_removed_and_joined() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     bootstrap(&c);
     let old = c.lab.address("w1");
@@ -3452,6 +3495,7 @@ fn readdressed_worker_is_moved_never_removed_and_joined() {
 /// refused (exit 3) with the steps to take; nothing changes: not the state, not etcd.
 #[test]
 fn readdressed_controller_whose_peer_address_changes_is_refused_with_steps() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("c2", "controller")]);
     bootstrap(&c);
     let old = c.lab.address("c2");
@@ -3535,6 +3579,7 @@ fn join_without_wait_completes_when_the_node_registers_but_is_not_ready() {
 /// plan), after which the service runs with the new values.
 #[test]
 fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
+    require_lab!();
     let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     let env = |token: &str| {
         format!("environment:\n  HTTP_PROXY: http://proxy.invalid:3128\n  TOKEN: {token}")
@@ -3616,6 +3661,7 @@ fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
 /// hash of it, and the URL's credentials likewise. The lab's plain-http mirror is warned about.
 #[test]
 fn probe_out_redacts_the_config_secrets_and_says_so() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller")]);
     bootstrap(&c);
     c.lab.exec_ok(
@@ -3653,6 +3699,7 @@ fn probe_out_redacts_the_config_secrets_and_says_so() {
 /// by `apply -refresh-only`. k0s never restarts on the host.
 #[test]
 fn pure_move_through_a_saved_plan_and_refresh_only() {
+    require_lab!();
     let spec_opts = SpecOptions {
         private_address: false,
         ..SpecOptions::default()
@@ -3746,6 +3793,7 @@ fn k0s_traces(c: &Cluster, name: &str) -> Vec<String> {
 /// nothing.
 #[test]
 fn destroy_resets_every_host_and_empties_the_state() {
+    require_lab!();
     let c = Cluster::new(THREE_PLUS_TWO);
     bootstrap(&c);
     assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
@@ -3877,6 +3925,7 @@ fn destroy_resets_every_host_and_empties_the_state() {
 /// by running it again; the excluded host is forgotten but not reset; `-json` prints events.
 #[test]
 fn destroy_killed_part_way_resumes_and_unreachable_hosts_need_exclude() {
+    require_lab!();
     let c = Cluster::new(THREE_PLUS_ONE);
     bootstrap(&c);
     let lineage = c.state_json()["lineage"].clone();
@@ -3981,6 +4030,7 @@ fn kill_apply_when(c: &Cluster, args: &[&str], mut cond: impl FnMut() -> bool) -
 /// again, removes them and forgets it: first for a worker, then for the last controller.
 #[test]
 fn destroy_killed_after_a_reset_removes_the_binary_when_run_again() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     bootstrap(&c);
     let lineage = c.state_json()["lineage"].clone();
@@ -4059,6 +4109,7 @@ fn destroy_killed_after_a_reset_removes_the_binary_when_run_again() {
 /// members, 3 healthy) and destroy was refused.
 #[test]
 fn destroy_removes_an_etcd_member_no_host_owns_first() {
+    require_lab!();
     let c = Cluster::new(&[
         ("c1", "controller"),
         ("c2", "controller"),
@@ -4107,6 +4158,7 @@ fn destroy_removes_an_etcd_member_no_host_owns_first() {
 /// nothing. (Without any `spec.k0s.config` it runs etcd, as k0sctl builds it: issue 27.)
 #[test]
 fn single_host_runs_kine_and_plans_no_changes() {
+    require_lab!();
     let spec_opts = SpecOptions {
         k0s_config: Some("spec:\n  telemetry:\n    enabled: false".into()),
         ..SpecOptions::default()
@@ -4166,6 +4218,7 @@ fn single_host_runs_kine_and_plans_no_changes() {
 /// nothing.
 #[test]
 fn single_kine_cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
+    require_lab!();
     let spec_opts = SpecOptions {
         k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
         k0s_config: Some("spec:\n  telemetry:\n    enabled: false".into()),
@@ -4222,6 +4275,7 @@ fn start_single_as_k0sctl_then_adopt(c: &Cluster, cfg: Option<&str>, storage: &s
 /// their own names, its Node by the override, and its etcd member.
 #[test]
 fn removed_controller_with_a_hostname_override_leaves_no_objects_behind() {
+    require_lab!();
     let hosts = [
         ("Ctl-A", "controller"),
         ("Ctl-B", "controller"),
@@ -4268,6 +4322,7 @@ fn removed_controller_with_a_hostname_override_leaves_no_objects_behind() {
 /// on the cluster's name; any other answer changes no host and not the state.
 #[test]
 fn terminal_confirmations_guard_apply_and_destroy() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     let r = c.run_on_terminal(&["apply"], "no");
     assert_ne!(r.code, 0);
@@ -4317,6 +4372,7 @@ fn terminal_confirmations_guard_apply_and_destroy() {
 /// still seen and replaced by the spec's.
 #[test]
 fn plan_hashes_the_k0s_binary_only_when_it_changed() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     bootstrap(&c);
     for h in ["c1", "w1"] {
@@ -4385,6 +4441,7 @@ fn node_watches_on(c: &Cluster, host: &str) -> Vec<String> {
 /// the controller when the apply ends: nothing is left running there.
 #[test]
 fn worker_join_waits_on_a_node_watch_and_leaves_none_running() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
     c.write_spec(&["c1"]);
     bootstrap(&c);
@@ -4451,6 +4508,7 @@ fn worker_join_waits_on_a_node_watch_and_leaves_none_running() {
 /// the next plan changes nothing: no switch to kine, no drain.
 #[test]
 fn single_etcd_host_built_by_k0sctl_without_a_config_is_adopted_and_plans_no_changes() {
+    require_lab!();
     let spec_opts = SpecOptions {
         k0s_version: Some("1.33.4+k0s.0".into()),
         ..SpecOptions::default()
@@ -4488,6 +4546,7 @@ fn single_etcd_host_built_by_k0sctl_without_a_config_is_adopted_and_plans_no_cha
 /// recorded with its etcd member; the next plan changes nothing.
 #[test]
 fn single_host_without_a_config_bootstraps_on_etcd() {
+    require_lab!();
     let c = Cluster::new(&[("s1", "single")]);
     bootstrap(&c);
     let status = c.lab.ssh_ok("s1", "k0s status -o json");
@@ -4510,6 +4569,7 @@ fn single_host_without_a_config_bootstraps_on_etcd() {
 /// `storage:` key (as earlier k0sform versions wrote it) stays on kine: no switch, no refusal.
 #[test]
 fn single_kine_host_without_a_config_keeps_kine() {
+    require_lab!();
     let c = Cluster::new(&[("s1", "single")]);
     c.lab.install_double("s1");
     let addr = c.lab.address("s1");
@@ -4525,6 +4585,7 @@ fn single_kine_host_without_a_config_keeps_kine() {
 /// k0sctl's default again: a worker upgrade drains, restarts and uncordons.
 #[test]
 fn drain_with_skip_wait_for_delete_timeout_passes_kubectl_seconds() {
+    require_lab!();
     let mut c = Cluster::with(
         &[("c1", "controller"), ("w1", "worker")],
         LabOptions::default(),
@@ -4575,6 +4636,7 @@ fn drain_with_skip_wait_for_delete_timeout_passes_kubectl_seconds() {
 /// the warning is in the run's summary, and the host leaves the state.
 #[test]
 fn removal_completes_with_a_warning_when_reset_clean_up_fails() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     bootstrap(&c);
     c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
@@ -4602,6 +4664,7 @@ fn removal_completes_with_a_warning_when_reset_clean_up_fails() {
 /// step; etcd keeps its 3 members and every Node stays, and the real state is untouched.
 #[test]
 fn hostile_state_entries_never_remove_live_members_or_nodes() {
+    require_lab!();
     let c = Cluster::new(THREE_PLUS_ONE);
     bootstrap(&c);
     c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
@@ -4737,6 +4800,7 @@ fn token_like_words(text: &str) -> Vec<String> {
 /// value in it.
 #[test]
 fn k0sctl_pipeline_flags_and_the_debug_log() {
+    require_lab!();
     let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     c.spec_opts.host_yaml.insert(
         "w1".into(),
@@ -4861,6 +4925,7 @@ fn k0sctl_pipeline_flags_and_the_debug_log() {
 /// finishes the work.
 #[test]
 fn k0sctl_timeout_stops_starting_steps() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     // w1's Node registers 30 s after its join: the run is still going when the timeout comes.
     c.lab

@@ -2,6 +2,10 @@
 //! k0s test double against the samples in reference/k0s-cli.md, including the etcd membership
 //! failures that must happen for real. Needs root; run with `cargo test --test lab`.
 
+#[path = "support/prereq.rs"]
+mod prereq;
+use prereq::require_lab;
+
 #[path = "support/lab.rs"]
 mod lab;
 
@@ -91,6 +95,7 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 
 #[test]
 fn lab_hosts_look_like_separate_machines() {
+    require_lab!();
     let lab = Lab::create_with(
         &[("c1", "controller"), ("c2", "controller"), ("w1", "worker")],
         LabOptions::default().sudo_user("c1"),
@@ -220,6 +225,7 @@ fn lab_hosts_look_like_separate_machines() {
 
 #[test]
 fn lab_bastion_proxyjump() {
+    require_lab!();
     let lab = Lab::create_with(
         &[("b1", "bastion"), ("c1", "controller")],
         LabOptions::default().bastion("b1"),
@@ -255,6 +261,7 @@ fn lab_bastion_proxyjump() {
 
 #[test]
 fn lab_parallel_labs_do_not_clash_and_teardown_leaves_nothing() {
+    require_lab!();
     let labs: Vec<Lab> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..3)
             .map(|_| s.spawn(|| Lab::create(&[("c1", "controller"), ("c2", "worker")])))
@@ -314,6 +321,7 @@ fn lab_parallel_labs_do_not_clash_and_teardown_leaves_nothing() {
 
 #[test]
 fn double_cli_matches_reference() {
+    require_lab!();
     let lab = Lab::create(&[("c1", "controller"), ("w1", "worker")]);
     let addr = lab.address("c1");
     lab.install_double("c1");
@@ -640,6 +648,7 @@ fn double_cli_matches_reference() {
 /// an unknown type fails before anything is printed.
 #[test]
 fn double_kubectl_get_several_types_is_one_list() {
+    require_lab!();
     let lab = Lab::create(&[("c1", "controller")]);
     lab.install_double("c1");
     lab.ssh_ok("c1", "k0s install controller --enable-worker && k0s start");
@@ -742,6 +751,7 @@ fn is_bootstrap_token(t: &str) -> bool {
 
 #[test]
 fn double_three_controllers_reset_rejoin_and_peer_urls_exist() {
+    require_lab!();
     let lab = Lab::create(&[
         ("c1", "controller"),
         ("c2", "controller"),
@@ -890,6 +900,7 @@ fn double_three_controllers_reset_rejoin_and_peer_urls_exist() {
 
 #[test]
 fn double_unhealthy_cluster_and_split_brain() {
+    require_lab!();
     let lab = Lab::create(&[
         ("c1", "controller"),
         ("c2", "controller"),
@@ -950,6 +961,7 @@ fn double_unhealthy_cluster_and_split_brain() {
 
 #[test]
 fn double_workers_tokens_and_heartbeats() {
+    require_lab!();
     let lab = Lab::create(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
     bootstrap(&lab, "c1");
     start_joining(&lab, "c1", "w1", "worker");
@@ -1042,6 +1054,7 @@ fn k0s_pid(lab: &Lab, host: &str) -> Option<u64> {
 /// v1.34.1; ControlNode and Node are lower-cased, Node after --hostname-override.
 #[test]
 fn double_object_names_follow_k0s_by_version() {
+    require_lab!();
     let lab = Lab::create(&[("Ctl-A", "controller"), ("w1", "worker")]);
     bootstrap(&lab, "Ctl-A");
     assert_eq!(member_names(&lab, "Ctl-A"), set(&["Ctl-A"]));
@@ -1098,6 +1111,7 @@ fn double_object_names_follow_k0s_by_version() {
 /// whatever binary is at the install path; `k0s stop` keeps it down.
 #[test]
 fn double_service_restarts_by_itself_unless_stopped() {
+    require_lab!();
     let lab = Lab::create(&[("c1", "controller")]);
     bootstrap(&lab, "c1");
     let pid = k0s_pid(&lab, "c1").expect("running");
@@ -1135,6 +1149,7 @@ fn double_service_restarts_by_itself_unless_stopped() {
 /// placeholder token (k0sctl's workaround, k0sform's too) keeps it starting.
 #[test]
 fn double_v1_35_1_worker_needs_a_token_in_its_file() {
+    require_lab!();
     let lab = Lab::create(&[("c1", "controller"), ("w1", "worker")]);
     bootstrap(&lab, "c1");
     let v1351 = lab.k0s_double_with_version("v1.35.1+k0s.0");
@@ -1200,6 +1215,7 @@ fn double_v1_35_1_worker_needs_a_token_in_its_file() {
 /// Test knob: `k0s status` blocks while /etc/k0s-lab/status-blocks exists on the host.
 #[test]
 fn double_status_blocks_while_the_knob_exists() {
+    require_lab!();
     let lab = Lab::create(&[("c1", "controller")]);
     bootstrap(&lab, "c1");
     lab.exec_ok("c1", "touch /etc/k0s-lab/status-blocks");
@@ -1215,6 +1231,7 @@ fn double_status_blocks_while_the_knob_exists() {
 /// leader's next resync, every ~10 s whenever the learner joined); it serves no API before.
 #[test]
 fn double_v1_35_5_controllers_join_as_learners() {
+    require_lab!();
     let lab = Lab::create(&[("c1", "controller"), ("c2", "controller")]);
     let v1355 = lab.k0s_double_with_version("v1.35.5+k0s.0");
     lab.install_binary("c1", &v1355);
@@ -1277,6 +1294,7 @@ fn double_v1_35_5_controllers_join_as_learners() {
 /// and the Ready condition keeps its lastTransitionTime (it never showed otherwise).
 #[test]
 fn double_stale_ready_until_the_restarted_kubelet_posts() {
+    require_lab!();
     let lab = Lab::create(&[("c1", "controller"), ("w1", "worker")]);
     bootstrap(&lab, "c1");
     start_joining(&lab, "c1", "w1", "worker");
@@ -1330,6 +1348,7 @@ fn double_stale_ready_until_the_restarted_kubelet_posts() {
 /// double does not watch with are refused.
 #[test]
 fn double_kubectl_watch_prints_a_line_per_node_change() {
+    require_lab!();
     let lab = Lab::create(&[("c1", "controller"), ("w1", "worker")]);
     bootstrap(&lab, "c1");
     lab.ssh_ok(
@@ -1366,6 +1385,7 @@ fn double_kubectl_watch_prints_a_line_per_node_change() {
 /// during clean-up: …`, exit 1, after the reboot warning), uninstalled all the same.
 #[test]
 fn double_gates_flags_by_version_and_fails_reset_as_k0s() {
+    require_lab!();
     let lab = Lab::create(&[("c1", "controller")]);
     lab.install_double("c1");
     lab.exec_ok("c1", "mkdir -p /etc/k0s && : > /etc/k0s/k0s.yaml");

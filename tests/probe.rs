@@ -3,6 +3,10 @@
 //! Part 2: the test lab (testdata/lab: real sshd per simulated host, the k0s double with real
 //! etcd): a fresh lab host, and a cluster of three controllers and a worker formed by hand.
 
+#[path = "support/prereq.rs"]
+mod prereq;
+use prereq::require_lab;
+
 #[path = "support/lab.rs"]
 mod lab;
 
@@ -59,6 +63,7 @@ fn state_host(id: &HostId, fp: &str, key: Option<String>) -> HostState {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fresh_unreachable_and_state_only_hosts() {
+    require_lab!();
     let a = Sshd::start();
     let b = Sshd::start();
     let (dead_addr, dead_port) = free_address();
@@ -120,6 +125,7 @@ async fn fresh_unreachable_and_state_only_hosts() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn changed_key_is_reported_and_replace_accepts_it() {
+    require_lab!();
     let a = Sshd::start();
     let s = spec(vec![a.host(Role::Controller, 1)]);
     let mut state = State::new();
@@ -178,6 +184,7 @@ async fn changed_key_is_reported_and_replace_accepts_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn excluded_hosts_are_not_contacted() {
+    require_lab!();
     let a = Sshd::start();
     let s = spec(vec![a.host(Role::Controller, 1)]);
     let t = SshTransport::new(SshOptions::default()).unwrap();
@@ -220,6 +227,7 @@ fn sshd_counts(lab: &lab::Lab, name: &str) -> (usize, usize) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lab_fresh_host_is_reached_and_looks_fresh() {
+    require_lab!();
     let lab = lab::Lab::create(&[("c1", "controller")]);
     let s = spec(vec![lab_host_spec(&lab, "c1", Role::Controller, 1)]);
     let before = sshd_counts(&lab, "c1");
@@ -316,6 +324,7 @@ fn etcd_member_ids(lab: &lab::Lab, host: &str) -> std::collections::BTreeMap<Str
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lab_cluster_view_is_gathered_from_every_controller() {
+    require_lab!();
     let lab = lab::Lab::create(&[
         ("c1", "controller"),
         ("c2", "controller"),
@@ -415,6 +424,7 @@ async fn lab_cluster_view_is_gathered_from_every_controller() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lab_sudo_user_through_a_bastion() {
+    require_lab!();
     let lab = lab::Lab::create_with(
         &[("b1", "bastion"), ("c1", "controller")],
         lab::LabOptions::default().sudo_user("c1").bastion("b1"),
@@ -465,6 +475,7 @@ async fn lab_sudo_user_through_a_bastion() {
 /// address that is an ssh flag) means the host is not contacted at all.
 #[tokio::test(flavor = "multi_thread")]
 async fn state_access_cannot_run_local_commands() {
+    require_lab!();
     let a = Sshd::start();
     let b = Sshd::start();
     let c = Sshd::start();
@@ -586,6 +597,7 @@ async fn state_access_cannot_run_local_commands() {
 /// the recorded key lets the probe through and reports the bastion's key.
 #[tokio::test(flavor = "multi_thread")]
 async fn state_only_host_through_a_recorded_bastion_is_checked() {
+    require_lab!();
     use k0sform::state::BastionState;
     let a = Sshd::start();
     let b = Sshd::start();

@@ -1,6 +1,10 @@
 //! `SshTransport` against real OpenSSH servers: each test starts its own `sshd` on a unique
 //! loopback address (127.201-250.x.y) with its own host key and an authorized test key.
 
+#[path = "support/prereq.rs"]
+mod prereq;
+use prereq::require_lab;
+
 #[path = "support/sshd.rs"]
 mod sshd;
 
@@ -88,6 +92,7 @@ fn processes_end_within(pattern: &str, limit: Duration) -> bool {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_commands_with_exit_codes_output_and_stdin_over_one_connection() {
+    require_lab!();
     let sshd = Sshd::start();
     let t = connected(&sshd, "root").await;
 
@@ -180,6 +185,7 @@ async fn runs_commands_with_exit_codes_output_and_stdin_over_one_connection() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_arguments_arrive_byte_for_byte() {
+    require_lab!();
     let sshd = Sshd::start();
     let t = connected(&sshd, "root").await;
     let marker = sshd.path("pwned");
@@ -206,6 +212,7 @@ async fn hostile_arguments_arrive_byte_for_byte() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn first_contact_records_the_key_and_later_runs_check_it() {
+    require_lab!();
     let sshd = Sshd::start();
     let t = transport();
     let info = t
@@ -248,6 +255,7 @@ async fn first_contact_records_the_key_and_later_runs_check_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn changed_host_key_is_refused_with_both_fingerprints_unless_accepted() {
+    require_lab!();
     let mut sshd = Sshd::start();
     let old_key = sshd.host_public_key();
     let old_fp = sshd.host_fingerprint();
@@ -303,6 +311,7 @@ async fn changed_host_key_is_refused_with_both_fingerprints_unless_accepted() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pin_mismatch_is_refused_before_any_command() {
+    require_lab!();
     let sshd = Sshd::start();
     let t = transport();
     let wrong = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".to_string();
@@ -356,6 +365,7 @@ async fn unreachable_host_fails_fast() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn command_timeout_is_typed_and_kills_the_remote_command() {
+    require_lab!();
     let sshd = Sshd::start();
     let t = connected(&sshd, "root").await;
     let started = Instant::now();
@@ -394,6 +404,7 @@ async fn command_timeout_is_typed_and_kills_the_remote_command() {
 /// writer, with its size and sha256, and stops at the command's own limit.
 #[tokio::test(flavor = "multi_thread")]
 async fn large_output_streams_into_a_writer_up_to_its_own_limit() {
+    require_lab!();
     let sshd = Sshd::start();
     let t = connected(&sshd, "root").await;
     let big = cmd(&["sh", "-c", "yes k0sform | head -c 20000000"]).output_limit(20_000_000);
@@ -419,6 +430,7 @@ async fn large_output_streams_into_a_writer_up_to_its_own_limit() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn write_file_and_upload_are_atomic_and_checked() {
+    require_lab!();
     let sshd = Sshd::start();
     let t = connected(&sshd, "root").await;
     // Paths with spaces and quotes: quoting must hold here too.
@@ -593,6 +605,7 @@ fn owner_of(path: &Path) -> (u32, u32) {
 /// chmod or chown may reach the link's target.
 #[tokio::test(flavor = "multi_thread")]
 async fn uploads_never_follow_links_planted_at_the_destination() {
+    require_lab!();
     use std::os::unix::fs::symlink;
     let sshd = Sshd::start();
     let t = connected(&sshd, "root").await;
@@ -673,6 +686,7 @@ async fn uploads_never_follow_links_planted_at_the_destination() {
 /// either stream is an error that says so, and the connection stays usable.
 #[tokio::test(flavor = "multi_thread")]
 async fn endless_output_from_a_host_is_cut_off() {
+    require_lab!();
     let sshd = Sshd::start();
     let t = connected(&sshd, "root").await;
     for script in ["head -c 20000000 /dev/zero", "yes >&2"] {
@@ -704,6 +718,7 @@ async fn endless_output_from_a_host_is_cut_off() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bastion_connection_carries_keys_and_options() {
+    require_lab!();
     let bastion = Sshd::start();
     let target_sshd = Sshd::start();
     let t = transport();
@@ -752,6 +767,7 @@ async fn bastion_connection_carries_keys_and_options() {
 /// reaches the target), and accepting the change trusts the new key.
 #[tokio::test(flavor = "multi_thread")]
 async fn bastion_keys_are_reported_and_checked_against_the_recorded_one() {
+    require_lab!();
     use k0sform::ssh::BastionTrust;
     let mut bastion = Sshd::start();
     let target_sshd = Sshd::start();
@@ -834,6 +850,7 @@ async fn bastion_keys_are_reported_and_checked_against_the_recorded_one() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn non_root_user_goes_through_sudo() {
+    require_lab!();
     // The lab creates user k0slab with passwordless sudo; without it this test cannot run.
     if !has_sudo_user() {
         eprintln!("skipping: no user k0slab on this machine");
@@ -875,6 +892,7 @@ fn process_group_of(pid: u32) -> Option<u32> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_master_is_shielded_from_ctrl_c_and_commands_start_no_ssh() {
+    require_lab!();
     let sshd = Sshd::start();
     let t = connected(&sshd, "root").await;
     let ours = process_group_of(std::process::id()).unwrap();
@@ -899,6 +917,7 @@ async fn the_master_is_shielded_from_ctrl_c_and_commands_start_no_ssh() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn dropping_the_transport_leaves_no_ssh_process() {
+    require_lab!();
     let sshd = Sshd::start();
     let t = connected(&sshd, "root").await;
     let dir = t.control_dir().to_path_buf();
@@ -916,6 +935,7 @@ async fn dropping_the_transport_leaves_no_ssh_process() {
 /// master is closed, not left running beside the recorded one.
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_connects_to_one_host_leave_one_master() {
+    require_lab!();
     let sshd = Sshd::start();
     let t = transport();
     let target = sshd.target("root");
@@ -948,6 +968,7 @@ async fn concurrent_connects_to_one_host_leave_one_master() {
 
 #[test]
 fn the_master_dies_with_the_thread_that_started_it_even_without_drop() {
+    require_lab!();
     // Simulates k0sform being killed: no Drop runs (mem::forget), the thread that spawned the
     // master ends, and the kernel's parent-death signal takes the master down.
     let sshd = Sshd::start();
@@ -978,6 +999,7 @@ fn the_master_dies_with_the_thread_that_started_it_even_without_drop() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn openssh_alias_from_config_path_and_user_from_config_decides_sudo() {
+    require_lab!();
     let sshd = Sshd::start();
     let cfg = sshd.path("ssh_config");
     std::fs::write(
@@ -1029,6 +1051,7 @@ async fn openssh_alias_from_config_path_and_user_from_config_decides_sudo() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lost_connection_is_unreachable_and_can_be_reopened() {
+    require_lab!();
     let sshd = Sshd::start();
     let t = transport();
     let info = t
@@ -1117,6 +1140,7 @@ async fn silent_host_times_out_as_unreachable() {
 /// for the user's shell here); commands must still run exactly as given.
 #[tokio::test(flavor = "multi_thread")]
 async fn commands_run_under_a_non_posix_login_shell() {
+    require_lab!();
     let sshd = Sshd::start_with("ForceCommand {dir}/fishy\n");
     let fishy = sshd.path("fishy");
     std::fs::write(
@@ -1160,6 +1184,7 @@ async fn commands_run_under_a_non_posix_login_shell() {
 /// behind, and a recorded key is still checked strictly.
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_ssh_config_cannot_weaken_the_connection() {
+    require_lab!();
     let sshd = Sshd::start();
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
@@ -1277,6 +1302,7 @@ async fn hostile_ssh_config_cannot_weaken_the_connection() {
 /// nothing here.
 #[tokio::test(flavor = "multi_thread")]
 async fn proxy_command_names_the_target_and_runs_nothing_of_its_address() {
+    require_lab!();
     let bastion = Sshd::start();
     let target_sshd = Sshd::start();
     let stand_in = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/old-ssh/ssh");

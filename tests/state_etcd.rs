@@ -7,6 +7,10 @@
 //! Child processes are this test binary run again with K0SFORM_ETCD_TEST_CHILD set: see
 //! `child_process_entry`.
 
+#[path = "support/prereq.rs"]
+mod prereq;
+use prereq::require_lab;
+
 #[path = "support/lab.rs"]
 mod lab;
 
@@ -171,6 +175,7 @@ fn spawn_child(mode: &str, url: &str, ttl_secs: u64) -> ChildProc {
 
 #[test]
 fn load_write_serial_and_history() {
+    require_lab!();
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/a");
     // Through the trait object, as the commands use it.
@@ -247,6 +252,7 @@ fn load_write_serial_and_history() {
 
 #[test]
 fn another_lineage_and_concurrent_writes_are_refused() {
+    require_lab!();
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/b");
     let theirs = sample_state();
@@ -297,6 +303,7 @@ fn another_lineage_and_concurrent_writes_are_refused() {
 
 #[test]
 fn bad_states_are_refused_and_left_byte_for_byte() {
+    require_lab!();
     let etcd = EtcdServer::start();
     let good = sample_state().to_canonical_json().unwrap();
     let newer = good.replace(
@@ -342,6 +349,7 @@ fn bad_states_are_refused_and_left_byte_for_byte() {
 
 #[test]
 fn secrets_never_reach_etcd() {
+    require_lab!();
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/secret");
     let mut s = store(&url);
@@ -359,6 +367,7 @@ fn secrets_never_reach_etcd() {
 
 #[test]
 fn second_process_gets_exit_4_naming_the_holder_then_waits_with_lock_timeout() {
+    require_lab!();
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/lock");
     create(&url, &sample_state());
@@ -430,6 +439,7 @@ fn second_process_gets_exit_4_naming_the_holder_then_waits_with_lock_timeout() {
 
 #[test]
 fn force_unlock_removes_only_the_lock_with_that_id_and_fences_the_old_holder() {
+    require_lab!();
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/force");
     create(&url, &sample_state());
@@ -482,6 +492,7 @@ fn force_unlock_removes_only_the_lock_with_that_id_and_fences_the_old_holder() {
 
 #[test]
 fn lease_revoked_from_outside_refuses_the_next_write() {
+    require_lab!();
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/revoke");
     create(&url, &sample_state());
@@ -507,6 +518,7 @@ fn lease_revoked_from_outside_refuses_the_next_write() {
 
 #[test]
 fn killed_holder_frees_the_lock_when_its_lease_expires() {
+    require_lab!();
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/kill");
     create(&url, &sample_state());
@@ -549,6 +561,7 @@ fn killed_holder_frees_the_lock_when_its_lease_expires() {
 
 #[test]
 fn concurrent_writers_from_two_processes_are_serialized() {
+    require_lab!();
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/race");
     create(&url, &sample_state());
@@ -581,6 +594,7 @@ fn concurrent_writers_from_two_processes_are_serialized() {
 
 #[test]
 fn etcd_stopped_gives_a_clear_error_and_work_continues_when_it_returns() {
+    require_lab!();
     let mut etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/down");
     create(&url, &sample_state());
@@ -630,6 +644,7 @@ fn etcd_stopped_gives_a_clear_error_and_work_continues_when_it_returns() {
 
 #[test]
 fn push_pull_and_migration_keep_lineage_and_serial() {
+    require_lab!();
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/migrate");
     let dir = tempfile::tempdir().unwrap();
@@ -742,6 +757,7 @@ fn push_pull_and_migration_keep_lineage_and_serial() {
 
 #[test]
 fn k0sform_state_variable_selects_the_store() {
+    require_lab!();
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/env");
     create(&url, &sample_state());
@@ -765,6 +781,7 @@ fn k0sform_state_variable_selects_the_store() {
 
 #[test]
 fn store_works_inside_an_async_runtime() {
+    require_lab!();
     // The commands call the synchronous store from inside their tokio runtime: no nested
     // block_on panic, on the runtime's own thread and on a worker.
     let etcd = EtcdServer::start();
@@ -835,6 +852,7 @@ fn bad_urls_and_tls_settings_are_explained() {
 
 #[test]
 fn etcds_uses_the_ca_and_client_certificate_from_flags_or_environment() {
+    require_lab!();
     let etcd = EtcdServer::start_tls();
     let url = etcd.url("/k0sform/tls");
     assert!(url.starts_with("etcds://"));
@@ -986,6 +1004,7 @@ fn apply_until(
 
 #[test]
 fn lab_plan_apply_saved_plans_and_failures_with_the_state_in_etcd() {
+    require_lab!();
     let mut etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/lab");
     let c = e2e::Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
@@ -1111,6 +1130,7 @@ fn lab_plan_apply_saved_plans_and_failures_with_the_state_in_etcd() {
 /// holder; with `-lock-timeout` the next one waits for the first to finish.
 #[test]
 fn two_live_applies_against_one_etcd_state() {
+    require_lab!();
     let etcd = EtcdServer::start();
     let url = etcd.url("/k0sform/two");
     let c = e2e::Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
@@ -1194,6 +1214,7 @@ mod etcd {
         }
 
         fn start_with(tls: bool) -> Self {
+            crate::prereq::assert_required("an etcd");
             let pid = std::process::id();
             let ip = loop {
                 let n = NEXT.fetch_add(1, Ordering::SeqCst);

@@ -1,6 +1,7 @@
 //! Test lab for end-to-end tests: simulated hosts (a loopback address each, a real sshd, own
 //! PID/mount/UTS namespaces and disk) managed by `testdata/lab/lab.py`, and the k0s test double
-//! `testdata/lab/k0s`. Include with `#[path = "support/lab.rs"] mod lab;`. Needs root.
+//! `testdata/lab/k0s`. Include with `#[path = "support/lab.rs"] mod lab;` and `prereq.rs`. Needs root:
+//! tests using it begin with `require_lab!();`.
 //!
 //! A `Lab` is torn down when dropped (also while a test panics); set `K0SFORM_LAB_KEEP=1` to keep
 //! the hosts running and the folder on disk for debugging (`lab.py teardown DIR` later).
@@ -153,13 +154,7 @@ impl Lab {
     }
 
     pub fn create_with(hosts: &[(&str, &str)], opts: LabOptions) -> Lab {
-        // `id -u` rather than libc::geteuid: keeps the support module dependency-free.
-        let uid = Command::new("id").arg("-u").output().map(|o| stdout(&o));
-        assert_eq!(
-            uid.ok().as_deref().map(str::trim),
-            Some("0"),
-            "the lab needs root (it creates namespaces and runs sshd)"
-        );
+        crate::prereq::assert_required("a lab");
         let dir = tempfile::Builder::new()
             .prefix("k0sform-lab-")
             .tempdir()

@@ -1,6 +1,7 @@
 //! A plain OpenSSH server on a random loopback address and port (no namespaces, no k0s): the
 //! fixture of the SSH transport and probe tests. Include with
-//! `#[path = "support/sshd.rs"] mod sshd;`.
+//! `#[path = "support/sshd.rs"] mod sshd;` and `prereq.rs`; tests using it begin with
+//! `require_lab!();` (it logs in as root and the lab's sudo user).
 #![allow(dead_code)]
 
 use k0sform::hostid::HostId;
@@ -74,6 +75,7 @@ impl Sshd {
 
     /// `start` with extra sshd_config lines; `{dir}` in them stands for the server's folder.
     pub fn start_with(extra: &str) -> Sshd {
+        crate::prereq::assert_required("an sshd");
         let dir = tempfile::Builder::new()
             .prefix("k0sform-sshd-")
             .tempdir_in("/tmp")
