@@ -359,6 +359,7 @@ fn wiped_controller_is_replaced_never_a_second_cluster() {
 /// host's key is refused and nothing changes; pinned with its new key it is replaced.
 #[test]
 fn host_key_pinned_in_k0sctl_form_accepts_only_that_key() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     bootstrap(&c);
     c.lab.wipe("w1");
@@ -1542,6 +1543,7 @@ fn hooks_run_around_their_steps_and_only_on_changes() {
 /// with nothing to change on a host lists its apply and connect hooks as not run.
 #[test]
 fn connect_after_hooks_run_during_apply_not_during_plan() {
+    require_lab!();
     const LOG: &str = "/root/k0sform-connect.log";
     let mut host_yaml = std::collections::BTreeMap::new();
     host_yaml.insert(
@@ -2185,6 +2187,7 @@ fn k0sctl_built_controller_and_worker(c: &Cluster) {
 /// the worker comes back on the new version.
 #[test]
 fn k0sctl_built_worker_upgraded_to_v1_35_1_k0s_0_gets_a_decodable_token_file() {
+    require_lab!();
     let mut c = Cluster::with(
         &[("c1", "controller"), ("w1", "worker")],
         LabOptions::default(),
@@ -2232,6 +2235,7 @@ fn k0sctl_built_worker_upgraded_to_v1_35_1_k0s_0_gets_a_decodable_token_file() {
 /// the kubelet root dir.
 #[test]
 fn install_flags_move_config_token_kubelet_dir_and_node_name() {
+    require_lab!();
     let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     c.spec_opts.host_yaml.insert(
         "c1".into(),
@@ -3147,6 +3151,7 @@ fn hosts_download_k0s_from_a_release_mirror() {
 /// how to pin it; `apply` installs, and the sha256 each host computed is shown and recorded.
 #[test]
 fn k0s_download_url_without_published_sums_plans_and_installs() {
+    require_lab!();
     let mut c = Cluster::with(
         &[("c1", "controller"), ("w1", "worker")],
         LabOptions::default(),
@@ -3521,6 +3526,7 @@ fn readdressed_controller_whose_peer_address_changes_is_refused_with_steps() {
 /// `apply` change nothing: not the host, not the state.
 #[test]
 fn role_flip_of_a_running_host_is_refused_and_changes_nothing() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     bootstrap(&c);
     let spec = std::fs::read_to_string(&c.spec).unwrap();
@@ -3559,6 +3565,7 @@ fn role_flip_of_a_running_host_is_refused_and_changes_nothing() {
 /// NotReady (`node_grace -1`: no heartbeat is recent enough), and the join still completes.
 #[test]
 fn join_without_wait_completes_when_the_node_registers_but_is_not_ready() {
+    require_lab!();
     let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
     c.write_spec(&["c1"]);
     bootstrap(&c);
