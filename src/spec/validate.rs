@@ -198,8 +198,10 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
         ("dataDir", Some(&h.data_dir)),
         ("kubeletRootDir", h.kubelet_root_dir.as_ref()),
     ] {
+        // The state's rule for recorded paths: `k0s reset` deletes the data and kubelet root
+        // dirs, destroy the binary, so `/` or a system directory is refused here already.
         if let Some(v) = v
-            && let Some(e) = remote_path_problem(v)
+            && let Some(e) = crate::state::paths::k0s_path_problem(field, v)
         {
             sink.error(&format!("{p}.{field}"), e);
         }
