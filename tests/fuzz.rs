@@ -566,6 +566,12 @@ const STATE_ADDRESS_FIELDS: &[&str] = &[
 /// The seed state with recorded access through a bastion, `field` set to `address`: refused
 /// naming the field in a message without raw controls, or accepted as a plain address.
 fn state_with_address(field: &'static str, address: String) {
+    state_with(field, address, |_, a| plain_address(a));
+}
+
+/// The seed state with recorded access through a bastion, `field` set to `address`: refused
+/// naming the field in a message without raw controls, or accepted when `plain(field, value)`.
+fn state_with(field: &'static str, address: String, plain: fn(&str, &str) -> bool) {
     within(format!("state {field} = {address:?}"), move || {
         let mut v: serde_json::Value = serde_json::from_str(STATE_SEED).expect("seed");
         let target = |a: &str| {
@@ -580,7 +586,7 @@ fn state_with_address(field: &'static str, address: String) {
         set_field(&mut v, field, &address);
         let bytes = serde_json::to_vec(&v).expect("json");
         match k0sform::state::parse(Path::new("fuzz.json"), &bytes) {
-            Ok(_) => assert!(plain_address(&address), "{field} {address:?} was accepted"),
+            Ok(_) => assert!(plain(field, &address), "{field} {address:?} was accepted"),
             Err(e) => {
                 let msg = e.to_string();
                 assert!(
@@ -605,6 +611,12 @@ const PLAN_ADDRESS_FIELDS: &[&str] = &[
 /// The seed plan with `field` set to `address`, sealed again: refused naming the field in a
 /// message without raw controls, or accepted as a plain address and rendered without any.
 fn plan_with_address(field: &'static str, address: String) {
+    plan_with(field, address, |_, a| plain_address(a));
+}
+
+/// The seed plan with `field` set to `address`, sealed again: refused naming the field in a
+/// message without raw controls, or accepted when `plain(field, value)` and rendered without any.
+fn plan_with(field: &'static str, address: String, plain: fn(&str, &str) -> bool) {
     within(format!("saved plan {field} = {address:?}"), move || {
         let mut v: serde_json::Value = serde_json::from_str(&plan_seed()).expect("seed");
         set_field(&mut v, field, &address);
@@ -612,7 +624,7 @@ fn plan_with_address(field: &'static str, address: String) {
         saved.seal();
         match SavedPlan::from_json(&saved.to_json()) {
             Ok(saved) => {
-                assert!(plain_address(&address), "{field} {address:?} was accepted");
+                assert!(plain(field, &address), "{field} {address:?} was accepted");
                 let text = render::text(&saved.plan, false);
                 assert!(shows_as_is(&text), "raw controls in {text:?}");
             }
@@ -701,36 +713,9 @@ const STATE_VALUE_FIELDS: &[&str] = &[
     "intents[0].peer_url",
 ];
 
-/// The seed state (with recorded access through a bastion) with `field` set to `value`:
-/// refused naming the field in a message without raw controls, or accepted as a plain value.
+/// `state_with` for the fields above, accepted when `plain_value`.
 fn state_with_value(field: &'static str, value: String) {
-    within(format!("state {field} = {value:?}"), move || {
-        let mut v: serde_json::Value = serde_json::from_str(STATE_SEED).expect("seed");
-        let target = |a: &str| {
-            serde_json::json!({"address": a, "port": 22, "user": "root", "key_path": null,
-                "config_path": null, "options": {}, "bastion": null, "host_key": null,
-                "openssh": false})
-        };
-        let mut ssh = target("10.0.0.1");
-        ssh["bastion"] = target("10.0.0.2");
-        v["hosts"][0]["access"] = serde_json::json!({"ssh": ssh,
-            "k0s_install_path": "/usr/local/bin/k0s", "data_dir": "/var/lib/k0s"});
-        set_field(&mut v, field, &value);
-        let bytes = serde_json::to_vec(&v).expect("json");
-        match k0sform::state::parse(Path::new("fuzz.json"), &bytes) {
-            Ok(_) => assert!(plain_value(field, &value), "{field} {value:?} was accepted"),
-            Err(e) => {
-                let msg = e.to_string();
-                assert!(
-                    msg.contains(&format!(
-                        "fuzz.json is not a valid k0sform state: {field}: "
-                    )),
-                    "{msg}"
-                );
-                assert!(shows_as_is(&msg), "raw controls in {msg:?}");
-            }
-        }
-    });
+    state_with(field, value, plain_value);
 }
 
 const PLAN_VALUE_FIELDS: &[&str] = &[
@@ -739,23 +724,9 @@ const PLAN_VALUE_FIELDS: &[&str] = &[
     "identities[0].member_id",
 ];
 
-/// The seed plan with `field` set to `value`, sealed again: refused naming the field in a
-/// message without raw controls, or accepted as a plain value.
+/// `plan_with` for the fields above, accepted when `plain_value`.
 fn plan_with_value(field: &'static str, value: String) {
-    within(format!("saved plan {field} = {value:?}"), move || {
-        let mut v: serde_json::Value = serde_json::from_str(&plan_seed()).expect("seed");
-        set_field(&mut v, field, &value);
-        let mut saved: SavedPlan = serde_json::from_value(v).expect("still a plan");
-        saved.seal();
-        match SavedPlan::from_json(&saved.to_json()) {
-            Ok(_) => assert!(plain_value(field, &value), "{field} {value:?} was accepted"),
-            Err(e) => {
-                let msg = e.to_string();
-                assert!(msg.contains(&format!("not valid: {field}: ")), "{msg}");
-                assert!(shows_as_is(&msg), "raw controls in {msg:?}");
-            }
-        }
-    });
+    plan_with(field, value, plain_value);
 }
 
 proptest! {
