@@ -566,6 +566,12 @@ const STATE_ADDRESS_FIELDS: &[&str] = &[
 /// The seed state with recorded access through a bastion, `field` set to `address`: refused
 /// naming the field in a message without raw controls, or accepted as a plain address.
 fn state_with_address(field: &'static str, address: String) {
+    state_with(field, address, |_, a| plain_address(a));
+}
+
+/// The seed state with recorded access through a bastion, `field` set to `address`: refused
+/// naming the field in a message without raw controls, or accepted when `plain(field, value)`.
+fn state_with(field: &'static str, address: String, plain: fn(&str, &str) -> bool) {
     within(format!("state {field} = {address:?}"), move || {
         let mut v: serde_json::Value = serde_json::from_str(STATE_SEED).expect("seed");
         let target = |a: &str| {
@@ -580,7 +586,7 @@ fn state_with_address(field: &'static str, address: String) {
         set_field(&mut v, field, &address);
         let bytes = serde_json::to_vec(&v).expect("json");
         match k0sform::state::parse(Path::new("fuzz.json"), &bytes) {
-            Ok(_) => assert!(plain_address(&address), "{field} {address:?} was accepted"),
+            Ok(_) => assert!(plain(field, &address), "{field} {address:?} was accepted"),
             Err(e) => {
                 let msg = e.to_string();
                 assert!(
@@ -605,6 +611,12 @@ const PLAN_ADDRESS_FIELDS: &[&str] = &[
 /// The seed plan with `field` set to `address`, sealed again: refused naming the field in a
 /// message without raw controls, or accepted as a plain address and rendered without any.
 fn plan_with_address(field: &'static str, address: String) {
+    plan_with(field, address, |_, a| plain_address(a));
+}
+
+/// The seed plan with `field` set to `address`, sealed again: refused naming the field in a
+/// message without raw controls, or accepted when `plain(field, value)` and rendered without any.
+fn plan_with(field: &'static str, address: String, plain: fn(&str, &str) -> bool) {
     within(format!("saved plan {field} = {address:?}"), move || {
         let mut v: serde_json::Value = serde_json::from_str(&plan_seed()).expect("seed");
         set_field(&mut v, field, &address);
@@ -612,7 +624,7 @@ fn plan_with_address(field: &'static str, address: String) {
         saved.seal();
         match SavedPlan::from_json(&saved.to_json()) {
             Ok(saved) => {
-                assert!(plain_address(&address), "{field} {address:?} was accepted");
+                assert!(plain(field, &address), "{field} {address:?} was accepted");
                 let text = render::text(&saved.plan, false);
                 assert!(shows_as_is(&text), "raw controls in {text:?}");
             }
@@ -623,6 +635,139 @@ fn plan_with_address(field: &'static str, address: String) {
             }
         }
     });
+}
+
+// Hostile values in the other fields of a state and a saved plan that reach a command or the
+// terminal: peer URLs, member IDs, machine-ids, node names, host key fingerprints, users.
+
+/// `hostile_address`'s pieces with those of peer URLs, fingerprints and hex IDs.
+fn hostile_value() -> impl Strategy<Value = String> {
+    let pieces = proptest::sample::select(vec![
+        "https://",
+        "http://",
+        "://",
+        ":2380",
+        ":0",
+        ":99999",
+        "/",
+        "SHA256:",
+        "+",
+        "=",
+        "$(",
+        "`",
+        ";",
+        " ",
+        "\n",
+        "-",
+        "--peer-address=",
+        "\u{1b}[2K",
+        "\u{9b}",
+        "\u{202e}",
+        "\0",
+        "[",
+        "]",
+        ":",
+        ".",
+        "_",
+        "a",
+        "F",
+        "0",
+        "9",
+        "8e9e05c5",
+        "10.0.0.1",
+        "::1",
+        "k0s.example",
+    ]);
+    proptest::collection::vec(pieces, 0..8).prop_map(|v| v.concat())
+}
+
+/// What an accepted value may hold: no shell, terminal or option syntax, by field.
+fn plain_value(field: &str, v: &str) -> bool {
+    if v.is_empty() && field.ends_with("host_key") {
+        // No key recorded.
+        return true;
+    }
+    let plain = !v.is_empty()
+        && !v.starts_with('-')
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-:/[]+=_".contains(c));
+    plain
+        && match field.rsplit('.').next().unwrap_or(field) {
+            "peer_url" => v.starts_with("http://") || v.starts_with("https://"),
+            "member_id" | "machine_id" => v.chars().all(|c| c.is_ascii_hexdigit()),
+            "node_name" => !v.chars().any(|c| c.is_ascii_uppercase()),
+            "host_key" => v.starts_with("SHA256:"),
+            _ => true,
+        }
+}
+
+const STATE_VALUE_FIELDS: &[&str] = &[
+    "hosts[0].etcd.peer_url",
+    "hosts[0].etcd.member_id",
+    "hosts[0].machine_id",
+    "hosts[0].node_name",
+    "hosts[0].host_key",
+    "hosts[0].access.ssh.user",
+    "hosts[0].access.ssh.bastion.user",
+    "intents[0].member_id",
+    "intents[0].peer_url",
+];
+
+/// `state_with` for the fields above, accepted when `plain_value`.
+fn state_with_value(field: &'static str, value: String) {
+    state_with(field, value, plain_value);
+}
+
+const PLAN_VALUE_FIELDS: &[&str] = &[
+    "identities[0].machine_id",
+    "identities[0].host_key",
+    "identities[0].member_id",
+];
+
+/// `plan_with` for the fields above, accepted when `plain_value`.
+fn plan_with_value(field: &'static str, value: String) {
+    plan_with(field, value, plain_value);
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn state_reader_refuses_hostile_field_values(
+        field in proptest::sample::select(STATE_VALUE_FIELDS),
+        value in hostile_value(),
+    ) {
+        state_with_value(field, value);
+    }
+
+    #[test]
+    fn saved_plan_reader_refuses_hostile_field_values(
+        field in proptest::sample::select(PLAN_VALUE_FIELDS),
+        value in hostile_value(),
+    ) {
+        plan_with_value(field, value);
+    }
+}
+
+#[test]
+fn known_hostile_values_are_refused_in_every_field() {
+    for value in [
+        "https://10.0.0.1:2380 --data-dir=/",
+        "--peer-address=x",
+        "\u{1b}[1A\u{1b}[2KNo changes",
+        "$(reboot)",
+        "",
+    ] {
+        for field in STATE_VALUE_FIELDS {
+            state_with_value(field, value.to_string());
+        }
+        for field in PLAN_VALUE_FIELDS {
+            plan_with_value(field, value.to_string());
+        }
+    }
+    state_with_value("hosts[0].etcd.peer_url", "https://[fd00::1]:2380".into());
+    state_with_value("hosts[0].etcd.peer_url", "http://c1.example:2380".into());
+    plan_with_value("identities[0].machine_id", "0123456789abcdef".into());
 }
 
 // Redaction of a host's k0s.yaml (its text comes from the host).

@@ -1511,9 +1511,38 @@ fn case_inputs(name: &str) -> Inputs {
     build(&case)
 }
 
+/// `case_inputs` with machine-ids and host key fingerprints that look like real ones, in the
+/// state and the probe alike (the cases' `mid-c01` and `SHA256:key-c01` would not pass the
+/// checks a saved plan is read with): hex and base64 of the fixtures' own values.
+fn saved_case_inputs(name: &str) -> Inputs {
+    use base64::Engine as _;
+    let mut i = case_inputs(name);
+    let machine = |m: &mut String| {
+        let hex: String = m.bytes().map(|b| format!("{b:02x}")).collect();
+        *m = format!("{hex:0<32}");
+    };
+    let key = |k: &mut String| {
+        *k = format!(
+            "SHA256:{}",
+            base64::engine::general_purpose::STANDARD_NO_PAD.encode(k.as_bytes())
+        );
+    };
+    for h in &mut i.state.hosts {
+        machine(&mut h.machine_id);
+        key(&mut h.host_key);
+    }
+    for h in &mut i.reality.hosts {
+        if let Probe::Reached(f) = &mut h.probe {
+            machine(&mut f.machine_id);
+            key(&mut f.host_key);
+        }
+    }
+    i
+}
+
 #[test]
 fn saved_plan_detects_every_kind_of_staleness() {
-    let i = case_inputs("replace_machine_id");
+    let i = saved_case_inputs("replace_machine_id");
     let p = run(&i).expect("plan");
     let saved = SavedPlan::new(p, &i.state, "aaaa", &i.reality);
     saved
@@ -1726,7 +1755,7 @@ fn saved_plan_cannot_choose_the_archive_or_a_downgrade() {
 #[test]
 fn saved_plan_versions_are_checked_and_chosen_again() {
     use k0sform::plan::ResolvedVersion;
-    let i = case_inputs("add_worker");
+    let i = saved_case_inputs("add_worker");
     let p = run(&i).expect("plan");
     let mut saved = SavedPlan::new(p.clone(), &i.state, "aaaa", &i.reality);
     let version = |v: &str| k0sform::version::K0sVersion::parse(v).expect("a k0s version");
@@ -2948,7 +2977,7 @@ fn ambiguous_or_role_changing_matches_are_not_moves() {
 /// the file shows; `-destroy` with a normal plan is refused too.
 #[test]
 fn saved_destroy_plans_are_derived_again_as_destroys() {
-    let i = case_inputs("destroy");
+    let i = saved_case_inputs("destroy");
     let p = run(&i).expect("plan");
     assert!(p.destroy);
     let saved = SavedPlan::with_options(p.clone(), &i.state, "aaaa", &i.reality, i.options.clone());

@@ -694,7 +694,118 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
         serde_json::to_string_pretty(&s).unwrap()
     };
 
-    let cases: Vec<(&str, String, &str)> = vec![
+    // Every field that reaches a command (`k0s etcd leave --peer-address`, `k0s reset`'s
+    // machine-id guard, kubectl, ssh) or the terminal is checked when read, naming the field.
+    let edited = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+        f(&mut v);
+        serde_json::to_string_pretty(&v).unwrap()
+    };
+    let access = |user: &str, bastion_user: &str| {
+        let target = |a: &str, u: &str| {
+            serde_json::json!({"address": a, "port": 22, "user": u, "key_path": null,
+                "config_path": null, "options": {}, "bastion": null, "host_key": null,
+                "openssh": false})
+        };
+        let mut ssh = target("127.0.0.1", user);
+        ssh["bastion"] = target("127.0.0.9", bastion_user);
+        serde_json::json!({"ssh": ssh, "k0s_install_path": "/usr/local/bin/k0s",
+            "data_dir": "/var/lib/k0s"})
+    };
+    let field_cases: Vec<(&str, String, &str)> = vec![
+        (
+            "peer-url-shell",
+            edited(&|v| v["hosts"][0]["etcd"]["peer_url"] = "https://127.0.0.1:2380;reboot".into()),
+            "hosts[0].etcd.peer_url: `https://127.0.0.1:2380;reboot` is not an etcd peer URL",
+        ),
+        (
+            "peer-url-flag",
+            edited(&|v| v["hosts"][0]["etcd"]["peer_url"] = "--data-dir=/".into()),
+            "hosts[0].etcd.peer_url: `--data-dir=/` is not an etcd peer URL",
+        ),
+        (
+            "peer-url-path",
+            edited(&|v| v["hosts"][0]["etcd"]["peer_url"] = "https://127.0.0.1:2380/x".into()),
+            "hosts[0].etcd.peer_url",
+        ),
+        (
+            "peer-url-no-port",
+            edited(&|v| v["hosts"][0]["etcd"]["peer_url"] = "https://127.0.0.1".into()),
+            "hosts[0].etcd.peer_url",
+        ),
+        (
+            "member-id",
+            edited(&|v| v["hosts"][0]["etcd"]["member_id"] = "8e9e05c5216469021".into()),
+            "hosts[0].etcd.member_id: `8e9e05c5216469021` is not an etcd member ID",
+        ),
+        (
+            "machine-id",
+            edited(&|v| v["hosts"][1]["machine_id"] = "$(reboot)".into()),
+            "hosts[1].machine_id: `$(reboot)` is not a machine-id",
+        ),
+        (
+            "node-name-upper",
+            edited(&|v| v["hosts"][0]["node_name"] = "Node1".into()),
+            "hosts[0].node_name: `Node1` is not a Kubernetes node name",
+        ),
+        (
+            "node-name-flag",
+            edited(&|v| v["hosts"][0]["node_name"] = "--all".into()),
+            "hosts[0].node_name: `--all` is not a Kubernetes node name",
+        ),
+        (
+            "host-key",
+            edited(&|v| v["hosts"][2]["host_key"] = "SHA256:abc\u{1b}[2J".into()),
+            "hosts[2].host_key: `SHA256:abc\\x1b[2J` is not a host key fingerprint",
+        ),
+        (
+            "access-user",
+            edited(&|v| v["hosts"][0]["access"] = access("root -oProxyCommand=id", "root")),
+            "hosts[0].access.ssh.user: `root -oProxyCommand=id` is not a user name",
+        ),
+        (
+            "bastion-user",
+            edited(&|v| v["hosts"][0]["access"] = access("root", "-lroot")),
+            "hosts[0].access.ssh.bastion.user: `-lroot` is not a user name",
+        ),
+        (
+            "config-sha",
+            edited(&|v| v["hosts"][0]["config_sha256"] = "zz".into()),
+            "hosts[0].config_sha256: `zz` is not lower-case hex",
+        ),
+        (
+            "intent-peer-url",
+            edited(&|v| v["intents"][0]["peer_url"] = "https://x:2380'".into()),
+            "intents[0].peer_url",
+        ),
+        (
+            "intent-member-id",
+            edited(&|v| v["intents"][0]["member_id"] = "-".into()),
+            "intents[0].member_id",
+        ),
+        (
+            "intent-kind",
+            edited(&|v| v["intents"][0]["kind"] = "remove member".into()),
+            "intents[0].kind",
+        ),
+        (
+            "intent-step",
+            edited(&|v| v["intents"][0]["step"] = "remove\u{1b}[1A".into()),
+            "intents[0].step: `remove\\x1b[1A` is not plain text",
+        ),
+        (
+            "cluster-name",
+            edited(&|v| v["cluster"]["name"] = "prod\u{202e}".into()),
+            "cluster.name: `prod\\u{202e}` is not plain text",
+        ),
+        (
+            "cluster-uid",
+            edited(&|v| v["cluster"]["uid"] = "7c3f;x".into()),
+            "cluster.uid",
+        ),
+    ];
+
+    let mut cases: Vec<(&str, String, &str)> = vec![
         (
             "cluster-version",
             cluster_version,
@@ -749,12 +860,18 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
             "k0s_binary.sha256",
         ),
     ];
+    cases.extend(field_cases);
     for (name, text, problem) in cases {
         let path = dir.path().join(format!("{name}.json"));
         std::fs::write(&path, &text).unwrap();
         let mut store = LocalStore::new(&path);
         let err = store.load().unwrap_err();
         let msg = err.to_string();
+        assert!(
+            !msg.chars()
+                .any(|c| c.is_control() || ('\u{202a}'..='\u{202e}').contains(&c)),
+            "{name}: raw controls in {msg:?}"
+        );
         assert!(msg.contains(&path.display().to_string()), "{name}: {msg}");
         assert!(msg.contains(problem), "{name}: {msg}");
         assert_eq!(err.exit(), k0sform::exit::Exit::Error);

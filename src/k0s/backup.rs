@@ -33,15 +33,28 @@ pub const MAX_ENTRY_METADATA: u64 = 1 << 20;
 /// Most entries an archive may hold. A k0s backup holds the data dir's pki, manifests, images
 /// and helm home: hundreds of files.
 pub const MAX_ENTRIES: usize = 100_000;
+/// Most bytes an archive may unpack to, headers included: a k0s backup is the etcd snapshot
+/// (etcd's quota is 8 GiB at most) and the data dir's small trees; a gzip bomb stops here.
+pub const MAX_UNPACKED: u64 = 64 << 30;
 
 /// Read a k0s backup archive (gzip, tar). It must hold a k0s.yaml and, unless that config uses
 /// kine, the etcd snapshot: `k0s restore` fails without them, after k0sform has prepared a host.
 /// The archive may come from a host: what the tar reader may hold for one entry is bounded
-/// (`MAX_ENTRY_METADATA`), and so is the number of entries; bodies are only streamed through.
+/// (`MAX_ENTRY_METADATA`), and so are the number of entries and the bytes it unpacks to
+/// (`MAX_UNPACKED`); bodies are only streamed through.
 pub fn read_archive(gz: impl Read) -> Result<BackupArchive, K0sError> {
+    read_archive_within(gz, MAX_UNPACKED)
+}
+
+/// `read_archive` with `max_unpacked` for `MAX_UNPACKED`.
+fn read_archive_within(gz: impl Read, max_unpacked: u64) -> Result<BackupArchive, K0sError> {
     const WHAT: &str = "the backup archive";
     let bad = |m: &str| K0sError::parse(WHAT, m);
-    let meter = std::rc::Rc::new(Meter::default());
+    let meter = std::rc::Rc::new(Meter {
+        left: std::cell::Cell::new(max_unpacked),
+        max_unpacked,
+        ..Meter::default()
+    });
     let mut archive = tar::Archive::new(Metered {
         inner: flate2::read::GzDecoder::new(gz),
         meter: meter.clone(),
@@ -73,6 +86,13 @@ pub fn read_archive(gz: impl Read) -> Result<BackupArchive, K0sError> {
         let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let name = name.trim_start_matches("./").trim_end_matches('/');
         let size = entry.size();
+        // Refused before its body is streamed: an entry said to be larger than what the whole
+        // archive may unpack to still has to come.
+        if size > meter.left.get() {
+            return Err(bad(&format!(
+                "an entry of {size} bytes, more than the {max_unpacked} bytes an archive may unpack to"
+            )));
+        }
         let mut read = 0;
         if name == CONFIG && entry.header().entry_type().is_file() && size <= MAX_CONFIG {
             let mut body = Vec::new();
@@ -128,6 +148,11 @@ struct Meter {
     over: std::cell::Cell<bool>,
     /// The stream ended.
     eof: std::cell::Cell<bool>,
+    /// Decompressed bytes the archive may still unpack to (`MAX_UNPACKED` at first).
+    left: std::cell::Cell<u64>,
+    max_unpacked: u64,
+    /// `left` ran out.
+    too_big: std::cell::Cell<bool>,
     /// How the decompressor failed (not gzip, damaged, cut short).
     gzip: std::cell::Cell<Option<std::io::ErrorKind>>,
 }
@@ -137,6 +162,8 @@ impl Meter {
     fn explain(&self, e: &std::io::Error, first: bool) -> String {
         if self.over.get() {
             format!("an entry's header records (long name, PAX) exceed {MAX_ENTRY_METADATA} bytes")
+        } else if self.too_big.get() {
+            format!("it unpacks to more than {} bytes", self.max_unpacked)
         } else if let Some(kind) = self.gzip.get()
             && kind != std::io::ErrorKind::UnexpectedEof
         {
@@ -171,6 +198,13 @@ impl<R: Read> Read for Metered<R> {
             Some(left) => buf.len().min(usize::try_from(left).unwrap_or(usize::MAX)),
             None => buf.len(),
         };
+        if m.left.get() == 0 && want > 0 {
+            m.too_big.set(true);
+            return Err(std::io::Error::other(
+                "archive over its unpacked size limit",
+            ));
+        }
+        let want = want.min(usize::try_from(m.left.get()).unwrap_or(usize::MAX));
         let n = self
             .inner
             .read(&mut buf[..want])
@@ -178,6 +212,7 @@ impl<R: Read> Read for Metered<R> {
         if n == 0 && want > 0 {
             m.eof.set(true);
         }
+        m.left.set(m.left.get() - n as u64);
         if let Some(left) = m.budget.get() {
             m.budget.set(Some(left - n as u64));
         }
@@ -304,6 +339,35 @@ pub(crate) mod tests {
 
     const CONFIG_YAML: &[u8] =
         b"apiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nspec:\n  storage:\n    etcd:\n      peerAddress: 10.0.0.1\n";
+
+    #[test]
+    fn what_an_archive_unpacks_to_is_capped() {
+        let valid = [(CONFIG, CONFIG_YAML), (ETCD_SNAPSHOT, b"snap".as_slice())];
+        // Twenty empty entries: 512-byte headers, nothing else, 12 KiB in all.
+        let names: Vec<String> = (0..20).map(|i| format!("manifests/f{i}")).collect();
+        let mut many: Vec<(&str, &[u8])> = valid.to_vec();
+        many.extend(names.iter().map(|n| (n.as_str(), b"".as_slice())));
+        let many = archive(&many);
+        assert!(read_archive_within(many.as_slice(), 64 << 10).is_ok());
+        let e = read_archive_within(many.as_slice(), 4096).unwrap_err();
+        assert!(
+            e.to_string().contains("it unpacks to more than 4096 bytes"),
+            "{e}"
+        );
+        // One entry larger than the whole archive may be is refused before its body is read.
+        let zeros = vec![0u8; 1 << 20];
+        let mut big: Vec<(&str, &[u8])> = valid.to_vec();
+        big.push(("images/bundle.tar", &zeros));
+        let big = archive(&big);
+        assert!(read_archive_within(big.as_slice(), 2 << 20).is_ok());
+        let e = read_archive_within(big.as_slice(), 64 << 10).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "an entry of 1048576 bytes, more than the 65536 bytes an archive may unpack to"
+            ),
+            "{e}"
+        );
+    }
 
     #[test]
     fn reads_a_k0s_archive() {

@@ -23,7 +23,8 @@ pub fn is_object_name(name: &str) -> bool {
         })
 }
 
-fn is_hex(s: &str, min: usize, max: usize) -> bool {
+/// `min` to `max` hex digits (either case).
+pub fn is_hex(s: &str, min: usize, max: usize) -> bool {
     (min..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
@@ -103,7 +104,8 @@ pub fn check(f: &HostFacts) -> Result<(), String> {
             if !m.name.is_empty() && !is_object_name(&m.name.to_lowercase()) {
                 return bad("an etcd member named", &m.name);
             }
-            if !is_peer(&m.peer_url) {
+            // Recorded in the state; reaches `k0s etcd leave --peer-address`.
+            if crate::spec::peer_url_problem(&m.peer_url).is_some() {
                 return bad("an etcd peer URL", &m.peer_url);
             }
             if let Some(id) = &m.member_id

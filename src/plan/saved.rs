@@ -49,7 +49,8 @@ pub struct Stale {
 pub enum SavedPlanError {
     #[error("the saved plan is not valid JSON of a k0sform plan: {0}")]
     Parse(#[from] serde_json::Error),
-    /// An address in the file breaks the spec's rule (`spec::address_problem`).
+    /// An address, peer URL, member ID, machine-id or fingerprint in the file breaks its rule
+    /// (`spec::recorded_field_problem`).
     #[error("the saved plan is not valid: {field}: {problem}")]
     Address { field: String, problem: String },
     /// A version the file names (the k0s version it chose, a step's binary version) that is not
@@ -125,12 +126,14 @@ impl SavedPlan {
     }
 
     /// Read a saved plan. Every host address in it (each `address` field: steps, their `via`
-    /// hosts, changes, identities, …) is held to the spec's rule, as the state's are: anyone may
-    /// have edited the file, and its addresses reach the plan text `show` and `apply` print.
+    /// hosts, changes, identities, …) is held to the spec's rule, as the state's are, and every
+    /// peer URL, member ID, machine-id and host key fingerprint to its own
+    /// (`spec::json_field_problem`): anyone may have edited the file, and these reach the plan
+    /// text `show` and `apply` print.
     pub fn from_json(text: &str) -> Result<Self, SavedPlanError> {
         let saved: SavedPlan = serde_json::from_str(text)?;
         if let Some((field, problem)) =
-            crate::spec::json_address_problem(&serde_json::to_value(&saved)?)
+            crate::spec::json_field_problem(&serde_json::to_value(&saved)?)
         {
             return Err(SavedPlanError::Address { field, problem });
         }

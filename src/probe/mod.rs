@@ -425,7 +425,8 @@ pub enum RealityFileError {
         host: crate::hostid::HostId,
         message: String,
     },
-    /// An address in the file breaks the spec's rule (`spec::address_problem`).
+    /// An address, peer URL, member ID, machine-id or fingerprint in the file breaks its rule
+    /// (`spec::recorded_field_problem`).
     #[error("{path}: {field}: {problem}")]
     Address {
         path: PathBuf,
@@ -494,12 +495,13 @@ pub fn load(path: &Path) -> Result<Reality, RealityFileError> {
         source,
     })?;
     // A probe file is as untrusted as the hosts it claims to describe. Its addresses (hosts,
-    // the bastions they were reached through) are recorded in the state and printed.
+    // the bastions they were reached through), peer URLs, member IDs, machine-ids and host key
+    // fingerprints are recorded in the state, printed, and some reach commands.
     let value = serde_json::to_value(&r).map_err(|source| RealityFileError::Json {
         path: path.to_path_buf(),
         source,
     })?;
-    if let Some((field, problem)) = crate::spec::json_address_problem(&value) {
+    if let Some((field, problem)) = crate::spec::json_field_problem(&value) {
         return Err(RealityFileError::Address {
             path: path.to_path_buf(),
             field,
@@ -800,6 +802,74 @@ mod tests {
             load(&dir.path().join("missing.json")),
             Err(RealityFileError::Io { .. })
         ));
+    }
+
+    /// A probe file's host key fingerprints, machine-ids, member IDs and peer URLs are held to
+    /// the state's rules when read (`spec::recorded_field_problem`): refused naming the file and
+    /// the field, the value escaped.
+    #[test]
+    fn probe_file_with_hostile_facts_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        let facts = |f: &dyn Fn(&mut HostFacts)| {
+            let mut facts = HostFacts {
+                machine_id: "3d12a0b1c2d3e4f5a6b7c8d9e0f1a2b3".into(),
+                hostname: "c0".into(),
+                host_key: "SHA256:x".into(),
+                view: Some(ClusterView {
+                    members: vec![MemberView {
+                        name: "c0".into(),
+                        peer_url: "https://127.0.0.10:2380".into(),
+                        member_id: Some("8e9e05c52164694d".into()),
+                        invocation: None,
+                    }],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            f(&mut facts);
+            Reality {
+                hosts: vec![HostReality {
+                    id: HostId::new("127.0.0.1", 22),
+                    probe: Probe::Reached(Box::new(facts)),
+                }],
+            }
+        };
+        let hostile = "x\u{1b}[2K$(id)";
+        for (field, reality) in [
+            (".host_key: ", facts(&|f| f.host_key = hostile.into())),
+            (".machine_id: ", facts(&|f| f.machine_id = hostile.into())),
+            (
+                ".members[0].peer_url: ",
+                facts(&|f| f.view.as_mut().unwrap().members[0].peer_url = hostile.into()),
+            ),
+            (
+                ".members[0].member_id: ",
+                facts(&|f| f.view.as_mut().unwrap().members[0].member_id = Some(hostile.into())),
+            ),
+        ] {
+            save(&reality, &path).unwrap();
+            let err = load(&path).unwrap_err().to_string();
+            assert!(err.contains("r.json: hosts[0]"), "{err}");
+            assert!(
+                err.contains(&format!("{field}`x\\x1b[2K$(id)` is not")),
+                "{err}"
+            );
+        }
+        // A peer URL with a path, or without a port, is not one either.
+        for url in [
+            "https://127.0.0.10:2380/x",
+            "https://127.0.0.10",
+            "ftp://127.0.0.10:2380",
+        ] {
+            save(
+                &facts(&|f| f.view.as_mut().unwrap().members[0].peer_url = url.into()),
+                &path,
+            )
+            .unwrap();
+            let err = load(&path).unwrap_err().to_string();
+            assert!(err.contains("peer_url"), "{url}: {err}");
+        }
     }
 
     /// A probe file's addresses (a host's, a bastion it was reached through) are held to the

@@ -32,6 +32,7 @@ pub use load::{
 };
 pub use model::*;
 pub(crate) use validate::{
-    TargetFinding, address_problem, json_address_problem, remote_path_problem, target_findings,
+    TargetFinding, is_user_name, json_field_problem, peer_url_problem, recorded_field_problem,
+    remote_path_problem, target_findings,
 };
 pub use validate::{check_k0s_version, shell_words, valid_env_name};

@@ -198,8 +198,10 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
         ("dataDir", Some(&h.data_dir)),
         ("kubeletRootDir", h.kubelet_root_dir.as_ref()),
     ] {
+        // The state's rule for recorded paths: `k0s reset` deletes the data and kubelet root
+        // dirs, destroy the binary, so `/` or a system directory is refused here already.
         if let Some(v) = v
-            && let Some(e) = remote_path_problem(v)
+            && let Some(e) = crate::state::paths::k0s_path_problem(field, v)
         {
             sink.error(&format!("{p}.{field}"), e);
         }
@@ -386,7 +388,7 @@ fn collect_target_findings(t: &SshTarget, p: &str, out: &mut Vec<TargetFinding>)
 /// host name (`is_dns_name`). The one rule for every address k0sform connects to or prints: a
 /// spec's `ssh`/`openSSH` address (an ssh_config alias too, since it is recorded in the state),
 /// and every address read back from a state, a saved plan or a probe file, which anyone may have
-/// edited (`state::parse`, `json_address_problem`). Such an address reaches ssh's command line
+/// edited (`state::parse`, `json_field_problem`). Such an address reaches ssh's command line
 /// and the terminal: no shell metacharacters, `%`, quotes, spaces, control characters or a
 /// leading `-` can pass. The address is shown escaped in the message.
 pub(crate) fn address_problem(addr: &str) -> Option<String> {
@@ -409,11 +411,89 @@ pub(crate) fn address_problem(addr: &str) -> Option<String> {
     ))
 }
 
-/// The first `address` string under `v` (a saved plan, a probe file, as JSON) that breaks
-/// `address_problem`: its path (e.g. `plan.steps[3].host.address`) and the problem. A host
-/// address in k0sform's files is always an `address` field (`HostId`, `SshTarget`), so a walk
-/// finds every one, including in fields added later.
-pub(crate) fn json_address_problem(v: &serde_json::Value) -> Option<(String, String)> {
+/// An etcd peer URL as k0s writes it (`https://10.0.0.1:2380`, `https://[fd00::1]:2380`):
+/// `http` or `https`, a host that is an IP address or an RFC 1123 name, a port number, nothing
+/// else. A recorded peer URL reaches `k0s etcd leave --peer-address` and the plan text.
+pub(crate) fn peer_url_problem(url: &str) -> Option<String> {
+    let valid = || -> Option<()> {
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))?;
+        let port = match rest.strip_prefix('[') {
+            Some(v6) => {
+                let (host, port) = v6.split_once("]:")?;
+                host.parse::<std::net::Ipv6Addr>().ok()?;
+                port
+            }
+            None => {
+                let (host, port) = rest.rsplit_once(':')?;
+                (host.parse::<std::net::Ipv4Addr>().is_ok() || is_dns_name(host)).then_some(())?;
+                port
+            }
+        };
+        if port.is_empty() || port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        port.parse::<u16>().ok().filter(|p| *p > 0).map(|_| ())
+    };
+    valid().is_none().then(|| {
+        format!(
+            "`{}` is not an etcd peer URL (http or https, an IP address or host name and a port, nothing else)",
+            shown(url)
+        )
+    })
+}
+
+/// `SHA256:` and base64, as `ssh-keygen -lf` prints a fingerprint (the length is not checked
+/// here: the spec's `hostKey` is held to 32 bytes by `check_host_key`).
+fn is_fingerprint(k: &str) -> bool {
+    let Some(b64) = k.strip_prefix("SHA256:") else {
+        return false;
+    };
+    let body = b64.trim_end_matches('=');
+    b64.len() - body.len() <= 2
+        && (1..=86).contains(&body.len())
+        && body
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/')
+}
+
+/// A value from a file as a message shows it: escaped (`ui::escape`) and cut short.
+fn shown(v: &str) -> String {
+    crate::ui::escape(&crate::hash::short_n(v, 80)).into_owned()
+}
+
+/// The rule for a string field named `key` in k0sform's own files (a state, a saved plan, a
+/// probe file), which anyone may have edited: what is wrong with `v`, if anything. The same
+/// field name means the same thing in every file, so `json_field_problem` applies these to
+/// every field of a file by its name, and `state::parse` to the state's fields. Fields with
+/// other names have no rule here (`None`). The value is shown escaped.
+pub(crate) fn recorded_field_problem(key: &str, v: &str) -> Option<String> {
+    use crate::k0s::facts::{is_hex, is_object_name};
+    let bad = |what: &str| Some(format!("`{}` is not {what}", shown(v)));
+    match key {
+        "address" => address_problem(v),
+        "peer_url" => peer_url_problem(v),
+        "member_id" if !is_hex(v, 1, 16) => bad("an etcd member ID (up to 16 hex digits)"),
+        "machine_id" if !is_hex(v, 16, 64) => bad("a machine-id (16 to 64 hex digits)"),
+        "node_name" if !is_object_name(v) => {
+            bad("a Kubernetes node name (a lower-case RFC 1123 subdomain)")
+        }
+        // An empty `host_key` is a state's way to say no key is recorded (a first contact).
+        "host_key" if v.is_empty() => None,
+        "host_key" | "fingerprint" if !is_fingerprint(v) => {
+            bad("a host key fingerprint (`SHA256:` and base64)")
+        }
+        _ => None,
+    }
+}
+
+/// The first string under `v` (a saved plan, a probe file, as JSON) that breaks the rule for
+/// its field's name (`recorded_field_problem`: addresses, peer URLs, member IDs, machine-ids,
+/// node names, host key fingerprints): its path (e.g. `plan.steps[3].host.address`, escaped)
+/// and the problem. k0sform's files name such values by these fields (`HostId`, `SshTarget`,
+/// steps, identities, facts), so a walk finds every one, including in fields added later.
+pub(crate) fn json_field_problem(v: &serde_json::Value) -> Option<(String, String)> {
     fn walk(v: &serde_json::Value, at: &mut String) -> Option<(String, String)> {
         use std::fmt::Write as _;
         let len = at.len();
@@ -423,9 +503,9 @@ pub(crate) fn json_address_problem(v: &serde_json::Value) -> Option<(String, Str
                     if !at.is_empty() {
                         at.push('.');
                     }
-                    at.push_str(k);
-                    if let (true, Some(address)) = (k == "address", x.as_str())
-                        && let Some(problem) = address_problem(address)
+                    at.push_str(&crate::ui::escape(k));
+                    if let Some(value) = x.as_str()
+                        && let Some(problem) = recorded_field_problem(k, value)
                     {
                         return Some((at.clone(), problem));
                     }
@@ -486,7 +566,7 @@ pub fn valid_env_name(k: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-fn is_user_name(u: &str) -> bool {
+pub(crate) fn is_user_name(u: &str) -> bool {
     !u.is_empty()
         && !u.starts_with('-')
         && u.len() <= 64

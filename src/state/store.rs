@@ -525,7 +525,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
     }
     let state: State = serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
     // First, as later messages name hosts by their address.
-    check_addresses(&state).map_err(invalid)?;
+    check_fields(&state).map_err(invalid)?;
     // A recorded version may become the one installed (`binaries::resolve_version`): in a
     // download URL and a path on the hosts.
     let versions = state
@@ -605,33 +605,147 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
     Ok(state)
 }
 
-/// Every address a state names is held to the spec's rule (`spec::address_problem`: an IP
-/// address or an RFC 1123 name): a state is anyone's to edit, and its addresses reach ssh's
-/// command line (a removed host is reached at its recorded address, its bastions too), the plan
-/// text and `state` output. The error names the field, e.g. `hosts[2].access.ssh.bastion.address`.
-fn check_addresses(state: &State) -> Result<(), String> {
-    let check = |field: &dyn std::fmt::Display, address: &str| match crate::spec::address_problem(
-        address,
-    ) {
-        Some(problem) => Err(format!("{field}: {problem}")),
-        None => Ok(()),
+/// Every field of a state that reaches a command, ssh's command line or the terminal is held to
+/// its rule when the state is read: a state is anyone's to edit. Addresses follow the spec's
+/// rule (`spec::address_problem`: an IP address or an RFC 1123 name; a removed host is reached
+/// at its recorded address, its bastions too); peer URLs (`k0s etcd leave --peer-address`),
+/// member IDs, machine-ids (`k0s reset` is guarded by it), node names (kubectl), host key
+/// fingerprints and users follow `spec::recorded_field_problem` and the spec's user rule; hashes
+/// are hex, and the free texts (cluster name, intents' step names) have no control characters.
+/// The error names the field, e.g. `hosts[2].access.ssh.bastion.address`; values are escaped.
+fn check_fields(state: &State) -> Result<(), String> {
+    let check =
+        |at: &dyn std::fmt::Display, key: &str, v: &str| match crate::spec::recorded_field_problem(
+            key, v,
+        ) {
+            Some(problem) => Err(format!("{at}.{key}: {problem}")),
+            None => Ok(()),
+        };
+    let shown = |v: &str| crate::ui::escape(&crate::hash::short_n(v, 80)).into_owned();
+    let rule = |ok: bool, at: &dyn std::fmt::Display, key: &str, v: &str, what: &str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("{at}.{key}: `{}` is not {what}", shown(v)))
+        }
+    };
+    let hex =
+        |at: &dyn std::fmt::Display, key: &str, v: &str, len: std::ops::RangeInclusive<usize>| {
+            rule(
+                crate::k0s::facts::is_hex(v, *len.start(), *len.end())
+                    && !v.bytes().any(|b| b.is_ascii_uppercase()),
+                at,
+                key,
+                v,
+                "lower-case hex",
+            )
+        };
+    let text = |at: &dyn std::fmt::Display, key: &str, v: &str| {
+        rule(
+            v.len() <= 256 && crate::ui::escape(v) == v,
+            at,
+            key,
+            v,
+            "plain text (no control characters, at most 256 bytes)",
+        )
     };
     for (i, h) in state.hosts.iter().enumerate() {
-        check(&format_args!("hosts[{i}].address"), &h.address)?;
-        let mut field = format!("hosts[{i}].access.ssh");
+        let at = format!("hosts[{i}]");
+        check(&at, "address", &h.address)?;
+        if let Some(n) = &h.node_name {
+            check(&at, "node_name", n)?;
+        }
+        check(&at, "machine_id", &h.machine_id)?;
+        check(&at, "host_key", &h.host_key)?;
+        if let Some(e) = &h.etcd {
+            let at = format!("{at}.etcd");
+            check(&at, "member_id", &e.member_id)?;
+            check(&at, "peer_url", &e.peer_url)?;
+        }
+        for (key, v) in [
+            ("install_flags_sha256", &h.install_flags_sha256),
+            ("config_sha256", &h.config_sha256),
+        ] {
+            if let Some(v) = v {
+                hex(&at, key, v, 64..=64)?;
+            }
+        }
+        let mut at = format!("{at}.access.ssh");
         let mut hop = h.access.as_ref().map(|a| &a.ssh);
         while let Some(t) = hop {
-            check(&format_args!("{field}.address"), &t.address)?;
-            field.push_str(".bastion");
+            check(&at, "address", &t.address)?;
+            rule(
+                crate::spec::is_user_name(&t.user),
+                &at,
+                "user",
+                &t.user,
+                "a user name",
+            )?;
+            if let Some(k) = &t.host_key {
+                check(&at, "host_key", k)?;
+            }
+            at.push_str(".bastion");
             hop = t.bastion.as_deref();
         }
     }
     for (i, b) in state.bastions.iter().enumerate() {
-        check(&format_args!("bastions[{i}].address"), &b.address)?;
+        let at = format!("bastions[{i}]");
+        check(&at, "address", &b.address)?;
+        check(&at, "host_key", &b.host_key)?;
     }
     for (i, intent) in state.intents.iter().enumerate() {
-        check(&format_args!("intents[{i}].address"), &intent.address)?;
+        let at = format!("intents[{i}]");
+        check(&at, "address", &intent.address)?;
+        text(&at, "step", &intent.step)?;
+        rule(
+            !intent.kind.is_empty()
+                && intent.kind.len() <= 64
+                && intent
+                    .kind
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_'),
+            &at,
+            "kind",
+            &intent.kind,
+            "a step kind (lower-case letters and `_`)",
+        )?;
+        if let Some(m) = &intent.member_id {
+            check(&at, "member_id", m)?;
+        }
+        if let Some(p) = &intent.peer_url {
+            check(&at, "peer_url", p)?;
+        }
+        rule(
+            !intent.started_at.is_empty()
+                && intent.started_at.len() <= 64
+                && intent
+                    .started_at
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-:+.".contains(&b)),
+            &at,
+            "started_at",
+            &intent.started_at,
+            "an RFC 3339 time",
+        )?;
     }
+    if let Some(c) = &state.cluster {
+        text(&"cluster", "name", &c.name)?;
+        rule(
+            c.uid.len() <= 64 && c.uid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'),
+            &"cluster",
+            "uid",
+            &c.uid,
+            "a Kubernetes uid",
+        )?;
+        if let Some(id) = &c.etcd_cluster_id {
+            hex(&"cluster", "etcd_cluster_id", id, 1..=16)?;
+        }
+        if let Some(v) = &c.config_sha256 {
+            hex(&"cluster", "config_sha256", v, 64..=64)?;
+        }
+    }
+    text(&"state", "lineage", &state.lineage)?;
+    text(&"state", "tool_version", &state.tool_version)?;
     Ok(())
 }
 
