@@ -123,6 +123,7 @@ impl FileCase {
         k0sform::files::DesiredFile {
             name: self.remote.clone(),
             remote: self.remote.clone(),
+            source: String::new(),
             sha256: sha256_hex(&self.data),
             mode: k0sform::files::octal(&self.mode).expect("octal mode"),
             user: self.user.clone(),
@@ -1466,6 +1467,70 @@ fn case_inputs(name: &str) -> Inputs {
         .find(|(n, _)| n == name)
         .unwrap_or_else(|| panic!("case {name}"));
     build(&case)
+}
+
+/// A `files[].src` glob (k0sctl `cluster/uploadfile.go`): each match is planned as its own
+/// upload line (source → destination, sha256), in path order whatever order the folder lists
+/// them in; once they are on the host, the next plan is a no-op.
+#[test]
+fn glob_matches_are_planned_one_line_each_and_then_nothing() {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(d.path().join("images/sub")).unwrap();
+    for f in ["c.tar", "a.tar", "b.tar", "notes.txt", "sub/d.tar"] {
+        std::fs::write(d.path().join("images").join(f), f).unwrap();
+    }
+    let yaml = d.path().join("k0sctl.yaml");
+    std::fs::write(
+        &yaml,
+        "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata:\n  name: prod\nspec:\n  hosts:\n    - role: controller\n      ssh: {address: 10.0.0.1}\n    - role: worker\n      ssh: {address: 10.0.1.1}\n      files:\n        - {name: images, src: images/*.tar, dstDir: /var/lib/k0s/images, perm: '0640'}\n  k0s:\n    version: v1.33.4+k0s.0\n",
+    )
+    .unwrap();
+    let env = |_: &str| None;
+    let loaded = k0sform::spec::load_with(
+        &[yaml],
+        &k0sform::spec::LoadOptions {
+            env: &env,
+            stdin: None,
+        },
+    )
+    .expect("spec loads");
+    let files = k0sform::files::desired(&loaded.spec.hosts[1]).expect("expands");
+    // The `files` case's running worker w01 gets the glob's matches instead of its own files.
+    let mut i = case_inputs("files");
+    let w01 = HostId::new("10.0.1.1".to_string(), 22);
+    i.desired
+        .hosts
+        .iter_mut()
+        .find(|h| h.host == w01)
+        .expect("w01")
+        .files = files.clone();
+    // The probe reports every file the spec names, here none present.
+    facts_mut(&mut i.reality, &w01).expect("w01 reached").files = files
+        .iter()
+        .map(|f| RemoteFile {
+            path: f.remote.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let p = run(&i).expect("plan");
+    let dir = d.path().display().to_string();
+    let text = render::text(&p, false).replace(&dir, "[DIR]");
+    let w01_lines: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("~ worker w01"))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    insta::assert_snapshot!(w01_lines.join("\n"));
+    let (state, reality) = simulate_apply(&p, &i);
+    let again = plan::diff(
+        &i.spec,
+        &state,
+        &reality,
+        &i.desired,
+        &PlanOptions::default(),
+    )
+    .expect("replan");
+    assert!(!again.has_changes(), "{}", render::text(&again, false));
 }
 
 #[test]

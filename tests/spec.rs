@@ -311,6 +311,99 @@ fn k0sctl_corpus_details() {
     assert_eq!(pair.spec.manifests[0]["metadata"]["name"], "hello");
 }
 
+/// `files[].src` globs are expanded on this machine when the spec loads, as k0sctl's
+/// `cluster/uploadfile.go` does: each match keeps its path below the glob's base (under
+/// `dstDir`); folders are skipped; no match, or several for a single-file `dst`, is an error
+/// naming the file, line and field.
+#[test]
+fn files_globs_expand_to_their_matches_below_the_base() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let root = d.path();
+    for f in [
+        "images/a.tar",
+        "images/b.tar",
+        "images/c.tar",
+        "images/notes.txt",
+        "images/.hidden.tar",
+        "images/sub/d.tar",
+        "images/sub/deeper/e.tar",
+    ] {
+        std::fs::create_dir_all(root.join(f).parent().unwrap()).unwrap();
+        std::fs::write(root.join(f), f).unwrap();
+    }
+    std::fs::create_dir_all(root.join("images/dir.tar")).unwrap();
+    let spec = |files: &str| {
+        let p = root.join("k0sctl.yaml");
+        std::fs::write(
+            &p,
+            format!(
+                "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata:\n  name: g\nspec:\n  hosts:\n    - role: controller\n      ssh:\n        address: 10.0.0.1\n      files:\n{files}  k0s:\n    version: v1.33.4+k0s.0\n"
+            ),
+        )
+        .unwrap();
+        load_env(&[p], &[("HOME", "/home/tester")])
+    };
+    let ok = spec(
+        "        - {src: images/*.tar, dstDir: /var/lib/k0s/images}\n        - {src: \"images/**/{d,e}.tar\", dstDir: /opt/deep}\n        - {src: \"images/[a]?tar\", dst: /etc/one.tar}\n",
+    )
+    .expect("globs load");
+    let files = &ok.spec.hosts[0].files;
+    let base = root.join("images");
+    assert_eq!(
+        files[0].source,
+        FileSource::Glob {
+            base: base.clone(),
+            files: vec![
+                ".hidden.tar".into(),
+                "a.tar".into(),
+                "b.tar".into(),
+                "c.tar".into()
+            ]
+        }
+    );
+    assert_eq!(
+        files[1].source,
+        FileSource::Glob {
+            base: base.clone(),
+            files: vec!["sub/d.tar".into(), "sub/deeper/e.tar".into()]
+        }
+    );
+    let remotes: Vec<String> = k0sform::files::desired(&ok.spec.hosts[0])
+        .expect("expands")
+        .into_iter()
+        .map(|f| f.remote)
+        .collect();
+    assert_eq!(
+        remotes,
+        [
+            "/etc/one.tar",
+            "/opt/deep/sub/d.tar",
+            "/opt/deep/sub/deeper/e.tar",
+            "/var/lib/k0s/images/.hidden.tar",
+            "/var/lib/k0s/images/a.tar",
+            "/var/lib/k0s/images/b.tar",
+            "/var/lib/k0s/images/c.tar",
+        ]
+    );
+
+    let err = spec("        - {src: images/*.iso, dstDir: /x}\n")
+        .expect_err("no match")
+        .to_string();
+    assert!(
+        err.contains(
+            "k0sctl.yaml:11:17: error: spec.hosts[0].files[0].src: no files match `images/*.iso`"
+        ),
+        "{err}"
+    );
+    let err = spec("        - {src: images/*.tar, dst: /x/one.tar}\n")
+        .expect_err("several for dst")
+        .to_string();
+    assert!(
+        err.contains("spec.hosts[0].files[0].dst: `images/*.tar` matches 4 files but `dst` names a single file"),
+        "{err}"
+    );
+}
+
 #[test]
 fn every_invalid_spec_fails_with_its_recorded_diagnostics() {
     let entries = sorted_entries("testdata/specs/invalid");

@@ -149,6 +149,10 @@ pub enum FileSource {
     File(PathBuf),
     /// A local directory uploaded recursively (absolute path).
     Directory(PathBuf),
+    /// A glob's matches (k0sctl `cluster/uploadfile.go` `glob`): the folder before the first
+    /// glob character (absolute) and each matched file's path below it (`/`-separated,
+    /// sorted), which is also its path below `dstDir`.
+    Glob { base: PathBuf, files: Vec<String> },
     /// Inline content (`data:`).
     Inline(String),
 }

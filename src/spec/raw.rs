@@ -232,8 +232,9 @@ pub struct RawUploadFile {
     /// A label for messages.
     #[serde(default)]
     pub name: Option<String>,
-    /// Local file or directory (relative to the spec file's folder). k0sctl also takes globs
-    /// and URLs; k0sform does not yet.
+    /// Local file, directory or glob (relative to the spec file's folder; a glob's matches keep
+    /// their path below the glob's base under `dstDir`). k0sctl also takes URLs; k0sform does
+    /// not yet.
     #[serde(default)]
     pub src: Option<String>,
     /// Inline content instead of `src`.

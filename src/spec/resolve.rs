@@ -5,7 +5,7 @@
 //!
 //! Fields k0sctl knows that k0sform does not implement are reported here. The rule: an **error**
 //! where carrying on would make apply do something different from what the file asks and the
-//! user could not tell (winRM and localhost hosts, `privateInterface`, URL or glob `files` sources);
+//! user could not tell (winRM and localhost hosts, `privateInterface`, URL `files` sources);
 //! a **warning** where the field is ignored and the outcome is still the cluster the file
 //! describes (`os`, `connect` hooks, `openSSH.disableMultiplexing`). k0sctl's own
 //! smoke-test files use several of the latter and must keep loading.
@@ -432,12 +432,34 @@ fn resolve_file(f: &RawUploadFile, p: &str, env: &Env, sink: &mut Sink) -> Optio
             );
             return None;
         }
-        (Some(s), _) if s.contains(['*', '?', '[', ']', '{', '}']) => {
-            sink.error(
-                &format!("{p}.src"),
-                "glob patterns are not supported by k0sform yet: name a file or a folder",
-            );
-            return None;
+        (Some(s), _) if crate::files::is_glob(s) => {
+            // k0sctl (`cluster/uploadfile.go` `ResolveRelativeTo`, `glob`): expanded here, on
+            // this machine, relative to the spec's folder; no match is an error, and so is
+            // more than one with a single-file `dst`.
+            let (base, files) = match crate::files::glob(&env.path(s)) {
+                Ok(m) => m,
+                Err(e) => {
+                    sink.error(&format!("{p}.src"), format!("cannot read {e}"));
+                    return None;
+                }
+            };
+            if files.is_empty() {
+                sink.error(&format!("{p}.src"), format!("no files match `{s}`"));
+                return None;
+            }
+            if files.len() > 1
+                && let Some(d) = &dst
+            {
+                sink.error(
+                    &format!("{p}.dst"),
+                    format!(
+                        "`{s}` matches {} files but `dst` names a single file ({d}); use `dstDir`",
+                        files.len()
+                    ),
+                );
+                return None;
+            }
+            FileSource::Glob { base, files }
         }
         (Some(s), _) => {
             let path = env.path(s);

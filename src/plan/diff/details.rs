@@ -266,7 +266,9 @@ impl Planner<'_> {
                 }
             }
             // After the binary and the config, before k0s starts.
-            StepKind::UploadFiles { files } => out.push(line('~', files_text(files))),
+            StepKind::UploadFiles { files } => {
+                out.extend(files.iter().map(|f| line('~', file_text(f))))
+            }
             StepKind::RunHooks {
                 action,
                 stage,
@@ -411,20 +413,25 @@ impl Planner<'_> {
     }
 }
 
-fn files_text(files: &[crate::files::DesiredFile]) -> String {
-    let list: Vec<String> = files
-        .iter()
-        .map(|f| {
-            let owner = match (&f.user, &f.group) {
-                (None, None) => String::new(),
-                (Some(u), None) => format!(", owner {u}"),
-                (None, Some(g)) => format!(", group {g}"),
-                (Some(u), Some(g)) => format!(", {u}:{g}"),
-            };
-            format!("{} ({}{owner})", f.remote, crate::files::mode_text(f.mode))
-        })
-        .collect();
-    format!("files uploaded: {}", list.join(", "))
+/// One file of an upload, on its own line: source → destination (mode, owner, sha256).
+fn file_text(f: &crate::files::DesiredFile) -> String {
+    let owner = match (&f.user, &f.group) {
+        (None, None) => String::new(),
+        (Some(u), None) => format!(", owner {u}"),
+        (None, Some(g)) => format!(", group {g}"),
+        (Some(u), Some(g)) => format!(", {u}:{g}"),
+    };
+    let from = if f.source.is_empty() {
+        "inline data"
+    } else {
+        &f.source
+    };
+    format!(
+        "file {from} → {} ({}{owner}, sha256 {})",
+        f.remote,
+        crate::files::mode_text(f.mode),
+        short(&f.sha256)
+    )
 }
 
 /// The k0s paths a host known only to the state is reset with: the ones its record names (the
