@@ -1653,6 +1653,44 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     c.lab.exec_ok("w1", "test ! -e /opt/tree/sub/b");
 }
 
+/// A `files[].src` glob (k0sctl `cluster/uploadfile.go`): `images/*.tar` beside the spec with
+/// three archives uploads each to `dstDir` (the folder's other files stay here), the plan lists
+/// each on its own line, and the next plan is a no-op.
+#[test]
+fn glob_files_upload_each_match_and_then_plan_nothing() {
+    let mut c = Cluster::new(&[("c1", "controller")]);
+    let images = c.lab.dir().join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    for n in ["b", "a", "c"] {
+        std::fs::write(images.join(format!("{n}.tar")), format!("image {n}\n")).unwrap();
+    }
+    std::fs::write(images.join("readme.txt"), "not an image\n").unwrap();
+    c.spec_opts.host_yaml.insert(
+        "c1".to_string(),
+        "files:\n- {name: images, src: images/*.tar, dstDir: /var/lib/k0s/images, perm: '0640'}\n"
+            .to_string(),
+    );
+    c.write_spec(&["c1"]);
+    let plan = c.run(&["plan"]);
+    for n in ["a", "b", "c"] {
+        let sha = k0sform::hash::sha256_hex(format!("image {n}\n"));
+        plan.contains(&format!(
+            "~ file {}/{n}.tar → /var/lib/k0s/images/{n}.tar (0640, sha256 {}…)",
+            images.display(),
+            &sha[..4]
+        ));
+    }
+    c.apply();
+    assert_eq!(
+        c.lab.exec_ok(
+            "c1",
+            "cd /var/lib/k0s/images && ls && cat a.tar b.tar c.tar && stat -c '%a' a.tar"
+        ),
+        "a.tar\nb.tar\nc.tar\nimage a\nimage b\nimage c\n640\n"
+    );
+    plan_changes_nothing(&c, &["-detailed-exitcode"]).expect(0);
+}
+
 /// (connections, sessions) each host's sshd logged while `run` ran: one "Accepted publickey"
 /// per connection, one "Starting session" per command (as testdata/lab/bench figure 2 counts).
 fn sshd_counts_during(
