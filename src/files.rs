@@ -19,6 +19,11 @@ pub struct DesiredFile {
     /// a glob or file of a folder its own); empty for inline `data`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
+    /// A URL source the host downloads: as the spec writes it (k0sctl's `%v` `%p` `%x`
+    /// tokens) in the desired files; expanded for the host in a plan's step. `sha256` is then
+    /// the spec's (verified) or empty (not verified).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     pub sha256: String,
     /// Permission bits (`perm`, else the local file's, else 0644 for inline data).
     pub mode: u32,
@@ -35,6 +40,8 @@ pub struct DesiredFile {
 pub enum Content {
     Local(PathBuf),
     Inline(Vec<u8>),
+    /// Downloaded by the host (the URL as the spec writes it).
+    Url(String),
 }
 
 /// One expanded file with its content source.
@@ -58,11 +65,16 @@ pub fn expand(h: &HostSpec) -> Result<Vec<Expanded>, String> {
             Some(p) => Some(octal(p).ok_or_else(|| format!("{what}: bad perm {p}"))?),
             None => None,
         };
+        let url_sha = match &f.source {
+            FileSource::Url { sha256, .. } => sha256.clone(),
+            _ => None,
+        };
         let mut add = |remote: String, content: Content, local_mode: Option<u32>| {
             let bytes_sha = match &content {
                 Content::Local(p) => sha256_file(p)
                     .map_err(|e| format!("{what}: cannot read {}: {e}", p.display()))?,
                 Content::Inline(d) => sha256_hex(d),
+                Content::Url(_) => url_sha.clone().unwrap_or_default(),
             };
             if !remote.starts_with('/') {
                 return Err(format!("{what}: the remote path {remote} is not absolute"));
@@ -73,7 +85,11 @@ pub fn expand(h: &HostSpec) -> Result<Vec<Expanded>, String> {
                     remote,
                     source: match &content {
                         Content::Local(p) => p.display().to_string(),
-                        Content::Inline(_) => String::new(),
+                        Content::Inline(_) | Content::Url(_) => String::new(),
+                    },
+                    url: match &content {
+                        Content::Url(u) => Some(u.clone()),
+                        _ => None,
                     },
                     sha256: bytes_sha,
                     mode: perm.or(local_mode).unwrap_or(0o644),
@@ -105,6 +121,16 @@ pub fn expand(h: &HostSpec) -> Result<Vec<Expanded>, String> {
                     (None, None) => return Err(format!("{what}: no dst or dstDir")),
                 };
                 add(remote, Content::Inline(data.clone().into_bytes()), None)?;
+            }
+            FileSource::Url { url, .. } => {
+                // k0sctl (`cluster/uploadfile.go` `ResolveRelativeTo`): `dst`, else
+                // `dstDir/` + the URL's last path element as written (tokens unexpanded).
+                let remote = match (&f.dst, &f.dst_dir) {
+                    (Some(d), _) => d.clone(),
+                    (None, Some(dir)) => join(dir, url.rsplit('/').next().unwrap_or(url)),
+                    (None, None) => return Err(format!("{what}: no dst or dstDir")),
+                };
+                add(remote, Content::Url(url.clone()), None)?;
             }
             FileSource::Glob { base, files } => {
                 // k0sctl (`cluster/uploadfile.go` `glob`, `phase/uploadfiles.go`

@@ -124,6 +124,7 @@ impl FileCase {
             name: self.remote.clone(),
             remote: self.remote.clone(),
             source: String::new(),
+            url: None,
             sha256: sha256_hex(&self.data),
             mode: k0sform::files::octal(&self.mode).expect("octal mode"),
             user: self.user.clone(),
@@ -384,6 +385,7 @@ fn build(case: &Case) -> Inputs {
         hosts: vec![],
         intents: vec![],
         bastions: vec![],
+        downloads: vec![],
     };
     if let Some(st) = &case.state {
         state.serial = st.serial;
@@ -1531,6 +1533,118 @@ fn glob_matches_are_planned_one_line_each_and_then_nothing() {
     )
     .expect("replan");
     assert!(!again.has_changes(), "{}", render::text(&again, false));
+}
+
+/// A URL `files[].src` (k0sctl `phase/uploadfiles.go` `uploadURL`): its `%v` `%p` tokens are
+/// expanded for the host (spec version, host architecture) in the planned step; without a
+/// `sha256` the plan says the download is not verified, and once the state records the hash
+/// the host got from that URL, a host with that file plans nothing; another version (another
+/// URL) downloads again; with a `sha256` the plan holds the file to it.
+#[test]
+fn url_sources_are_expanded_per_host_and_recorded_hashes_hold() {
+    let mut i = case_inputs("files");
+    let w01 = HostId::new("10.0.1.1".to_string(), 22);
+    let bundle = k0sform::files::DesiredFile {
+        name: "bundle".into(),
+        remote: "/var/lib/k0s/images/bundle-%v-%p.tar".into(),
+        source: String::new(),
+        url: Some("http://127.0.0.1:8080/b/bundle-%v-%p.tar".into()),
+        sha256: String::new(),
+        mode: 0o644,
+        user: None,
+        group: None,
+        dir_mode: 0o755,
+    };
+    i.desired
+        .hosts
+        .iter_mut()
+        .find(|h| h.host == w01)
+        .expect("w01")
+        .files = vec![bundle.clone()];
+    let facts = facts_mut(&mut i.reality, &w01).expect("w01 reached");
+    facts.arch = "x86_64".into();
+    facts.files = vec![RemoteFile {
+        path: bundle.remote.clone(),
+        ..Default::default()
+    }];
+    let p = run(&i).expect("plan");
+    let url = "http://127.0.0.1:8080/b/bundle-v1.33.4%2Bk0s.0-amd64.tar";
+    let text = render::text(&p, false);
+    let w01_lines = |text: &str| -> String {
+        text.lines()
+            .skip_while(|l| !l.contains("worker w01"))
+            .take_while(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    insta::assert_snapshot!(w01_lines(&text));
+    let planned = p
+        .steps
+        .iter()
+        .find_map(|s| match &s.kind {
+            StepKind::UploadFiles { files } if s.host == w01 => Some(files),
+            _ => None,
+        })
+        .expect("w01 upload");
+    assert_eq!(planned[0].url.as_deref(), Some(url));
+    assert_eq!(
+        planned[0].sha256, "",
+        "an unverified download checks nothing"
+    );
+
+    // The host got it; the state records what the host computed: nothing to do.
+    let got = sha256_hex("bundle");
+    i.state.record_download(k0sform::state::DownloadRecord {
+        address: w01.address.clone(),
+        port: 22,
+        path: bundle.remote.clone(),
+        url: url.into(),
+        sha256: got.clone(),
+    });
+    let facts = facts_mut(&mut i.reality, &w01).expect("w01 reached");
+    facts.files[0] = RemoteFile {
+        path: bundle.remote.clone(),
+        sha256: Some(got.clone()),
+        mode: Some(0o644),
+        user: Some("root".into()),
+        group: Some("root".into()),
+        uid: Some(0),
+        gid: Some(0),
+    };
+    let p = run(&i).expect("plan");
+    assert!(
+        !render::text(&p, false).contains("worker w01"),
+        "{}",
+        render::text(&p, false)
+    );
+    // A record of another URL (another version) is no record.
+    i.spec.k0s.version = Some(K0sVersion::parse("v1.33.5+k0s.0").unwrap());
+    let p = run(&i).expect("plan");
+    assert!(
+        render::text(&p, false)
+            .contains("/var/lib/k0s/images/bundle-%v-%p.tar (not downloaded from this URL yet)"),
+        "{}",
+        render::text(&p, false)
+    );
+    i.spec.k0s.version = Some(K0sVersion::parse("v1.33.4+k0s.0").unwrap());
+    // The spec's sha256 is what counts when it is given.
+    let other = sha256_hex("other");
+    i.desired
+        .hosts
+        .iter_mut()
+        .find(|h| h.host == w01)
+        .expect("w01")
+        .files[0]
+        .sha256 = other.clone();
+    let p = run(&i).expect("plan");
+    assert!(
+        w01_lines(&render::text(&p, false)).contains(&format!(
+            "~ file {url} → /var/lib/k0s/images/bundle-%v-%p.tar (0644, sha256 {}…)",
+            &other[..4]
+        )),
+        "{}",
+        render::text(&p, false)
+    );
 }
 
 #[test]

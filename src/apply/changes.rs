@@ -36,6 +36,8 @@ pub enum StateChange {
     },
     /// The cluster was destroyed: forget its identity (the lineage stays).
     ForgetCluster,
+    /// A host downloaded a URL `files:` source with no sha256 to check: the hash it computed.
+    RecordDownload(crate::state::DownloadRecord),
 }
 
 impl StateChange {
@@ -79,6 +81,7 @@ impl StateChange {
                 }
             }
             StateChange::ForgetCluster => state.cluster = None,
+            StateChange::RecordDownload(r) => state.record_download(r.clone()),
             StateChange::SetHostVersion { host, version } => {
                 if let Some(h) = state.host_mut(host) {
                     h.k0s_version = Some(version.clone());

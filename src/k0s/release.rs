@@ -240,7 +240,8 @@ pub fn curl_config(url: &str) -> String {
 }
 
 /// The shell line a host runs to fetch k0s into its staging path: curl (else wget) into
-/// `<staged>.part`, sha256 checked, then renamed to the staging path. Nothing else on the host
+/// `<staged>.part`, sha256 checked (unless `sha256` is empty: nothing to check against), then
+/// renamed to the staging path; prints `sha256 <hex>` of what it staged. Nothing else on the host
 /// changes; every failure removes the partial file and ends with one `k0sform: …` line that
 /// says what went wrong (no curl/wget, HTTP error, timeout, checksum mismatch). The URL comes
 /// on stdin and reaches curl in a config on its stdin (wget: its list of URLs on stdin), never
@@ -270,12 +271,12 @@ if [ "$rc" -ne 0 ]; then
   exit 1
 fi
 got=$(sha256sum -- "$part" | cut -d ' ' -f 1)
-if [ "$got" != "$want" ]; then
+if [ -n "$want" ] && [ "$got" != "$want" ]; then
   rm -f -- "$part"
   echo "k0sform: checksum mismatch: $url has sha256 $got, expected $want" >&2
   exit 1
 fi
-chmod 755 -- "$part" && mv -f -- "$part" "$dst"
+chmod 755 -- "$part" && mv -f -- "$part" "$dst" && printf 'sha256 %s\n' "$got"
 "#;
     let secs = timeout.as_secs().max(1);
     // The config line's URL (`curl_config`): nothing in it the shell's `printf` or curl's
@@ -294,6 +295,16 @@ chmod 755 -- "$part" && mv -f -- "$part" "$dst"
     .stdin(format!("{safe}\n"))
     // The download's own limit, plus room to hash and rename.
     .timeout(Duration::from_secs(secs + 60))
+}
+
+/// The sha256 `download_on_host` printed for what it staged (`sha256 <hex>`), when it is one.
+pub fn staged_sha256(stdout: &str) -> Option<String> {
+    stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("sha256 "))
+        .filter(|h| is_sha256(h))
+        .map(str::to_ascii_lowercase)
 }
 
 #[cfg(test)]

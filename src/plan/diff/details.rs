@@ -421,16 +421,23 @@ fn file_text(f: &crate::files::DesiredFile) -> String {
         (None, Some(g)) => format!(", group {g}"),
         (Some(u), Some(g)) => format!(", {u}:{g}"),
     };
-    let from = if f.source.is_empty() {
-        "inline data"
+    let from = match &f.url {
+        // Shown without any credentials in it.
+        Some(u) => crate::k0s::redact::hide_url_credentials(u),
+        None if f.source.is_empty() => "inline data".to_string(),
+        None => f.source.clone(),
+    };
+    let sha = if f.sha256.is_empty() {
+        // A URL source without `sha256` (k0sctl checks none): the state records what the
+        // host got, and the next plan holds the file to that.
+        "not verified: no sha256 in the spec".to_string()
     } else {
-        &f.source
+        format!("sha256 {}", short(&f.sha256))
     };
     format!(
-        "file {from} → {} ({}{owner}, sha256 {})",
+        "file {from} → {} ({}{owner}, {sha})",
         f.remote,
-        crate::files::mode_text(f.mode),
-        short(&f.sha256)
+        crate::files::mode_text(f.mode)
     )
 }
 
