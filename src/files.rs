@@ -1,7 +1,7 @@
 //! `files:` of the spec: what each host should have (remote path, content sha256, mode, owner),
-//! expanded from local files, folders and inline data. Reads the local files, so it is not pure:
-//! the engine runs it once per plan (`Desired`), and apply runs it again to get the bytes and to
-//! refuse content that changed since planning.
+//! expanded from local files, folders, globs, inline data and URLs (which the host downloads).
+//! Reads the local files, so it is not pure: the engine runs it once per plan (`Desired`), and
+//! apply runs it again to get the bytes and to refuse content that changed since planning.
 
 use crate::hash::{sha256_file, sha256_hex};
 use crate::spec::{FileSource, HostSpec};

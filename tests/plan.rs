@@ -1598,7 +1598,7 @@ fn url_sources_are_expanded_per_host_and_recorded_hashes_hold() {
         address: w01.address.clone(),
         port: 22,
         path: bundle.remote.clone(),
-        url: url.into(),
+        url_sha256: sha256_hex(url),
         sha256: got.clone(),
     });
     let facts = facts_mut(&mut i.reality, &w01).expect("w01 reached");

@@ -404,6 +404,49 @@ fn files_globs_expand_to_their_matches_below_the_base() {
     );
 }
 
+/// A URL `files[].src` (k0sctl `cluster/uploadfile.go` `IsURL`, `ResolveRelativeTo`) loads
+/// with its tokens as written; its destination is `dst`, else `dstDir/` + the URL's last path
+/// element as written; `sha256` (k0sform's extension) is kept in lower case.
+#[test]
+fn files_url_sources_load_with_k0sctl_destinations() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let p = d.path().join("k0sctl.yaml");
+    std::fs::write(
+        &p,
+        "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata:\n  name: u\nspec:\n  hosts:\n    - role: controller\n      ssh:\n        address: 10.0.0.1\n      files:\n        - {src: \"http://127.0.0.1/a/bundle-%v-%p.tar\", dstDir: /var/lib/k0s/images}\n        - {src: \"https://127.0.0.1/b.tar\", dst: /srv/b.tar, sha256: ABCDEF0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789}\n  k0s:\n    version: v1.33.4+k0s.0\n",
+    )
+    .unwrap();
+    let ok = load_env(&[p], &[("HOME", "/home/tester")]).expect("URLs load");
+    let h = &ok.spec.hosts[0];
+    assert_eq!(
+        h.files[0].source,
+        FileSource::Url {
+            url: "http://127.0.0.1/a/bundle-%v-%p.tar".into(),
+            sha256: None
+        }
+    );
+    let want: Vec<(String, Option<String>, String)> = k0sform::files::desired(h)
+        .expect("expands")
+        .into_iter()
+        .map(|f| (f.remote, f.url, f.sha256))
+        .collect();
+    assert_eq!(
+        want,
+        [
+            (
+                "/srv/b.tar".to_string(),
+                Some("https://127.0.0.1/b.tar".to_string()),
+                "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789".to_string()
+            ),
+            (
+                "/var/lib/k0s/images/bundle-%v-%p.tar".to_string(),
+                Some("http://127.0.0.1/a/bundle-%v-%p.tar".to_string()),
+                String::new()
+            ),
+        ]
+    );
+}
+
 #[test]
 fn every_invalid_spec_fails_with_its_recorded_diagnostics() {
     let entries = sorted_entries("testdata/specs/invalid");

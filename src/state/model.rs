@@ -48,8 +48,9 @@ pub struct DownloadRecord {
     pub port: u16,
     /// The file's path on the host.
     pub path: String,
-    /// The URL downloaded (tokens expanded).
-    pub url: String,
+    /// sha256 of the URL downloaded, as expanded for the host (not the URL: it may carry a
+    /// login, which a state file never holds).
+    pub url_sha256: String,
     /// Lower-case hex, as the host computed it.
     pub sha256: String,
 }
@@ -226,7 +227,7 @@ impl State {
             d.address == id.address
                 && d.port == id.port
                 && d.path == path
-                && d.url == url
+                && d.url_sha256 == crate::hash::sha256_hex(url)
                 && crate::k0s::release::is_sha256(&d.sha256)
         })
     }

@@ -55,7 +55,15 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .await?;
         let mut changes = Vec::new();
         for (want, content) in files.iter().zip(sources) {
-            ctx.progress(format!("uploading {}", want.remote));
+            ctx.progress(format!(
+                "{} {}",
+                if want.url.is_some() {
+                    "downloading"
+                } else {
+                    "uploading"
+                },
+                want.remote
+            ));
             // Owner and mode are set on the fresh temp file before it is renamed into place:
             // a chown by the final name would follow a link planted there.
             // The host checks the planned sha256 before the file is moved into place.
@@ -104,9 +112,10 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .url
             .as_deref()
             .ok_or_else(|| failed(format!("{host}: {} has no URL in the plan", want.remote)))?;
-        // Beside the destination, named as every upload's staging files are, so a killed
-        // run's leftover is found and cleaned up like theirs.
-        let staged = format!("{}.k0sform-download", want.remote);
+        // Beside the destination, named as a staged k0s binary is (`DEST.k0sform-new`, its
+        // download `….part`), so a killed run's leftover is found and cleaned up like those
+        // (`k0s::commands` leftovers).
+        let staged = crate::k0s::staged_binary_path(&want.remote);
         let cmd = crate::k0s::release::download_on_host(
             url,
             &staged,
@@ -154,7 +163,7 @@ chmod "$m" -- "$f" && mv -f -- "$f" "$d" || { rm -f -- "$f"; exit 1; }"#
                 address: host.address.clone(),
                 port: host.port,
                 path: want.remote.clone(),
-                url: url.to_string(),
+                url_sha256: crate::hash::sha256_hex(url),
                 sha256: got.clone(),
             })
         });
