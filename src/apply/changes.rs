@@ -46,6 +46,10 @@ impl StateChange {
             StateChange::UpsertHost(h) => state.upsert_host((**h).clone()),
             StateChange::ForgetHost(id) => {
                 state.remove_host(id);
+                // Its downloads' records go with it.
+                state
+                    .downloads
+                    .retain(|d| (d.address.as_str(), d.port) != (id.address.as_str(), id.port));
             }
             StateChange::MoveHost {
                 from,
@@ -156,5 +160,33 @@ mod tests {
         assert!(i.started_at.ends_with('Z'), "{}", i.started_at);
         assert!(needs_intent(&step.kind));
         assert!(!needs_intent(&StepKind::RecordHost));
+    }
+
+    #[test]
+    fn download_records_are_replaced_sorted_and_forgotten_with_their_host() {
+        let rec = |addr: &str, path: &str, sha: char| crate::state::DownloadRecord {
+            address: addr.into(),
+            port: 22,
+            path: path.into(),
+            url_sha256: crate::hash::sha256_hex("http://127.0.0.1/x"),
+            sha256: sha.to_string().repeat(64),
+        };
+        let mut st = State::new();
+        for r in [
+            rec("10.0.0.2", "/b", 'a'),
+            rec("10.0.0.1", "/a", 'b'),
+            rec("10.0.0.2", "/b", 'c'),
+        ] {
+            StateChange::RecordDownload(r).apply(&mut st);
+        }
+        assert_eq!(
+            st.downloads,
+            [rec("10.0.0.1", "/a", 'b'), rec("10.0.0.2", "/b", 'c')]
+        );
+        let id = HostId::new("10.0.0.2", 22);
+        assert!(st.download(&id, "/b", "http://127.0.0.1/x").is_some());
+        assert!(st.download(&id, "/b", "http://127.0.0.1/y").is_none());
+        StateChange::ForgetHost(id).apply(&mut st);
+        assert_eq!(st.downloads, [rec("10.0.0.1", "/a", 'b')]);
     }
 }
