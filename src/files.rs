@@ -229,13 +229,16 @@ pub fn glob(pattern: &Path) -> Result<(PathBuf, Vec<String>), String> {
     } else {
         base
     };
-    let rest: Vec<String> = segs[first..]
-        .iter()
-        .filter(|s| !s.is_empty())
-        .map(|s| s.to_string())
-        .collect();
     let mut out = Vec::new();
-    glob_walk(&base, "", &rest, &mut out).map_err(|e| format!("{}: {e}", base.display()))?;
+    // Alternatives may hold a `/` (`{a/*.tar,b}`), so they are expanded before the split.
+    for alt in braces(&segs[first..].join("/")) {
+        let rest: Vec<String> = alt
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(|s| s.to_string())
+            .collect();
+        glob_walk(&base, "", &rest, &mut out).map_err(|e| format!("{}: {e}", base.display()))?;
+    }
     out.sort();
     out.dedup();
     Ok((base, out))
@@ -514,6 +517,10 @@ mod tests {
             (d.path().join("x"), vec!["y.tar/n".into(), "y/b.tar".into()])
         );
         assert_eq!(g("x/*.tar").1, vec!["a.tar".to_string()]);
+        assert_eq!(
+            g("x/{y/*.tar,*.tar}"),
+            (d.path().join("x"), vec!["a.tar".into(), "y/b.tar".into()])
+        );
         assert!(g("nowhere/*.tar").1.is_empty());
     }
 }
