@@ -1777,6 +1777,120 @@ fn files_are_uploaded_and_kept_as_the_spec_says() {
     c.lab.exec_ok("w1", "test ! -e /opt/tree/sub/b");
 }
 
+/// A `files[].src` glob (k0sctl `cluster/uploadfile.go`): `images/*.tar` beside the spec with
+/// three archives uploads each to `dstDir` (the folder's other files stay here), the plan lists
+/// each on its own line, and the next plan is a no-op.
+#[test]
+fn glob_files_upload_each_match_and_then_plan_nothing() {
+    require_lab!();
+    let mut c = Cluster::new(&[("c1", "controller")]);
+    let images = c.lab.dir().join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    for n in ["b", "a", "c"] {
+        std::fs::write(images.join(format!("{n}.tar")), format!("image {n}\n")).unwrap();
+    }
+    std::fs::write(images.join("readme.txt"), "not an image\n").unwrap();
+    c.spec_opts.host_yaml.insert(
+        "c1".to_string(),
+        "files:\n- {name: images, src: images/*.tar, dstDir: /var/lib/k0s/images, perm: '0640'}\n"
+            .to_string(),
+    );
+    c.write_spec(&["c1"]);
+    let plan = c.run(&["plan"]);
+    for n in ["a", "b", "c"] {
+        let sha = k0sform::hash::sha256_hex(format!("image {n}\n"));
+        plan.contains(&format!(
+            "~ file {}/{n}.tar → /var/lib/k0s/images/{n}.tar (0640, sha256 {}…)",
+            images.display(),
+            &sha[..4]
+        ));
+    }
+    c.apply();
+    assert_eq!(
+        c.lab.exec_ok(
+            "c1",
+            "cd /var/lib/k0s/images && ls && cat a.tar b.tar c.tar && stat -c '%a' a.tar"
+        ),
+        "a.tar\nb.tar\nc.tar\nimage a\nimage b\nimage c\n640\n"
+    );
+    plan_changes_nothing(&c, &["-detailed-exitcode"]).expect(0);
+}
+
+/// A URL `files[].src` (k0sctl `phase/uploadfiles.go` `uploadURL`) is downloaded by the host
+/// from the lab's loopback mirror, its `%v` `%p` tokens expanded, through the same curl/wget
+/// line as k0s: without `sha256` the plan says it is not verified and the state records the
+/// host's hash, so the next plan is a no-op; with the right `sha256` it is verified; a wrong
+/// one fails the apply and leaves nothing at the destination.
+#[test]
+fn url_files_are_downloaded_by_the_host() {
+    require_lab!();
+    let mut c = Cluster::with(
+        &[("c1", "controller")],
+        LabOptions::default(),
+        SpecOptions {
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
+            ..SpecOptions::default()
+        },
+    );
+    let mirror = c.lab.start_mirror();
+    let arch = lab::k0s_arch();
+    let served = format!("b/bundle-v1.33.4+k0s.0-{arch}.tar");
+    mirror.put(&served, b"bundle bytes\n");
+    mirror.put("b/other.tar", b"other bytes\n");
+    let good = k0sform::hash::sha256_hex("other bytes\n");
+    let files = |other_sha: &str| {
+        format!(
+            "files:\n- {{name: bundle, src: \"{u}/b/bundle-%v-%p.tar\", dst: /var/lib/k0s/images/bundle.tar, perm: '0640'}}\n- {{name: other, src: \"{u}/b/other.tar\", dstDir: /srv/dl, sha256: {other_sha}}}\n",
+            u = mirror.url
+        )
+    };
+    c.spec_opts.host_yaml.insert("c1".to_string(), files(&good));
+    c.write_spec(&["c1"]);
+    c.run(&["plan"])
+        .expect(0)
+        .contains(&format!(
+            "~ file {}/b/bundle-v1.33.4%2Bk0s.0-{arch}.tar → /var/lib/k0s/images/bundle.tar (0640, not verified: no sha256 in the spec)",
+            mirror.url
+        ))
+        .contains(&format!(
+            "~ file {}/b/other.tar → /srv/dl/other.tar (0644, sha256 {}…)",
+            mirror.url,
+            &good[..4]
+        ));
+    c.apply();
+    assert_eq!(
+        c.lab.exec_ok(
+            "c1",
+            "cat /var/lib/k0s/images/bundle.tar /srv/dl/other.tar && stat -c '%a' /var/lib/k0s/images/bundle.tar /srv/dl/other.tar && ls -A /var/lib/k0s/images /srv/dl | grep -c k0sform- ; true"
+        ),
+        "bundle bytes\nother bytes\n640\n644\n0\n"
+    );
+    let st = c.state_json();
+    assert_eq!(
+        st["downloads"][0]["sha256"],
+        serde_json::json!(k0sform::hash::sha256_hex("bundle bytes\n")),
+        "{st:#}"
+    );
+    plan_changes_nothing(&c, &["-detailed-exitcode"]).expect(0);
+
+    // A wrong sha256: the apply fails, nothing is left at the destination or beside it.
+    c.lab.exec_ok("c1", "rm /srv/dl/other.tar");
+    c.spec_opts
+        .host_yaml
+        .insert("c1".to_string(), files(&"0".repeat(64)));
+    c.write_spec(&["c1"]);
+    c.run(&["apply", "-auto-approve"])
+        .expect(1)
+        .contains("checksum mismatch");
+    assert_eq!(
+        c.lab.exec_ok(
+            "c1",
+            "test ! -e /srv/dl/other.tar && ls -A /srv/dl | grep -c k0sform- ; true"
+        ),
+        "0\n"
+    );
+}
+
 /// (connections, sessions) each host's sshd logged while `run` ran: one "Accepted publickey"
 /// per connection, one "Starting session" per command (as testdata/lab/bench figure 2 counts).
 fn sshd_counts_during(

@@ -135,6 +135,8 @@ impl FileCase {
         k0sform::files::DesiredFile {
             name: self.remote.clone(),
             remote: self.remote.clone(),
+            source: String::new(),
+            url: None,
             sha256: sha256_hex(&self.data),
             mode: k0sform::files::octal(&self.mode).expect("octal mode"),
             user: self.user.clone(),
@@ -397,6 +399,7 @@ fn build(case: &Case) -> Inputs {
         hosts: vec![],
         intents: vec![],
         bastions: vec![],
+        downloads: vec![],
     };
     if let Some(st) = &case.state {
         state.serial = st.serial;
@@ -1538,6 +1541,182 @@ fn saved_case_inputs(name: &str) -> Inputs {
         }
     }
     i
+}
+
+/// A `files[].src` glob (k0sctl `cluster/uploadfile.go`): each match is planned as its own
+/// upload line (source → destination, sha256), in path order whatever order the folder lists
+/// them in; once they are on the host, the next plan is a no-op.
+#[test]
+fn glob_matches_are_planned_one_line_each_and_then_nothing() {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(d.path().join("images/sub")).unwrap();
+    for f in ["c.tar", "a.tar", "b.tar", "notes.txt", "sub/d.tar"] {
+        std::fs::write(d.path().join("images").join(f), f).unwrap();
+    }
+    let yaml = d.path().join("k0sctl.yaml");
+    std::fs::write(
+        &yaml,
+        "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata:\n  name: prod\nspec:\n  hosts:\n    - role: controller\n      ssh: {address: 10.0.0.1}\n    - role: worker\n      ssh: {address: 10.0.1.1}\n      files:\n        - {name: images, src: images/*.tar, dstDir: /var/lib/k0s/images, perm: '0640'}\n  k0s:\n    version: v1.33.4+k0s.0\n",
+    )
+    .unwrap();
+    let env = |_: &str| None;
+    let loaded = k0sform::spec::load_with(
+        &[yaml],
+        &k0sform::spec::LoadOptions {
+            env: &env,
+            stdin: None,
+        },
+    )
+    .expect("spec loads");
+    let files = k0sform::files::desired(&loaded.spec.hosts[1]).expect("expands");
+    // The `files` case's running worker w01 gets the glob's matches instead of its own files.
+    let mut i = case_inputs("files");
+    let w01 = HostId::new("10.0.1.1".to_string(), 22);
+    i.desired
+        .hosts
+        .iter_mut()
+        .find(|h| h.host == w01)
+        .expect("w01")
+        .files = files.clone();
+    // The probe reports every file the spec names, here none present.
+    facts_mut(&mut i.reality, &w01).expect("w01 reached").files = files
+        .iter()
+        .map(|f| RemoteFile {
+            path: f.remote.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let p = run(&i).expect("plan");
+    let dir = d.path().display().to_string();
+    let text = render::text(&p, false).replace(&dir, "[DIR]");
+    let w01_lines: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("~ worker w01"))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    insta::assert_snapshot!(w01_lines.join("\n"));
+    let (state, reality) = simulate_apply(&p, &i);
+    let again = plan::diff(
+        &i.spec,
+        &state,
+        &reality,
+        &i.desired,
+        &PlanOptions::default(),
+    )
+    .expect("replan");
+    assert!(!again.has_changes(), "{}", render::text(&again, false));
+}
+
+/// A URL `files[].src` (k0sctl `phase/uploadfiles.go` `uploadURL`): its `%v` `%p` tokens are
+/// expanded for the host (spec version, host architecture) in the planned step; without a
+/// `sha256` the plan says the download is not verified, and once the state records the hash
+/// the host got from that URL, a host with that file plans nothing; another version (another
+/// URL) downloads again; with a `sha256` the plan holds the file to it.
+#[test]
+fn url_sources_are_expanded_per_host_and_recorded_hashes_hold() {
+    let mut i = case_inputs("files");
+    let w01 = HostId::new("10.0.1.1".to_string(), 22);
+    let bundle = k0sform::files::DesiredFile {
+        name: "bundle".into(),
+        remote: "/var/lib/k0s/images/bundle-%v-%p.tar".into(),
+        source: String::new(),
+        url: Some("http://127.0.0.1:8080/b/bundle-%v-%p.tar".into()),
+        sha256: String::new(),
+        mode: 0o644,
+        user: None,
+        group: None,
+        dir_mode: 0o755,
+    };
+    i.desired
+        .hosts
+        .iter_mut()
+        .find(|h| h.host == w01)
+        .expect("w01")
+        .files = vec![bundle.clone()];
+    let facts = facts_mut(&mut i.reality, &w01).expect("w01 reached");
+    facts.arch = "x86_64".into();
+    facts.files = vec![RemoteFile {
+        path: bundle.remote.clone(),
+        ..Default::default()
+    }];
+    let p = run(&i).expect("plan");
+    let url = "http://127.0.0.1:8080/b/bundle-v1.33.4%2Bk0s.0-amd64.tar";
+    let text = render::text(&p, false);
+    let w01_lines = |text: &str| -> String {
+        text.lines()
+            .skip_while(|l| !l.contains("worker w01"))
+            .take_while(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    insta::assert_snapshot!(w01_lines(&text));
+    let planned = p
+        .steps
+        .iter()
+        .find_map(|s| match &s.kind {
+            StepKind::UploadFiles { files } if s.host == w01 => Some(files),
+            _ => None,
+        })
+        .expect("w01 upload");
+    assert_eq!(planned[0].url.as_deref(), Some(url));
+    assert_eq!(
+        planned[0].sha256, "",
+        "an unverified download checks nothing"
+    );
+
+    // The host got it; the state records what the host computed: nothing to do.
+    let got = sha256_hex("bundle");
+    i.state.record_download(k0sform::state::DownloadRecord {
+        address: w01.address.clone(),
+        port: 22,
+        path: bundle.remote.clone(),
+        url_sha256: sha256_hex(url),
+        sha256: got.clone(),
+    });
+    let facts = facts_mut(&mut i.reality, &w01).expect("w01 reached");
+    facts.files[0] = RemoteFile {
+        path: bundle.remote.clone(),
+        sha256: Some(got.clone()),
+        mode: Some(0o644),
+        user: Some("root".into()),
+        group: Some("root".into()),
+        uid: Some(0),
+        gid: Some(0),
+    };
+    let p = run(&i).expect("plan");
+    assert!(
+        !render::text(&p, false).contains("worker w01"),
+        "{}",
+        render::text(&p, false)
+    );
+    // A record of another URL (another version) is no record.
+    i.spec.k0s.version = Some(K0sVersion::parse("v1.33.5+k0s.0").unwrap());
+    let p = run(&i).expect("plan");
+    assert!(
+        render::text(&p, false)
+            .contains("/var/lib/k0s/images/bundle-%v-%p.tar (not downloaded from this URL yet)"),
+        "{}",
+        render::text(&p, false)
+    );
+    i.spec.k0s.version = Some(K0sVersion::parse("v1.33.4+k0s.0").unwrap());
+    // The spec's sha256 is what counts when it is given.
+    let other = sha256_hex("other");
+    i.desired
+        .hosts
+        .iter_mut()
+        .find(|h| h.host == w01)
+        .expect("w01")
+        .files[0]
+        .sha256 = other.clone();
+    let p = run(&i).expect("plan");
+    assert!(
+        w01_lines(&render::text(&p, false)).contains(&format!(
+            "~ file {url} → /var/lib/k0s/images/bundle-%v-%p.tar (0644, sha256 {}…)",
+            &other[..4]
+        )),
+        "{}",
+        render::text(&p, false)
+    );
 }
 
 #[test]

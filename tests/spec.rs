@@ -324,6 +324,142 @@ fn k0sctl_corpus_details() {
     assert_eq!(pair.spec.manifests[0]["metadata"]["name"], "hello");
 }
 
+/// `files[].src` globs are expanded on this machine when the spec loads, as k0sctl's
+/// `cluster/uploadfile.go` does: each match keeps its path below the glob's base (under
+/// `dstDir`); folders are skipped; no match, or several for a single-file `dst`, is an error
+/// naming the file, line and field.
+#[test]
+fn files_globs_expand_to_their_matches_below_the_base() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let root = d.path();
+    for f in [
+        "images/a.tar",
+        "images/b.tar",
+        "images/c.tar",
+        "images/notes.txt",
+        "images/.hidden.tar",
+        "images/sub/d.tar",
+        "images/sub/deeper/e.tar",
+    ] {
+        std::fs::create_dir_all(root.join(f).parent().unwrap()).unwrap();
+        std::fs::write(root.join(f), f).unwrap();
+    }
+    std::fs::create_dir_all(root.join("images/dir.tar")).unwrap();
+    let spec = |files: &str| {
+        let p = root.join("k0sctl.yaml");
+        std::fs::write(
+            &p,
+            format!(
+                "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata:\n  name: g\nspec:\n  hosts:\n    - role: controller\n      ssh:\n        address: 10.0.0.1\n      files:\n{files}  k0s:\n    version: v1.33.4+k0s.0\n"
+            ),
+        )
+        .unwrap();
+        load_env(&[p], &[("HOME", "/home/tester")])
+    };
+    let ok = spec(
+        "        - {src: images/*.tar, dstDir: /var/lib/k0s/images}\n        - {src: \"images/**/{d,e}.tar\", dstDir: /opt/deep}\n        - {src: \"images/[a]?tar\", dst: /etc/one.tar}\n",
+    )
+    .expect("globs load");
+    let files = &ok.spec.hosts[0].files;
+    let base = root.join("images");
+    assert_eq!(
+        files[0].source,
+        FileSource::Glob {
+            base: base.clone(),
+            files: vec![
+                ".hidden.tar".into(),
+                "a.tar".into(),
+                "b.tar".into(),
+                "c.tar".into()
+            ]
+        }
+    );
+    assert_eq!(
+        files[1].source,
+        FileSource::Glob {
+            base: base.clone(),
+            files: vec!["sub/d.tar".into(), "sub/deeper/e.tar".into()]
+        }
+    );
+    let remotes: Vec<String> = k0sform::files::desired(&ok.spec.hosts[0])
+        .expect("expands")
+        .into_iter()
+        .map(|f| f.remote)
+        .collect();
+    assert_eq!(
+        remotes,
+        [
+            "/etc/one.tar",
+            "/opt/deep/sub/d.tar",
+            "/opt/deep/sub/deeper/e.tar",
+            "/var/lib/k0s/images/.hidden.tar",
+            "/var/lib/k0s/images/a.tar",
+            "/var/lib/k0s/images/b.tar",
+            "/var/lib/k0s/images/c.tar",
+        ]
+    );
+
+    let err = spec("        - {src: images/*.iso, dstDir: /x}\n")
+        .expect_err("no match")
+        .to_string();
+    assert!(
+        err.contains(
+            "k0sctl.yaml:11:17: error: spec.hosts[0].files[0].src: no files match `images/*.iso`"
+        ),
+        "{err}"
+    );
+    let err = spec("        - {src: images/*.tar, dst: /x/one.tar}\n")
+        .expect_err("several for dst")
+        .to_string();
+    assert!(
+        err.contains("spec.hosts[0].files[0].dst: `images/*.tar` matches 4 files but `dst` names a single file"),
+        "{err}"
+    );
+}
+
+/// A URL `files[].src` (k0sctl `cluster/uploadfile.go` `IsURL`, `ResolveRelativeTo`) loads
+/// with its tokens as written; its destination is `dst`, else `dstDir/` + the URL's last path
+/// element as written; `sha256` (k0sform's extension) is kept in lower case.
+#[test]
+fn files_url_sources_load_with_k0sctl_destinations() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let p = d.path().join("k0sctl.yaml");
+    std::fs::write(
+        &p,
+        "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata:\n  name: u\nspec:\n  hosts:\n    - role: controller\n      ssh:\n        address: 10.0.0.1\n      files:\n        - {src: \"http://127.0.0.1/a/bundle-%v-%p.tar\", dstDir: /var/lib/k0s/images}\n        - {src: \"https://127.0.0.1/b.tar\", dst: /srv/b.tar, sha256: ABCDEF0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789}\n  k0s:\n    version: v1.33.4+k0s.0\n",
+    )
+    .unwrap();
+    let ok = load_env(&[p], &[("HOME", "/home/tester")]).expect("URLs load");
+    let h = &ok.spec.hosts[0];
+    assert_eq!(
+        h.files[0].source,
+        FileSource::Url {
+            url: "http://127.0.0.1/a/bundle-%v-%p.tar".into(),
+            sha256: None
+        }
+    );
+    let want: Vec<(String, Option<String>, String)> = k0sform::files::desired(h)
+        .expect("expands")
+        .into_iter()
+        .map(|f| (f.remote, f.url, f.sha256))
+        .collect();
+    assert_eq!(
+        want,
+        [
+            (
+                "/srv/b.tar".to_string(),
+                Some("https://127.0.0.1/b.tar".to_string()),
+                "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789".to_string()
+            ),
+            (
+                "/var/lib/k0s/images/bundle-%v-%p.tar".to_string(),
+                Some("http://127.0.0.1/a/bundle-%v-%p.tar".to_string()),
+                String::new()
+            ),
+        ]
+    );
+}
+
 #[test]
 fn every_invalid_spec_fails_with_its_recorded_diagnostics() {
     let entries = sorted_entries("testdata/specs/invalid");

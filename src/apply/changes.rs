@@ -36,6 +36,8 @@ pub enum StateChange {
     },
     /// The cluster was destroyed: forget its identity (the lineage stays).
     ForgetCluster,
+    /// A host downloaded a URL `files:` source with no sha256 to check: the hash it computed.
+    RecordDownload(crate::state::DownloadRecord),
 }
 
 impl StateChange {
@@ -44,6 +46,10 @@ impl StateChange {
             StateChange::UpsertHost(h) => state.upsert_host((**h).clone()),
             StateChange::ForgetHost(id) => {
                 state.remove_host(id);
+                // Its downloads' records go with it.
+                state
+                    .downloads
+                    .retain(|d| (d.address.as_str(), d.port) != (id.address.as_str(), id.port));
             }
             StateChange::MoveHost {
                 from,
@@ -79,6 +85,7 @@ impl StateChange {
                 }
             }
             StateChange::ForgetCluster => state.cluster = None,
+            StateChange::RecordDownload(r) => state.record_download(r.clone()),
             StateChange::SetHostVersion { host, version } => {
                 if let Some(h) = state.host_mut(host) {
                     h.k0s_version = Some(version.clone());
@@ -153,5 +160,33 @@ mod tests {
         assert!(i.started_at.ends_with('Z'), "{}", i.started_at);
         assert!(needs_intent(&step.kind));
         assert!(!needs_intent(&StepKind::RecordHost));
+    }
+
+    #[test]
+    fn download_records_are_replaced_sorted_and_forgotten_with_their_host() {
+        let rec = |addr: &str, path: &str, sha: char| crate::state::DownloadRecord {
+            address: addr.into(),
+            port: 22,
+            path: path.into(),
+            url_sha256: crate::hash::sha256_hex("http://127.0.0.1/x"),
+            sha256: sha.to_string().repeat(64),
+        };
+        let mut st = State::new();
+        for r in [
+            rec("10.0.0.2", "/b", 'a'),
+            rec("10.0.0.1", "/a", 'b'),
+            rec("10.0.0.2", "/b", 'c'),
+        ] {
+            StateChange::RecordDownload(r).apply(&mut st);
+        }
+        assert_eq!(
+            st.downloads,
+            [rec("10.0.0.1", "/a", 'b'), rec("10.0.0.2", "/b", 'c')]
+        );
+        let id = HostId::new("10.0.0.2", 22);
+        assert!(st.download(&id, "/b", "http://127.0.0.1/x").is_some());
+        assert!(st.download(&id, "/b", "http://127.0.0.1/y").is_none());
+        StateChange::ForgetHost(id).apply(&mut st);
+        assert_eq!(st.downloads, [rec("10.0.0.1", "/a", 'b')]);
     }
 }

@@ -149,6 +149,14 @@ pub enum FileSource {
     File(PathBuf),
     /// A local directory uploaded recursively (absolute path).
     Directory(PathBuf),
+    /// A glob's matches (k0sctl `cluster/uploadfile.go` `glob`): the folder before the first
+    /// glob character (absolute) and each matched file's path below it (`/`-separated,
+    /// sorted), which is also its path below `dstDir`.
+    Glob { base: PathBuf, files: Vec<String> },
+    /// An http(s) URL the host downloads (k0sctl `phase/uploadfiles.go` `uploadURL`), with
+    /// k0sctl's `%v` `%p` `%x` tokens still in it, and the sha256 it must have (`sha256`,
+    /// k0sform's extension; None: not verified).
+    Url { url: String, sha256: Option<String> },
     /// Inline content (`data:`).
     Inline(String),
 }

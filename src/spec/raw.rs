@@ -232,10 +232,15 @@ pub struct RawUploadFile {
     /// A label for messages.
     #[serde(default)]
     pub name: Option<String>,
-    /// Local file or directory (relative to the spec file's folder). k0sctl also takes globs
-    /// and URLs; k0sform does not yet.
+    /// Local file, directory or glob (relative to the spec file's folder; a glob's matches keep
+    /// their path below the glob's base under `dstDir`), or an http(s) URL the host downloads
+    /// (k0sctl's tokens: `%v` k0s version, `%p` architecture, `%x` binary extension, `%%`).
     #[serde(default)]
     pub src: Option<String>,
+    /// k0sform's extension: the sha256 a URL `src` must have (k0sctl checks none). Without it
+    /// the download is not verified; the state records the hash the host computed.
+    #[serde(default)]
+    pub sha256: Option<String>,
     /// Inline content instead of `src`.
     #[serde(default)]
     pub data: Option<String>,

@@ -5,7 +5,7 @@
 //!
 //! Fields k0sctl knows that k0sform does not implement are reported here. The rule: an **error**
 //! where carrying on would make apply do something different from what the file asks and the
-//! user could not tell (winRM and localhost hosts, `privateInterface`, URL or glob `files` sources);
+//! user could not tell (winRM and localhost hosts, `privateInterface`);
 //! a **warning** where the field is ignored and the outcome is still the cluster the file
 //! describes (`os`, `connect.before` hooks, `openSSH.disableMultiplexing`). k0sctl's own
 //! smoke-test files use several of the latter and must keep loading.
@@ -456,20 +456,70 @@ fn resolve_file(f: &RawUploadFile, p: &str, env: &Env, sink: &mut Sink) -> Optio
         sink.error(p, "inline `data` needs `dst` or `name`");
         ok = false;
     }
+    if f.sha256.is_some() && !src.as_deref().is_some_and(|s| s.contains("://")) {
+        sink.error_key(
+            &format!("{p}.sha256"),
+            "`sha256` checks a URL `src`; local files and `data` are hashed here",
+        );
+        ok = false;
+    }
     let source = match (&src, &data) {
         (Some(s), _) if s.contains("://") => {
-            sink.error(
-                &format!("{p}.src"),
-                "URL sources are not supported by k0sform yet: download the file and give its local path",
-            );
-            return None;
+            // k0sctl (`cluster/uploadfile.go` `IsURL`): any `://`. k0sform downloads http(s)
+            // only, through the same curl/wget line as k0s itself.
+            let scheme = s.split_once("://").map(|(a, _)| a).unwrap_or("");
+            if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+                sink.error(
+                    &format!("{p}.src"),
+                    format!(
+                        "`{scheme}://` URLs are not downloaded: use http or https, or a local path"
+                    ),
+                );
+                return None;
+            }
+            let sha256 = set(&f.sha256).map(|h| h.to_ascii_lowercase());
+            if let Some(h) = &sha256
+                && !crate::k0s::release::is_sha256(h)
+            {
+                sink.error(
+                    &format!("{p}.sha256"),
+                    "expected 64 hex digits (the file's sha256)",
+                );
+                return None;
+            }
+            FileSource::Url {
+                url: s.clone(),
+                sha256,
+            }
         }
-        (Some(s), _) if s.contains(['*', '?', '[', ']', '{', '}']) => {
-            sink.error(
-                &format!("{p}.src"),
-                "glob patterns are not supported by k0sform yet: name a file or a folder",
-            );
-            return None;
+        (Some(s), _) if crate::files::is_glob(s) => {
+            // k0sctl (`cluster/uploadfile.go` `ResolveRelativeTo`, `glob`): expanded here, on
+            // this machine, relative to the spec's folder; no match is an error, and so is
+            // more than one with a single-file `dst`.
+            let (base, files) = match crate::files::glob(&env.path(s)) {
+                Ok(m) => m,
+                Err(e) => {
+                    sink.error(&format!("{p}.src"), format!("cannot read {e}"));
+                    return None;
+                }
+            };
+            if files.is_empty() {
+                sink.error(&format!("{p}.src"), format!("no files match `{s}`"));
+                return None;
+            }
+            if files.len() > 1
+                && let Some(d) = &dst
+            {
+                sink.error(
+                    &format!("{p}.dst"),
+                    format!(
+                        "`{s}` matches {} files but `dst` names a single file ({d}); use `dstDir`",
+                        files.len()
+                    ),
+                );
+                return None;
+            }
+            FileSource::Glob { base, files }
         }
         (Some(s), _) => {
             let path = env.path(s);

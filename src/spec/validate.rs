@@ -223,6 +223,9 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
                 check_text(sink, &format!("{f}.{field}"), v);
             }
         }
+        if let FileSource::Url { url, .. } = &file.source {
+            check_text(sink, &format!("{f}.src"), url);
+        }
         for (field, v) in [("user", &file.user), ("group", &file.group)] {
             if let Some(v) = v
                 && !is_user_name(v)

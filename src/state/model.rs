@@ -31,6 +31,28 @@ pub struct State {
     /// strictly like the hosts' own keys. Sorted by address, then port. Format 3.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bastions: Vec<BastionState>,
+    /// URL `files:` sources hosts downloaded with no `sha256` to check. Sorted by address,
+    /// port, path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub downloads: Vec<DownloadRecord>,
+}
+
+/// A URL `files:` source a host downloaded without a `sha256` in the spec: the hash the host
+/// computed, so the next plan holds the host's file to it while the expanded URL stays the same
+/// (a no-op), and downloads again when the URL changes. Untrusted like all of the state: only
+/// ever compared with what the spec and the host say, never run or shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DownloadRecord {
+    pub address: String,
+    pub port: u16,
+    /// The file's path on the host.
+    pub path: String,
+    /// sha256 of the URL downloaded, as expanded for the host (not the URL: it may carry a
+    /// login, which a state file never holds).
+    pub url_sha256: String,
+    /// Lower-case hex, as the host computed it.
+    pub sha256: String,
 }
 
 /// A bastion's recorded host key. Only a key to check: how the bastion is reached always comes
@@ -194,7 +216,29 @@ impl State {
             hosts: Vec::new(),
             intents: Vec::new(),
             bastions: Vec::new(),
+            downloads: Vec::new(),
         }
+    }
+
+    /// The recorded download of `path` on `id`, when it is one of `url` with a well-formed
+    /// sha256 (anything else in the state counts as no record).
+    pub fn download(&self, id: &HostId, path: &str, url: &str) -> Option<&DownloadRecord> {
+        self.downloads.iter().find(|d| {
+            d.address == id.address
+                && d.port == id.port
+                && d.path == path
+                && d.url_sha256 == crate::hash::sha256_hex(url)
+                && crate::k0s::release::is_sha256(&d.sha256)
+        })
+    }
+
+    /// Insert or replace the record of `r.path` on its host.
+    pub fn record_download(&mut self, r: DownloadRecord) {
+        self.downloads
+            .retain(|d| (&d.address, d.port, &d.path) != (&r.address, r.port, &r.path));
+        self.downloads.push(r);
+        self.downloads
+            .sort_by(|a, b| (&a.address, a.port, &a.path).cmp(&(&b.address, b.port, &b.path)));
     }
 
     pub fn bastion(&self, id: &HostId) -> Option<&BastionState> {

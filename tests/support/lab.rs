@@ -695,6 +695,12 @@ impl Mirror {
         data.extend_from_slice(b"\n# tampered\n");
         std::fs::write(&p, data).expect("mirror: write");
     }
+    /// Serves `data` at `<url>/<rel>` (any file, not only releases).
+    pub fn put(&self, rel: &str, data: &[u8]) {
+        let p = self.root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("mirror: parent")).expect("mirror: dir");
+        std::fs::write(p, data).expect("mirror: write");
+    }
     /// Removes the binary (a 404), keeping its checksum.
     pub fn remove_binary(&self, version: &str) {
         std::fs::remove_file(self.binary_path(version)).expect("mirror: remove");

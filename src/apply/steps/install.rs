@@ -124,24 +124,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
             }
             return Ok(vec![]);
         }
-        // The script's own lines (and curl's or wget's) say what went wrong.
-        let stderr = out.stderr_str();
-        let why: Vec<&str> = stderr
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect();
-        let why = if why.is_empty() {
-            match out.status {
-                Some(c) => format!("exit {c}"),
-                None => "killed or timed out".into(),
-            }
-        } else {
-            why.join("; ")
-        };
         Err(failed(format!(
             "{host}: downloading k0s {version} failed, nothing on the host was changed: {}",
-            k0s::redact::hide_url_credentials(&why)
+            download_failure(&out)
         )))
     }
 
@@ -222,4 +207,24 @@ impl<T: Transport + 'static> K0sRunner<T> {
         self.placed(&id, &out.stdout_str());
         Ok(())
     }
+}
+
+/// Why `release::download_on_host` failed: the script's own lines (and curl's or wget's), with
+/// any credentials in a URL hidden.
+pub(super) fn download_failure(out: &crate::transport::CommandOutput) -> String {
+    let stderr = out.stderr_str();
+    let why: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let why = if why.is_empty() {
+        match out.status {
+            Some(c) => format!("exit {c}"),
+            None => "killed or timed out".into(),
+        }
+    } else {
+        why.join("; ")
+    };
+    k0s::redact::hide_url_credentials(&why)
 }

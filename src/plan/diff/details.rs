@@ -279,7 +279,9 @@ impl Planner<'_> {
                 }
             }
             // After the binary and the config, before k0s starts.
-            StepKind::UploadFiles { files } => out.push(line('~', files_text(files))),
+            StepKind::UploadFiles { files } => {
+                out.extend(files.iter().map(|f| line('~', file_text(f))))
+            }
             StepKind::RunHooks {
                 action,
                 stage,
@@ -449,20 +451,32 @@ fn token_file_line(h: &HostCtx, version: &crate::version::K0sVersion, out: &mut 
     }
 }
 
-fn files_text(files: &[crate::files::DesiredFile]) -> String {
-    let list: Vec<String> = files
-        .iter()
-        .map(|f| {
-            let owner = match (&f.user, &f.group) {
-                (None, None) => String::new(),
-                (Some(u), None) => format!(", owner {u}"),
-                (None, Some(g)) => format!(", group {g}"),
-                (Some(u), Some(g)) => format!(", {u}:{g}"),
-            };
-            format!("{} ({}{owner})", f.remote, crate::files::mode_text(f.mode))
-        })
-        .collect();
-    format!("files uploaded: {}", list.join(", "))
+/// One file of an upload, on its own line: source → destination (mode, owner, sha256).
+fn file_text(f: &crate::files::DesiredFile) -> String {
+    let owner = match (&f.user, &f.group) {
+        (None, None) => String::new(),
+        (Some(u), None) => format!(", owner {u}"),
+        (None, Some(g)) => format!(", group {g}"),
+        (Some(u), Some(g)) => format!(", {u}:{g}"),
+    };
+    let from = match &f.url {
+        // Shown without any credentials in it.
+        Some(u) => crate::k0s::redact::hide_url_credentials(u),
+        None if f.source.is_empty() => "inline data".to_string(),
+        None => f.source.clone(),
+    };
+    let sha = if f.sha256.is_empty() {
+        // A URL source without `sha256` (k0sctl checks none): the state records what the
+        // host got, and the next plan holds the file to that.
+        "not verified: no sha256 in the spec".to_string()
+    } else {
+        format!("sha256 {}", short(&f.sha256))
+    };
+    format!(
+        "file {from} → {} ({}{owner}, {sha})",
+        f.remote,
+        crate::files::mode_text(f.mode)
+    )
 }
 
 /// The k0s paths a host known only to the state is reset with: the ones its record names (the

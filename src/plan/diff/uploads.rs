@@ -23,15 +23,44 @@ impl Planner<'_> {
         let mut why = Vec::new();
         for want in self.desired.files(&h.id) {
             let have = f.files.iter().find(|r| r.path == want.remote);
-            let diff = match have.and_then(|r| r.sha256.as_ref().map(|s| (r, s))) {
-                None => Some("missing".to_string()),
-                Some((_, sha)) if sha != &want.sha256 => Some("content differs".to_string()),
-                Some((r, _)) if r.mode != Some(want.mode) => Some(format!(
+            // A URL source (k0sctl `phase/uploadfiles.go` `uploadURL`): its tokens expanded
+            // for this host (`cluster/host.go` `ExpandTokens`: the spec's k0s version, the
+            // host's architecture); the sha256 to hold the host's file to is the spec's, else
+            // the one the state recorded when the host downloaded this very URL.
+            let mut want = want.clone();
+            let mut target = Some(want.sha256.clone());
+            if let Some(template) = &want.url {
+                let version = self
+                    .spec
+                    .k0s
+                    .version
+                    .clone()
+                    .or_else(|| self.desired_version(&h.id))
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
+                let arch = crate::k0s::release::k0s_arch(&f.arch);
+                let url = crate::k0s::release::expand_tokens(template, &version, &arch);
+                if want.sha256.is_empty() {
+                    target = self
+                        .state
+                        .download(&h.id, &want.remote, &url)
+                        .map(|d| d.sha256.clone());
+                }
+                want.url = Some(url);
+            }
+            let diff = match (
+                have.and_then(|r| r.sha256.as_ref().map(|s| (r, s))),
+                &target,
+            ) {
+                (None, _) => Some("missing".to_string()),
+                (Some(_), None) => Some("not downloaded from this URL yet".to_string()),
+                (Some((_, sha)), Some(t)) if sha != t => Some("content differs".to_string()),
+                (Some((r, _)), _) if r.mode != Some(want.mode) => Some(format!(
                     "mode {} → {}",
                     r.mode.map(crate::files::mode_text).unwrap_or_default(),
                     crate::files::mode_text(want.mode)
                 )),
-                Some((r, _)) if !r.owned_by(want.user.as_deref(), want.group.as_deref()) => {
+                (Some((r, _)), _) if !r.owned_by(want.user.as_deref(), want.group.as_deref()) => {
                     Some(format!(
                         "owner {}:{} → {}:{}",
                         r.user.as_deref().unwrap_or("?"),
@@ -40,11 +69,11 @@ impl Planner<'_> {
                         want.group.as_deref().or(r.group.as_deref()).unwrap_or("?")
                     ))
                 }
-                Some(_) => None,
+                (Some(_), _) => None,
             };
             if let Some(d) = diff {
                 why.push(format!("{} ({d})", want.remote));
-                p.files.push(want.clone());
+                p.files.push(want);
             }
         }
         if why.is_empty() {
