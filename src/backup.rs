@@ -173,23 +173,14 @@ async fn run_hooks(
         // Values from the environment are shown as `${NAME}`, in progress and errors alike.
         let shown = spec.shown(&line);
         progress(format!("{id}: hook backup.{stage}: {shown}"));
-        let cmd = RemoteCommand::new(["sh", "-c", line.as_str()])
-            .as_login_user()
-            .timeout(HOOK_TIMEOUT)
-            .shown_as(format!("sh -c {}", crate::ssh::quote(&shown)));
+        let cmd = crate::k0s::commands::hook(&line, &shown, HOOK_TIMEOUT);
         let o = run(transport, &id, cmd).await.map_err(|mut f| {
             f.message = spec.shown(&f.message);
             f
         })?;
         if !o.success() {
-            let how = match o.status {
-                Some(c) => format!("exit {c}"),
-                None => "killed or timed out".to_string(),
-            };
-            return Err(Failure::error(spec.shown(&format!(
-                "{id}: hook backup.{stage} `{shown}` failed ({how}): {}",
-                o.error_line()
-            ))));
+            let why = crate::k0s::commands::hook_failure(&format!("backup.{stage}"), &shown, &o);
+            return Err(Failure::error(spec.shown(&format!("{id}: {why}"))));
         }
     }
     Ok(())

@@ -25,6 +25,25 @@ fn data_dir_flag(data_dir: &str) -> String {
     format!("--data-dir={data_dir}")
 }
 
+/// A spec hook line (`hooks.<action>.<stage>`): run by `sh -c` as the login user, never
+/// through sudo, as k0sctl runs hooks. `shown` is the line as people may see it (values from the
+/// environment written back as `${NAME}`), in progress, logs and errors.
+pub fn hook(line: &str, shown: &str, timeout: Duration) -> RemoteCommand {
+    RemoteCommand::new(["sh", "-c", line])
+        .as_login_user()
+        .timeout(timeout)
+        .shown_as(format!("sh -c {}", crate::ssh::quote(shown)))
+}
+
+/// Why a hook line failed: `hook ACTION.STAGE `LINE` failed (exit N): <its error line>`.
+pub fn hook_failure(what: &str, shown: &str, out: &crate::transport::CommandOutput) -> String {
+    let how = match out.status {
+        Some(c) => format!("exit {c}"),
+        None => "killed or timed out".to_string(),
+    };
+    format!("hook {what} `{shown}` failed ({how}): {}", out.error_line())
+}
+
 /// Go's `time.Duration.String()`: `30m0s`, `1h0m0s`, `45s` (k0sctl passes `--expiry 30m0s`).
 pub fn go_duration(d: Duration) -> String {
     super::install_flags::go_duration_string(d.as_nanos() as i128)

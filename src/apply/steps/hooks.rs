@@ -9,7 +9,8 @@ use super::remote::failed;
 use super::runner::K0sRunner;
 use crate::apply::{StateChange, StepContext, StepError};
 use crate::hostid::HostId;
-use crate::transport::{RemoteCommand, Transport};
+use crate::k0s::commands;
+use crate::transport::Transport;
 
 impl<T: Transport + 'static> K0sRunner<T> {
     pub(super) async fn run_hooks(
@@ -49,23 +50,14 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 }
             };
             ctx.progress(format!("hook {action}.{stage}: {shown}"));
-            let cmd = RemoteCommand::new(["sh", "-c", line.as_str()])
-                .as_login_user()
-                .timeout(self.opts.wait_timeout)
-                .shown_as(format!("sh -c {}", crate::ssh::quote(shown)));
+            let cmd = commands::hook(line, shown, self.opts.wait_timeout);
             let out = self
                 .exec(host, cmd)
                 .await
                 .map_err(|e| failed(hide(e.to_string())))?;
             if !out.success() {
-                let how = match out.status {
-                    Some(c) => format!("exit {c}"),
-                    None => "killed or timed out".to_string(),
-                };
-                return Err(failed(hide(format!(
-                    "{host}: hook {action}.{stage} `{shown}` failed ({how}): {}",
-                    out.error_line()
-                ))));
+                let why = commands::hook_failure(&format!("{action}.{stage}"), shown, &out);
+                return Err(failed(hide(format!("{host}: {why}"))));
             }
         }
         Ok(vec![])
