@@ -20,7 +20,7 @@ use super::decision::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::quorum::{QuorumSim, quorum};
 use super::steps::{Builder, StepOwners};
-use super::{Planner, merge_refusals, reason};
+use super::{PlanBody, PlanKind, Planner, merge_refusals, reason};
 use crate::hostid::HostId;
 use crate::plan::model::*;
 use crate::reality::Probe;
@@ -87,24 +87,17 @@ impl Planner<'_> {
             }
         }
         super::dag_checked(&steps)?;
-        Ok(Plan {
-            format_version: PLAN_FORMAT_VERSION,
-            cluster_name: self.spec.name.clone(),
-            cluster_uid: self.cluster.uid.clone(),
-            cluster_action: ClusterAction::Existing,
-            refresh_only: false,
-            destroy: true,
-            outside_changes,
-            changes,
-            drift: Vec::new(),
-            steps,
-            etcd,
-            warnings: std::mem::take(&mut self.warnings),
-            state_serial: self.state_serial(),
-            first_contacts: Vec::new(),
-            k0s_version: None,
-            hooks_not_run: Vec::new(),
-        })
+        Ok(self.finish(
+            PlanKind::Destroy,
+            PlanBody {
+                outside_changes,
+                changes,
+                drift: Vec::new(),
+                steps,
+                etcd,
+                hooks_not_run: Vec::new(),
+            },
+        ))
     }
 
     /// What destroy does to one host: reset it (when something of k0s is there) and forget it,

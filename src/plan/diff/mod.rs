@@ -77,6 +77,24 @@ fn reason(code: ReasonCode, message: impl Into<String>) -> Reason {
     }
 }
 
+/// Which plan `Planner::finish` assembles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PlanKind {
+    Apply,
+    RefreshOnly,
+    Destroy,
+}
+
+/// What each kind of plan computes for itself.
+struct PlanBody {
+    outside_changes: Vec<OutsideChange>,
+    changes: Vec<HostChange>,
+    drift: Vec<Drift>,
+    steps: Vec<Step>,
+    etcd: QuorumSummary,
+    hooks_not_run: Vec<HooksNotRun>,
+}
+
 struct Planner<'a> {
     spec: &'a Spec,
     state: &'a State,
@@ -117,24 +135,45 @@ impl Planner<'_> {
         self.unchecked_download_warning(&steps);
         let changes = self.host_changes(&plans, &steps, &step_owner);
         dag_checked(&steps)?;
-        Ok(Plan {
+        Ok(self.finish(
+            PlanKind::Apply,
+            PlanBody {
+                outside_changes,
+                changes,
+                drift,
+                steps,
+                etcd,
+                hooks_not_run,
+            },
+        ))
+    }
+
+    /// The plan of this run from its parts: the one place a `Plan` is assembled (the cluster's
+    /// name, identity and action, the warnings gathered, the state serial). First contacts and
+    /// the chosen k0s version are filled in by the caller, which knows them.
+    fn finish(&mut self, kind: PlanKind, body: PlanBody) -> Plan {
+        Plan {
             format_version: PLAN_FORMAT_VERSION,
             cluster_name: self.spec.name.clone(),
             cluster_uid: self.cluster.uid.clone(),
-            cluster_action: self.cluster.action.clone(),
-            refresh_only: false,
-            destroy: false,
-            outside_changes,
-            changes,
-            drift,
-            steps,
-            etcd,
+            // Destroy takes the cluster as it is; nothing is bootstrapped or adopted.
+            cluster_action: match kind {
+                PlanKind::Destroy => ClusterAction::Existing,
+                _ => self.cluster.action.clone(),
+            },
+            refresh_only: kind == PlanKind::RefreshOnly,
+            destroy: kind == PlanKind::Destroy,
+            outside_changes: body.outside_changes,
+            changes: body.changes,
+            drift: body.drift,
+            steps: body.steps,
+            etcd: body.etcd,
             warnings: std::mem::take(&mut self.warnings),
             state_serial: self.state_serial(),
             first_contacts: Vec::new(),
             k0s_version: None,
-            hooks_not_run,
-        })
+            hooks_not_run: body.hooks_not_run,
+        }
     }
 
     /// A host that names itself (no spec hostname) must not take a name another host of the

@@ -6,11 +6,11 @@ use super::cluster::same_member_id;
 use super::details::identity_text;
 use super::hosts::HostCtx;
 use super::quorum::quorum;
-use super::{Planner, reason};
+use super::{PlanBody, PlanKind, Planner, reason};
 use crate::hash::{short, short_key};
 use crate::plan::model::{
-    Action, Detail, Drift, HostChange, OutsideChange, PLAN_FORMAT_VERSION, Plan, QuorumSummary,
-    Reason, ReasonCode, Step, StepKind,
+    Action, Detail, Drift, HostChange, OutsideChange, Plan, QuorumSummary, Reason, ReasonCode,
+    Step, StepKind,
 };
 use crate::reality::{HostFacts, Probe};
 use std::collections::BTreeSet;
@@ -174,30 +174,24 @@ impl Planner<'_> {
         }
         let n = self.cluster.members.len();
         let healthy = self.cluster.members.iter().filter(|m| m.healthy).count();
-        Plan {
-            format_version: PLAN_FORMAT_VERSION,
-            cluster_name: self.spec.name.clone(),
-            cluster_uid: self.cluster.uid.clone(),
-            cluster_action: self.cluster.action.clone(),
-            refresh_only: true,
-            destroy: false,
-            outside_changes,
-            changes,
-            drift,
-            steps,
-            etcd: QuorumSummary {
-                members_before: n,
-                members_after: n,
-                min_healthy: healthy,
-                quorum: if n == 0 { 0 } else { quorum(n) },
-                kine: self.kine(),
+        let etcd = QuorumSummary {
+            members_before: n,
+            members_after: n,
+            min_healthy: healthy,
+            quorum: if n == 0 { 0 } else { quorum(n) },
+            kine: self.kine(),
+        };
+        self.finish(
+            PlanKind::RefreshOnly,
+            PlanBody {
+                outside_changes,
+                changes,
+                drift,
+                steps,
+                etcd,
+                hooks_not_run: Vec::new(),
             },
-            warnings: std::mem::take(&mut self.warnings),
-            state_serial: self.state_serial(),
-            first_contacts: Vec::new(),
-            k0s_version: None,
-            hooks_not_run: Vec::new(),
-        }
+        )
     }
 }
 
