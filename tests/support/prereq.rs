@@ -11,6 +11,7 @@ use std::cell::Cell;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set by `K0SFORM_REQUIRE_LAB=1`: a missing prerequisite is a failure, not a skip.
 pub const REQUIRE_ENV: &str = "K0SFORM_REQUIRE_LAB";
@@ -41,6 +42,18 @@ const PROGRAMS: [&str; 9] = [
 
 thread_local! {
     static CHECKED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Some test of this process began with `require_lab!();` and found the lab available: what a
+/// thread the test spawned (unnamed, or a tokio worker) goes by, as it has no name to check.
+static ANY_CHECKED: AtomicBool = AtomicBool::new(false);
+
+/// Is this the thread libtest runs a test on (named after the test), rather than one a test
+/// spawned (`std::thread::spawn`, `thread::scope`, a tokio worker)?
+fn on_test_thread() -> bool {
+    std::thread::current()
+        .name()
+        .is_some_and(|n| n != "main" && n != "tokio-runtime-worker")
 }
 
 /// `Ok` when the lab can run here: root (it creates namespaces and runs sshd as root) and every
@@ -87,6 +100,7 @@ fn test_name() -> String {
 pub fn skip() -> bool {
     CHECKED.with(|c| c.set(true));
     let Err(why) = lab_available() else {
+        ANY_CHECKED.store(true, Ordering::SeqCst);
         return false;
     };
     if std::env::var(REQUIRE_ENV).as_deref() == Ok("1") {
@@ -101,10 +115,16 @@ pub fn skip() -> bool {
 }
 
 /// Called by each fixture before it starts anything: the test must have begun with
-/// `require_lab!();`.
+/// `require_lab!();`. On a thread the test spawned (which libtest did not name after it), a test
+/// of this process having passed `require_lab!()` is what counts.
 pub fn assert_required(fixture: &str) {
+    let checked = if on_test_thread() {
+        CHECKED.with(Cell::get)
+    } else {
+        ANY_CHECKED.load(Ordering::SeqCst)
+    };
     assert!(
-        CHECKED.with(Cell::get),
+        checked,
         "{}: starts {fixture} but does not begin with `require_lab!();` (tests/support/prereq.rs), \
          so it would fail instead of skipping where the lab cannot run",
         test_name()
