@@ -65,6 +65,9 @@ pub struct HostProbe {
     pub config: String,
     /// The binary as the state records it: not hashed again while its `stat` line is the same.
     pub known_binary: Option<crate::state::BinaryRecord>,
+    /// A worker's token file (`desired::token_file`), reported on as decodable or not
+    /// (`HostFacts::worker_token_file`).
+    pub token_file: Option<String>,
     /// Why the host must not be contacted at all (its recorded access is invalid).
     pub refused: Option<String>,
     /// How each hop of `target.bastion` is checked (hop order): the state's recorded bastion key,
@@ -142,6 +145,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
                 .then(|| crate::hash::sha256_hex(k0s::desired::config_yaml(spec, h))),
             config: k0s::desired::config_file(h),
             known_binary: by_state.get(&id).and_then(|r| r.k0s_binary.clone()),
+            token_file: (h.role == crate::spec::Role::Worker).then(|| k0s::desired::token_file(h)),
             refused: None,
             bastions: bastion_trust(&h.ssh, state, &opts.replace),
             id,
@@ -179,6 +183,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             want_config_sha256: None,
             config: k0s::desired::CONFIG_FILE.to_string(),
             known_binary: h.k0s_binary.clone(),
+            token_file: None,
             refused,
             id,
         });
@@ -373,7 +378,8 @@ pub async fn run_probe(transport: &SshTransport, p: &HostProbe, connected: Conne
         &p.files,
         &p.staging,
     )
-    .reading_config_at(&p.config);
+    .reading_config_at(&p.config)
+    .checking_token_file_at(p.token_file.as_deref().unwrap_or_default());
     let out = match transport.run(&p.id, command).await {
         Ok(o) => o,
         Err(e) => {
@@ -715,6 +721,50 @@ mod tests {
                 .unwrap()
                 .contains("dataSource: (secret)\n"),
             "{f:?}"
+        );
+    }
+
+    /// A worker's token file verdict reads back; one the probe never prints is refused, naming
+    /// the file; a file without it (older probe) loads as none.
+    #[test]
+    fn token_file_verdict_in_a_probe_file_is_validated() {
+        let facts = HostFacts {
+            machine_id: "3d12a0b1c2d3e4f5a6b7c8d9e0f1a2b3".into(),
+            hostname: "w0".into(),
+            host_key: "SHA256:x".into(),
+            worker_token_file: Some(crate::reality::TokenFileState::Undecodable),
+            ..Default::default()
+        };
+        let id = HostId::new("127.0.0.1", 22);
+        let reality = Reality {
+            hosts: vec![HostReality {
+                id: id.clone(),
+                probe: Probe::Reached(Box::new(facts)),
+            }],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reality.json");
+        save(&reality, &path).unwrap();
+        assert_eq!(load(&path).unwrap(), reality);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("\"worker_token_file\": \"undecodable\""),
+            "{text}"
+        );
+        for bad in ["\"decodes; rm -rf /\"", "\"\"", "true", "{}"] {
+            std::fs::write(&path, text.replace("\"undecodable\"", bad)).unwrap();
+            let e = load(&path).unwrap_err().to_string();
+            assert!(e.contains("reality.json"), "{bad}: {e}");
+        }
+        let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        json["hosts"][0]["probe"]
+            .as_object_mut()
+            .unwrap()
+            .remove("worker_token_file");
+        std::fs::write(&path, json.to_string()).unwrap();
+        assert_eq!(
+            load(&path).unwrap().facts(&id).unwrap().worker_token_file,
+            None
         );
     }
 
