@@ -686,17 +686,18 @@ mod tests {
 
     /// `-probe-out` files keep no k0s.yaml secrets (nor the sha256 of the real text), and say
     /// so; they still load.
-    #[test]
-    fn probe_files_redact_the_config_secrets_and_say_so() {
-        let config = "spec:\n  storage:\n    kine:\n      dataSource: mysql://k0s:hunter2@db:3306/k0s\n  extensions:\n    helm:\n      repositories:\n      - url: https://ci:t0ken@charts.example\n";
-        let facts = HostFacts {
+    /// A reached host's minimal facts.
+    fn facts_of(hostname: &str) -> HostFacts {
+        HostFacts {
             machine_id: "3d12a0b1c2d3e4f5a6b7c8d9e0f1a2b3".into(),
-            hostname: "c0".into(),
+            hostname: hostname.into(),
             host_key: "SHA256:x".into(),
-            config_sha256: Some(crate::hash::sha256_hex(config)),
-            config_text: Some(config.into()),
             ..Default::default()
-        };
+        }
+    }
+
+    /// A probe of one reached host, 127.0.0.1:22.
+    fn one_host(facts: HostFacts) -> (HostId, Reality) {
         let id = HostId::new("127.0.0.1", 22);
         let reality = Reality {
             hosts: vec![HostReality {
@@ -704,6 +705,17 @@ mod tests {
                 probe: Probe::Reached(Box::new(facts)),
             }],
         };
+        (id, reality)
+    }
+
+    #[test]
+    fn probe_files_redact_the_config_secrets_and_say_so() {
+        let config = "spec:\n  storage:\n    kine:\n      dataSource: mysql://k0s:hunter2@db:3306/k0s\n  extensions:\n    helm:\n      repositories:\n      - url: https://ci:t0ken@charts.example\n";
+        let (id, reality) = one_host(HostFacts {
+            config_sha256: Some(crate::hash::sha256_hex(config)),
+            config_text: Some(config.into()),
+            ..facts_of("c0")
+        });
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("reality.json");
         assert_eq!(save(&reality, &path).unwrap(), vec![id.clone()]);
@@ -728,20 +740,10 @@ mod tests {
     /// the file; a file without it (older probe) loads as none.
     #[test]
     fn token_file_verdict_in_a_probe_file_is_validated() {
-        let facts = HostFacts {
-            machine_id: "3d12a0b1c2d3e4f5a6b7c8d9e0f1a2b3".into(),
-            hostname: "w0".into(),
-            host_key: "SHA256:x".into(),
+        let (id, reality) = one_host(HostFacts {
             worker_token_file: Some(crate::reality::TokenFileState::Undecodable),
-            ..Default::default()
-        };
-        let id = HostId::new("127.0.0.1", 22);
-        let reality = Reality {
-            hosts: vec![HostReality {
-                id: id.clone(),
-                probe: Probe::Reached(Box::new(facts)),
-            }],
-        };
+            ..facts_of("w0")
+        });
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("reality.json");
         save(&reality, &path).unwrap();
