@@ -93,6 +93,24 @@ pub struct HostFacts {
     /// (hosts only in the state, older probe files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub staging_leftovers: Vec<String>,
+    /// Workers of the spec: whether the token file their service is given (`--token-file`,
+    /// default /etc/k0s/k0stoken) holds what k0s decodes as a join token (k0s issue #7202).
+    /// Never its content. None for other hosts and older probe files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_token_file: Option<TokenFileState>,
+}
+
+/// What a worker's token file holds, as far as k0s v1.35.1's start cares
+/// (`k0s::token_file::token_decodes_sh`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenFileState {
+    /// base64 of gzip, as k0s decodes a join token.
+    Decodes,
+    /// Present but empty, unreadable or not a token (k0sctl's `# overwritten by k0sctl after
+    /// join`).
+    Undecodable,
+    Missing,
 }
 
 impl K0sStatus {

@@ -2263,9 +2263,13 @@ fn join_worker_as_k0sctl(c: &Cluster, name: &str, flags: &str) {
 /// `cluster/host.go` `K0sInstallFlags`, k0s.yaml of `phase/configure_k0s.go`), the worker's
 /// token file overwritten after the join as k0sctl does (`phase/install_workers.go`:
 /// `# overwritten by k0sctl after join`), then adopted with `apply -refresh-only`.
+/// The spec's `k0sBinaryPath`, when it names one, is the k0s installed.
 fn k0sctl_built_controller_and_worker(c: &Cluster) {
     for h in ["c1", "w1"] {
-        c.lab.install_double(h);
+        match &c.spec_opts.k0s_binary {
+            Some(b) => c.lab.install_binary(h, b),
+            None => c.lab.install_double(h),
+        }
     }
     let a1 = c.lab.address("c1");
     let write = |host: &str, path: &str, text: &str| {
@@ -2337,6 +2341,59 @@ fn k0sctl_built_worker_upgraded_to_v1_35_1_k0s_0_gets_a_decodable_token_file() {
     c.lab.power_on("w1");
     c.eventually(30, "w1 Ready after a power cycle", || {
         c.nodes("c1").get("w1") == Some(&true)
+    });
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// Issue 27.4, k0s #7202: a k0sctl-built worker already running v1.35.1+k0s.0 with k0sctl's
+/// comment in its token file runs fine until its next start, which fails. With nothing else to
+/// do, the plan rewrites the file with a decodable placeholder (the probe reports only whether
+/// it decodes), the apply writes it without restarting k0s (as k0sctl's
+/// `phase/ensure_join_token_workaround.go`, on every apply), the next plan is empty, and the
+/// worker's k0s starts again after a restart.
+#[test]
+fn k0sctl_built_worker_running_v1_35_1_k0s_0_gets_a_decodable_token_file_without_a_restart() {
+    require_lab!();
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            k0s_version: Some("v1.35.1+k0s.0".into()),
+            ..SpecOptions::default()
+        },
+    );
+    c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.35.1+k0s.0"));
+    c.write_spec(&["c1", "w1"]);
+    k0sctl_built_controller_and_worker(&c);
+    assert_eq!(c.lab.ssh_ok("w1", "k0s version").trim(), "v1.35.1+k0s.0");
+    assert_eq!(
+        c.lab.ssh_ok("w1", "cat /etc/k0s/k0stoken"),
+        "# overwritten by k0sctl after join\n"
+    );
+    let pid = || {
+        c.lab
+            .ssh_ok("w1", "cat /run/k0s-service/k0sworker.service.pid")
+    };
+    let before = pid();
+    plan_changes_nothing(&c, &[]).expect(0).contains(
+        "token file /etc/k0s/k0stoken: a decodable placeholder is written, k0s not restarted",
+    );
+    c.apply()
+        .contains("Apply complete")
+        .contains("/etc/k0s/k0stoken held no join token k0s v1.35.1+k0s.0 can decode: a placeholder was written (k0s #7202)");
+    let placeholder = k0sform::k0s::placeholder_token(k0sform::k0s::TokenRole::Worker);
+    assert_eq!(c.lab.ssh_ok("w1", "cat /etc/k0s/k0stoken"), placeholder);
+    assert_eq!(
+        c.lab.ssh_ok("w1", "stat -c %a /etc/k0s/k0stoken").trim(),
+        "600"
+    );
+    assert_eq!(pid(), before, "k0s was not restarted");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+    // Its k0s starts again (a reboot): the file decodes.
+    c.lab.power_off("w1");
+    c.lab.power_on("w1");
+    c.eventually(30, "w1's k0s running after a power cycle", || {
+        c.lab.ssh("w1", "k0s status").status.success() && c.nodes("c1").get("w1") == Some(&true)
     });
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }

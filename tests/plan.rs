@@ -270,6 +270,9 @@ struct RealHostCase {
     /// Files on the host (of those the spec names; the others are missing).
     #[serde(default)]
     files: Vec<FileCase>,
+    /// A worker's token file as the probe reports it: `decodes`, `undecodable` or `missing`.
+    #[serde(default)]
+    token_file: Option<k0sform::reality::TokenFileState>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -517,6 +520,7 @@ fn build(case: &Case) -> Inputs {
                 host_key: r.host_key.clone().unwrap_or(format!("SHA256:key-{name}")),
                 os: "debian".into(),
                 arch: "amd64".into(),
+                worker_token_file: r.token_file,
                 ..Default::default()
             };
             if let Some(kind) = &r.running {
@@ -953,6 +957,22 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
                 }
                 st.args.truncate(2);
                 st.args.extend(desired::install_args(&i.spec, hs));
+                // A worker restarting on a k0s that decodes its token file gets a placeholder
+                // first (`token_file_workaround`).
+                if hs.role == Role::Worker
+                    && k0sform::k0s::quirks::worker_decodes_token_file_at_start(&st.version)
+                    && f.worker_token_file.is_some()
+                {
+                    f.worker_token_file = Some(k0sform::reality::TokenFileState::Decodes);
+                }
+            }
+            StepKind::WriteTokenPlaceholder => {
+                let f = f.expect("token file of an unreachable host");
+                assert!(
+                    f.worker_token_file.is_some(),
+                    "a placeholder for a token file the probe did not report on"
+                );
+                f.worker_token_file = Some(k0sform::reality::TokenFileState::Decodes);
             }
             StepKind::RecordBastion { .. } => {
                 panic!(

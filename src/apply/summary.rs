@@ -149,6 +149,11 @@ pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'st
             "Reconfigured",
             "reconfiguring",
         ),
+        StepKind::WriteTokenPlaceholder => (
+            "Writing a decodable placeholder into the token file (k0s #7202)".into(),
+            "Token file fixed",
+            "writing the token file",
+        ),
         StepKind::RunHooks {
             action,
             stage,
@@ -248,6 +253,7 @@ pub fn step_label(step: &Step) -> String {
             None => format!("upgrade -> {to}"),
         },
         StepKind::Reconfigure => "reconfigure".to_string(),
+        StepKind::WriteTokenPlaceholder => "write_token_placeholder".to_string(),
         StepKind::RunHooks {
             action,
             stage,

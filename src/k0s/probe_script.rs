@@ -13,7 +13,7 @@ use super::parse::{
     parse_status, parse_uid, parse_version,
 };
 use super::{EtcdMemberObject, K0sError};
-use crate::reality::{ClusterView, HostFacts, MemberView, ServiceKind};
+use crate::reality::{ClusterView, HostFacts, MemberView, ServiceKind, TokenFileState};
 use crate::state::BinaryRecord;
 use crate::transport::{CommandOutput, RemoteCommand};
 use std::collections::BTreeMap;
@@ -30,6 +30,9 @@ pub const CONFIG_PATH: &str = super::desired::CONFIG_FILE;
 /// Where the k0s.yaml path is in the probe's argv (the script's `$4`).
 const CONFIG_ARG: usize = 7;
 
+/// Where a worker's token file path is in the probe's argv (the script's `$9`).
+const TOKEN_FILE_ARG: usize = 12;
+
 /// How long the probe waits for `k0s status` (the `status_bound` of the script).
 pub const STATUS_BOUND_SECS: u64 = 10;
 
@@ -40,11 +43,12 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Arguments: $1 k0s binary, $2 data dir, $3 "1" to ask a running controller for its view,
 /// $4 the k0s.yaml path, $5 the marker nonce, $6 the resource types of the one `kubectl get`,
 /// $7 the sha256 of the k0s.yaml k0sform would write there (or `-`), $8 the binary's `stat`
-/// line as the state records it (or empty), $9 how many of the arguments after it are the spec's
-/// files; the arguments after those are the destinations beside which to look for upload
+/// line as the state records it (or empty), $9 a worker's token file to report on (or empty),
+/// $10 how many of the arguments after it are the spec's files; the arguments after those are the destinations beside which to look for upload
 /// staging files (`staging_destinations`).
 pub(super) const SCRIPT: &str = concat!(
     super::commands::each_leftover_sh!(),
+    super::token_file::token_decodes_sh!(),
     "k0sctl_dropin=",
     super::commands::k0sctl_env_dropin_name!(),
     "\n",
@@ -170,9 +174,18 @@ if [ -e "$bin" ]; then
     fi
   fi
 fi
-# The spec's files (the first $9 arguments after it): one line each,
+# A worker's token file ($9): does it hold what k0s decodes as a join token (k0s v1.35.1+k0s.0
+# workers refuse to start otherwise, k0s #7202)? Only the verdict is printed, never the content.
+if [ -n "$9" ]; then
+  begin token_file
+  if token_decodes "$9"; then echo decodes
+  elif [ -e "$9" ]; then echo undecodable
+  else echo missing; fi
+  end token_file 0
+fi
+# The spec's files (the first $10 arguments after it): one line each,
 # `<sha256> <mode> <user> <group> <uid> <gid>` or `-`.
-shift 8
+shift 9
 nfiles=$1
 shift
 if [ "$nfiles" -gt 0 ]; then
@@ -222,6 +235,14 @@ impl ProbeCommand {
         self.command.argv[CONFIG_ARG] = path.to_string();
         self
     }
+
+    /// The probe reports whether the worker's token file at `path` (`desired::token_file`)
+    /// holds a decodable join token (`HostFacts::worker_token_file`), never its content.
+    pub fn checking_token_file_at(mut self, path: &str) -> Self {
+        self.command.argv[TOKEN_FILE_ARG] = path.to_string();
+        self.reader.token_file = !path.is_empty();
+        self
+    }
 }
 
 /// Reads one probe command's output: the sections framed with that command's nonce.
@@ -231,6 +252,8 @@ pub struct ProbeReader {
     files: Vec<String>,
     staging: Vec<String>,
     known_binary: Option<BinaryRecord>,
+    /// The script was given a token file to report on.
+    token_file: bool,
 }
 
 /// The batched probe command for one host. `want_view`: ask a running controller for its view
@@ -264,6 +287,7 @@ pub fn probe(
         CLUSTER_OBJECTS,
         want_config_sha256.unwrap_or("-"),
         known_binary.map_or("", |k| k.stat.as_str()),
+        "",
         &files.len().to_string(),
     ]
     .into_iter()
@@ -283,6 +307,7 @@ pub fn probe(
             files: files.to_vec(),
             staging: staging.to_vec(),
             known_binary: known_binary.cloned(),
+            token_file: false,
         },
     }
 }
@@ -291,6 +316,9 @@ impl ProbeReader {
     /// Turn the probe command's output into `HostFacts` (the SSH key fields are the caller's).
     pub fn parse(&self, out: &CommandOutput) -> Result<HostFacts, ProbeError> {
         let mut f = parse_probe(out, &self.nonce, &self.files, &self.staging)?;
+        if self.token_file {
+            f.worker_token_file = Some(parse_token_file(out, &self.nonce)?);
+        }
         // Not hashed on the host: its stat line is the recorded one, and so is its hash.
         if f.k0s_binary_sha256.is_none()
             && let (Some(st), Some(k)) = (&f.k0s_binary_stat, &self.known_binary)
@@ -306,6 +334,25 @@ impl ProbeReader {
 /// destination that has an upload staging file beside it, one per line. The host prints only
 /// numbers: anything else, an index out of range or out of order is refused, and what is
 /// recorded are k0sform's own destination paths, never text from the host.
+/// The `token_file` section: one word, `decodes`, `undecodable` or `missing`.
+fn parse_token_file(out: &CommandOutput, nonce: &str) -> Result<TokenFileState, ProbeError> {
+    let s = sections(out, nonce).map_err(ProbeError::Output)?;
+    let text = s
+        .get("token_file")
+        .filter(|x| x.ok())
+        .map(|x| x.out.trim())
+        .ok_or_else(|| ProbeError::Host("the probe did not report on the token file".into()))?;
+    match text {
+        "decodes" => Ok(TokenFileState::Decodes),
+        "undecodable" => Ok(TokenFileState::Undecodable),
+        "missing" => Ok(TokenFileState::Missing),
+        other => Err(ProbeError::Host(format!(
+            "the probe reports the token file as {:?}, which is not valid",
+            crate::hash::short_n(other, 40)
+        ))),
+    }
+}
+
 fn parse_staging(destinations: &[String], text: &str) -> Result<Vec<String>, String> {
     let mut found: Vec<String> = Vec::new();
     let mut last: Option<usize> = None;
@@ -926,6 +973,96 @@ mod tests {
             status: out.status.code(),
             stdout: out.stdout,
             stderr: out.stderr,
+        }
+    }
+
+    /// k0s issue #7202: a worker's token file is reported as k0s v1.35.1 decodes it (base64 of
+    /// gzip, k0s `pkg/token/joindecode.go`), never its content; the spec's files after it are
+    /// still read; a host not asked has no verdict.
+    #[test]
+    fn token_file_is_reported_as_decodable_or_not_never_its_content() {
+        use base64::Engine as _;
+        let d = tempfile::tempdir().unwrap();
+        let placeholder = super::super::placeholder_token(super::super::TokenRole::Worker);
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let cases: Vec<(&str, Option<String>, TokenFileState)> = vec![
+            ("token", Some(placeholder.clone()), TokenFileState::Decodes),
+            (
+                "token-nl",
+                Some(format!("{placeholder}\n")),
+                TokenFileState::Decodes,
+            ),
+            (
+                "k0sctl",
+                Some("# overwritten by k0sctl after join\n".into()),
+                TokenFileState::Undecodable,
+            ),
+            ("empty", Some(String::new()), TokenFileState::Undecodable),
+            // Go decodes the whole string: a token followed by garbage is refused.
+            (
+                "trailing",
+                Some(format!("{placeholder}!!")),
+                TokenFileState::Undecodable,
+            ),
+            (
+                "plain-base64",
+                Some(b64(b"not gzip")),
+                TokenFileState::Undecodable,
+            ),
+            ("missing", None, TokenFileState::Missing),
+        ];
+        let other = d.path().join("other.conf");
+        std::fs::write(&other, "x\n").unwrap();
+        let files = vec![other.display().to_string()];
+        for (name, content, want) in cases {
+            let path = d.path().join(name);
+            if let Some(c) = &content {
+                std::fs::write(&path, c).unwrap();
+            }
+            let p = probe_nowhere(&files, &[]).checking_token_file_at(path.to_str().unwrap());
+            let out = run_in_tmpdir(&p.command.argv, None);
+            let text = String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr);
+            assert!(!text.contains(&placeholder[..40]), "{name}: {text}");
+            assert!(!text.contains("overwritten by k0sctl"), "{name}: {text}");
+            let f = p.reader.parse(&out).unwrap();
+            assert_eq!(f.worker_token_file, Some(want), "{name}");
+            assert_eq!(f.files.len(), 1, "{name}");
+            assert!(f.files[0].sha256.is_some(), "{name}: {:?}", f.files);
+        }
+        let p = probe_nowhere(&files, &[]);
+        let f = p
+            .reader
+            .parse(&run_in_tmpdir(&p.command.argv, None))
+            .unwrap();
+        assert_eq!(f.worker_token_file, None);
+        assert!(f.files[0].sha256.is_some());
+    }
+
+    /// A token file verdict of another shape is refused.
+    #[test]
+    fn token_file_verdict_is_parsed_strictly() {
+        let p = probe_nowhere(&[], &[]).checking_token_file_at("/etc/k0s/k0stoken");
+        let n = &p.reader.nonce;
+        for (verdict, ok) in [
+            ("decodes", true),
+            ("missing", true),
+            ("yes", false),
+            ("", false),
+        ] {
+            let out = CommandOutput {
+                status: Some(0),
+                stdout: format!(
+                    "{n} begin machine_id\n0123456789abcdef0123456789abcdef\n{n} end machine_id 0\n\
+                     {n} begin token_file\n{verdict}\n{n} end token_file 0\n{n} done\n"
+                )
+                .into_bytes(),
+                stderr: format!(
+                    "{n} begin machine_id\n\n{n} end machine_id\n{n} begin token_file\n\n{n} end token_file\n"
+                )
+                .into_bytes(),
+            };
+            assert_eq!(p.reader.parse(&out).is_ok(), ok, "{verdict:?}");
         }
     }
 

@@ -9,6 +9,23 @@ use crate::transport::RemoteCommand;
 use base64::Engine as _;
 use std::io::Write as _;
 
+/// The shell function `token_decodes FILE`: does FILE hold what k0s decodes as a join token
+/// (k0s `pkg/token/joindecode.go` `DecodeJoinToken` at v1.35.1: the whole content is standard
+/// base64 (Go skips only line breaks, as `base64 -d` does) of gzip data read to its end; an
+/// empty file is refused before that, `cmd/internal/tokendata.go`). No kinder than k0s: the
+/// base64 is decoded on its own first, so a valid prefix before garbage does not pass. Nothing
+/// of the content is printed. Shared by the probe (`token_file` section) and
+/// [`ensure_decodable`].
+macro_rules! token_decodes_sh {
+    () => {
+        r#"token_decodes() {
+  [ -s "$1" ] && base64 -d < "$1" >/dev/null 2>&1 && base64 -d < "$1" 2>/dev/null | gzip -dc >/dev/null 2>&1
+}
+"#
+    };
+}
+pub(crate) use token_decodes_sh;
+
 /// A structurally valid join token that grants nothing: a kubeconfig of the role's token type
 /// with a bootstrap token that k0s never creates (`k0sfrm.notacredential00`) and a loopback
 /// server. k0s only decodes it once the host has joined.
@@ -47,11 +64,14 @@ pub fn placeholder_token(role: TokenRole) -> String {
 /// A missing file is created 0600 (k0s refuses a missing one too); a link is left alone. Prints
 /// the path when it wrote it; the file's content never leaves the host.
 pub fn ensure_decodable(path: &str) -> RemoteCommand {
-    const SCRIPT: &str = r#"f=$1 ph=$2
+    const SCRIPT: &str = concat!(
+        token_decodes_sh!(),
+        r#"f=$1 ph=$2
 if [ -L "$f" ]; then echo "k0sform: $f is a symbolic link: left alone" >&2; exit 0; fi
-if [ -s "$f" ] && base64 -d < "$f" 2>/dev/null | gzip -dc >/dev/null 2>&1; then exit 0; fi
+if token_decodes "$f"; then exit 0; fi
 mkdir -p -- "$(dirname -- "$f")" && (umask 077; printf '%s' "$ph" > "$f") && chmod 600 -- "$f" && printf '%s\n' "$f"
-"#;
+"#
+    );
     RemoteCommand::new([
         "sh".to_string(),
         "-c".into(),

@@ -346,6 +346,12 @@ pub enum StepKind {
     Upgrade { from: Option<String>, to: String },
     /// Reinstall with new flags/config and restart.
     Reconfigure,
+    /// k0s issue #7202: a worker running a k0s that decodes its token file at every start
+    /// (`k0s::quirks::worker_decodes_token_file_at_start`) whose token file holds no join
+    /// token gets a decodable placeholder there, without a restart, so that its next start
+    /// (a reboot) does not fail (k0sctl `phase/ensure_join_token_workaround.go`). The file is
+    /// the one the running service is given (`--token-file`), never one the plan names.
+    WriteTokenPlaceholder,
     /// Upload the spec's `files:` that are missing or differ on the host (content sha256, mode,
     /// owner), each checked against the local content the plan saw.
     UploadFiles {
@@ -419,6 +425,7 @@ impl StepKind {
             StepKind::ResetHost { .. } => "reset_host",
             StepKind::Upgrade { .. } => "upgrade",
             StepKind::Reconfigure => "reconfigure",
+            StepKind::WriteTokenPlaceholder => "write_token_placeholder",
             StepKind::RunHooks { .. } => "run_hooks",
             StepKind::UploadFiles { .. } => "upload_files",
             StepKind::MoveHost { .. } => "move_host",

@@ -65,6 +65,9 @@ pub struct HostProbe {
     pub config: String,
     /// The binary as the state records it: not hashed again while its `stat` line is the same.
     pub known_binary: Option<crate::state::BinaryRecord>,
+    /// A worker's token file (`desired::token_file`), reported on as decodable or not
+    /// (`HostFacts::worker_token_file`).
+    pub token_file: Option<String>,
     /// Why the host must not be contacted at all (its recorded access is invalid).
     pub refused: Option<String>,
     /// How each hop of `target.bastion` is checked (hop order): the state's recorded bastion key,
@@ -142,6 +145,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
                 .then(|| crate::hash::sha256_hex(k0s::desired::config_yaml(spec, h))),
             config: k0s::desired::config_file(h),
             known_binary: by_state.get(&id).and_then(|r| r.k0s_binary.clone()),
+            token_file: (h.role == crate::spec::Role::Worker).then(|| k0s::desired::token_file(h)),
             refused: None,
             bastions: bastion_trust(&h.ssh, state, &opts.replace),
             id,
@@ -179,6 +183,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             want_config_sha256: None,
             config: k0s::desired::CONFIG_FILE.to_string(),
             known_binary: h.k0s_binary.clone(),
+            token_file: None,
             refused,
             id,
         });
@@ -373,7 +378,8 @@ pub async fn run_probe(transport: &SshTransport, p: &HostProbe, connected: Conne
         &p.files,
         &p.staging,
     )
-    .reading_config_at(&p.config);
+    .reading_config_at(&p.config)
+    .checking_token_file_at(p.token_file.as_deref().unwrap_or_default());
     let out = match transport.run(&p.id, command).await {
         Ok(o) => o,
         Err(e) => {
@@ -680,17 +686,18 @@ mod tests {
 
     /// `-probe-out` files keep no k0s.yaml secrets (nor the sha256 of the real text), and say
     /// so; they still load.
-    #[test]
-    fn probe_files_redact_the_config_secrets_and_say_so() {
-        let config = "spec:\n  storage:\n    kine:\n      dataSource: mysql://k0s:hunter2@db:3306/k0s\n  extensions:\n    helm:\n      repositories:\n      - url: https://ci:t0ken@charts.example\n";
-        let facts = HostFacts {
+    /// A reached host's minimal facts.
+    fn facts_of(hostname: &str) -> HostFacts {
+        HostFacts {
             machine_id: "3d12a0b1c2d3e4f5a6b7c8d9e0f1a2b3".into(),
-            hostname: "c0".into(),
+            hostname: hostname.into(),
             host_key: "SHA256:x".into(),
-            config_sha256: Some(crate::hash::sha256_hex(config)),
-            config_text: Some(config.into()),
             ..Default::default()
-        };
+        }
+    }
+
+    /// A probe of one reached host, 127.0.0.1:22.
+    fn one_host(facts: HostFacts) -> (HostId, Reality) {
         let id = HostId::new("127.0.0.1", 22);
         let reality = Reality {
             hosts: vec![HostReality {
@@ -698,6 +705,17 @@ mod tests {
                 probe: Probe::Reached(Box::new(facts)),
             }],
         };
+        (id, reality)
+    }
+
+    #[test]
+    fn probe_files_redact_the_config_secrets_and_say_so() {
+        let config = "spec:\n  storage:\n    kine:\n      dataSource: mysql://k0s:hunter2@db:3306/k0s\n  extensions:\n    helm:\n      repositories:\n      - url: https://ci:t0ken@charts.example\n";
+        let (id, reality) = one_host(HostFacts {
+            config_sha256: Some(crate::hash::sha256_hex(config)),
+            config_text: Some(config.into()),
+            ..facts_of("c0")
+        });
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("reality.json");
         assert_eq!(save(&reality, &path).unwrap(), vec![id.clone()]);
@@ -715,6 +733,40 @@ mod tests {
                 .unwrap()
                 .contains("dataSource: (secret)\n"),
             "{f:?}"
+        );
+    }
+
+    /// A worker's token file verdict reads back; one the probe never prints is refused, naming
+    /// the file; a file without it (older probe) loads as none.
+    #[test]
+    fn token_file_verdict_in_a_probe_file_is_validated() {
+        let (id, reality) = one_host(HostFacts {
+            worker_token_file: Some(crate::reality::TokenFileState::Undecodable),
+            ..facts_of("w0")
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reality.json");
+        save(&reality, &path).unwrap();
+        assert_eq!(load(&path).unwrap(), reality);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("\"worker_token_file\": \"undecodable\""),
+            "{text}"
+        );
+        for bad in ["\"decodes; rm -rf /\"", "\"\"", "true", "{}"] {
+            std::fs::write(&path, text.replace("\"undecodable\"", bad)).unwrap();
+            let e = load(&path).unwrap_err().to_string();
+            assert!(e.contains("reality.json"), "{bad}: {e}");
+        }
+        let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        json["hosts"][0]["probe"]
+            .as_object_mut()
+            .unwrap()
+            .remove("worker_token_file");
+        std::fs::write(&path, json.to_string()).unwrap();
+        assert_eq!(
+            load(&path).unwrap().facts(&id).unwrap().worker_token_file,
+            None
         );
     }
 

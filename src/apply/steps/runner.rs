@@ -184,6 +184,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             }
             StepKind::Upgrade { to, .. } => self.upgrade(ctx, host, to, gate).await,
             StepKind::Reconfigure => self.reconfigure(ctx, host, gate).await,
+            StepKind::WriteTokenPlaceholder => self.write_token_placeholder(ctx, host, gate).await,
             StepKind::RunHooks {
                 action,
                 stage,

@@ -68,6 +68,25 @@ impl<T: Transport + 'static> K0sRunner<T> {
         Ok(vec![])
     }
 
+    /// `WriteTokenPlaceholder`: a running worker's token file gets the placeholder where it
+    /// holds no join token its running k0s could decode at its next start; k0s is not
+    /// restarted (k0s reads the file only at start; k0sctl `phase/ensure_join_token_workaround.go`
+    /// does not restart either).
+    pub(super) async fn write_token_placeholder(
+        &self,
+        ctx: &StepContext,
+        host: &HostId,
+        gate: impl AsyncFnOnce() -> Result<(), StepError>,
+    ) -> Result<Vec<StateChange>, StepError> {
+        let hs = self.host_spec(host)?;
+        gate().await?;
+        let (args, running) = self.reinstall_args(host, hs).await;
+        if let Some(v) = running {
+            self.token_file_workaround(ctx, hs, &args, &v).await?;
+        }
+        Ok(vec![])
+    }
+
     /// Arguments for reinstalling a host that runs: `--token-file` only where the running
     /// service has one (the bootstrap controller never had a token file); and the version it
     /// runs, when its status answered.

@@ -95,6 +95,9 @@ pub(super) struct HostPlan {
     pub(super) config_diff: Option<String>,
     /// The spec's `files:` to upload (missing or different on the host).
     pub(super) files: Vec<crate::files::DesiredFile>,
+    /// The worker's token file gets a decodable placeholder without a restart
+    /// (`StepKind::WriteTokenPlaceholder`).
+    pub(super) token_placeholder: bool,
 }
 
 impl HostPlan {
@@ -106,6 +109,7 @@ impl HostPlan {
             reasons,
             config_diff: None,
             files: Vec::new(),
+            token_placeholder: false,
         }
     }
 }

@@ -381,6 +381,17 @@ impl Planner<'_> {
                     token_file_line(h, &v.version, out);
                 }
             }
+            StepKind::WriteTokenPlaceholder => out.push(line(
+                '~',
+                format!(
+                    "token file {}: a decodable placeholder is written, k0s not restarted (it holds no join token; k0s {} workers refuse to start then, k0s #7202; as k0sctl)",
+                    h.spec.map(crate::k0s::desired::token_file).unwrap_or_default(),
+                    h.facts()
+                        .and_then(|f| f.status.as_ref())
+                        .map(|s| s.version.to_string())
+                        .unwrap_or_default()
+                ),
+            )),
             StepKind::MoveHost { from } => {
                 let mut kept = vec![format!("node name {}", h.name())];
                 if let Some(e) = h.state.and_then(|s| s.etcd.as_ref()) {

@@ -219,5 +219,6 @@ fn runs_on_host(kind: &StepKind) -> bool {
             | StepKind::ResetHost { .. }
             | StepKind::Upgrade { .. }
             | StepKind::Reconfigure
+            | StepKind::WriteTokenPlaceholder
     )
 }

@@ -254,6 +254,7 @@ impl Planner<'_> {
                 Ok(Some(mut p)) => match self.k0s_binary_for(&p) {
                     Ok(()) => {
                         self.plan_files(&mut p);
+                        self.plan_token_file(&mut p);
                         plans.push(p)
                     }
                     Err(r) => refusals.push((idx, r)),

@@ -468,6 +468,21 @@ impl Planner<'_> {
         }) {
             self.push_files(b, p);
         }
+        for p in plans.iter().filter(|p| {
+            p.token_placeholder
+                && matches!(
+                    p.decision,
+                    Decision::Files | Decision::Adopt | Decision::Move
+                )
+        }) {
+            let prev = b.last_of(p.idx);
+            b.push(
+                p.idx,
+                &self.hosts[p.idx].id,
+                StepKind::WriteTokenPlaceholder,
+                [prev],
+            );
+        }
     }
 
     /// Reset leftovers and write the config (the binary is staged already): what a host needs

@@ -6,6 +6,7 @@ use super::decision::{Decision, HostPlan};
 use super::{Planner, reason};
 use crate::hostid::HostId;
 use crate::plan::model::{ReasonCode, Refusal, RefusalKind, Step, StepKind};
+use crate::reality::TokenFileState;
 use crate::version::K0sVersion;
 
 impl Planner<'_> {
@@ -85,6 +86,51 @@ impl Planner<'_> {
         p.reasons.push(reason(
             ReasonCode::FilesChange,
             format!("files to upload: {}", why.join(", ")),
+        ));
+    }
+
+    /// k0s issue #7202: a worker that runs a k0s decoding its token file at every start, whose
+    /// token file the probe found holding no join token (k0sctl's `# overwritten by k0sctl
+    /// after join`), gets a decodable placeholder there now, without a restart, so that its
+    /// next start does not fail (k0sctl does so on every apply:
+    /// `phase/ensure_join_token_workaround.go`). A host that restarts here gets it before its
+    /// restart (`token_file_workaround`); one that joins or leaves needs none. A host with
+    /// nothing else to do gets `Decision::Files`.
+    pub(super) fn plan_token_file(&self, p: &mut HostPlan) {
+        let h = &self.hosts[p.idx];
+        if self.opts.refresh_only
+            || !matches!(
+                p.decision,
+                Decision::Noop | Decision::Files | Decision::Adopt | Decision::Move
+            )
+        {
+            return;
+        }
+        let (Some(sh), Some(f)) = (h.spec, h.facts()) else {
+            return;
+        };
+        let Some(running) = f.status.as_ref().map(|s| &s.version) else {
+            return;
+        };
+        if sh.role != crate::spec::Role::Worker
+            || !crate::k0s::quirks::worker_decodes_token_file_at_start(running)
+            || !matches!(
+                f.worker_token_file,
+                Some(TokenFileState::Undecodable | TokenFileState::Missing)
+            )
+        {
+            return;
+        }
+        p.token_placeholder = true;
+        if matches!(p.decision, Decision::Noop) {
+            p.decision = Decision::Files;
+        }
+        p.reasons.push(reason(
+            ReasonCode::FilesChange,
+            format!(
+                "token file {} holds no join token k0s {running} can decode at its next start (k0s #7202)",
+                crate::k0s::desired::token_file(sh)
+            ),
         ));
     }
 
