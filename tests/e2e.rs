@@ -4914,6 +4914,25 @@ fn token_like_words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// `spec.options.concurrency.limit` sets how many hosts are worked on at once, as k0sctl's
+/// `Concurrency` (cmd/flags.go `initManager`); `-parallelism` was its own default (32) whatever
+/// the spec said.
+#[test]
+fn options_concurrency_limit_sets_hosts_at_once() {
+    require_lab!();
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    write_spec_with_options(&c, &["c1", "w1"], "concurrency:\n  limit: 1\n");
+    let r = c.run(&["apply", "-auto-approve", "-json", "--no-wait"]);
+    let begin: serde_json::Value = r
+        .expect(0)
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "begin")
+        .expect("a begin event");
+    assert_eq!(begin["parallelism"], 1, "{begin}");
+}
+
 /// Issue 30: a `k0sctl apply` line of a pipeline with its k0sctl flags runs as `k0sform apply
 /// -auto-approve` with the same flags: `DRY_RUN`/`--dry-run` only plan, the kubeconfig flags
 /// shape the kubeconfig written, `backup -o FILE` writes FILE. Every run that connects leaves
