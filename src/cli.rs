@@ -299,9 +299,10 @@ pub struct TargetArgs {
     /// spelled as k0sctl's --disable-downgrade-check)
     #[arg(long = "allow-downgrade", alias = "disable-downgrade-check")]
     pub allow_downgrade: bool,
-    /// Hosts probed (and steps run) at once
-    #[arg(long = "parallelism", value_name = "N", default_value_t = 32)]
-    pub parallelism: usize,
+    /// Hosts probed (and steps run) at once [default: spec.options.concurrency.limit, 30; 0
+    /// there: every host]
+    #[arg(long = "parallelism", value_name = "N")]
+    pub parallelism: Option<usize>,
     #[command(flatten)]
     pub host_keys: HostKeyArgs,
     /// Bootstrap the cluster from this `k0sform backup`/`k0s backup` archive (new hosts only:
@@ -353,9 +354,10 @@ pub struct DestroyArgs {
     /// (repeatable); an unreachable host refuses the destroy otherwise
     #[arg(long = "exclude", value_name = "ADDR")]
     pub exclude: Vec<String>,
-    /// Hosts probed (and workers reset) at once
-    #[arg(long = "parallelism", value_name = "N", default_value_t = 32)]
-    pub parallelism: usize,
+    /// Hosts probed (and workers reset) at once [default: spec.options.concurrency.limit, 30;
+    /// 0 there: every host]
+    #[arg(long = "parallelism", value_name = "N")]
+    pub parallelism: Option<usize>,
     #[command(flatten)]
     pub host_keys: HostKeyArgs,
     /// Do not ask for the cluster's name

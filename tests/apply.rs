@@ -683,6 +683,9 @@ mod fake {
         pub calls: Vec<Call>,
         pub in_flight: HashMap<HostId, usize>,
         pub max_in_flight: HashMap<HostId, usize>,
+        /// File writes (uploads included) in flight on all hosts together, and their peak.
+        pub writes_in_flight: usize,
+        pub max_writes_in_flight: usize,
         pub delay: Duration,
         /// Commands whose k0s words start with this fail on that host.
         pub fail: Vec<(HostId, String)>,
@@ -1250,9 +1253,18 @@ mod fake {
                     mode,
                 },
             );
+            {
+                let mut w = self.world.lock().unwrap();
+                w.writes_in_flight += 1;
+                w.max_writes_in_flight = w.max_writes_in_flight.max(w.writes_in_flight);
+            }
             tokio::time::sleep(delay).await;
-            if let Some(h) = self.world.lock().unwrap().hosts.get_mut(host) {
-                h.files.insert(path.to_string(), (data, mode));
+            {
+                let mut w = self.world.lock().unwrap();
+                w.writes_in_flight -= 1;
+                if let Some(h) = w.hosts.get_mut(host) {
+                    h.files.insert(path.to_string(), (data, mode));
+                }
             }
             self.leave(host);
             Ok(())
@@ -2591,6 +2603,57 @@ fn per_host_command_limit_is_honoured() {
         .result
         .expect("ok");
     assert_eq!(fake.world().max_in_flight[&c1], 8, "steps do overlap");
+}
+
+/// `options.concurrency.uploads` caps the uploads in flight on all hosts together; 0 is no
+/// limit of its own, as in k0sctl (phase/generic_phase.go `parallelDoUpload`), so only the
+/// hosts-at-once limit applies (it used to mean one at a time).
+#[test]
+fn uploads_in_flight_follow_options_concurrency_uploads() {
+    for (uploads, parallelism, expected) in [(0, 8, 4), (0, 3, 3), (1, 8, 1), (2, 8, 2)] {
+        let fake = Fake::default();
+        let workers: Vec<HostId> = (1..=4).map(host).collect();
+        let mut spec = spec_of(&[]);
+        let mut binary = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut binary, b"k0s").unwrap();
+        for (i, w) in workers.iter().enumerate() {
+            fake.world().add_host(w, &format!("w{i}"));
+            let mut h = spec_host(Role::Worker, w, &format!("w{i}"), i + 1);
+            h.k0s_binary_path = Some(binary.path().to_path_buf());
+            spec.hosts.push(h);
+        }
+        spec.options.concurrent_uploads = uploads;
+        fake.world().delay = Duration::from_millis(50);
+        let steps = workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                step_on(
+                    i,
+                    w.clone(),
+                    StepKind::UploadBinary {
+                        sha256: k0sform::hash::sha256_hex(b"k0s"),
+                        version: None,
+                    },
+                    &[],
+                )
+            })
+            .collect();
+        apply_with(
+            &fake,
+            &plan_of(steps),
+            &spec,
+            State::new(),
+            opts(parallelism),
+        )
+        .result
+        .expect("uploaded");
+        assert_eq!(
+            fake.world().max_writes_in_flight,
+            expected,
+            "uploads: {uploads}, parallelism {parallelism}"
+        );
+    }
 }
 
 #[test]

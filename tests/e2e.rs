@@ -4971,6 +4971,28 @@ fn token_like_words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// `spec.options.concurrency.limit` sets how many hosts are worked on at once, as k0sctl's
+/// `Concurrency` (cmd/flags.go `initManager`); `-parallelism` was its own default (32) whatever
+/// the spec said.
+#[test]
+fn options_concurrency_limit_sets_hosts_at_once() {
+    require_lab!();
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    write_spec_with_options(&c, &["c1", "w1"], "concurrency:\n  limit: 1\n");
+    let r = c.run(&["apply", "-auto-approve", "-json", "--no-wait"]);
+    let begin = begin_event(&r.expect(0).stdout);
+    assert_eq!(begin["parallelism"], 1, "{begin}");
+}
+
+/// The `begin` event of an `apply -json` run's stdout.
+fn begin_event(stdout: &str) -> serde_json::Value {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "begin")
+        .expect("a begin event")
+}
+
 /// Issue 30: a `k0sctl apply` line of a pipeline with its k0sctl flags runs as `k0sform apply
 /// -auto-approve` with the same flags: `DRY_RUN`/`--dry-run` only plan, the kubeconfig flags
 /// shape the kubeconfig written, `backup -o FILE` writes FILE. Every run that connects leaves
@@ -5031,12 +5053,7 @@ fn k0sctl_pipeline_flags_and_the_debug_log() {
     ]);
     r.expect(0).contains("-force (k0sctl) changes nothing");
     // --concurrency 0 is no limit: every host of the spec and the state at once.
-    let begin: serde_json::Value = r
-        .stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|e| e["type"] == "begin")
-        .expect("a begin event");
+    let begin = begin_event(&r.stdout);
     assert_eq!(begin["parallelism"], 2, "{begin}");
     let (cluster, user, server, _) = kubeconfig_parts(&std::fs::read_to_string(&kc).expect("kc"));
     assert_eq!(

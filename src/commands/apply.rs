@@ -64,16 +64,9 @@ async fn apply(
     // The lock comes first: planning against a state another apply is about to change is useless.
     let (mut loaded, mut ctx) = super::load_inputs(global)?;
     k0sctl_overrides(&mut loaded.spec, &args.k0sctl, &args.run)?;
-    // k0sctl's --concurrency: -parallelism, 0 for no limit (every host at once).
-    let mut resolved = args.clone();
-    if let Some(n) = args.run.concurrency {
-        resolved.target.parallelism = if n == 0 {
-            (loaded.spec.hosts.len() + ctx.state.hosts.len()).max(1)
-        } else {
-            n
-        };
-    }
-    let args = &resolved;
+    // k0sctl's --concurrency (now the spec's limit) or the spec's limit; -parallelism wins.
+    let parallelism =
+        super::hosts_at_once(args.target.parallelism, &loaded.spec, ctx.state.hosts.len());
     let operation = if destroy { "destroy" } else { "apply" };
     let _lock = ctx.store.lock(operation, global.lock_timeout)?;
     // Re-read under the lock: another run may have written since.
@@ -89,13 +82,8 @@ async fn apply(
                 destroy,
                 ..super::plan_options(&args.target)?
             };
-            let rederiving = engine::rederive_saved(
-                &saved,
-                loaded,
-                ctx,
-                transport,
-                (&cli, args.target.parallelism),
-            );
+            let rederiving =
+                engine::rederive_saved(&saved, loaded, ctx, transport, (&cli, parallelism));
             let planned = within_timeout(&args.run, started, rederiving)
                 .await?
                 .map_err(|e| match e {
@@ -121,14 +109,8 @@ async fn apply(
                 destroy,
                 ..super::plan_options(&args.target)?
             };
-            let planning = engine::plan_with(
-                loaded,
-                ctx,
-                transport,
-                (&opts, args.target.parallelism),
-                None,
-                None,
-            );
+            let planning =
+                engine::plan_with(loaded, ctx, transport, (&opts, parallelism), None, None);
             let planned = within_timeout(&args.run, started, planning).await??;
             show_plan(args, &planned.plan, color);
             if dry_run {
@@ -155,13 +137,7 @@ async fn apply(
         .map(|i| crate::hostid::HostId::new(&i.address, i.port))
         .collect();
     resolve_intents(&mut planned)?;
-    for note in engine::settle_leftovers(
-        &planned,
-        transport,
-        &interrupted_joins,
-        args.target.parallelism,
-    )
-    .await
+    for note in engine::settle_leftovers(&planned, transport, &interrupted_joins, parallelism).await
     {
         eprintln!("{}", crate::ui::escape(&note));
     }
@@ -280,11 +256,7 @@ fn k0sctl_overrides(
         o.concurrency_limit = n;
     }
     if let Some(n) = k.concurrent_uploads {
-        o.concurrent_uploads = if n == 0 {
-            tokio::sync::Semaphore::MAX_PERMITS
-        } else {
-            n
-        };
+        o.concurrent_uploads = n;
     }
     if let Some(t) = &k.evict_taint {
         o.evict_taint = Some(
@@ -488,7 +460,11 @@ async fn execute(
         .collect();
     let names = display_names(&loaded.spec, &ctx.state, &hostnames);
     let opts = ExecOptions {
-        parallelism: args.target.parallelism.max(1),
+        parallelism: super::hosts_at_once(
+            args.target.parallelism,
+            &loaded.spec,
+            ctx.state.hosts.len(),
+        ),
         hostnames,
         names,
         binaries,
@@ -570,11 +546,7 @@ mod tests {
         let o = &spec.options;
         assert!(!o.wait);
         assert_eq!(o.concurrency_limit, 7);
-        assert_eq!(
-            o.concurrent_uploads,
-            tokio::sync::Semaphore::MAX_PERMITS,
-            "0: no limit"
-        );
+        assert_eq!(o.concurrent_uploads, 0, "0: no limit, as in the spec");
         let t = o.evict_taint.as_ref().expect("taint");
         assert_eq!(
             (t.taint.as_str(), t.effect.as_str()),

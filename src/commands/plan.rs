@@ -42,11 +42,16 @@ async fn plan(
         None
     };
     let state = engine::load_state(store)?;
+    let parallelism = super::hosts_at_once(
+        args.target.parallelism,
+        &loaded.spec,
+        state.state.hosts.len(),
+    );
     let planned = engine::plan_with(
         loaded,
         state,
         transport,
-        (&opts, args.target.parallelism),
+        (&opts, parallelism),
         args.probe_in.as_deref(),
         args.probe_out.as_deref(),
     )

@@ -72,12 +72,25 @@ pub struct K0sRunner<T> {
     pub(super) moves: Mutex<HashMap<HostId, HostId>>,
 }
 
+/// Uploads in flight at once for `options.concurrency.uploads` (or `--concurrent-uploads`): 0 is
+/// no upload limit of its own, as k0sctl's phase/generic_phase.go `parallelDoUpload` (batches of
+/// `Concurrency` then), so only the hosts-at-once limit applies.
+fn upload_slots(uploads: usize) -> usize {
+    if uploads == 0 {
+        Semaphore::MAX_PERMITS
+    } else {
+        uploads
+    }
+}
+
 impl<T: Transport + 'static> K0sRunner<T> {
     pub fn new(remote: Remote<T>, spec: &Spec, state: &State, opts: &ExecOptions) -> Self {
         K0sRunner {
             remote,
             limits: HostLimits::new(opts.per_host_limit),
-            uploads: Arc::new(Semaphore::new(spec.options.concurrent_uploads.max(1))),
+            uploads: Arc::new(Semaphore::new(upload_slots(
+                spec.options.concurrent_uploads,
+            ))),
             spec: spec.clone(),
             known: state.clone(),
             spec_at: positions(spec.hosts.iter().map(|h| h.id())),
@@ -226,5 +239,17 @@ impl<T: Transport + 'static> StepRunner for K0sRunner<T> {
         ctx: StepContext,
     ) -> Result<Vec<StateChange>, StepError> {
         self.run_step(&step, &ctx).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uploads_zero_is_no_limit_as_k0sctl() {
+        assert_eq!(upload_slots(0), Semaphore::MAX_PERMITS);
+        assert_eq!(upload_slots(1), 1);
+        assert_eq!(upload_slots(5), 5);
     }
 }
