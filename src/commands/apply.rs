@@ -172,17 +172,23 @@ async fn within_timeout<T>(
     started: tokio::time::Instant,
     planning: impl std::future::Future<Output = T>,
 ) -> Result<T, Failure> {
-    match run.deadline() {
-        Some(d) => tokio::time::timeout_at(started + d, planning)
-            .await
-            .map_err(|_| {
-                Failure::error(format!(
-                    "-timeout {} reached while planning; no host was changed",
-                    humantime::format_duration(d)
-                ))
-            }),
-        None => Ok(planning.await),
+    let Some(d) = run.deadline() else {
+        return Ok(planning.await);
+    };
+    let reached = || {
+        Failure::error(format!(
+            "-timeout {} reached while planning; no host was changed",
+            humantime::format_duration(d)
+        ))
+    };
+    // Already past: planning does not start (tokio's timeout polls the work before its timer,
+    // and work that ends on the timer's first turn would win the race).
+    if tokio::time::Instant::now() >= started + d {
+        return Err(reached());
     }
+    tokio::time::timeout_at(started + d, planning)
+        .await
+        .map_err(|_| reached())
 }
 
 /// k0sctl's spellings (cmd/apply.go, cmd/flags.go) that need a word before anything runs: the
