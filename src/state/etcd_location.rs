@@ -66,10 +66,14 @@ impl EtcdUrl {
         })
     }
 
+    // Used by the etcd store only (feature `etcd-state`) and the tests.
+    #[cfg_attr(not(feature = "etcd-state"), allow(dead_code))]
     pub(super) fn key(&self, name: &str) -> String {
         format!("{}/{name}", self.prefix)
     }
 
+    // Used by the etcd store only (feature `etcd-state`) and the tests.
+    #[cfg_attr(not(feature = "etcd-state"), allow(dead_code))]
     pub(super) fn history_key(&self, serial: u64) -> String {
         // Zero-padded so keys sort by serial and a range delete can drop the oldest.
         format!("{}/history/{serial:020}", self.prefix)
