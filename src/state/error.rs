@@ -125,6 +125,14 @@ pub enum StateError {
     },
 
     #[error(
+        "cannot use the state at {location}: this k0sform was built without the etcd state \
+         backend (cargo feature `etcd-state`). Build one with it: `cargo install --locked --path .` \
+         (the feature is on by default) or add `--features etcd-state` to a build with \
+         --no-default-features; or use a state file"
+    )]
+    NoEtcdBackend { location: String },
+
+    #[error(
         "the state lock on {location} was lost ({detail}); nothing was written. Another run may \
          hold the lock now: check the state, then run again"
     )]
