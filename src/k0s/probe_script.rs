@@ -19,6 +19,12 @@ use crate::transport::{CommandOutput, RemoteCommand};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+mod frames;
+mod service_env;
+
+use frames::{Section, sections};
+pub use service_env::parse_service_env;
+
 /// Where k0sform keeps the id it generates for a host that has neither /etc/machine-id nor
 /// /var/lib/dbus/machine-id.
 pub const GENERATED_MACHINE_ID: &str = "/etc/k0s/k0sform-machine-id";
@@ -46,179 +52,15 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 /// line as the state records it (or empty), $9 a worker's token file to report on (or empty),
 /// $10 how many of the arguments after it are the spec's files; the arguments after those are the destinations beside which to look for upload
 /// staging files (`staging_destinations`).
+/// The script's text is `probe.sh` (checked by shellcheck in `.ci/run`); the lines here before it
+/// define the shell functions and the one variable it uses from elsewhere.
 pub(super) const SCRIPT: &str = concat!(
     super::commands::each_leftover_sh!(),
     super::token_file::token_decodes_sh!(),
     "k0sctl_dropin=",
     super::commands::k0sctl_env_dropin_name!(),
     "\n",
-    r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6 want_cfg=$7 known_bin=$8 status_bound=10
-t() { timeout -k 2 "$@"; }
-kc() { t 10 env KUBECONFIG="$dd/pki/admin.conf" "$bin" kubectl "$@"; }
-units() {
-  for u in k0scontroller k0sworker k0sserver; do
-    if [ -e "/etc/systemd/system/$u.service" ] || [ -e "/etc/init.d/$u" ]; then echo "$u"; fi
-  done
-}
-begin() { printf '%s begin %s\n' "$N" "$1"; printf '%s begin %s\n' "$N" "$1" >&2; }
-end() { printf '\n%s end %s %s\n' "$N" "$1" "$2"; printf '\n%s end %s\n' "$N" "$1" >&2; }
-# emit NAME CMD...: CMD's exit code, stdout and stderr, framed; returns CMD's exit code.
-emit() { _n=$1; shift; begin "$_n"; "$@"; _r=$?; end "$_n" "$_r"; return "$_r"; }
-# show FILE: a small text file through the shell's own `read` (no process per file, which a
-# plan pays on every host); a last line without a newline is shown without one.
-show() {
-  _l=
-  { while IFS= read -r _l; do printf '%s\n' "$_l"; done; printf '%s' "$_l"; } < "$1"
-}
-# The host's identity: systemd's machine-id, else D-Bus's, else (minimal and container images
-# have neither) an id k0sform generates once, kept beside k0s's config (`k0s reset` keeps it).
-machine_id() {
-  for f in /etc/machine-id /var/lib/dbus/machine-id /etc/k0s/k0sform-machine-id; do
-    if [ -s "$f" ]; then show "$f"; return; fi
-  done
-  f=/etc/k0s/k0sform-machine-id
-  mkdir -p "${f%/*}" && (umask 022; tr -d '-' < /proc/sys/kernel/random/uuid > "$f.tmp" && mv -f "$f.tmp" "$f") && show "$f"
-}
-# The kernel's hostname as k0s reads it (Go's os.Hostname, src/os/sys_linux.go: this file,
-# else uname).
-hostname() { show /proc/sys/kernel/hostname 2>/dev/null || uname -n; }
-emit machine_id machine_id
-emit hostname hostname
-emit arch uname -m
-emit os_release show /etc/os-release
-emit units units
-# The installed service's environment, as `k0s install -e` wrote it (pkg/install/systemd_linux.go
-# `Environment="NAME=VALUE"`, openrc_linux.go `export NAME=VALUE`), then k0sctl's drop-in (it
-# writes its hosts' `environment` to `<unit>.service.d/env.conf`: rig v2 initsystem/systemd.go),
-# which systemd reads after the unit and every install removes. Other drop-ins are not k0sform's
-# (no install changes them): not read. Values may be secrets: the parser keeps only their sha256.
-service_env() {
-  for u in k0scontroller k0sworker k0sserver; do
-    for f in "/etc/systemd/system/$u.service" "/etc/init.d/$u" "/etc/systemd/system/$u.service.d/$k0sctl_dropin"; do
-      if [ -f "$f" ]; then grep -e '^Environment=' -e '^export ' -- "$f"; fi
-    done
-  done
-  return 0
-}
-emit service_env service_env
-emit etcd_data test -e "$dd/etcd/member/snap/db"
-if [ -f "$cfg" ]; then
-  begin config_sha256; cfg_sha=$(sha256sum "$cfg"); r=$?; printf '%s' "$cfg_sha"; end config_sha256 "$r"
-  emit config cat "$cfg"
-fi
-if [ -e "$bin" ]; then
-  # A real k0s binary is a few hundred MB: it is hashed only when its stat line (size, device,
-  # inode, modification and change time; any write, rename or replacement moves the change
-  # time) is not the one recorded with its hash.
-  begin binary_stat; bin_stat=$(stat -L -c '%s %d %i %y %z' -- "$bin"); r=$?; printf '%s' "$bin_stat"; end binary_stat "$r"
-  if [ "$r" != 0 ] || [ -z "$known_bin" ] || [ "$bin_stat" != "$known_bin" ]; then
-    emit binary_sha256 sha256sum "$bin"
-  fi
-  # The status decides what else to ask, so it is captured (trailing newlines are dropped).
-  begin status; st=$(t "$status_bound" "$bin" status -o json); r=$?; printf '%s' "$st"; end status "$r"
-  role=none
-  if [ "$r" = 0 ]; then
-    case $st in
-      *'"Role": "controller"'*|*'"Role":"controller"'*|*'"Role": "server'*|*'"Role":"server'*) role=controller;;
-      *'"Version"'*) role=running;;
-    esac
-  fi
-  # A running k0s names its version in the status: `k0s version` would cost one more start of
-  # the binary on every host.
-  [ "$role" = none ] && emit version t 10 "$bin" version
-  # k0s's own defaults for this host, so a k0s.yaml that spells them out compares equal to one
-  # that leaves them out (what k0sctl bases its config on: `k0s config create`). Not needed
-  # when the file is byte for byte the one k0sform would write: that saves a start of k0s.
-  if [ -f "$cfg" ] && [ "${cfg_sha%% *}" != "$want_cfg" ]; then
-    emit config_defaults t 10 "$bin" config create
-  fi
-  if [ "$role" = controller ] && [ "$view" = 1 ]; then
-    # The etcd member list runs beside the one kubectl for the four lists: one start of k0s
-    # less on the path of every plan (and while etcd is down, the two 10 s bounds run at once).
-    # The list waits in a private temp folder until the kubectl is done; without one, they run
-    # one after the other. Its stderr is kept: a kine controller refuses `k0s etcd` (`wrong
-    # storage type: kine`, k0s cmd/etcd/etcd.go) and has no EtcdMember CRD, so the kubectl that
-    # asked for EtcdMembers is refused and asked again without them.
-    if ml_dir=$(mktemp -d 2>/dev/null) && [ -d "$ml_dir" ]; then
-      t 10 "$bin" etcd member-list --data-dir="$dd" >"$ml_dir/out" 2>"$ml_dir/err" &
-      ml_pid=$!
-      emit objects kc get "$objects" -o json
-      r=$?
-      wait "$ml_pid"
-      ml_r=$?
-      ml_err=$(show "$ml_dir/err")
-      begin member_list; show "$ml_dir/out"; printf '%s' "$ml_err" >&2; end member_list "$ml_r"
-      rm -rf -- "$ml_dir"
-    else
-      begin member_list
-      { ml_err=$(t 10 "$bin" etcd member-list --data-dir="$dd" 2>&1 1>&3); ml_r=$?; } 3>&1
-      printf '%s' "$ml_err" >&2; end member_list "$ml_r"
-      r=
-    fi
-    kine=0
-    case $ml_err in *'Error: wrong storage type: kine'*) kine=1; objects=${objects#etcdmembers.etcd.k0sproject.io,};; esac
-    if [ -z "$r" ]; then
-      emit objects kc get "$objects" -o json
-      r=$?
-    elif [ "$r" != 0 ] && [ "$kine" = 1 ] && [ "$r" != 124 ] && [ "$r" != 137 ]; then
-      emit kine_objects kc get "$objects" -o json
-      r=$?
-    fi
-    # One list at a time where a type is missing (autopilot disabled, EtcdMember before k0s
-    # 1.30), not after a timeout.
-    if [ "$r" != 0 ] && [ "$r" != 124 ] && [ "$r" != 137 ]; then
-      [ "$kine" = 1 ] || emit etcd_members kc get etcdmembers.etcd.k0sproject.io -o json
-      emit cluster_uid kc get namespace kube-system -o json
-      emit nodes kc get nodes -o json
-      emit control_nodes kc get controlnodes.autopilot.k0sproject.io -o json
-    fi
-  fi
-fi
-# A worker's token file ($9): does it hold what k0s decodes as a join token (k0s v1.35.1+k0s.0
-# workers refuse to start otherwise, k0s #7202)? Only the verdict is printed, never the content.
-if [ -n "$9" ]; then
-  begin token_file
-  if token_decodes "$9"; then echo decodes
-  elif [ -e "$9" ]; then echo undecodable
-  else echo missing; fi
-  end token_file 0
-fi
-# The spec's files (the first $10 arguments after it): one line each,
-# `<sha256> <mode> <user> <group> <uid> <gid>` or `-`.
-shift 9
-nfiles=$1
-shift
-if [ "$nfiles" -gt 0 ]; then
-  begin files
-  i=0
-  for f in "$@"; do
-    [ "$i" -lt "$nfiles" ] || break
-    if [ -f "$f" ]; then
-      printf '%s %s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" "$(stat -c '%a %U %G %u %g' -- "$f")"
-    else
-      echo -
-    fi
-    i=$((i+1))
-  done
-  end files 0
-  shift "$nfiles"
-fi
-# Upload staging files an earlier run left (the remaining arguments are the destinations they
-# would be beside): the index of each destination that has one, never a file's name.
-if [ $# -gt 0 ]; then
-  seen() { left=1; }
-  begin staging
-  i=0
-  for d in "$@"; do
-    left=0
-    each_leftover "$d" seen
-    [ "$left" = 0 ] || echo "$i"
-    i=$((i+1))
-  done
-  end staging 0
-fi
-printf '%s done\n' "$N"
-"#
+    include_str!("probe.sh")
 );
 
 /// The batched probe command of one host and what reads its output.
@@ -417,212 +259,7 @@ fn parse_files(paths: &[String], text: &str) -> Result<Vec<crate::reality::Remot
         .collect()
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-struct Section {
-    rc: i32,
-    out: String,
-    err: String,
-}
-
-impl Section {
-    fn ok(&self) -> bool {
-        self.rc == 0
-    }
-    fn as_output(&self) -> CommandOutput {
-        CommandOutput {
-            status: Some(self.rc),
-            stdout: self.out.clone().into_bytes(),
-            stderr: self.err.clone().into_bytes(),
-        }
-    }
-    /// The line to show when the section failed.
-    fn error(&self) -> String {
-        let line = self.as_output().error_line();
-        if line.is_empty() {
-            format!("exit code {}", self.rc)
-        } else {
-            line
-        }
-    }
-}
-
-/// One stream's framed sections: name → (exit code from the end marker, output), and whether
-/// the final `done` marker was seen.
-type Frames = (BTreeMap<String, (Option<i32>, String)>, bool);
-
-/// The framed sections of one stream. Text outside frames (a login banner, sudo's warnings) is
-/// ignored.
-fn frames(text: &str, nonce: &str) -> Result<Frames, K0sError> {
-    const WHAT: &str = "probe output";
-    let bad = |m: String| K0sError::parse(WHAT, m);
-    let mut map = BTreeMap::new();
-    let mut done = false;
-    let mut open: Option<(String, String)> = None;
-    // Every piece starts right after a marker's nonce: " begin NAME\n<output>\n",
-    // " end NAME RC\n", " done\n".
-    for piece in marker_pieces(text, nonce) {
-        let (header, body) = piece.split_once('\n').unwrap_or((piece, ""));
-        let words: Vec<&str> = header.split(' ').collect();
-        match (words.as_slice(), open.take()) {
-            (["", "begin", name], None) => open = Some((name.to_string(), body.to_string())),
-            (["", "end", name, rest @ ..], Some((opened, output))) if *name == opened => {
-                let rc = match rest {
-                    [] => None,
-                    [rc] => Some(
-                        rc.parse()
-                            .map_err(|_| bad(format!("bad exit code {rc:?} of {name}")))?,
-                    ),
-                    _ => return Err(bad(format!("malformed marker {header:?}"))),
-                };
-                // The end marker starts with a newline of its own.
-                let output = output
-                    .strip_suffix('\n')
-                    .ok_or_else(|| bad(format!("section {name} is not closed by a new line")))?;
-                map.insert(opened, (rc, output.to_string()));
-            }
-            (["", "done"], None) => done = true,
-            _ => return Err(bad(format!("unexpected marker {header:?}"))),
-        }
-    }
-    if let Some((name, _)) = open {
-        return Err(bad(format!("section {name} has no end")));
-    }
-    Ok((map, done))
-}
-
-/// The text after each marker up to the next one. A marker is the nonce at the start of a line
-/// (the script prints each one after a line break): the nonce anywhere else is output, whatever
-/// a host (which sees its own command line) prints.
-fn marker_pieces<'a>(text: &'a str, nonce: &str) -> Vec<&'a str> {
-    let starts: Vec<usize> = text
-        .match_indices(nonce)
-        .map(|(at, _)| at)
-        .filter(|&at| at == 0 || text.as_bytes()[at - 1] == b'\n')
-        .collect();
-    starts
-        .iter()
-        .enumerate()
-        .map(|(i, &at)| {
-            let end = starts.get(i + 1).copied().unwrap_or(text.len());
-            &text[at + nonce.len()..end]
-        })
-        .collect()
-}
-
-fn sections(out: &CommandOutput, nonce: &str) -> Result<BTreeMap<String, Section>, K0sError> {
-    const WHAT: &str = "probe output";
-    let (stdout, done) = frames(&out.stdout_str(), nonce)?;
-    if !done {
-        return Err(K0sError::parse(
-            WHAT,
-            "the probe script did not finish (no end marker)",
-        ));
-    }
-    // stderr is framed too, but only read as far as it is well-formed: it carries the frames
-    // and whatever else the host's shell or sudo printed.
-    let (mut stderr, _) = frames(&out.stderr_str(), nonce).unwrap_or_default();
-    stdout
-        .into_iter()
-        .map(|(name, (rc, text))| {
-            let rc = rc
-                .ok_or_else(|| K0sError::parse(WHAT, format!("section {name} has no exit code")))?;
-            let err = stderr.remove(&name).map(|(_, e)| e).unwrap_or_default();
-            Ok((name, Section { rc, out: text, err }))
-        })
-        .collect()
-}
-
 /// `os-release` → `"<ID> <VERSION_ID>"` (e.g. `debian 12`), else PRETTY_NAME, else "linux".
-/// The `Environment=` (systemd: k0s writes `Environment="NAME=VALUE"`, k0sctl's drop-in
-/// `Environment=NAME=VALUE` or `Environment='NAME=VALUE'`) and `export NAME=VALUE` (OpenRC) lines
-/// of the installed k0s service, in the order systemd reads them, as name → sha256 of the value:
-/// the values may be secrets and never leave this function. A later assignment wins and an
-/// empty `Environment=` clears the list, as in systemd.
-pub fn parse_service_env(text: &str) -> Result<BTreeMap<String, String>, String> {
-    let mut env = BTreeMap::new();
-    for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
-        let rest = if let Some(rest) = line.strip_prefix("Environment=") {
-            rest
-        } else if let Some(rest) = line.strip_prefix("export ") {
-            rest
-        } else {
-            continue;
-        };
-        let words = unquote_words(rest)?;
-        if words.is_empty() && line.starts_with("Environment=") {
-            env.clear();
-        }
-        for assignment in words {
-            let Some((name, value)) = assignment.split_once('=') else {
-                return Err(
-                    "the k0s service has an environment line without `NAME=` (edited by hand?)"
-                        .into(),
-                );
-            };
-            if !crate::spec::valid_env_name(name) {
-                return Err(format!(
-                    "the k0s service sets an environment variable with an invalid name ({:?})",
-                    name.chars().take(64).collect::<String>()
-                ));
-            }
-            env.insert(name.to_string(), crate::hash::sha256_hex(value));
-        }
-    }
-    Ok(env)
-}
-
-/// Words as systemd (and a shell) split an `Environment=` value: whitespace separates,
-/// `'…'` is literal, `"…"` takes `\"` and `\\` escapes, a backslash outside quotes escapes
-/// the next character, and adjacent pieces join (`'a'"'"'b'` is `a'b`).
-fn unquote_words(s: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut cur: Option<String> = None;
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            c if c.is_whitespace() => {
-                if let Some(w) = cur.take() {
-                    words.push(w);
-                }
-            }
-            '\'' => {
-                let w = cur.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => w.push(c),
-                        None => return Err("unterminated ' in the service environment".into()),
-                    }
-                }
-            }
-            '"' => {
-                let w = cur.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c) => w.push(c),
-                            None => return Err("unterminated \" in the service environment".into()),
-                        },
-                        Some(c) => w.push(c),
-                        None => return Err("unterminated \" in the service environment".into()),
-                    }
-                }
-            }
-            '\\' => {
-                if let Some(c) = chars.next() {
-                    cur.get_or_insert_with(String::new).push(c);
-                }
-            }
-            c => cur.get_or_insert_with(String::new).push(c),
-        }
-    }
-    if let Some(w) = cur {
-        words.push(w);
-    }
-    Ok(words)
-}
-
 fn os_name(os_release: &str) -> String {
     let field = |k: &str| {
         os_release.lines().find_map(|l| {
@@ -925,6 +562,7 @@ fn parse_probe(
 
 #[cfg(test)]
 mod tests {
+    use super::frames::tests::{NONCE, framed};
     use super::*;
     use std::process::Command;
 
@@ -1715,64 +1353,6 @@ esac
         );
     }
 
-    const NONCE: &str = "K0SFORM-0123456789abcdef0123456789abcdef";
-
-    /// Output framed as the script frames it, with nonce `NONCE`.
-    fn framed(sections: &[(&str, i32, &str, &str)], done: bool) -> CommandOutput {
-        let (mut o, mut e) = (String::from("motd noise\n"), String::from("sudo noise\n"));
-        for (name, rc, out, err) in sections {
-            o += &format!("{NONCE} begin {name}\n{out}\n{NONCE} end {name} {rc}\n");
-            e += &format!("{NONCE} begin {name}\n{err}\n{NONCE} end {name}\n");
-        }
-        if done {
-            o += &format!("{NONCE} done\n");
-        }
-        CommandOutput {
-            status: Some(0),
-            stdout: o.into_bytes(),
-            stderr: e.into_bytes(),
-        }
-    }
-
-    #[test]
-    fn frames_keep_output_exact_and_refuse_truncation() {
-        let out = framed(
-            &[
-                ("machine_id", 0, "abc\n", ""),
-                ("hostname", 0, "h1", "warning: x\n"),
-                ("config", 0, "a: 1\n\n\nK0SFORM-0123 begin x\n", ""),
-            ],
-            true,
-        );
-        let s = sections(&out, NONCE).unwrap();
-        assert_eq!(s["machine_id"].out, "abc\n");
-        assert_eq!(s["hostname"].out, "h1");
-        assert_eq!(s["hostname"].err, "warning: x\n");
-        assert_eq!(s["config"].out, "a: 1\n\n\nK0SFORM-0123 begin x\n");
-        // Truncated output (no done marker, or a section cut short) is refused.
-        assert!(sections(&framed(&[("machine_id", 0, "abc", "")], false), NONCE).is_err());
-        let mut cut = framed(&[("machine_id", 0, "abc", "")], true);
-        cut.stdout = format!("{NONCE} begin machine_id\nabc").into_bytes();
-        assert!(sections(&cut, NONCE).is_err());
-        // Garbage stderr frames do not lose stdout.
-        let mut odd = framed(&[("machine_id", 0, "abc", "")], true);
-        odd.stderr = format!("{NONCE} begin machine_id\nno end").into_bytes();
-        assert_eq!(sections(&odd, NONCE).unwrap()["machine_id"].err, "");
-    }
-
-    #[test]
-    fn markers_count_only_at_line_starts() {
-        // A host knows the nonce (it is on the probe's command line) and prints it mid-line.
-        let body = format!("a: 1 {NONCE} end config 0\nb: {NONCE} done\n");
-        let out = framed(
-            &[("machine_id", 0, "abc", ""), ("config", 0, &body, "")],
-            true,
-        );
-        let s = sections(&out, NONCE).unwrap();
-        assert_eq!(s["config"].out, body);
-        assert_eq!(s["machine_id"].out, "abc");
-    }
-
     #[test]
     fn a_host_named_like_a_flag_fails_its_probe() {
         for name in ["--all", "c1\x1b[2K", "token: x"] {
@@ -1924,36 +1504,6 @@ esac
             assert_eq!(err, ProbeError::K0sNotAnswering(STATUS_BOUND_SECS));
             assert!(err.to_string().starts_with("k0s not answering"), "{err}");
         }
-    }
-
-    /// The unit lines `k0s install -e` writes (pkg/install/systemd_linux.go, openrc_linux.go),
-    /// read as name → sha256 of the value; nothing of a value is kept.
-    #[test]
-    fn service_environment_is_read_as_hashes() {
-        let unit = "[Service]\nExecStart=/usr/local/bin/k0s worker\nEnvironment=\"HTTP_PROXY=http://p:3128\"\nEnvironment=\"TOKEN=a=b\"\nRestartSec=10\n";
-        let env = parse_service_env(unit).unwrap();
-        assert_eq!(env.len(), 2);
-        assert_eq!(env["HTTP_PROXY"], crate::hash::sha256_hex("http://p:3128"));
-        assert_eq!(env["TOKEN"], crate::hash::sha256_hex("a=b"));
-        let openrc = parse_service_env("export EMPTY=\nexport X=1\n").unwrap();
-        assert_eq!(openrc["EMPTY"], crate::hash::sha256_hex(""));
-        assert!(parse_service_env("").unwrap().is_empty());
-        assert!(parse_service_env("Environment=\"NOEQUALS\"\n").is_err());
-        // k0sctl's drop-in (rig v2 ServiceEnvironmentContent: shellescape.Quote), read after the
-        // unit: its values win; an empty Environment= clears what came before.
-        let merged = parse_service_env(
-            "Environment=\"A=unit\"\nEnvironment=\"B=unit\"\nEnvironment=A=dropin\nEnvironment='SP=hello world' 'Q=it'\"'\"'s'\n",
-        )
-        .unwrap();
-        assert_eq!(merged["A"], crate::hash::sha256_hex("dropin"));
-        assert_eq!(merged["B"], crate::hash::sha256_hex("unit"));
-        assert_eq!(merged["SP"], crate::hash::sha256_hex("hello world"));
-        assert_eq!(merged["Q"], crate::hash::sha256_hex("it's"));
-        let cleared =
-            parse_service_env("Environment=\"A=1\"\nEnvironment=\nEnvironment=B=2\n").unwrap();
-        assert_eq!(cleared.keys().collect::<Vec<_>>(), ["B"]);
-        assert!(parse_service_env("Environment='A=1\n").is_err());
-        assert!(parse_service_env("Environment=\"BAD-NAME=1\"\n").is_err());
     }
 
     #[test]
