@@ -3,8 +3,8 @@
 
 use crate::apply::{self, Cancel, ExecOptions, Remote};
 use crate::cli::{ApplyArgs, DestroyArgs, GlobalArgs};
-use crate::engine::{self, Failure, Planned};
 use crate::exit::Exit;
+use crate::ops::{self, Failure, Planned};
 use crate::plan::render;
 use crate::ssh::SshTransport;
 use crate::ui::{self, ApplyEvent, EventSink, HumanSink, JsonSink};
@@ -12,7 +12,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
 pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
-    engine::with_ssh(|transport| async move { apply(global, args, &transport).await })
+    ops::with_ssh(|transport| async move { apply(global, args, &transport).await })
 }
 
 /// `k0sform destroy`: `apply` of a destroy plan, confirmed by typing the cluster's name.
@@ -29,7 +29,7 @@ pub fn destroy(global: &GlobalArgs, args: &DestroyArgs) -> Exit {
         run: args.run.clone(),
         k0sctl: Default::default(),
     };
-    engine::with_ssh(|transport| async move { apply(global, &apply_args, &transport).await })
+    ops::with_ssh(|transport| async move { apply(global, &apply_args, &transport).await })
 }
 
 async fn apply(
@@ -83,15 +83,15 @@ async fn apply(
                 ..super::plan_options(&args.target)?
             };
             let rederiving =
-                engine::rederive_saved(&saved, loaded, ctx, transport, (&cli, parallelism));
+                ops::rederive_saved(&saved, loaded, ctx, transport, (&cli, parallelism));
             let planned = within_timeout(&args.run, started, rederiving)
                 .await?
                 .map_err(|e| match e {
-                    engine::SavedPlanFailure::Stale(stale) => Failure {
+                    ops::SavedPlanFailure::Stale(stale) => Failure {
                         exit: Exit::StalePlan,
                         message: format!("{}: {stale}; run `k0sform plan` again", file.display()),
                     },
-                    engine::SavedPlanFailure::Other(f) => f,
+                    ops::SavedPlanFailure::Other(f) => f,
                 })?;
             // What runs is what was derived now (equal to the file's plan, or refused above).
             show_plan(args, &planned.plan, color);
@@ -109,8 +109,7 @@ async fn apply(
                 destroy,
                 ..super::plan_options(&args.target)?
             };
-            let planning =
-                engine::plan_with(loaded, ctx, transport, (&opts, parallelism), None, None);
+            let planning = ops::plan_with(loaded, ctx, transport, (&opts, parallelism), None, None);
             let planned = within_timeout(&args.run, started, planning).await??;
             show_plan(args, &planned.plan, color);
             if dry_run {
@@ -137,8 +136,7 @@ async fn apply(
         .map(|i| crate::hostid::HostId::new(&i.address, i.port))
         .collect();
     resolve_intents(&mut planned)?;
-    for note in engine::settle_leftovers(&planned, transport, &interrupted_joins, parallelism).await
-    {
+    for note in ops::settle_leftovers(&planned, transport, &interrupted_joins, parallelism).await {
         eprintln!("{}", crate::ui::escape(&note));
     }
     let spec = planned.loaded.spec.clone();
@@ -155,7 +153,7 @@ async fn apply(
         && exit == Exit::Success
     {
         let refuse = args.target.host_keys.refuse_first_contact();
-        let over = crate::kubeconfig::Overrides {
+        let over = crate::ops::kubeconfig::Overrides {
             user: args.k0sctl.kubeconfig_user.clone(),
             cluster: args.k0sctl.kubeconfig_cluster.clone(),
             address: args.k0sctl.kubeconfig_api_address.clone(),
@@ -280,11 +278,12 @@ async fn write_kubeconfig(
     spec: &crate::spec::Spec,
     transport: &SshTransport,
     path: &std::path::Path,
-    (over, refuse_first_contact): (&crate::kubeconfig::Overrides, bool),
+    (over, refuse_first_contact): (&crate::ops::kubeconfig::Overrides, bool),
 ) -> Result<(), Failure> {
-    let state = engine::load_state(super::open_store(global)?)?.state;
-    let kc = crate::kubeconfig::fetch(spec, &state, transport, over, refuse_first_contact).await?;
-    crate::kubeconfig::write(path, &kc)?;
+    let state = ops::load_state(super::open_store(global)?)?.state;
+    let kc =
+        crate::ops::kubeconfig::fetch(spec, &state, transport, over, refuse_first_contact).await?;
+    crate::ops::kubeconfig::write(path, &kc)?;
     eprintln!("Kubeconfig written to {}", path.display());
     Ok(())
 }
@@ -442,7 +441,7 @@ async fn execute(
     } = planned;
     // uploadBinary: every release binary the plan uploads, downloaded once into the local
     // cache before any step runs, so a failed download changes no host.
-    let mirror = engine::mirror()?;
+    let mirror = ops::mirror()?;
     let progress = !args.json && ui::stderr_is_tty();
     let binaries = tokio::task::block_in_place(|| {
         crate::binaries::cache_uploads(&plan, &desired, &mirror, progress)
@@ -450,7 +449,7 @@ async fn execute(
     .map_err(Failure::error)?;
     let remote = Remote {
         transport: Arc::new(transport.clone()),
-        prober: Arc::new(engine::SshProber::new(
+        prober: Arc::new(ops::SshProber::new(
             transport.clone(),
             &loaded.spec,
             &ctx.state,

@@ -1,8 +1,8 @@
 //! `k0sform graph [FILE]`: the plan's step DAG as Graphviz DOT.
 
 use crate::cli::{GlobalArgs, GraphArgs};
-use crate::engine;
 use crate::exit::Exit;
+use crate::ops;
 use crate::plan::render;
 
 pub fn run(global: &GlobalArgs, args: &GraphArgs) -> Exit {
@@ -15,7 +15,7 @@ pub fn run(global: &GlobalArgs, args: &GraphArgs) -> Exit {
             Err(f) => f.report(),
         };
     }
-    engine::with_ssh(|transport| async move {
+    ops::with_ssh(|transport| async move {
         let planned = super::plan_now(
             global,
             (&args.target, &super::plan_options(&args.target)?),

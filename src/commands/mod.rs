@@ -12,8 +12,8 @@ mod state;
 mod validate;
 
 use crate::cli::{Cli, Command, GlobalArgs, TargetArgs, VersionArgs};
-use crate::engine::{self, Failure, Planned};
 use crate::exit::Exit;
+use crate::ops::{self, Failure, Planned};
 use crate::plan::PlanOptions;
 use crate::spec;
 use crate::ssh::SshTransport;
@@ -86,7 +86,7 @@ fn version(args: &VersionArgs) -> Exit {
     } else {
         Channel::Stable
     };
-    let looked_up = engine::mirror().and_then(|m| {
+    let looked_up = ops::mirror().and_then(|m| {
         let url = m.version_index_url(channel);
         crate::download::fetch_text(&url, crate::download::TEXT_TIMEOUT)
             .and_then(|t| release::parse_version_index(&t).map_err(|e| format!("{url}: {e}")))
@@ -121,9 +121,9 @@ fn open_store(global: &GlobalArgs) -> Result<Box<dyn StateStore>, StateError> {
 }
 
 /// The spec `-c` names, then the state in the store the command line names.
-fn load_inputs(global: &GlobalArgs) -> Result<(spec::Loaded, engine::StateCtx), Failure> {
-    let loaded = engine::load_spec(&global.config)?;
-    let state = engine::load_state(open_store(global)?)?;
+fn load_inputs(global: &GlobalArgs) -> Result<(spec::Loaded, ops::StateCtx), Failure> {
+    let loaded = ops::load_spec(&global.config)?;
+    let state = ops::load_state(open_store(global)?)?;
     Ok((loaded, state))
 }
 
@@ -150,7 +150,7 @@ fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
         no_drain: t.no_drain,
         allow_downgrade: t.allow_downgrade,
         restore: match &t.restore_from {
-            Some(p) => Some(engine::restore_archive(p)?),
+            Some(p) => Some(ops::restore_archive(p)?),
             None => None,
         },
         show_secrets: false,
@@ -185,7 +185,7 @@ async fn plan_now(
 ) -> Result<Planned, Failure> {
     let (loaded, state) = load_inputs(global)?;
     let parallelism = hosts_at_once(t.parallelism, &loaded.spec, state.state.hosts.len());
-    engine::plan_with(
+    ops::plan_with(
         loaded,
         state,
         transport,

@@ -1,8 +1,8 @@
 //! `k0sform show [FILE] [-json]`: a saved plan, or the state.
 
 use crate::cli::{GlobalArgs, ShowArgs};
-use crate::engine::{self, Failure};
 use crate::exit::Exit;
+use crate::ops::{self, Failure};
 use crate::plan::{SavedPlan, render};
 
 pub fn run(global: &GlobalArgs, args: &ShowArgs) -> Exit {
@@ -25,7 +25,7 @@ fn show(global: &GlobalArgs, args: &ShowArgs) -> Result<(), Failure> {
             Ok(())
         }
         None => {
-            let ctx = engine::load_state(super::open_store(global)?)?;
+            let ctx = ops::load_state(super::open_store(global)?)?;
             if !ctx.had_state {
                 println!("No state at {}.", ctx.store.location());
                 return Ok(());

@@ -42,7 +42,7 @@ pub fn run(global: &GlobalArgs, cmd: &StateCommand) -> Exit {
 
 /// `Error: …` on stderr. State commands quote what a state or a lock says (addresses, holder
 /// fields, parse errors that cite the file's text): escaped, line breaks kept, as
-/// `engine::Failure::report` does for the other commands.
+/// `ops::Failure::report` does for the other commands.
 fn report(e: &dyn std::fmt::Display, exit: Exit) -> Exit {
     eprintln!("Error: {}", crate::ui::escape_lines(&e.to_string()));
     exit

@@ -25,7 +25,7 @@ pub struct ProbeOptions {
     /// Remote paths of each spec host's `files:` to report on.
     pub files: std::collections::BTreeMap<HostId, Vec<String>>,
     /// Each spec host's destinations to look beside for upload staging files an earlier run
-    /// left (`engine::staging_destinations`).
+    /// left (`ops::staging_destinations`).
     pub staging: std::collections::BTreeMap<HostId, Vec<String>>,
 }
 

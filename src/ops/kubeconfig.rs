@@ -2,12 +2,12 @@
 //! rewritten as k0sctl hands it out (`k0s::kubeconfig`). A secret: it is only ever returned to
 //! the caller or written as a 0600 file, never logged, stored in the state or put in an event.
 
-use crate::engine::{self, Failure};
 use crate::exit::Exit;
 use crate::k0s::{
     self,
     kubeconfig::{AdminKubeconfigError, KubeconfigNames},
 };
+use crate::ops::{self, Failure};
 use crate::spec::Spec;
 use crate::ssh::SshTransport;
 use crate::state::State;
@@ -26,7 +26,7 @@ pub struct Overrides {
 /// fields: server from `-address`, else k0sctl's rules with that controller's address; names
 /// from the overrides, else `metadata.name` and `metadata.user`. An answer holding anything
 /// else (an `exec` plugin, a proxy, …) is refused with exit 3, naming the controller. `refuse_first_contact`: `-trust-new-host-keys=false`
-/// (`engine::healthy_controller`).
+/// (`ops::healthy_controller`).
 pub async fn fetch(
     spec: &Spec,
     state: &State,
@@ -34,7 +34,7 @@ pub async fn fetch(
     over: &Overrides,
     refuse_first_contact: bool,
 ) -> Result<String, Failure> {
-    let (host, _) = engine::healthy_controller(
+    let (host, _) = ops::healthy_controller(
         spec,
         state,
         transport,

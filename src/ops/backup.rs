@@ -4,9 +4,9 @@
 //! them around its backup phase (k0sctl `phase/backup.go`). The archive holds the cluster's CA
 //! keys: it is only ever written as a 0600 file.
 
-use crate::engine::{self, Failure};
 use crate::hostid::HostId;
 use crate::k0s::{self, backup as remote};
+use crate::ops::{self, Failure};
 use crate::spec::{HostSpec, Spec};
 use crate::ssh::SshTransport;
 use crate::state::State;
@@ -28,7 +28,7 @@ pub struct Saved {
 const HOOK_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Take a backup into `out_dir`. `progress` gets one line per stage (no secrets).
-/// `refuse_first_contact`: `-trust-new-host-keys=false` (`engine::healthy_controller`).
+/// `refuse_first_contact`: `-trust-new-host-keys=false` (`ops::healthy_controller`).
 pub async fn take(
     spec: &Spec,
     state: &State,
@@ -43,7 +43,7 @@ pub async fn take(
         )));
     }
     let (host, _) =
-        engine::healthy_controller(spec, state, transport, "back up", refuse_first_contact).await?;
+        ops::healthy_controller(spec, state, transport, "back up", refuse_first_contact).await?;
     let id = host.id();
     let path = out_dir.join(remote::archive_name(
         &spec.name,
