@@ -77,7 +77,7 @@ async fn apply(
     let color = !global.no_color && ui::stdout_color();
     let mut planned = match &args.plan_file {
         Some(file) => {
-            let saved = super::show::read_saved(file)?;
+            let saved = ops::read_saved(file)?;
             let cli = crate::plan::PlanOptions {
                 destroy,
                 ..super::plan_options(&args.target)?
@@ -87,10 +87,10 @@ async fn apply(
             let planned = within_timeout(&args.run, started, rederiving)
                 .await?
                 .map_err(|e| match e {
-                    ops::SavedPlanFailure::Stale(stale) => Failure {
-                        exit: Exit::StalePlan,
-                        message: format!("{}: {stale}; run `k0sform plan` again", file.display()),
-                    },
+                    ops::SavedPlanFailure::Stale(stale) => Failure::new(
+                        Exit::StalePlan,
+                        format!("{}: {stale}; run `k0sform plan` again", file.display()),
+                    ),
                     ops::SavedPlanFailure::Other(f) => f,
                 })?;
             // What runs is what was derived now (equal to the file's plan, or refused above).
@@ -517,10 +517,7 @@ async fn execute(
     }
     match result {
         Ok(_) => Ok(Exit::Success),
-        Err(e) => Err(Failure {
-            exit: e.exit(),
-            message: e.to_string(),
-        }),
+        Err(e) => Err(Failure::new(e.exit(), e.to_string())),
     }
 }
 

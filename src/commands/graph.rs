@@ -7,12 +7,12 @@ use crate::plan::render;
 
 pub fn run(global: &GlobalArgs, args: &GraphArgs) -> Exit {
     if let Some(file) = &args.file {
-        return match super::show::read_saved(file) {
+        return match ops::read_saved(file) {
             Ok(saved) => {
                 print!("{}", render::dot(&saved.plan));
                 Exit::Success
             }
-            Err(f) => f.report(),
+            Err(f) => f.exit(),
         };
     }
     ops::with_ssh(|transport| async move {

@@ -75,7 +75,7 @@ fn version(args: &VersionArgs) -> Exit {
         return Failure::error(
             "-k0sctl: k0sform does not track k0sctl's releases; `k0sform version` prints k0sform's own",
         )
-        .report();
+        .exit();
     }
     if !args.k0s {
         println!("k0sform {}", env!("CARGO_PKG_VERSION"));
@@ -97,7 +97,7 @@ fn version(args: &VersionArgs) -> Exit {
             println!("{v}");
             Exit::Success
         }
-        Err(f) => f.report(),
+        Err(f) => f.exit(),
     }
 }
 

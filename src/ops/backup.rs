@@ -66,7 +66,7 @@ pub async fn take(
     match run(transport, &id, remote::remove_dir(&dir)).await {
         Ok(o) if o.success() => {}
         Ok(o) => tracing::warn!(%id, "cannot remove {dir}: {}", o.error_line()),
-        Err(e) => tracing::warn!(%id, "cannot remove {dir}: {}", e.message),
+        Err(e) => tracing::warn!(%id, "cannot remove {dir}: {}", e.message()),
     }
     let (bytes, sha256) = taken?;
     check_archive(&file, &id).await?;
@@ -174,10 +174,9 @@ async fn run_hooks(
         let shown = spec.shown(&line);
         progress(format!("{id}: hook backup.{stage}: {shown}"));
         let cmd = crate::k0s::commands::hook(&line, &shown, HOOK_TIMEOUT);
-        let o = run(transport, &id, cmd).await.map_err(|mut f| {
-            f.message = spec.shown(&f.message);
-            f
-        })?;
+        let o = run(transport, &id, cmd)
+            .await
+            .map_err(|f| f.map_message(|m| spec.shown(m)))?;
         if !o.success() {
             let why = crate::k0s::commands::hook_failure(&format!("backup.{stage}"), &shown, &o);
             return Err(Failure::error(spec.shown(&format!("{id}: {why}"))));

@@ -95,15 +95,16 @@ pub async fn healthy_controller<'a>(
     if why.is_empty() {
         why.push("the spec has no controller".into());
     }
-    Err(Failure {
-        exit: if other_cluster {
-            Exit::Refused
-        } else {
-            Exit::Error
-        },
-        message: format!(
+    let code = if other_cluster {
+        Exit::Refused
+    } else {
+        Exit::Error
+    };
+    Err(Failure::new(
+        code,
+        format!(
             "no healthy controller to {purpose}:\n  {}",
             why.join("\n  ")
         ),
-    })
+    ))
 }

@@ -7,22 +7,40 @@ use crate::state::StateError;
 /// A command-level failure: what to print and which exit code to return.
 #[derive(Debug)]
 pub struct Failure {
-    pub exit: Exit,
-    pub message: String,
+    code: Exit,
+    message: String,
 }
 
 impl Failure {
-    pub fn error(message: impl Into<String>) -> Self {
+    pub fn new(code: Exit, message: impl Into<String>) -> Self {
         Failure {
-            exit: Exit::Error,
+            code,
             message: message.into(),
         }
     }
+    /// Exit 1.
+    pub fn error(message: impl Into<String>) -> Self {
+        Failure::new(Exit::Error, message)
+    }
+    /// The exit code this failure ends the run with.
+    pub fn code(&self) -> Exit {
+        self.code
+    }
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+    /// The same failure with its message passed through `f`.
+    pub fn map_message(self, f: impl FnOnce(&str) -> String) -> Self {
+        Failure {
+            message: f(&self.message),
+            ..self
+        }
+    }
     /// Print the failure (`Error: …` on stderr) and return its exit code. Messages quote what
-    /// hosts answered (stderr lines, names): escaped, line breaks kept.
-    /// With a debug log (`runlog`), the message goes there too and names it, as k0sctl's
-    /// "apply failed - log file saved to …" (cmd/apply.go).
-    pub fn report(self) -> Exit {
+    /// hosts, states and lock files say (stderr lines, names, addresses): always escaped, line
+    /// breaks kept. With a debug log (`runlog`), the message goes there too and names it, as
+    /// k0sctl's "apply failed - log file saved to …" (cmd/apply.go).
+    pub fn exit(self) -> Exit {
         if !self.message.is_empty() {
             let message = crate::ui::escape_lines(&self.message);
             eprintln!("Error: {message}");
@@ -31,16 +49,13 @@ impl Failure {
                 eprintln!("The debug log of this run is in {}", log.display());
             }
         }
-        self.exit
+        self.code
     }
 }
 
 impl From<StateError> for Failure {
     fn from(e: StateError) -> Self {
-        Failure {
-            exit: e.exit(),
-            message: e.to_string(),
-        }
+        Failure::new(e.exit(), e.to_string())
     }
 }
 
@@ -51,9 +66,6 @@ impl From<Refusal> for Failure {
             message.push_str("\n  ");
             message.push_str(d);
         }
-        Failure {
-            exit: r.exit(),
-            message,
-        }
+        Failure::new(r.exit(), message)
     }
 }

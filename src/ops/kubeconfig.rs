@@ -65,10 +65,9 @@ pub async fn fetch(
             .unwrap_or_else(|| k0s::kubeconfig::api_server_url(spec, &host.ssh.address)),
     };
     k0s::kubeconfig::rewrite_admin_kubeconfig(&out.stdout_str(), &names).map_err(|e| match e {
-        AdminKubeconfigError::Forbidden(_) => Failure {
-            exit: Exit::Refused,
-            message: format!("refused: controller {id}: {e}"),
-        },
+        AdminKubeconfigError::Forbidden(_) => {
+            Failure::new(Exit::Refused, format!("refused: controller {id}: {e}"))
+        }
         AdminKubeconfigError::Unreadable(_) => Failure::error(format!("{id}: {e}")),
     })
 }

@@ -14,12 +14,13 @@ pub mod kubeconfig;
 mod plan;
 mod refresh;
 mod runtime;
+pub mod state;
 
 pub use apply::{SavedPlanFailure, SshProber, rederive_saved, settle_leftovers};
 pub use controller::healthy_controller;
 pub use failure::Failure;
 pub use inputs::{StateCtx, desired, load_spec, load_state, mirror, restore_archive};
-pub use plan::{Planned, plan_with, release_sources};
+pub use plan::{Planned, plan_with, read_saved, release_sources};
 pub use refresh::{reality, staging_destinations};
 pub use runtime::{runtime, ssh_transport, with_ssh};
 

@@ -113,3 +113,15 @@ pub(super) async fn desired_and_reality(
     .await?;
     Ok((desired, reality, staging))
 }
+
+/// Read a saved plan file; one that is not a k0sform plan → exit 5. (`apply` also checks its seal.)
+pub fn read_saved(file: &Path) -> Result<plan::SavedPlan, Failure> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure::error(format!("cannot read the plan {}: {e}", file.display())))?;
+    plan::SavedPlan::from_json(&text).map_err(|e| {
+        Failure::new(
+            crate::exit::Exit::StalePlan,
+            format!("{}: {e}", file.display()),
+        )
+    })
+}

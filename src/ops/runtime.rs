@@ -21,18 +21,18 @@ where
 {
     let rt = match runtime() {
         Ok(rt) => rt,
-        Err(f) => return f.report(),
+        Err(f) => return f.exit(),
     };
     rt.block_on(async {
         let transport = match ssh_transport() {
             Ok(t) => t,
-            Err(f) => return f.report(),
+            Err(f) => return f.exit(),
         };
         let result = work(transport.clone()).await;
         transport.close_all().await;
         match result {
             Ok(exit) => exit,
-            Err(f) => f.report(),
+            Err(f) => f.exit(),
         }
     })
 }
