@@ -42,7 +42,7 @@ async fn plan(
         None
     };
     let state = ops::load_state(store)?;
-    let parallelism = super::hosts_at_once(
+    let parallelism = ops::hosts_at_once(
         args.target.parallelism,
         &loaded.spec,
         state.state.hosts.len(),

@@ -1,17 +1,107 @@
-//! `apply`: a saved plan derived again and compared, what earlier runs left settled, the
-//! executor's re-probe.
+//! `apply`: the plan made (or a saved plan derived again and compared) under the lock, what
+//! earlier runs left settled, the steps run with the state checkpointed after each one.
 
-use super::{Failure, Planned, StateCtx, desired_and_reality, release_sources};
+use super::{Failure, Planned, StateCtx, desired_and_reality, diff_seen, hosts_at_once};
+use crate::apply::{Cancel, ExecOptions, Remote};
+use crate::exit::Exit;
 use crate::hostid::HostId;
 use crate::plan::{self, PlanOptions};
 use crate::probe::{self, ProbeOptions};
 use crate::spec::{Loaded, Spec};
 use crate::ssh::SshTransport;
-use crate::state::State;
+use crate::state::{LockGuard, State};
+use crate::ui::EventSink;
+use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// `-timeout` (k0sctl's --timeout), counted from the start of the run.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    started: Instant,
+    limit: Option<Duration>,
+}
+
+impl Deadline {
+    /// From now; `None`: no limit.
+    pub fn starting_now(limit: Option<Duration>) -> Self {
+        Deadline {
+            started: Instant::now(),
+            limit,
+        }
+    }
+
+    /// Planning under the deadline: reached there, the run fails before any host changed.
+    async fn planning<T>(
+        &self,
+        planning: impl std::future::Future<Output = T>,
+    ) -> Result<T, Failure> {
+        let Some(d) = self.limit else {
+            return Ok(planning.await);
+        };
+        let reached = || {
+            Failure::error(format!(
+                "-timeout {} reached while planning; no host was changed",
+                humantime::format_duration(d)
+            ))
+        };
+        // Already past: planning does not start (tokio's timeout polls the work before its timer,
+        // and work that ends on the timer's first turn would win the race).
+        if Instant::now() >= self.started + d {
+            return Err(reached());
+        }
+        tokio::time::timeout_at(self.started + d, planning)
+            .await
+            .map_err(|_| reached())
+    }
+}
+
+/// Take the state's lock for `operation` and read the state again under it: another run may
+/// have written since it was first read.
+pub fn lock(ctx: &mut StateCtx, operation: &str, timeout: Duration) -> Result<LockGuard, Failure> {
+    let guard = ctx.store.lock(operation, timeout)?;
+    let fresh = ctx.store.load()?;
+    ctx.had_state = fresh.is_some();
+    ctx.state = fresh.unwrap_or_default();
+    Ok(guard)
+}
+
+/// Load, probe and diff (as `plan`, without `-probe-in`/`-probe-out`), within `deadline`.
+pub async fn plan(
+    loaded: Loaded,
+    ctx: StateCtx,
+    transport: &SshTransport,
+    (opts, parallelism): (&PlanOptions, usize),
+    deadline: &Deadline,
+) -> Result<Planned, Failure> {
+    let planning = super::plan_with(loaded, ctx, transport, (opts, parallelism), None, None);
+    deadline.planning(planning).await?
+}
+
+/// `apply FILE`: the saved plan `saved` (read from `file`) derived again, within `deadline`;
+/// stale or altered → exit 5.
+pub async fn rederive(
+    (file, saved): (&Path, &plan::SavedPlan),
+    loaded: Loaded,
+    ctx: StateCtx,
+    transport: &SshTransport,
+    (cli, parallelism): (&PlanOptions, usize),
+    deadline: &Deadline,
+) -> Result<Planned, Failure> {
+    let rederiving = rederive_saved(saved, loaded, ctx, transport, (cli, parallelism));
+    deadline.planning(rederiving).await?.map_err(|e| match e {
+        SavedPlanFailure::Stale(stale) => Failure::new(
+            Exit::StalePlan,
+            format!("{}: {stale}; run `k0sform plan` again", file.display()),
+        ),
+        SavedPlanFailure::Other(f) => f,
+    })
+}
 
 /// Why `apply FILE` will not run a saved plan.
-pub enum SavedPlanFailure {
+enum SavedPlanFailure {
     /// Stale or altered: exit 5.
     Stale(plan::Stale),
     /// Anything else (the probe failed, the plan is refused now): its own exit code.
@@ -27,9 +117,9 @@ impl From<Failure> for SavedPlanFailure {
 /// `apply FILE`: derive the plan again from the spec, the state and a fresh probe, with the
 /// options `SavedPlan::options_for_apply` allows, and return it only when it equals the saved
 /// plan and nothing the plan was made against moved. The file's steps are never run as such.
-pub async fn rederive_saved(
+async fn rederive_saved(
     saved: &plan::SavedPlan,
-    mut loaded: Loaded,
+    loaded: Loaded,
     state: StateCtx,
     transport: &SshTransport,
     (cli, parallelism): (&PlanOptions, usize),
@@ -37,32 +127,187 @@ pub async fn rederive_saved(
     let opts = saved
         .options_for_apply(cli)
         .map_err(SavedPlanFailure::Stale)?;
-    let (mut desired, reality, staging) =
+    let (desired, reality, staging) =
         desired_and_reality(&loaded, &state, transport, (&opts, parallelism), None, None).await?;
     saved
         .verify(&state.sealed_view(), &loaded.sha256, &reality)
         .map_err(SavedPlanFailure::Stale)?;
-    crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality);
-    crate::k0s::desired::note_running_controllers(&mut loaded.spec, &reality);
     // The version is chosen again, as for a plan: the file's choice must be the same
     // (`SavedPlan::matches`), it is never taken.
-    let resolved = if opts.destroy {
-        None
+    let planned = diff_seen(loaded, state, (reality, desired, staging), &opts).await?;
+    saved
+        .matches(&planned.plan)
+        .map_err(SavedPlanFailure::Stale)?;
+    Ok(planned)
+}
+
+/// How an approved plan runs.
+pub struct RunOptions {
+    /// Hosts at once for the cleanup of what earlier runs left (as for the probe).
+    pub parallelism: usize,
+    /// `-parallelism` as given: the executor's limit is worked out again from the state it runs
+    /// against (`hosts_at_once`).
+    pub parallelism_flag: Option<usize>,
+    pub deadline: Deadline,
+    /// Show download progress on stderr.
+    pub progress: bool,
+}
+
+/// Run an approved plan: the intents of an earlier run settled, what it left on the hosts
+/// cleaned up, an emptied destroy's cluster forgotten, then the steps, each reported to `sink`.
+pub async fn run(
+    mut planned: Planned,
+    transport: &SshTransport,
+    opts: &RunOptions,
+    sink: &mut dyn EventSink,
+) -> Result<Exit, Failure> {
+    // Known before the intents are settled: where a killed run may have left a join token.
+    let interrupted_joins: Vec<_> = planned
+        .state
+        .state
+        .intents
+        .iter()
+        .filter(|i| i.kind.starts_with("join_"))
+        .map(|i| HostId::new(&i.address, i.port))
+        .collect();
+    resolve_intents(&mut planned)?;
+    for note in settle_leftovers(&planned, transport, &interrupted_joins, opts.parallelism).await {
+        eprintln!("{}", crate::ui::escape(&note));
+    }
+    if planned.plan.destroy && !planned.plan.has_changes() {
+        super::destroy::forget_empty_cluster(&mut planned)?;
+    }
+    if planned.plan.has_changes() {
+        execute(planned, transport, opts, sink).await
     } else {
-        release_sources(&mut loaded.spec, &state.state, &reality, &mut desired).await?
-    };
-    let mut derived = plan::diff(&loaded.spec, &state.state, &reality, &desired, &opts)
-        .map_err(|r| SavedPlanFailure::Other(r.into()))?;
-    derived.k0s_version = resolved;
-    saved.matches(&derived).map_err(SavedPlanFailure::Stale)?;
-    Ok(Planned {
+        Ok(Exit::Success)
+    }
+}
+
+/// Steps an earlier run started and did not see finish (it was killed) are recorded as intents.
+/// The plan was just made from what the hosts show now, so it already accounts for whatever those
+/// steps did or did not do: once it is approved, the intents are settled and dropped.
+fn resolve_intents(planned: &mut Planned) -> Result<(), Failure> {
+    let n = planned.state.state.intents.len();
+    if n == 0 {
+        return Ok(());
+    }
+    planned.state.state.intents.clear();
+    planned.state.store.write(&planned.state.state)?;
+    eprintln!(
+        "Settled {n} unfinished step{} of an earlier run against what the hosts show now.",
+        if n == 1 { "" } else { "s" }
+    );
+    Ok(())
+}
+
+/// What to call each host in progress lines, as the planner names nodes: the spec's hostname,
+/// else what the host said, else the state's node name (the plan's names win over these).
+fn display_names(
+    spec: &Spec,
+    state: &State,
+    probed: &HashMap<HostId, String>,
+) -> HashMap<HostId, String> {
+    let mut names = HashMap::new();
+    for h in &state.hosts {
+        if let Some(n) = &h.node_name {
+            names.insert(h.id(), n.clone());
+        }
+    }
+    for (id, n) in probed {
+        names.insert(id.clone(), n.to_lowercase());
+    }
+    for h in &spec.hosts {
+        if let Some(n) = &h.hostname {
+            names.insert(h.id(), n.to_lowercase());
+        }
+    }
+    names
+}
+
+/// The steps of the plan, the state checkpointed after each one.
+async fn execute(
+    planned: Planned,
+    transport: &SshTransport,
+    opts: &RunOptions,
+    sink: &mut dyn EventSink,
+) -> Result<Exit, Failure> {
+    let Planned {
         loaded,
-        state,
+        state: mut ctx,
+        plan,
         reality,
         desired,
-        staging,
-        plan: derived,
+        ..
+    } = planned;
+    // uploadBinary: every release binary the plan uploads, downloaded once into the local
+    // cache before any step runs, so a failed download changes no host.
+    let mirror = super::mirror()?;
+    let binaries = tokio::task::block_in_place(|| {
+        crate::binaries::cache_uploads(&plan, &desired, &mirror, opts.progress)
     })
+    .map_err(Failure::error)?;
+    let remote = Remote {
+        transport: Arc::new(transport.clone()),
+        prober: Arc::new(SshProber::new(transport.clone(), &loaded.spec, &ctx.state)),
+    };
+    let hostnames = reality
+        .hosts
+        .iter()
+        .filter_map(|h| {
+            let name = h.probe.facts()?.hostname.trim();
+            (!name.is_empty()).then(|| (h.id.clone(), name.to_string()))
+        })
+        .collect();
+    let names = display_names(&loaded.spec, &ctx.state, &hostnames);
+    let exec = ExecOptions {
+        parallelism: hosts_at_once(opts.parallelism_flag, &loaded.spec, ctx.state.hosts.len()),
+        hostnames,
+        names,
+        binaries,
+        download_timeout: mirror.timeout,
+        ..ExecOptions::default()
+    };
+    let cancel = Cancel::new();
+    cancel.interrupt_on_ctrl_c();
+    let timer = interrupt_at(&opts.deadline, &cancel);
+    let store = &mut ctx.store;
+    let mut checkpoint = |s: &State| store.write(s).map(|_| ());
+    let mut state = ctx.state.clone();
+    let result = crate::apply::execute(
+        &plan,
+        &loaded.spec,
+        &mut state,
+        remote,
+        &exec,
+        sink,
+        &mut checkpoint,
+        &cancel,
+    )
+    .await;
+    if let Some(t) = timer {
+        t.abort();
+    }
+    match result {
+        Ok(_) => Ok(Exit::Success),
+        Err(e) => Err(Failure::new(e.exit(), e.to_string())),
+    }
+}
+
+/// -timeout (k0sctl's --timeout): when it is reached, as one Ctrl-C: nothing new starts,
+/// running steps finish and are recorded, the run fails.
+fn interrupt_at(deadline: &Deadline, cancel: &Cancel) -> Option<tokio::task::JoinHandle<()>> {
+    let d = deadline.limit?;
+    let at = deadline.started + d;
+    let cancel = cancel.clone();
+    Some(tokio::spawn(async move {
+        tokio::time::sleep_until(at).await;
+        eprintln!(
+            "-timeout {} reached: no new step starts; waiting for the running ones",
+            humantime::format_duration(d)
+        );
+        cancel.interrupt();
+    }))
 }
 
 /// Re-probes one host for the executor (after a join, to record its identity), over the

@@ -135,3 +135,49 @@ pub fn mirror() -> Result<Mirror, Failure> {
     });
     Ok(m)
 }
+
+/// Hosts worked on at once (probed, steps run), as k0sctl's `Concurrency`: cmd/flags.go
+/// `initManager` takes `--concurrency` when given (already written over the spec's limit by
+/// `apply`), else `spec.options.concurrency.limit` (default 30); phase/generic_phase.go
+/// `parallelDo`: 0 is no limit, every host (of the spec and the state) at once. k0sform's
+/// `-parallelism`, when given, wins over the spec.
+pub fn hosts_at_once(flag: Option<usize>, spec: &Spec, state_hosts: usize) -> usize {
+    match flag {
+        Some(n) => n.max(1),
+        None if spec.options.concurrency_limit == 0 => (spec.hosts.len() + state_hosts).max(1),
+        None => spec.options.concurrency_limit,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec_with(limit: usize, hosts: usize) -> spec::Spec {
+        let mut s = spec::Spec::default();
+        s.options.concurrency_limit = limit;
+        for i in 0..hosts {
+            s.hosts.push(spec::HostSpec::new(
+                spec::Role::Worker,
+                spec::SshTarget::new(format!("127.0.0.{}", i + 1), 22),
+                i,
+            ));
+        }
+        s
+    }
+
+    #[test]
+    fn hosts_at_once_is_the_spec_limit_unless_parallelism_is_given() {
+        // k0sctl's default limit (30) when neither says otherwise.
+        assert_eq!(hosts_at_once(None, &spec::Spec::default(), 0), 30);
+        // `options.concurrency.limit` (or `--concurrency`, written over it).
+        assert_eq!(hosts_at_once(None, &spec_with(2, 5), 0), 2);
+        // 0: no limit, every host of the spec and the state at once.
+        assert_eq!(hosts_at_once(None, &spec_with(0, 5), 3), 8);
+        assert_eq!(hosts_at_once(None, &spec_with(0, 0), 0), 1);
+        // -parallelism wins over the spec; at least one.
+        assert_eq!(hosts_at_once(Some(7), &spec_with(2, 5), 0), 7);
+        assert_eq!(hosts_at_once(Some(4), &spec_with(0, 5), 0), 4);
+        assert_eq!(hosts_at_once(Some(0), &spec_with(2, 5), 0), 1);
+    }
+}

@@ -81,3 +81,18 @@ pub fn write(path: &std::path::Path, kubeconfig: &str) -> Result<(), Failure> {
         ))
     })
 }
+
+/// `apply -kubeconfig-out`: the admin kubeconfig of the cluster as it is now, from the state
+/// in `store` (just written), into `path`. A secret: it goes to the file only, never to the
+/// events or the progress lines.
+pub async fn fetch_into(
+    store: Box<dyn crate::state::StateStore>,
+    spec: &Spec,
+    transport: &SshTransport,
+    path: &std::path::Path,
+    (over, refuse_first_contact): (&Overrides, bool),
+) -> Result<(), Failure> {
+    let state = ops::load_state(store)?.state;
+    let kc = fetch(spec, &state, transport, over, refuse_first_contact).await?;
+    write(path, &kc)
+}

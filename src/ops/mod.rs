@@ -5,9 +5,10 @@
 //! Data flow of `plan` and `apply`: spec + state (`inputs`) + probed reality (`refresh`) →
 //! `plan::diff` → plan → `apply` runs the DAG, checkpointing the state after every step.
 
-mod apply;
+pub mod apply;
 pub mod backup;
 mod controller;
+mod destroy;
 mod failure;
 mod inputs;
 pub mod kubeconfig;
@@ -16,12 +17,14 @@ mod refresh;
 mod runtime;
 pub mod state;
 
-pub use apply::{SavedPlanFailure, SshProber, rederive_saved, settle_leftovers};
+pub use apply::{SshProber, settle_leftovers};
 pub use controller::healthy_controller;
 pub use failure::Failure;
-pub use inputs::{StateCtx, desired, load_spec, load_state, mirror, restore_archive};
+pub use inputs::{
+    StateCtx, desired, hosts_at_once, load_spec, load_state, mirror, restore_archive,
+};
 pub use plan::{Planned, plan_with, read_saved, release_sources};
 pub use refresh::{reality, staging_destinations};
 pub use runtime::{runtime, ssh_transport, with_ssh};
 
-use plan::desired_and_reality;
+use plan::{desired_and_reality, diff_seen};

@@ -48,14 +48,14 @@ pub async fn release_sources(
 
 /// Probe and diff for an already loaded spec and state.
 pub async fn plan_with(
-    mut loaded: Loaded,
+    loaded: Loaded,
     state: StateCtx,
     transport: &SshTransport,
     (opts, parallelism): (&PlanOptions, usize),
     probe_in: Option<&Path>,
     probe_out: Option<&Path>,
 ) -> Result<Planned, Failure> {
-    let (mut desired, reality, staging) = desired_and_reality(
+    let (desired, reality, staging) = desired_and_reality(
         &loaded,
         &state,
         transport,
@@ -64,9 +64,19 @@ pub async fn plan_with(
         probe_out,
     )
     .await?;
+    diff_seen(loaded, state, (reality, desired, staging), opts).await
+}
+
+/// Diff what was seen: the running storage and controllers noted in the spec, the k0s version
+/// chosen (a destroy installs nothing: no version to choose, no release to look up).
+pub(super) async fn diff_seen(
+    mut loaded: Loaded,
+    state: StateCtx,
+    (reality, mut desired, staging): (Reality, Desired, BTreeMap<HostId, Vec<String>>),
+    opts: &PlanOptions,
+) -> Result<Planned, Failure> {
     crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality);
     crate::k0s::desired::note_running_controllers(&mut loaded.spec, &reality);
-    // A destroy installs nothing: no version to choose, no release to look up.
     let resolved = if opts.destroy {
         None
     } else {
