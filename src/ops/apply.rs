@@ -8,8 +8,8 @@ use crate::hostid::HostId;
 use crate::plan::{self, PlanOptions};
 use crate::probe::{self, ProbeOptions};
 use crate::spec::{Loaded, Spec};
-use crate::ssh::SshTransport;
 use crate::state::{LockGuard, State};
+use crate::transport::Transport;
 use crate::ui::EventSink;
 use std::collections::HashMap;
 use std::path::Path;
@@ -69,10 +69,10 @@ pub fn lock(ctx: &mut StateCtx, operation: &str, timeout: Duration) -> Result<Lo
 }
 
 /// Load, probe and diff (as `plan`, without `-probe-in`/`-probe-out`), within `deadline`.
-pub async fn plan(
+pub async fn plan<T: Transport + Clone + 'static>(
     loaded: Loaded,
     ctx: StateCtx,
-    transport: &SshTransport,
+    transport: &T,
     (opts, parallelism): (&PlanOptions, usize),
     deadline: &Deadline,
 ) -> Result<Planned, Failure> {
@@ -82,11 +82,11 @@ pub async fn plan(
 
 /// `apply FILE`: the saved plan `saved` (read from `file`) derived again, within `deadline`;
 /// stale or altered → exit 5.
-pub async fn rederive(
+pub async fn rederive<T: Transport + Clone + 'static>(
     (file, saved): (&Path, &plan::SavedPlan),
     loaded: Loaded,
     ctx: StateCtx,
-    transport: &SshTransport,
+    transport: &T,
     (cli, parallelism): (&PlanOptions, usize),
     deadline: &Deadline,
 ) -> Result<Planned, Failure> {
@@ -117,11 +117,11 @@ impl From<Failure> for SavedPlanFailure {
 /// `apply FILE`: derive the plan again from the spec, the state and a fresh probe, with the
 /// options `SavedPlan::options_for_apply` allows, and return it only when it equals the saved
 /// plan and nothing the plan was made against moved. The file's steps are never run as such.
-async fn rederive_saved(
+async fn rederive_saved<T: Transport + Clone + 'static>(
     saved: &plan::SavedPlan,
     loaded: Loaded,
     state: StateCtx,
-    transport: &SshTransport,
+    transport: &T,
     (cli, parallelism): (&PlanOptions, usize),
 ) -> Result<Planned, SavedPlanFailure> {
     let opts = saved
@@ -155,9 +155,9 @@ pub struct RunOptions {
 
 /// Run an approved plan: the intents of an earlier run settled, what it left on the hosts
 /// cleaned up, an emptied destroy's cluster forgotten, then the steps, each reported to `sink`.
-pub async fn run(
+pub async fn run<T: Transport + Clone + 'static>(
     mut planned: Planned,
-    transport: &SshTransport,
+    transport: &T,
     opts: &RunOptions,
     sink: &mut dyn EventSink,
 ) -> Result<Exit, Failure> {
@@ -226,9 +226,9 @@ fn display_names(
 }
 
 /// The steps of the plan, the state checkpointed after each one.
-async fn execute(
+async fn execute<T: Transport + Clone + 'static>(
     planned: Planned,
-    transport: &SshTransport,
+    transport: &T,
     opts: &RunOptions,
     sink: &mut dyn EventSink,
 ) -> Result<Exit, Failure> {
@@ -249,7 +249,7 @@ async fn execute(
     .map_err(Failure::error)?;
     let remote = Remote {
         transport: Arc::new(transport.clone()),
-        prober: Arc::new(SshProber::new(transport.clone(), &loaded.spec, &ctx.state)),
+        prober: Arc::new(Reprober::new(transport.clone(), &loaded.spec, &ctx.state)),
     };
     let hostnames = reality
         .hosts
@@ -310,53 +310,46 @@ fn interrupt_at(deadline: &Deadline, cancel: &Cancel) -> Option<tokio::task::Joi
     }))
 }
 
-/// Re-probes one host for the executor (after a join, to record its identity), over the
-/// connection the probe opened.
-pub struct SshProber {
-    transport: SshTransport,
+/// Probes one host again for the executor (after a join, to record its identity), over the
+/// connection the plan's probe opened, its host keys checked as the probe checks them.
+pub struct Reprober<T> {
+    transport: T,
     probes: Vec<probe::HostProbe>,
 }
 
-impl SshProber {
-    pub fn new(transport: SshTransport, spec: &Spec, state: &State) -> Self {
+impl<T: Transport + Clone + 'static> Reprober<T> {
+    pub fn new(transport: T, spec: &Spec, state: &State) -> Self {
         let probes = probe::plan_probes(spec, state, &ProbeOptions::default());
-        SshProber { transport, probes }
+        Reprober { transport, probes }
     }
 }
 
-impl crate::apply::Prober for SshProber {
-    async fn probe(
-        &self,
-        host: &crate::hostid::HostId,
-        known_binary: Option<&crate::state::BinaryRecord>,
-    ) -> Result<crate::reality::HostFacts, String> {
-        let p = probe::find_probe(&self.probes, host)
-            .ok_or_else(|| format!("{host} is neither in the spec nor in the state"))?;
-        let placed;
-        let p = match known_binary {
-            Some(k) => {
-                placed = probe::HostProbe {
-                    known_binary: Some(k.clone()),
-                    ..p.clone()
+impl<T: Transport + Clone + 'static> crate::apply::HostProber for Reprober<T> {
+    fn probe<'a>(
+        &'a self,
+        host: &'a HostId,
+        known_binary: Option<&'a crate::state::BinaryRecord>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::reality::Probe> + Send + 'a>>
+    {
+        Box::pin(async move {
+            let Some(p) = probe::find_probe(&self.probes, host) else {
+                return crate::reality::Probe::Unreachable {
+                    error: format!("{host} is neither in the spec nor in the state"),
                 };
-                &placed
-            }
-            None => p,
-        };
-        match probe::probe_host(&self.transport, p).await {
-            crate::reality::Probe::Reached(facts) => Ok(*facts),
-            crate::reality::Probe::Unreachable { error }
-            | crate::reality::Probe::K0sNotAnswering { error } => Err(error),
-            crate::reality::Probe::HostKeyChanged {
-                expected,
-                offered,
-                bastion,
-            } => Err(crate::reality::key_change_text(
-                &expected,
-                &offered,
-                bastion.as_ref(),
-            )),
-        }
+            };
+            let placed;
+            let p = match known_binary {
+                Some(k) => {
+                    placed = probe::HostProbe {
+                        known_binary: Some(k.clone()),
+                        ..p.clone()
+                    };
+                    &placed
+                }
+                None => p,
+            };
+            probe::probe_host(&self.transport, p).await
+        })
     }
 }
 
@@ -369,13 +362,12 @@ impl crate::apply::Prober for SshProber {
 /// probe looked beside); nothing the probe reported is removed by name. Run by `apply` under
 /// the state lock, so no other run of this cluster is writing them now. Returns one line per
 /// settled file, for the user; a host that cannot be settled is reported, never fatal.
-pub async fn settle_leftovers(
+pub async fn settle_leftovers<T: Transport + Clone + 'static>(
     planned: &Planned,
-    transport: &SshTransport,
+    transport: &T,
     interrupted_joins: &[HostId],
     parallelism: usize,
 ) -> Vec<String> {
-    use crate::transport::Transport;
     let spec = &planned.loaded.spec;
     // At most `parallelism` hosts at a time (as the probe).
     let limit = Arc::new(tokio::sync::Semaphore::new(parallelism.max(1)));

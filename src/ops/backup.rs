@@ -8,7 +8,6 @@ use crate::hostid::HostId;
 use crate::k0s::{self, backup as remote};
 use crate::ops::{self, Failure};
 use crate::spec::{HostSpec, Spec};
-use crate::ssh::SshTransport;
 use crate::state::State;
 use crate::transport::{CommandOutput, RemoteCommand, Transport};
 use std::path::{Path, PathBuf};
@@ -29,10 +28,10 @@ const HOOK_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Take a backup into `out_dir`. `progress` gets one line per stage (no secrets).
 /// `refuse_first_contact`: `-trust-new-host-keys=false` (`ops::healthy_controller`).
-pub async fn take(
+pub async fn take<T: Transport + Clone + 'static>(
     spec: &Spec,
     state: &State,
-    transport: &SshTransport,
+    transport: &T,
     (out_dir, refuse_first_contact): (&Path, bool),
     progress: &mut dyn FnMut(String),
 ) -> Result<Saved, Failure> {
@@ -83,8 +82,8 @@ pub async fn take(
 /// `k0s backup` into the private scratch dir `dir`, then the archive streamed into `file`
 /// (up to `remote::MAX_ARCHIVE`), hashed on the way and checked against the host's
 /// `sha256sum`: its size and sha256.
-async fn fetch_archive(
-    transport: &SshTransport,
+async fn fetch_archive<T: Transport + Clone + 'static>(
+    transport: &T,
     host: &HostSpec,
     dir: &str,
     file: &mut crate::private_file::Pending,
@@ -155,8 +154,8 @@ async fn check_archive(file: &crate::private_file::Pending, id: &HostId) -> Resu
 
 /// The host's `hooks.backup.<stage>` lines, one after another as the SSH user; the first that
 /// fails stops the backup.
-async fn run_hooks(
-    transport: &SshTransport,
+async fn run_hooks<T: Transport + Clone + 'static>(
+    transport: &T,
     spec: &crate::spec::Spec,
     host: &HostSpec,
     stage: &str,
@@ -185,8 +184,8 @@ async fn run_hooks(
     Ok(())
 }
 
-async fn run(
-    transport: &SshTransport,
+async fn run<T: Transport + Clone + 'static>(
+    transport: &T,
     id: &HostId,
     cmd: RemoteCommand,
 ) -> Result<CommandOutput, Failure> {

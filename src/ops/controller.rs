@@ -6,8 +6,8 @@ use crate::plan::PlanOptions;
 use crate::probe::{self, ProbeOptions};
 use crate::reality::Reality;
 use crate::spec::Spec;
-use crate::ssh::SshTransport;
 use crate::state::State;
+use crate::transport::Transport;
 
 /// The controller `kubeconfig` and `backup` work through, as k0sctl picks its "leader": the
 /// first controller of the spec (file order, `reset: true` ones left out) that runs k0s and
@@ -16,10 +16,10 @@ use crate::state::State;
 /// checks it) until one qualifies; with `refuse_first_contact` (`-trust-new-host-keys=false`)
 /// a candidate reached by trusting its key or a bastion's on first contact is refused (exit 3)
 /// right after the key exchange, before anything runs on it.
-pub async fn healthy_controller<'a>(
+pub async fn healthy_controller<'a, T: Transport + Clone + 'static>(
     spec: &'a Spec,
     state: &State,
-    transport: &SshTransport,
+    transport: &T,
     purpose: &str,
     refuse_first_contact: bool,
 ) -> Result<(&'a crate::spec::HostSpec, crate::reality::HostFacts), Failure> {

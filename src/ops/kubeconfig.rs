@@ -9,7 +9,6 @@ use crate::k0s::{
 };
 use crate::ops::{self, Failure};
 use crate::spec::Spec;
-use crate::ssh::SshTransport;
 use crate::state::State;
 use crate::transport::Transport;
 
@@ -27,10 +26,10 @@ pub struct Overrides {
 /// from the overrides, else `metadata.name` and `metadata.user`. An answer holding anything
 /// else (an `exec` plugin, a proxy, …) is refused with exit 3, naming the controller. `refuse_first_contact`: `-trust-new-host-keys=false`
 /// (`ops::healthy_controller`).
-pub async fn fetch(
+pub async fn fetch<T: Transport + Clone + 'static>(
     spec: &Spec,
     state: &State,
-    transport: &SshTransport,
+    transport: &T,
     over: &Overrides,
     refuse_first_contact: bool,
 ) -> Result<String, Failure> {
@@ -85,10 +84,10 @@ pub fn write(path: &std::path::Path, kubeconfig: &str) -> Result<(), Failure> {
 /// `apply -kubeconfig-out`: the admin kubeconfig of the cluster as it is now, from the state
 /// in `store` (just written), into `path`. A secret: it goes to the file only, never to the
 /// events or the progress lines.
-pub async fn fetch_into(
+pub async fn fetch_into<T: Transport + Clone + 'static>(
     store: Box<dyn crate::state::StateStore>,
     spec: &Spec,
-    transport: &SshTransport,
+    transport: &T,
     path: &std::path::Path,
     (over, refuse_first_contact): (&Overrides, bool),
 ) -> Result<(), Failure> {

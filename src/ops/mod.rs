@@ -17,7 +17,7 @@ mod refresh;
 mod runtime;
 pub mod state;
 
-pub use apply::{SshProber, settle_leftovers};
+pub use apply::{Reprober, settle_leftovers};
 pub use controller::healthy_controller;
 pub use failure::Failure;
 pub use inputs::{

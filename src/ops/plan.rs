@@ -6,8 +6,8 @@ use crate::hostid::HostId;
 use crate::plan::{self, Desired, Plan, PlanOptions, ResolvedVersion};
 use crate::reality::Reality;
 use crate::spec::{Loaded, Spec};
-use crate::ssh::SshTransport;
 use crate::state::State;
+use crate::transport::Transport;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -47,10 +47,10 @@ pub async fn release_sources(
 }
 
 /// Probe and diff for an already loaded spec and state.
-pub async fn plan_with(
+pub async fn plan_with<T: Transport + Clone + 'static>(
     loaded: Loaded,
     state: StateCtx,
-    transport: &SshTransport,
+    transport: &T,
     (opts, parallelism): (&PlanOptions, usize),
     probe_in: Option<&Path>,
     probe_out: Option<&Path>,
@@ -96,10 +96,10 @@ pub(super) async fn diff_seen(
 
 /// The desired facts (local files hashed), the probed (or read) reality, and where the probe
 /// looked for staging files.
-pub(super) async fn desired_and_reality(
+pub(super) async fn desired_and_reality<T: Transport + Clone + 'static>(
     loaded: &Loaded,
     state: &StateCtx,
-    transport: &SshTransport,
+    transport: &T,
     (opts, parallelism): (&PlanOptions, usize),
     probe_in: Option<&Path>,
     probe_out: Option<&Path>,

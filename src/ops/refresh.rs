@@ -6,8 +6,8 @@ use crate::plan::{Desired, PlanOptions};
 use crate::probe::{self, ProbeOptions};
 use crate::reality::Reality;
 use crate::spec::Spec;
-use crate::ssh::SshTransport;
 use crate::state::State;
+use crate::transport::Transport;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -43,10 +43,10 @@ pub fn staging_destinations(spec: &Spec, desired: &Desired) -> BTreeMap<HostId, 
 /// Probe every host (or read `probe_in`), optionally saving what was seen to `probe_out`.
 /// `staging`: where to look for upload staging files an earlier run left
 /// (`staging_destinations`).
-pub async fn reality(
+pub async fn reality<T: Transport + Clone + 'static>(
     (spec, state): (&Spec, &State),
     (desired, staging): (&Desired, &BTreeMap<HostId, Vec<String>>),
-    transport: &SshTransport,
+    transport: &T,
     (plan_opts, parallelism): (&PlanOptions, usize),
     probe_in: Option<&Path>,
     probe_out: Option<&Path>,
