@@ -4,18 +4,16 @@
 //! `apply` runs the DAG in topological order, checkpointing the state after every step.
 
 pub mod apply;
-pub mod backup;
 pub mod binaries;
 pub mod cli;
 pub mod commands;
 pub mod download;
-pub mod engine;
 pub mod exit;
 pub mod files;
 pub mod hash;
 pub mod hostid;
 pub mod k0s;
-pub mod kubeconfig;
+pub mod ops;
 pub mod plan;
 pub mod private_file;
 pub mod probe;
