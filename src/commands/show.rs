@@ -3,7 +3,8 @@
 use crate::cli::{GlobalArgs, ShowArgs};
 use crate::engine::{self, Failure};
 use crate::exit::Exit;
-use crate::plan::{SavedPlan, render};
+use crate::plan::SavedPlan;
+use crate::ui::render;
 
 pub fn run(global: &GlobalArgs, args: &ShowArgs) -> Exit {
     match show(global, args) {

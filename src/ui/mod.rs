@@ -5,6 +5,7 @@
 mod event;
 mod human;
 mod json;
+pub mod render;
 
 pub use crate::escape::{escape, escape_lines};
 pub use event::{
