@@ -639,8 +639,8 @@ mod tests {
             "the first host's pin is not inherited"
         );
         assert_eq!(gone.recorded_key.as_deref(), Some("ssh-ed25519 AAAA"));
-        assert_eq!(gone.bin, k0s::DEFAULT_BIN);
-        assert_eq!(gone.data_dir, k0s::DEFAULT_DATA_DIR);
+        assert_eq!(gone.bin, crate::spec::DEFAULT_K0S_INSTALL_PATH);
+        assert_eq!(gone.data_dir, crate::spec::DEFAULT_DATA_DIR);
         assert!(!gone.accept_changed);
         assert_eq!(plans[0].bin, "/opt/k0s");
     }

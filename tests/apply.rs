@@ -2774,7 +2774,7 @@ fn worker_restarting_on_v1_35_1_k0s_0_gets_a_decodable_token_file_first() {
         let mut bin = tempfile::NamedTempFile::new().unwrap();
         let data = format!("k0s {to}");
         std::io::Write::write_all(&mut bin, data.as_bytes()).unwrap();
-        o.binaries = vec![k0sform::apply::LocalK0s {
+        o.binaries = vec![k0sform::binaries::LocalK0s {
             path: bin.path().to_path_buf(),
             sha256: k0sform::hash::sha256_hex(data.as_bytes()),
             version: Some(to.parse().unwrap()),
@@ -3241,7 +3241,7 @@ fn worker_to_upgrade() -> (
     let mut binary = tempfile::NamedTempFile::new().unwrap();
     std::io::Write::write_all(&mut binary, b"k0s v1.34.1").unwrap();
     let mut o = opts(2);
-    o.binaries.push(k0sform::apply::LocalK0s {
+    o.binaries.push(k0sform::binaries::LocalK0s {
         path: binary.path().to_path_buf(),
         sha256: k0sform::hash::sha256_hex(b"k0s v1.34.1"),
         version: Some("v1.34.1+k0s.0".parse().unwrap()),

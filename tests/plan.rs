@@ -7,7 +7,7 @@ use k0sform::hostid::HostId;
 use k0sform::k0s::desired;
 use k0sform::plan::{
     self, Action, ClusterAction, Desired, LocalBinary, Plan, PlanOptions, Refusal, RefusalKind,
-    SavedPlan, StepKind, graph, render,
+    SavedPlan, StepKind, graph,
 };
 use k0sform::reality::{
     ClusterView, HostFacts, HostReality, K0sStatus, MemberView, NodeView, Probe, Reality,
@@ -15,6 +15,7 @@ use k0sform::reality::{
 };
 use k0sform::spec::{HostSpec, K0sSpec, K0sVersion, Options, Role, Spec, SshTarget};
 use k0sform::state::{ClusterState, EtcdMemberState, HostState, State};
+use k0sform::ui::render;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

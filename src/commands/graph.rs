@@ -3,7 +3,7 @@
 use crate::cli::{GlobalArgs, GraphArgs};
 use crate::exit::Exit;
 use crate::ops;
-use crate::plan::render;
+use crate::ui::render;
 
 pub fn run(global: &GlobalArgs, args: &GraphArgs) -> Exit {
     if let Some(file) = &args.file {

@@ -3,7 +3,8 @@
 use crate::cli::{GlobalArgs, PlanArgs};
 use crate::exit::Exit;
 use crate::ops::{self, Failure};
-use crate::plan::{PlanOptions, SavedPlan, render};
+use crate::plan::{PlanOptions, SavedPlan};
+use crate::ui::render;
 
 pub fn run(global: &GlobalArgs, args: &PlanArgs) -> Exit {
     ops::with_ssh(|transport| async move { plan(global, args, &transport).await })

@@ -3,7 +3,7 @@
 use crate::cli::{GlobalArgs, ShowArgs};
 use crate::exit::Exit;
 use crate::ops::{self, Failure};
-use crate::plan::render;
+use crate::ui::render;
 
 pub fn run(global: &GlobalArgs, args: &ShowArgs) -> Exit {
     match show(global, args) {

@@ -349,11 +349,7 @@ pub fn staged_config_file(host: &HostSpec) -> String {
 /// The value of the install flag `name` (long name; shorthands resolved) in the host's
 /// `installFlags`, when given with one.
 fn install_flag(host: &HostSpec, name: &str) -> Option<String> {
-    install_flags::parse_words(&host.install_args())
-        .into_iter()
-        .find(|f| f.name == name)
-        .and_then(|f| f.value)
-        .filter(|v| !v.is_empty())
+    install_flags::value_of(&host.install_args(), name)
 }
 
 /// Where the host's join token is written: `--token-file` of its `installFlags`, else

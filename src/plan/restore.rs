@@ -196,7 +196,7 @@ mod tests {
             .find(|s| matches!(s.kind, StepKind::Bootstrap))
             .expect("bootstrap");
         assert!(restore_id.is_some_and(|r| boot_step.after.contains(&r)));
-        let text = crate::plan::render::text(&plan, false);
+        let text = crate::ui::render::text(&plan, false);
         assert!(
             text.contains("restored from k0s_backup_prod.tar.gz"),
             "{text}"

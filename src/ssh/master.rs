@@ -9,11 +9,12 @@
 //! steps the executor lets finish) and dies with k0sform (PR_SET_PDEATHSIG); `openssh::Session`
 //! resumed on its socket runs the commands and checks the master's health.
 
-use super::hostkey::{self, BASTION_ALIAS, BastionTrust, ConnectedHost, PublicKey, TARGET_ALIAS};
-use super::quote::quote;
+use super::hostkey::{self, BASTION_ALIAS, BastionTrust, ConnectedHost, TARGET_ALIAS};
 use super::session::{SshTransport, other};
 use crate::hostid::HostId;
+use crate::quote::quote;
 use crate::spec::SshTarget;
+use crate::ssh_key::PublicKey;
 use crate::transport::TransportError;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
