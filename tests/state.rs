@@ -5,9 +5,8 @@
 //! Child processes are this test binary run again with K0SFORM_STATE_TEST_CHILD set: see
 //! `child_process_entry`.
 
-#[path = "support/child.rs"]
-mod child;
-use child::ChildProc;
+use crate::support::bin;
+use crate::support::child::ChildProc;
 
 use k0sform::hostid::HostId;
 use k0sform::spec::Role;
@@ -18,7 +17,6 @@ use k0sform::state::{
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -221,6 +219,7 @@ fn child_process_entry() {
 /// A writer or lock holder process (this binary's `child_process_entry`) on the state at `path`.
 fn spawn_child(mode: &str, path: &Path) -> ChildProc {
     ChildProc::start(
+        "state::child_process_entry",
         CHILD_ENV,
         mode,
         &[("K0SFORM_STATE_TEST_PATH", path.display().to_string())],
@@ -480,7 +479,7 @@ fn second_process_gets_locked_error_naming_the_holder() {
     assert_eq!(err.exit(), k0sform::exit::Exit::Locked);
 
     // The CLI: exit 4, and the message names pid, host, user, operation, start time and lock ID.
-    let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+    let out = bin::k0sform()
         .args(["-state", path.to_str().unwrap(), "state", "rm", "127.0.0.1"])
         .output()
         .unwrap();
@@ -503,7 +502,7 @@ fn second_process_gets_locked_error_naming_the_holder() {
     );
 
     // force-unlock will not break a live holder's lock.
-    let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+    let out = bin::k0sform()
         .args(["-state", path.to_str().unwrap(), "force-unlock", &id])
         .output()
         .unwrap();
@@ -548,7 +547,7 @@ fn lock_timeout_waits_for_the_holder_to_release() {
         std::thread::sleep(Duration::from_millis(700));
         holder.finish();
     });
-    let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+    let out = bin::k0sform()
         .args([
             "-lock-timeout=10s",
             "-state",
@@ -592,7 +591,7 @@ fn lock_of_a_killed_holder_does_not_block_the_next_run() {
     assert_eq!(mode(&lock_path), 0o600);
 
     // force-unlock explains that there is nothing to break, and clears the record.
-    let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+    let out = bin::k0sform()
         .args(["-state", path.to_str().unwrap(), "force-unlock", &dead_id])
         .output()
         .unwrap();
@@ -616,7 +615,7 @@ fn lock_of_a_killed_holder_does_not_block_the_next_run() {
     g.unlock().unwrap();
 
     // An ID that matches nothing is an error.
-    let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+    let out = bin::k0sform()
         .args(["-state", path.to_str().unwrap(), "force-unlock", &dead_id])
         .output()
         .unwrap();
@@ -903,7 +902,7 @@ fn bad_state_files_are_refused_and_left_byte_for_byte() {
             &["state", "pull"],
             &["state", "rm", "127.0.0.1"],
         ] {
-            let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+            let out = bin::k0sform()
                 .arg("-state")
                 .arg(&path)
                 .args(args)
@@ -1246,16 +1245,7 @@ fn state_never_holds_secrets() {
 // Commands
 
 fn k0sform(args: &[&str], cwd: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    bin::output(bin::k0sform().args(args).current_dir(cwd))
 }
 
 #[test]
@@ -1530,7 +1520,7 @@ fn state_schema_is_up_to_date() {
     assert!(
         current == generated,
         "{} is stale: it no longer matches the State type. Regenerate it with\n    \
-         K0SFORM_UPDATE_SCHEMA=1 cargo test --test state state_schema_is_up_to_date",
+         K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform state::state_schema_is_up_to_date",
         file.display()
     );
     // The checked-in schema describes real files: a written state has every required field.
