@@ -16,3 +16,4 @@ mod ssh;
 mod state;
 #[cfg(feature = "etcd-state")]
 mod state_etcd;
+mod state_store;

@@ -1,8 +1,8 @@
-//! The state in etcd, against a real etcd (Debian's etcd-server) started by each test on its own
-//! loopback address: the local backend's guarantees (serial, lineage, refusal of bad states,
-//! secrets, locking with exit 4 naming the holder, -lock-timeout, force-unlock by ID), plus what
-//! only a remote store has: a lease that frees the lock of a killed holder, fenced writes refused
-//! after the lock was lost, etcd going away and coming back, history, push/pull/migration.
+//! The state in etcd, against a real etcd (Debian's etcd-server, tests/support/etcd.rs) started by
+//! each test on its own loopback address: what only a remote store has (the guarantees every
+//! backend gives are the conformance suite in `state_store.rs`, run against etcd too): force-unlock
+//! by ID, a lease that frees the lock of a killed holder, fenced writes refused after the lock was
+//! lost, etcd going away and coming back, push/pull/migration, URLs and TLS, the commands in a lab.
 //!
 //! Child processes are this test binary run again with K0SFORM_ETCD_TEST_CHILD set: see
 //! `child_process_entry`.
@@ -12,56 +12,14 @@ use crate::support::child::ChildProc;
 use crate::support::e2e;
 use crate::support::etcd::EtcdServer;
 use crate::support::prereq::require_lab;
-
-use k0sform::spec::Role;
-use k0sform::state::{
-    ClusterState, EtcdMemberState, EtcdOptions, EtcdStore, HostState, LocalStore, State,
-    StateError, StateStore, WriteOutcome,
-};
+use crate::support::states::sample_state;
+use k0sform::state::{EtcdOptions, EtcdStore, LocalStore, State, StateError, StateStore};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CHILD_ENV: &str = "K0SFORM_ETCD_TEST_CHILD";
 const HOLD_OPERATION: &str = "test hold";
-
-fn host(address: &str, role: Role, n: u32) -> HostState {
-    HostState {
-        address: address.into(),
-        port: 22,
-        role,
-        node_name: Some(format!("node{n}")),
-        machine_id: format!("{n:02}d12a9b7c0e4f8a1b2c3d4e5f6a7b8c9"),
-        host_key: format!("SHA256:Qx{n}k5c2b0GdqKxH0m1c3cZ3pY8mNqS7a0Uo1p2q3r4"),
-        host_public_key: None,
-        etcd: role.is_controller().then(|| EtcdMemberState {
-            member_id: format!("8e9e05c5216469{n:02x}"),
-            peer_url: format!("https://{address}:2380"),
-        }),
-        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
-        install_flags_sha256: None,
-        config_sha256: None,
-        k0s_binary: None,
-        access: None,
-    }
-}
-
-fn sample_state() -> State {
-    let mut s = State::new();
-    s.cluster = Some(ClusterState {
-        name: "prod".into(),
-        uid: "7c3f2a10-4b9e-4a51-9d2e-3f0c1b2a3d4e".into(),
-        etcd_cluster_id: Some("cdf818194e3a8c32".into()),
-        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
-        config_sha256: None,
-    });
-    s.hosts = vec![
-        host("127.0.0.2", Role::Controller, 2),
-        host("127.0.0.1", Role::Controller, 1),
-        host("127.0.1.1", Role::Worker, 4),
-    ];
-    s
-}
 
 fn opts(timeout: Duration) -> EtcdOptions {
     EtcdOptions {
@@ -165,269 +123,8 @@ fn spawn_child(mode: &str, url: &str, ttl_secs: u64) -> ChildProc {
 // ---------------------------------------------------------------------------------------------
 // The local backend's guarantees
 
-#[test]
-fn load_write_serial_and_history() {
-    require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/a");
-    // Through the trait object, as the commands use it.
-    let mut s: Box<dyn StateStore> = Box::new(store(&url));
-    assert_eq!(s.location(), url);
-    assert_eq!(s.load().unwrap(), None);
-    // Writes need the lock.
-    let err = s.write(&sample_state()).unwrap_err();
-    assert!(matches!(err, StateError::NotLocked { .. }), "{err}");
-    assert_eq!(etcd.get("/k0sform/a/state"), None);
-
-    let g = s.lock("test", Duration::ZERO).unwrap();
-    let mut state = sample_state();
-    assert_eq!(
-        s.write(&state).unwrap(),
-        WriteOutcome::Written { serial: 1 }
-    );
-    // Same content (order is not content): nothing written.
-    state.hosts.reverse();
-    assert_eq!(
-        s.write(&state).unwrap(),
-        WriteOutcome::Unchanged { serial: 1 }
-    );
-    // What is stored is the canonical JSON, as in a local file.
-    let stored = etcd.get("/k0sform/a/state").unwrap();
-    let loaded = load(&url);
-    assert_eq!(loaded.to_canonical_json().unwrap(), stored);
-    assert_eq!(loaded.tool_version, env!("CARGO_PKG_VERSION"));
-    let order: Vec<String> = loaded.hosts.iter().map(|h| h.id().to_string()).collect();
-    assert_eq!(order, ["127.0.0.1", "127.0.0.2", "127.0.1.1"]);
-
-    // Twelve more versions: the last 10 serials are kept, the older ones dropped.
-    for n in 2..=13u32 {
-        state.hosts[0].node_name = Some(format!("v{n}"));
-        assert_eq!(
-            s.write(&state).unwrap(),
-            WriteOutcome::Written {
-                serial: u64::from(n)
-            }
-        );
-    }
-    g.unlock().unwrap();
-    let err = s.write(&state).unwrap_err();
-    assert!(matches!(err, StateError::NotLocked { .. }), "{err}");
-    assert_eq!(load(&url).serial, 13);
-    let v5 = s.load_serial(5).unwrap();
-    assert_eq!(v5.serial, 5);
-    assert!(
-        v5.hosts
-            .iter()
-            .any(|h| h.node_name.as_deref() == Some("v5"))
-    );
-    assert_eq!(s.load_serial(4).unwrap().serial, 4);
-    let err = s.load_serial(3).unwrap_err();
-    assert!(matches!(err, StateError::NoSuchSerial { .. }), "{err}");
-    assert!(
-        err.to_string()
-            .contains("kept serials: 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"),
-        "{err}"
-    );
-    assert_eq!(etcd.keys("/k0sform/a/history/").len(), 10);
-
-    // `state pull -serial N` through the CLI.
-    let (code, out, err) = k0sform(&["-state", &url, "state", "pull", "-serial", "7"]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(out, s.load_serial(7).unwrap().to_canonical_json().unwrap());
-    let (code, _, err) = k0sform(&["-state", &url, "state", "pull", "-serial", "1"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("no version with serial 1"), "{err}");
-
-    // The lock is gone once released: nothing under PREFIX/lock.
-    assert_eq!(etcd.get("/k0sform/a/lock"), None);
-}
-
-#[test]
-fn another_lineage_and_concurrent_writes_are_refused() {
-    require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/b");
-    let theirs = sample_state();
-    create(&url, &theirs);
-    let before = etcd.get("/k0sform/b/state").unwrap();
-
-    // An expected lineage that differs: load fails naming both, and writes are refused.
-    let mut s = store(&url);
-    let mine = State::new();
-    s.expect_lineage(&mine.lineage);
-    let err = s.load().unwrap_err();
-    let msg = err.to_string();
-    assert!(matches!(err, StateError::LineageMismatch { .. }), "{msg}");
-    assert!(
-        msg.contains(&theirs.lineage) && msg.contains(&mine.lineage),
-        "{msg}"
-    );
-    assert!(msg.contains(&url), "{msg}");
-    let g = s.lock("test", Duration::ZERO).unwrap();
-    assert!(s.write(&mine).is_err());
-    drop(g);
-
-    // Another lineage written over it without any expectation: refused too.
-    let mut s = store(&url);
-    let g = s.lock("test", Duration::ZERO).unwrap();
-    let err = s.write(&mine).unwrap_err();
-    assert!(matches!(err, StateError::LineageMismatch { .. }), "{err}");
-    drop(g);
-    assert_eq!(etcd.get("/k0sform/b/state").unwrap(), before);
-
-    // A writer whose read is stale: Conflict, and the other writer's version stays.
-    let mut a = store(&url);
-    let mut sa = a.load().unwrap().unwrap();
-    {
-        let mut b = store(&url);
-        let _g = b.lock("b", Duration::ZERO).unwrap();
-        let mut t = b.load().unwrap().unwrap();
-        t.hosts.pop();
-        assert_eq!(b.write(&t).unwrap().serial(), 2);
-    }
-    let _g = a.lock("a", Duration::ZERO).unwrap();
-    sa.hosts.remove(0);
-    let err = a.write(&sa).unwrap_err();
-    assert!(matches!(err, StateError::Conflict { .. }), "{err}");
-    assert!(err.to_string().contains("serial is now 2, was 1"), "{err}");
-    assert_eq!(load(&url).hosts.len(), 2);
-}
-
-#[test]
-fn bad_states_are_refused_and_left_byte_for_byte() {
-    require_lab!();
-    let etcd = EtcdServer::start();
-    let good = sample_state().to_canonical_json().unwrap();
-    let newer = good.replace(
-        &format!("\"format_version\": {}", k0sform::state::FORMAT_VERSION),
-        &format!("\"format_version\": {}", k0sform::state::FORMAT_VERSION + 1),
-    );
-    assert_ne!(newer, good, "the sample is written in the current format");
-    let cases = [
-        ("truncated", good[..good.len() / 2].to_string(), "truncated"),
-        ("not-json", "hosts: [oops]\n".to_string(), "not JSON"),
-        ("newer", newer, "newer than this k0sform understands"),
-    ];
-    for (name, text, problem) in cases {
-        let prefix = format!("/k0sform/bad-{name}");
-        let url = etcd.url(&prefix);
-        etcd.put(&format!("{prefix}/state"), &text);
-        let mut s = store(&url);
-        let err = s.load().unwrap_err();
-        assert!(err.to_string().contains(problem), "{name}: {err}");
-        assert!(err.to_string().contains(&url), "{name}: {err}");
-        let g = s.lock("test", Duration::ZERO).unwrap();
-        let err = s.write(&State::new()).unwrap_err();
-        assert!(
-            matches!(err, StateError::WriteRefused { .. }),
-            "{name}: {err}"
-        );
-        drop(g);
-        for args in [
-            &["state", "list"][..],
-            &["state", "pull"],
-            &["state", "rm", "127.0.0.1"],
-        ] {
-            let mut full = vec!["-state", &url];
-            full.extend_from_slice(args);
-            let (code, _, err) = k0sform(&full);
-            assert_eq!(code, 1, "{name} {args:?}: {err}");
-            assert!(err.contains(problem), "{name} {args:?}: {err}");
-        }
-        assert_eq!(etcd.get(&format!("{prefix}/state")).unwrap(), text);
-        assert_eq!(etcd.get(&format!("{prefix}/lock")), None, "lock left");
-    }
-}
-
-#[test]
-fn secrets_never_reach_etcd() {
-    require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/secret");
-    let mut s = store(&url);
-    let g = s.lock("test", Duration::ZERO).unwrap();
-    let mut state = sample_state();
-    state.hosts[1].host_public_key = Some("H4sIAAAAAAAA/6RVT2/bOBK951cIuhsg".into());
-    let err = s.write(&state).unwrap_err();
-    assert!(matches!(err, StateError::SecretRefused { .. }), "{err}");
-    drop(g);
-    assert!(etcd.keys("/k0sform/secret/").is_empty());
-}
-
 // ---------------------------------------------------------------------------------------------
 // Locking
-
-#[test]
-fn second_process_gets_exit_4_naming_the_holder_then_waits_with_lock_timeout() {
-    require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/lock");
-    create(&url, &sample_state());
-    let mut holder = spawn_child("hold-lock", &url, 3);
-    let id = holder.wait_for("READY");
-
-    let err = store(&url).lock("apply", Duration::ZERO).unwrap_err();
-    let StateError::Locked {
-        holder: Some(h), ..
-    } = &err
-    else {
-        panic!("expected Locked with holder, got {err:?}");
-    };
-    assert_eq!((h.pid, h.id.as_str()), (holder.pid(), id.as_str()));
-    assert_eq!(h.operation, HOLD_OPERATION);
-    humantime::parse_rfc3339(&h.started_at).unwrap();
-    assert_eq!(err.exit(), k0sform::exit::Exit::Locked);
-
-    // The CLI: exit 4 naming pid, host, user, operation, start time and lock ID.
-    let (code, _, stderr) = k0sform(&["-state", &url, "state", "rm", "127.0.0.1"]);
-    assert_eq!(code, 4, "{stderr}");
-    for part in [
-        format!("pid {}", h.pid),
-        format!("host {}", h.host),
-        format!("user {}", h.user),
-        format!("\"{HOLD_OPERATION}\""),
-        h.started_at.clone(),
-        id.clone(),
-    ] {
-        assert!(stderr.contains(&part), "{part:?} missing from: {stderr}");
-    }
-    assert_eq!(load(&url).hosts.len(), 3);
-
-    // Held longer than the TTL (3 s): the keep-alive holds it, a waiter times out.
-    std::thread::sleep(Duration::from_secs(4));
-    let started = Instant::now();
-    let (code, _, stderr) = k0sform(&[
-        "-lock-timeout=1s",
-        "-state",
-        &url,
-        "state",
-        "rm",
-        "127.0.0.1",
-    ]);
-    assert_eq!(code, 4, "{stderr}");
-    assert!(started.elapsed() >= Duration::from_millis(900));
-
-    // With -lock-timeout the next one runs once the holder lets go (~0.7 s).
-    let releaser = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(700));
-        holder.finish();
-    });
-    let started = Instant::now();
-    let (code, out, stderr) = k0sform(&[
-        "-lock-timeout=20s",
-        "-state",
-        &url,
-        "state",
-        "rm",
-        "127.0.0.1",
-    ]);
-    releaser.join().unwrap();
-    assert_eq!(code, 0, "{stderr}");
-    assert!(out.contains("serial 1 -> 2"), "{out}");
-    assert!(started.elapsed() >= Duration::from_millis(500));
-    assert_eq!(load(&url).hosts.len(), 2);
-    assert_eq!(etcd.get("/k0sform/lock/lock"), None);
-}
 
 #[test]
 fn force_unlock_removes_only_the_lock_with_that_id_and_fences_the_old_holder() {
@@ -542,43 +239,13 @@ fn killed_holder_frees_the_lock_when_its_lease_expires() {
     assert!(waited < Duration::from_secs(15), "{waited:?}");
     let st = load(&url);
     assert_eq!(st.serial, 4);
-    assert_eq!(st.hosts.len(), 2);
+    assert_eq!(st.hosts.len(), 3);
     assert!(
         st.hosts
             .iter()
             .any(|h| h.node_name.as_deref() == Some("renamed-1")),
         "the killed holder's last checkpoint is the base"
     );
-}
-
-#[test]
-fn concurrent_writers_from_two_processes_are_serialized() {
-    require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/race");
-    create(&url, &sample_state());
-    let spawn = |addr: &str| {
-        bin::k0sform()
-            .args(["-lock-timeout=20s", "-state", &url, "state", "rm", addr])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let a = spawn("127.0.0.1");
-    let b = spawn("127.0.0.2");
-    for c in [a, b] {
-        let out = c.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let st = load(&url);
-    assert_eq!(st.serial, 3, "two writes, one after the other");
-    let left: Vec<String> = st.hosts.iter().map(|h| h.id().to_string()).collect();
-    assert_eq!(left, ["127.0.1.1"]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -799,7 +466,7 @@ fn store_works_inside_an_async_runtime() {
         assert_eq!(task.await.unwrap(), 2);
     });
     drop(rt);
-    assert_eq!(load(&url).hosts.len(), 2);
+    assert_eq!(load(&url).hosts.len(), 3);
     assert_eq!(etcd.get("/k0sform/async/lock"), None);
 }
 

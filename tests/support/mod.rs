@@ -1,6 +1,7 @@
 //! Fixtures shared by the test modules: the lab (`lab`, `e2e`), a plain sshd (`sshd`), a real etcd
-//! (`etcd`), child processes of this test binary (`child`), the rule for tests that need a lab,
-//! sshd or etcd (`prereq`, `require_lab!`), and the one way to run the k0sform binary (`bin`).
+//! (`etcd`), child processes of this test binary (`child`), sample states (`states`), the rule
+//! for tests that need a lab, sshd or etcd (`prereq`, `require_lab!`), and the one way to run the
+//! k0sform binary (`bin`).
 
 pub mod bin;
 pub mod child;
@@ -9,3 +10,4 @@ pub mod etcd;
 pub mod lab;
 pub mod prereq;
 pub mod sshd;
+pub mod states;
