@@ -3175,7 +3175,7 @@ fn long_steps_report_that_they_are_still_running() {
     assert_eq!(finished_1.as_deref(), Some("127.0.0.2"));
 }
 
-/// Regenerate with `K0SFORM_UPDATE_SCHEMA=1 cargo test --test apply events_schema_is_fresh`.
+/// Regenerate with `K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform apply::events_schema_is_fresh`.
 #[test]
 fn events_schema_is_fresh() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/events.schema.json");
@@ -3187,7 +3187,7 @@ fn events_schema_is_fresh() {
     assert!(
         checked_in == now,
         "schema/events.schema.json is stale; regenerate with \
-         `K0SFORM_UPDATE_SCHEMA=1 cargo test --test apply events_schema_is_fresh`"
+         `K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform apply::events_schema_is_fresh`"
     );
     // Every line's type is one the schema names, and format_version is required.
     let text = now.clone();
