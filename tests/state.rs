@@ -129,14 +129,17 @@ fn child_process_entry() {
                 .unwrap();
             let lineage = store.load().unwrap().unwrap().lineage;
             // READY after the first write, so the parent's kill lands in the steady write loop.
+            // It says how long that write took, so the parent can aim its kills at writes on
+            // a machine of any speed.
             let mut ready = false;
             loop {
+                let started = Instant::now();
                 let current = store.load().unwrap().unwrap();
                 let mut next = generation_state(&lineage, current.serial + 1);
                 next.serial = current.serial;
                 store.write(&next).unwrap();
                 if !ready {
-                    say("READY".into());
+                    say(format!("READY {}", started.elapsed().as_micros()));
                     ready = true;
                 }
             }
@@ -219,8 +222,11 @@ fn writer_killed_at_random_moments_leaves_old_or_new_state() {
         || (!enough(kills, mid_write_kills, last) && started.elapsed() < Duration::from_secs(120))
     {
         let mut child = spawn_child("write-loop", &path);
-        child.wait_for("READY");
-        std::thread::sleep(Duration::from_micros(rng.below(20_000)));
+        // Kills land within three of the child's write cycles after READY (at least 20 ms):
+        // a fixed 20 ms window missed every write on a machine under a load average of 10.
+        let cycle: u64 = child.wait_for("READY").parse().unwrap_or(0);
+        let window = (3 * cycle).max(20_000);
+        std::thread::sleep(Duration::from_micros(rng.below(window)));
         child.kill();
         kills += 1;
         let temps = temp_files(dir.path());

@@ -8,8 +8,8 @@ use crate::cli::{ApplyArgs, DestroyArgs, GlobalArgs};
 use crate::exit::Exit;
 use crate::ops::{self, Failure, apply::Deadline};
 use crate::plan::PlanOptions;
-use crate::ui::render;
 use crate::ssh::SshTransport;
+use crate::ui::render;
 use crate::ui::{self, ApplyEvent, EventSink, HumanSink, JsonSink};
 use std::io::IsTerminal;
 
