@@ -4,7 +4,7 @@
 //! apply runs it again to get the bytes and to refuse content that changed since planning.
 
 use crate::hash::{sha256_file, sha256_hex};
-use crate::spec::{FileSource, HostSpec};
+use crate::spec::{FileSource, HostSpec, UploadFile};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -65,41 +65,15 @@ pub fn expand(h: &HostSpec) -> Result<Vec<Expanded>, String> {
             Some(p) => Some(octal(p).ok_or_else(|| format!("{what}: bad perm {p}"))?),
             None => None,
         };
-        let url_sha = match &f.source {
-            FileSource::Url { sha256, .. } => sha256.clone(),
-            _ => None,
+        let entry = Entry {
+            f,
+            what: &what,
+            dir_mode,
+            perm,
         };
         let mut add = |remote: String, content: Content, local_mode: Option<u32>| {
-            let bytes_sha = match &content {
-                Content::Local(p) => sha256_file(p)
-                    .map_err(|e| format!("{what}: cannot read {}: {e}", p.display()))?,
-                Content::Inline(d) => sha256_hex(d),
-                Content::Url(_) => url_sha.clone().unwrap_or_default(),
-            };
-            if !remote.starts_with('/') {
-                return Err(format!("{what}: the remote path {remote} is not absolute"));
-            }
-            out.push(Expanded {
-                file: DesiredFile {
-                    name: f.name.clone(),
-                    remote,
-                    source: match &content {
-                        Content::Local(p) => p.display().to_string(),
-                        Content::Inline(_) | Content::Url(_) => String::new(),
-                    },
-                    url: match &content {
-                        Content::Url(u) => Some(u.clone()),
-                        _ => None,
-                    },
-                    sha256: bytes_sha,
-                    mode: perm.or(local_mode).unwrap_or(0o644),
-                    user: f.user.clone(),
-                    group: f.group.clone(),
-                    dir_mode,
-                },
-                content,
-            });
-            Ok(())
+            out.push(entry.expanded(remote, content, local_mode)?);
+            Ok::<(), String>(())
         };
         match &f.source {
             FileSource::File(p) => {
@@ -179,6 +153,60 @@ pub fn expand(h: &HostSpec) -> Result<Vec<Expanded>, String> {
         ));
     }
     Ok(out)
+}
+
+/// One entry of `files:` with its checked modes, for [`expand`].
+struct Entry<'a> {
+    f: &'a UploadFile,
+    what: &'a str,
+    dir_mode: u32,
+    perm: Option<u32>,
+}
+
+impl Entry<'_> {
+    /// The entry's file at `remote` with `content` (a local file's mode is `local_mode`).
+    fn expanded(
+        &self,
+        remote: String,
+        content: Content,
+        local_mode: Option<u32>,
+    ) -> Result<Expanded, String> {
+        let (f, what) = (self.f, self.what);
+        let url_sha = match &f.source {
+            FileSource::Url { sha256, .. } => sha256.clone(),
+            _ => None,
+        };
+        let bytes_sha = match &content {
+            Content::Local(p) => {
+                sha256_file(p).map_err(|e| format!("{what}: cannot read {}: {e}", p.display()))?
+            }
+            Content::Inline(d) => sha256_hex(d),
+            Content::Url(_) => url_sha.unwrap_or_default(),
+        };
+        if !remote.starts_with('/') {
+            return Err(format!("{what}: the remote path {remote} is not absolute"));
+        }
+        Ok(Expanded {
+            file: DesiredFile {
+                name: f.name.clone(),
+                remote,
+                source: match &content {
+                    Content::Local(p) => p.display().to_string(),
+                    Content::Inline(_) | Content::Url(_) => String::new(),
+                },
+                url: match &content {
+                    Content::Url(u) => Some(u.clone()),
+                    _ => None,
+                },
+                sha256: bytes_sha,
+                mode: self.perm.or(local_mode).unwrap_or(0o644),
+                user: f.user.clone(),
+                group: f.group.clone(),
+                dir_mode: self.dir_mode,
+            },
+            content,
+        })
+    }
 }
 
 /// The desired files without their content (what the planner and the probe need).

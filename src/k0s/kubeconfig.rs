@@ -157,6 +157,9 @@ fn forbidden_keys(doc: &Map<String, Value>) -> Vec<String> {
     out
 }
 
+/// What the errors of [`rewrite_admin_kubeconfig`] name.
+const ADMIN_KUBECONFIG: &str = "the admin kubeconfig";
+
 /// k0sctl's `kubeConfig` over an allow-list: take the current context (or the only one), and
 /// build a new kubeconfig of exactly that cluster's CA data with `names.server`, the user's
 /// client certificate and key data, and one context, renamed to `names.cluster` /
@@ -167,8 +170,7 @@ pub fn rewrite_admin_kubeconfig(
     raw: &str,
     names: &KubeconfigNames,
 ) -> Result<String, AdminKubeconfigError> {
-    const WHAT: &str = "the admin kubeconfig";
-    let broken = |m: &str| AdminKubeconfigError::Unreadable(K0sError::parse(WHAT, m));
+    let broken = |m: &str| AdminKubeconfigError::Unreadable(K0sError::parse(ADMIN_KUBECONFIG, m));
     let doc: Value = serde_saphyr::from_str(raw).map_err(|_| broken("not YAML"))?;
     let doc = doc.as_object().ok_or_else(|| broken("not a mapping"))?;
     let mut forbidden = forbidden_keys(doc);
@@ -215,6 +217,18 @@ pub fn rewrite_admin_kubeconfig(
         .ok_or_else(|| broken("the context's cluster is not in the file"))?;
     let user = named("users", "user", user_ref)
         .ok_or_else(|| broken("the context's user is not in the file"))?;
+    Ok(crate::yaml::to_yaml(&admin_kubeconfig(
+        &cluster, &user, names,
+    )?))
+}
+
+/// The new kubeconfig of [`rewrite_admin_kubeconfig`]: the CA data of `cluster`, the client
+/// certificate and key data of `user`, under `names`.
+fn admin_kubeconfig(
+    cluster: &Value,
+    user: &Value,
+    names: &KubeconfigNames,
+) -> Result<Value, AdminKubeconfigError> {
     // Each piece of data: base64 (what kubeconfigs carry), so nothing else rides along.
     let data = |body: &Value, key: &'static str| -> Result<Value, AdminKubeconfigError> {
         use base64::Engine;
@@ -222,7 +236,7 @@ pub fn rewrite_admin_kubeconfig(
         match base64::engine::general_purpose::STANDARD.decode(text) {
             Ok(bytes) if !bytes.is_empty() => Ok(Value::String(text.to_string())),
             _ => Err(AdminKubeconfigError::Unreadable(K0sError::parse(
-                WHAT,
+                ADMIN_KUBECONFIG,
                 format!("its {key} is missing or not base64"),
             ))),
         }
@@ -242,7 +256,7 @@ pub fn rewrite_admin_kubeconfig(
                     object(vec![
                         (
                             "certificate-authority-data",
-                            data(&cluster, "certificate-authority-data")?,
+                            data(cluster, "certificate-authority-data")?,
                         ),
                         ("server", str(&names.server)),
                     ]),
@@ -275,15 +289,15 @@ pub fn rewrite_admin_kubeconfig(
                     object(vec![
                         (
                             "client-certificate-data",
-                            data(&user, "client-certificate-data")?,
+                            data(user, "client-certificate-data")?,
                         ),
-                        ("client-key-data", data(&user, "client-key-data")?),
+                        ("client-key-data", data(user, "client-key-data")?),
                     ]),
                 ),
             ])]),
         ),
     ]);
-    Ok(crate::yaml::to_yaml(&out))
+    Ok(out)
 }
 
 #[cfg(test)]

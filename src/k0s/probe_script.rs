@@ -13,7 +13,7 @@ use super::parse::{
     parse_status, parse_uid, parse_version,
 };
 use super::{EtcdMemberObject, K0sError};
-use crate::reality::{ClusterView, HostFacts, MemberView, ServiceKind, TokenFileState};
+use crate::reality::{ClusterView, HostFacts, K0sStatus, MemberView, ServiceKind, TokenFileState};
 use crate::state::BinaryRecord;
 use crate::transport::{CommandOutput, RemoteCommand};
 use std::collections::BTreeMap;
@@ -482,17 +482,7 @@ fn parse_probe(
     f.k0s_binary_sha256 = text("binary_sha256").and_then(|v| first_word(&v));
     // A line of another shape (another `stat`) is not kept: the binary is then hashed each time.
     f.k0s_binary_stat = text("binary_stat").filter(|v| super::is_binary_stat(v));
-    let units = text("units").unwrap_or_default();
-    f.service = if units
-        .lines()
-        .any(|u| u == "k0scontroller" || u == "k0sserver")
-    {
-        Some(ServiceKind::Controller)
-    } else if units.lines().any(|u| u == "k0sworker") {
-        Some(ServiceKind::Worker)
-    } else {
-        None
-    };
+    f.service = service_kind(&text("units").unwrap_or_default());
     if f.service.is_some() {
         let env = sec("service_env")
             .filter(|x| x.ok())
@@ -515,28 +505,7 @@ fn parse_probe(
         .map(|x| x.out.clone());
 
     if let Some(st) = sec("status") {
-        if st.ok() {
-            match parse_status(&st.out) {
-                Ok(status) => f.status = Some(status),
-                Err(K0sError::NotRunning) => {}
-                Err(e) => return Err(e.into()),
-            }
-        } else {
-            let o = st.as_output();
-            // `timeout` exits 124 (137 after its SIGKILL): k0s's status can block for minutes
-            // (pkg/component/status/status.go waits for kubelet credentials, then has no timeout).
-            if st.rc == 124 || st.rc == 137 {
-                return Err(ProbeError::K0sNotAnswering(STATUS_BOUND_SECS));
-            }
-            // Anything but "not running" (or a binary that cannot run) leaves the state unknown:
-            // guessing "stopped" could make the planner rejoin a healthy controller.
-            if !is_not_running(&o) && classify(&o) != Some(K0sFailure::BinaryMissing) {
-                return Err(ProbeError::Host(format!(
-                    "k0s status failed: {}",
-                    st.error()
-                )));
-            }
-        }
+        f.status = read_status(st)?;
     }
     // `version` is skipped while k0s runs: the running binary's version stands for it (a
     // replaced binary still shows in k0s_binary_sha256).
@@ -558,6 +527,47 @@ fn parse_probe(
     }
     super::facts::check(&f).map_err(ProbeError::Host)?;
     Ok(f)
+}
+
+/// The k0s service installed, from the unit names the script found.
+fn service_kind(units: &str) -> Option<ServiceKind> {
+    if units
+        .lines()
+        .any(|u| u == "k0scontroller" || u == "k0sserver")
+    {
+        Some(ServiceKind::Controller)
+    } else if units.lines().any(|u| u == "k0sworker") {
+        Some(ServiceKind::Worker)
+    } else {
+        None
+    }
+}
+
+/// The `status` section: k0s's status, `None` when k0s is not running, an error when the state
+/// is unknown.
+fn read_status(st: &Section) -> Result<Option<K0sStatus>, ProbeError> {
+    if st.ok() {
+        return match parse_status(&st.out) {
+            Ok(status) => Ok(Some(status)),
+            Err(K0sError::NotRunning) => Ok(None),
+            Err(e) => Err(e.into()),
+        };
+    }
+    let o = st.as_output();
+    // `timeout` exits 124 (137 after its SIGKILL): k0s's status can block for minutes
+    // (pkg/component/status/status.go waits for kubelet credentials, then has no timeout).
+    if st.rc == 124 || st.rc == 137 {
+        return Err(ProbeError::K0sNotAnswering(STATUS_BOUND_SECS));
+    }
+    // Anything but "not running" (or a binary that cannot run) leaves the state unknown:
+    // guessing "stopped" could make the planner rejoin a healthy controller.
+    if !is_not_running(&o) && classify(&o) != Some(K0sFailure::BinaryMissing) {
+        return Err(ProbeError::Host(format!(
+            "k0s status failed: {}",
+            st.error()
+        )));
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

@@ -431,6 +431,71 @@ fn perm_string(p: &Perm, field: &str, sink: &mut Sink) -> Option<String> {
     Some(s)
 }
 
+/// A URL `src` (and its `sha256`).
+fn url_source(f: &RawUploadFile, s: &str, p: &str, sink: &mut Sink) -> Option<FileSource> {
+    // k0sctl (`cluster/uploadfile.go` `IsURL`): any `://`. k0sform downloads http(s)
+    // only, through the same curl/wget line as k0s itself.
+    let scheme = s.split_once("://").map(|(a, _)| a).unwrap_or("");
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        sink.error(
+            &format!("{p}.src"),
+            format!("`{scheme}://` URLs are not downloaded: use http or https, or a local path"),
+        );
+        return None;
+    }
+    let sha256 = set(&f.sha256).map(|h| h.to_ascii_lowercase());
+    if let Some(h) = &sha256
+        && !crate::hash::is_sha256(h)
+    {
+        sink.error(
+            &format!("{p}.sha256"),
+            "expected 64 hex digits (the file's sha256)",
+        );
+        return None;
+    }
+    Some(FileSource::Url {
+        url: s.to_string(),
+        sha256,
+    })
+}
+
+/// A glob `src`, expanded on this machine.
+fn glob_source(
+    s: &str,
+    dst: Option<&str>,
+    p: &str,
+    env: &Env,
+    sink: &mut Sink,
+) -> Option<FileSource> {
+    // k0sctl (`cluster/uploadfile.go` `ResolveRelativeTo`, `glob`): expanded here, on
+    // this machine, relative to the spec's folder; no match is an error, and so is
+    // more than one with a single-file `dst`.
+    let (base, files) = match crate::glob::glob(&env.path(s)) {
+        Ok(m) => m,
+        Err(e) => {
+            sink.error(&format!("{p}.src"), format!("cannot read {e}"));
+            return None;
+        }
+    };
+    if files.is_empty() {
+        sink.error(&format!("{p}.src"), format!("no files match `{s}`"));
+        return None;
+    }
+    if files.len() > 1
+        && let Some(d) = dst
+    {
+        sink.error(
+            &format!("{p}.dst"),
+            format!(
+                "`{s}` matches {} files but `dst` names a single file ({d}); use `dstDir`",
+                files.len()
+            ),
+        );
+        return None;
+    }
+    Some(FileSource::Glob { base, files })
+}
+
 fn resolve_file(f: &RawUploadFile, p: &str, env: &Env, sink: &mut Sink) -> Option<UploadFile> {
     let src = set(&f.src);
     let data = f.data.clone().filter(|d| !d.trim().is_empty());
@@ -464,63 +529,8 @@ fn resolve_file(f: &RawUploadFile, p: &str, env: &Env, sink: &mut Sink) -> Optio
         ok = false;
     }
     let source = match (&src, &data) {
-        (Some(s), _) if s.contains("://") => {
-            // k0sctl (`cluster/uploadfile.go` `IsURL`): any `://`. k0sform downloads http(s)
-            // only, through the same curl/wget line as k0s itself.
-            let scheme = s.split_once("://").map(|(a, _)| a).unwrap_or("");
-            if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
-                sink.error(
-                    &format!("{p}.src"),
-                    format!(
-                        "`{scheme}://` URLs are not downloaded: use http or https, or a local path"
-                    ),
-                );
-                return None;
-            }
-            let sha256 = set(&f.sha256).map(|h| h.to_ascii_lowercase());
-            if let Some(h) = &sha256
-                && !crate::hash::is_sha256(h)
-            {
-                sink.error(
-                    &format!("{p}.sha256"),
-                    "expected 64 hex digits (the file's sha256)",
-                );
-                return None;
-            }
-            FileSource::Url {
-                url: s.clone(),
-                sha256,
-            }
-        }
-        (Some(s), _) if crate::glob::is_glob(s) => {
-            // k0sctl (`cluster/uploadfile.go` `ResolveRelativeTo`, `glob`): expanded here, on
-            // this machine, relative to the spec's folder; no match is an error, and so is
-            // more than one with a single-file `dst`.
-            let (base, files) = match crate::glob::glob(&env.path(s)) {
-                Ok(m) => m,
-                Err(e) => {
-                    sink.error(&format!("{p}.src"), format!("cannot read {e}"));
-                    return None;
-                }
-            };
-            if files.is_empty() {
-                sink.error(&format!("{p}.src"), format!("no files match `{s}`"));
-                return None;
-            }
-            if files.len() > 1
-                && let Some(d) = &dst
-            {
-                sink.error(
-                    &format!("{p}.dst"),
-                    format!(
-                        "`{s}` matches {} files but `dst` names a single file ({d}); use `dstDir`",
-                        files.len()
-                    ),
-                );
-                return None;
-            }
-            FileSource::Glob { base, files }
-        }
+        (Some(s), _) if s.contains("://") => url_source(f, s, p, sink)?,
+        (Some(s), _) if crate::glob::is_glob(s) => glob_source(s, dst.as_deref(), p, env, sink)?,
         (Some(s), _) => {
             let path = env.path(s);
             match std::fs::metadata(&path) {

@@ -158,6 +158,15 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
             ),
         );
     }
+    check_install_flags(h, &p, sink);
+    check_environment(h, &p, sink);
+    check_paths(h, &p, sink);
+    check_files(h, &p, sink);
+    check_binary_source(h, &p, sink);
+}
+
+/// The `installFlags`: each one or more shell words, the first a flag.
+fn check_install_flags(h: &HostSpec, p: &str, sink: &mut Sink) {
     for (i, flag) in h.install_flags.iter().enumerate() {
         let f = format!("{p}.installFlags[{i}]");
         if flag.contains(['\n', '\r', '\0']) {
@@ -178,6 +187,10 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
             }
         }
     }
+}
+
+/// The `environment`: valid names, values without line breaks.
+fn check_environment(h: &HostSpec, p: &str, sink: &mut Sink) {
     for (k, v) in &h.environment {
         let f = format!("{p}.environment.{k}");
         if !valid_env_name(k) {
@@ -193,6 +206,10 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
             );
         }
     }
+}
+
+/// The host's k0s paths and the remote paths its installFlags move.
+fn check_paths(h: &HostSpec, p: &str, sink: &mut Sink) {
     for (field, v) in [
         ("k0sInstallPath", Some(&h.k0s_install_path)),
         ("dataDir", Some(&h.data_dir)),
@@ -217,6 +234,10 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
             sink.error(&format!("{p}.installFlags"), format!("--{flag}: {e}"));
         }
     }
+}
+
+/// The `files:`: remote paths, URLs, owners.
+fn check_files(h: &HostSpec, p: &str, sink: &mut Sink) {
     for (i, file) in h.files.iter().enumerate() {
         let f = format!("{p}.files[{i}]");
         for (field, v) in [("dst", &file.dst), ("dstDir", &file.dst_dir)] {
@@ -238,7 +259,10 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
             }
         }
     }
-    // Binary source: exactly one way to get k0s onto the host.
+}
+
+/// Binary source: exactly one way to get k0s onto the host.
+fn check_binary_source(h: &HostSpec, p: &str, sink: &mut Sink) {
     // useExistingK0s: with no binary to upload, k0sform installs the one on the host and refuses
     // a plan that would need another version (plan::diff, NoK0sBinary).
     if h.use_existing_k0s {

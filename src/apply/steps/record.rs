@@ -8,6 +8,7 @@ use crate::apply::{StateChange, StepContext, StepError};
 use crate::hostid::HostId;
 use crate::k0s::desired;
 use crate::k0s::probe_script::peer_url_host as peer_host;
+use crate::reality::HostFacts;
 use crate::state::{ClusterState, EtcdMemberState, HostAccess, HostState};
 use crate::transport::Transport;
 
@@ -35,54 +36,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
             if !role.is_controller() || facts.runs_kine() {
                 break (facts, None);
             }
-            // The object must have been written by the k0s running there now, when both say
-            // which start that is: one restored from a backup (or left from the host's earlier
-            // life) shows the old member ID until the new k0s rewrites it. k0s rewrites the
-            // labels (the start) before the status (the ID), so after a join in this run the ID
-            // the object showed before the join is not taken either (`replaced_member_ids`).
-            // Not covered: the controller a restore bootstrapped. Its object comes from the
-            // backup, no earlier read of it exists, and the restored member may keep the ID
-            // (etcd's restore makes it from the peer URLs and cluster token alone:
-            // membership/cluster.go `NewClusterFromURLsMap`, `NewMember(.., nil)`), so nothing
-            // here tells a stale ID from a current one between k0s's two writes.
-            let running = facts
-                .status
-                .as_ref()
-                .and_then(|s| s.invocation_id.as_deref());
-            let member = facts.view.as_ref().and_then(|v| {
-                v.members.iter().find(|m| {
-                    addr.as_deref() == Some(peer_host(&m.peer_url))
-                        && m.member_id
-                            .as_deref()
-                            .is_some_and(|id| !self.is_replaced_member_id(host, id))
-                        && (running.is_none()
-                            || m.invocation.is_none()
-                            || m.invocation.as_deref() == running)
-                })
-            });
-            if let Some(m) = member {
-                let etcd = EtcdMemberState {
-                    member_id: m.member_id.clone().unwrap_or_default(),
-                    peer_url: m.peer_url.clone(),
-                };
-                break (facts, Some(etcd));
-            }
-
-            // EtcdMember objects appear a little after a join (and not at all before k0s 1.30).
-            let here = facts.view.as_ref().and_then(|v| {
-                v.members
-                    .iter()
-                    .find(|m| addr.as_deref() == Some(peer_host(&m.peer_url)))
-            });
-            let why = match here.map(|m| m.member_id.as_deref()) {
-                None => "no etcd member at its address".to_string(),
-                Some(None) => "no EtcdMember object with a member ID".to_string(),
-                Some(Some(id)) if self.is_replaced_member_id(host, id) => {
-                    format!("its EtcdMember object still shows member {id} of its earlier life")
-                }
-                Some(Some(_)) => {
-                    "its EtcdMember object was written by an earlier start of k0s".to_string()
-                }
+            let why = match self.current_member(host, &facts, addr.as_deref()) {
+                Ok(etcd) => break (facts, Some(etcd)),
+                Err(why) => why,
             };
             if dl.retry("the etcd member ID", &why).await.is_err() {
                 ctx.progress(format!(
@@ -138,5 +94,63 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 .or_else(|| before.and_then(|b| b.access.clone())),
         })));
         Ok(changes)
+    }
+
+    /// The etcd member of `host` at its peer address `addr` in the probe's view, written by the
+    /// k0s running there now; else why there is none (yet).
+    fn current_member(
+        &self,
+        host: &HostId,
+        facts: &HostFacts,
+        addr: Option<&str>,
+    ) -> Result<EtcdMemberState, String> {
+        // The object must have been written by the k0s running there now, when both say
+        // which start that is: one restored from a backup (or left from the host's earlier
+        // life) shows the old member ID until the new k0s rewrites it. k0s rewrites the
+        // labels (the start) before the status (the ID), so after a join in this run the ID
+        // the object showed before the join is not taken either (`replaced_member_ids`).
+        // Not covered: the controller a restore bootstrapped. Its object comes from the
+        // backup, no earlier read of it exists, and the restored member may keep the ID
+        // (etcd's restore makes it from the peer URLs and cluster token alone:
+        // membership/cluster.go `NewClusterFromURLsMap`, `NewMember(.., nil)`), so nothing
+        // here tells a stale ID from a current one between k0s's two writes.
+        let running = facts
+            .status
+            .as_ref()
+            .and_then(|s| s.invocation_id.as_deref());
+        let member = facts.view.as_ref().and_then(|v| {
+            v.members.iter().find(|m| {
+                addr == Some(peer_host(&m.peer_url))
+                    && m.member_id
+                        .as_deref()
+                        .is_some_and(|id| !self.is_replaced_member_id(host, id))
+                    && (running.is_none()
+                        || m.invocation.is_none()
+                        || m.invocation.as_deref() == running)
+            })
+        });
+        if let Some(m) = member {
+            return Ok(EtcdMemberState {
+                member_id: m.member_id.clone().unwrap_or_default(),
+                peer_url: m.peer_url.clone(),
+            });
+        }
+
+        // EtcdMember objects appear a little after a join (and not at all before k0s 1.30).
+        let here = facts.view.as_ref().and_then(|v| {
+            v.members
+                .iter()
+                .find(|m| addr == Some(peer_host(&m.peer_url)))
+        });
+        Err(match here.map(|m| m.member_id.as_deref()) {
+            None => "no etcd member at its address".to_string(),
+            Some(None) => "no EtcdMember object with a member ID".to_string(),
+            Some(Some(id)) if self.is_replaced_member_id(host, id) => {
+                format!("its EtcdMember object still shows member {id} of its earlier life")
+            }
+            Some(Some(_)) => {
+                "its EtcdMember object was written by an earlier start of k0s".to_string()
+            }
+        })
     }
 }

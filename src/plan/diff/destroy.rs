@@ -215,78 +215,14 @@ impl Planner<'_> {
         let mut sim = QuorumSim::new(&self.cluster.members);
         let can_leave = sim.has_quorum() && last.is_some();
         if !self.cluster.members.is_empty() && !can_leave {
-            let (n, healthy) = sim.counts();
-            let unknown: Vec<String> = self
-                .cluster
-                .members
-                .iter()
-                .filter(|m| m.host.is_none())
-                .map(|m| unknown_member_text(&m.name, m.member_id.as_deref(), &m.peer_url))
-                .collect();
-            self.warnings.push(format!(
-                "etcd has {healthy} healthy of {n} members (quorum {}): no member can leave; the \
-                 controllers are reset without leaving etcd, as k0sctl reset does{}",
-                quorum(n),
-                if unknown.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        " (counted as down: {}, which no host of the spec or the state owns)",
-                        unknown.join(", ")
-                    )
-                }
-            ));
+            self.warn_no_member_can_leave(&sim);
         }
         let via = last.map(|i| self.hosts[i].id.clone());
         let mut prev: Vec<Option<usize>> = workers_done.clone();
 
-        // Members no host of the spec or the state owns leave first, through the controller
-        // reset last: nothing else of k0sform's would remove them, each counts as down (no
-        // probed host vouches for it), and the cluster is being torn down. Removing a down
-        // member never lowers the healthy count and never raises the quorum, so with quorum now
-        // it keeps it and spares the leaves below: left in place, one such member made the last
-        // controller's leave break quorum (3 controllers + 1 of them: 4 members, 3 healthy) and
-        // the destroy was refused. Should the arithmetic ever refuse such a removal, the refusal
-        // names the member and what to do (`unknown_member_refusal`).
         if let (Some(last_idx), Some(via)) = (last.filter(|_| can_leave), &via) {
-            let unknown: Vec<&super::cluster::Member> = self
-                .cluster
-                .members
-                .iter()
-                .filter(|m| m.host.is_none())
-                .collect();
-            for m in unknown {
-                let label = unknown_member_text(&m.name, m.member_id.as_deref(), &m.peer_url);
-                let (n0, _) = sim.counts();
-                sim.remove(
-                    m.member_id.as_deref().unwrap_or_default(),
-                    &m.peer_url,
-                    &format!("etcd member {label}"),
-                )
-                .map_err(|r| unknown_member_refusal(r, &label, &m.peer_url, &self.name_of(via)))?;
-                notes
-                    .entry(via.clone())
-                    .or_default()
-                    .push(quorum_note(n0, &sim));
-                let rm = b.push(
-                    last_idx,
-                    via,
-                    StepKind::RemoveUnknownMember {
-                        name: m.name.clone(),
-                        member_id: m.member_id.clone(),
-                        peer_url: m.peer_url.clone(),
-                        via: via.clone(),
-                    },
-                    prev.clone(),
-                );
-                let w = b.push(
-                    last_idx,
-                    via,
-                    StepKind::WaitHealthy { via: via.clone() },
-                    [Some(rm)],
-                );
-                prev = vec![Some(w)];
-            }
+            prev =
+                self.remove_unknown_members(&mut b, &mut sim, &mut notes, (last_idx, via), prev)?;
         }
         for p in &controllers {
             let h = &self.hosts[p.idx];
@@ -350,6 +286,91 @@ impl Planner<'_> {
         let mut etcd = sim.summary();
         etcd.members_after = 0;
         Ok((b.steps, b.owner, etcd, notes))
+    }
+
+    /// The warning when etcd has no quorum to spare (or no controller to leave through): the
+    /// controllers are reset without leaving etcd.
+    fn warn_no_member_can_leave(&mut self, sim: &QuorumSim) {
+        let (n, healthy) = sim.counts();
+        let unknown: Vec<String> = self
+            .cluster
+            .members
+            .iter()
+            .filter(|m| m.host.is_none())
+            .map(|m| unknown_member_text(&m.name, m.member_id.as_deref(), &m.peer_url))
+            .collect();
+        self.warnings.push(format!(
+            "etcd has {healthy} healthy of {n} members (quorum {}): no member can leave; the \
+             controllers are reset without leaving etcd, as k0sctl reset does{}",
+            quorum(n),
+            if unknown.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (counted as down: {}, which no host of the spec or the state owns)",
+                    unknown.join(", ")
+                )
+            }
+        ));
+    }
+
+    /// Members no host of the spec or the state owns leave first, through the controller
+    /// reset last: nothing else of k0sform's would remove them, each counts as down (no
+    /// probed host vouches for it), and the cluster is being torn down. Removing a down
+    /// member never lowers the healthy count and never raises the quorum, so with quorum now
+    /// it keeps it and spares the leaves below: left in place, one such member made the last
+    /// controller's leave break quorum (3 controllers + 1 of them: 4 members, 3 healthy) and
+    /// the destroy was refused. Should the arithmetic ever refuse such a removal, the refusal
+    /// names the member and what to do (`unknown_member_refusal`).
+    ///
+    /// Returns the steps the controllers' removals wait for.
+    fn remove_unknown_members(
+        &self,
+        b: &mut Builder,
+        sim: &mut QuorumSim,
+        notes: &mut BTreeMap<HostId, Vec<Detail>>,
+        (last_idx, via): (usize, &HostId),
+        mut prev: Vec<Option<usize>>,
+    ) -> Result<Vec<Option<usize>>, Refusal> {
+        let unknown: Vec<&super::cluster::Member> = self
+            .cluster
+            .members
+            .iter()
+            .filter(|m| m.host.is_none())
+            .collect();
+        for m in unknown {
+            let label = unknown_member_text(&m.name, m.member_id.as_deref(), &m.peer_url);
+            let (n0, _) = sim.counts();
+            sim.remove(
+                m.member_id.as_deref().unwrap_or_default(),
+                &m.peer_url,
+                &format!("etcd member {label}"),
+            )
+            .map_err(|r| unknown_member_refusal(r, &label, &m.peer_url, &self.name_of(via)))?;
+            notes
+                .entry(via.clone())
+                .or_default()
+                .push(quorum_note(n0, sim));
+            let rm = b.push(
+                last_idx,
+                via,
+                StepKind::RemoveUnknownMember {
+                    name: m.name.clone(),
+                    member_id: m.member_id.clone(),
+                    peer_url: m.peer_url.clone(),
+                    via: via.clone(),
+                },
+                prev,
+            );
+            let w = b.push(
+                last_idx,
+                via,
+                StepKind::WaitHealthy { via: via.clone() },
+                [Some(rm)],
+            );
+            prev = vec![Some(w)];
+        }
+        Ok(prev)
     }
 
     fn is_ctrl(&self, p: &HostPlan) -> bool {
