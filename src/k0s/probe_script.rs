@@ -47,10 +47,10 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 /// $10 how many of the arguments after it are the spec's files; the arguments after those are the destinations beside which to look for upload
 /// staging files (`staging_destinations`).
 pub(super) const SCRIPT: &str = concat!(
-    super::commands::each_leftover_sh!(),
+    super::cmdline::each_leftover_sh!(),
     super::token_file::token_decodes_sh!(),
     "k0sctl_dropin=",
-    super::commands::k0sctl_env_dropin_name!(),
+    super::cmdline::k0sctl_env_dropin_name!(),
     "\n",
     r#"bin=$1 dd=$2 view=$3 cfg=$4 N=$5 objects=$6 want_cfg=$7 known_bin=$8 status_bound=10
 t() { timeout -k 2 "$@"; }
@@ -298,7 +298,7 @@ pub fn probe(
     let mut command = RemoteCommand::new(argv).timeout(PROBE_TIMEOUT);
     if want_view {
         // The view lists every Node of the cluster.
-        command = command.output_limit(super::commands::NODE_LISTING_LIMIT);
+        command = command.output_limit(super::cmdline::NODE_LISTING_LIMIT);
     }
     ProbeCommand {
         command,
@@ -1120,7 +1120,7 @@ mod tests {
     }
 
     /// The probe reports the destinations that have staging files beside them, and the
-    /// cleanup (`commands::settle_leftovers`, the same search) removes exactly those files:
+    /// cleanup (`cmdline::settle_leftovers`, the same search) removes exactly those files:
     /// a link is removed without following it, a folder is left alone, the `files:` section
     /// before it is unaffected.
     #[test]
@@ -1181,7 +1181,7 @@ mod tests {
         assert_eq!(f.files.len(), 2);
         assert!(f.files[0].sha256.is_some() && f.files[1].sha256.is_none());
 
-        let settle = super::super::commands::settle_leftovers(&p("k0stoken"), None, &dests);
+        let settle = super::super::cmdline::settle_leftovers(&p("k0stoken"), None, &dests);
         let out = run_locally(&settle.argv);
         assert!(out.success(), "{}", out.stderr_str());
         let mut removed: Vec<String> = out.stdout_str().lines().map(String::from).collect();
@@ -1218,7 +1218,7 @@ mod tests {
         assert!(!SCRIPT.contains(".service.d\"/*"), "every drop-in is read");
         for kind in [ServiceKind::Controller, ServiceKind::Worker] {
             assert!(
-                super::super::commands::k0sctl_env_dropin(kind).ends_with(".service.d/env.conf")
+                super::super::cmdline::k0sctl_env_dropin(kind).ends_with(".service.d/env.conf")
             );
         }
     }
@@ -1658,7 +1658,7 @@ esac
         let with = probe("/k0s", "/var/lib/k0s", true, None, None, &[], &[]);
         assert_eq!(
             with.command.output_limit,
-            super::super::commands::NODE_LISTING_LIMIT
+            super::super::cmdline::NODE_LISTING_LIMIT
         );
         let without = probe("/k0s", "/var/lib/k0s", false, None, None, &[], &[]);
         assert_eq!(without.command.output_limit, crate::transport::OUTPUT_LIMIT);
