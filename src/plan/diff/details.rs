@@ -3,7 +3,7 @@
 //! what is recorded in or forgotten by the state.
 
 use super::Planner;
-use super::decision::{Decision, HostPlan};
+use super::host_plan::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::steps::worker_batch_size;
 use crate::hash::{short, short_key};
@@ -296,7 +296,7 @@ impl Planner<'_> {
             } => {
                 if *uninstall
                     && let Some(f) = h.facts()
-                    && !super::decide::leftovers(f)
+                    && !super::table::leftovers(f)
                 {
                     out.push(line(
                         '!',
