@@ -596,7 +596,8 @@ impl Planner<'_> {
 }
 
 /// A host known only to the state is reset (and, on destroy, its binary deleted) with the k0s
-/// paths its record names: refused when one of them cannot be k0s's (`state::paths`).
+/// paths its record names: refused when one of them cannot be k0s's
+/// (`state::access::recorded_path_problems`).
 pub(super) fn recorded_paths_check(h: &HostCtx) -> Result<(), Refusal> {
     let Some(st) = h.state.filter(|_| h.spec.is_none()) else {
         return Ok(());
