@@ -4,12 +4,10 @@
 //! `apply` runs the DAG in topological order, checkpointing the state after every step.
 
 pub mod apply;
-pub mod backup;
 pub mod binaries;
 pub mod cli;
 pub mod commands;
 pub mod download;
-pub mod engine;
 pub mod escape;
 pub mod exit;
 pub mod files;
@@ -18,7 +16,7 @@ pub mod hash;
 pub mod hostid;
 pub mod install_flags;
 pub mod k0s;
-pub mod kubeconfig;
+pub mod ops;
 pub mod plan;
 pub mod private_file;
 pub mod probe;

@@ -2412,7 +2412,7 @@ fn bastion_keys_are_shown_recorded_and_checked() {
 
 // ---------------------------------------------------------------------------------------------
 // Schema freshness: regenerate with
-//   K0SFORM_UPDATE_SCHEMA=1 cargo test --test plan plan_schema_is_fresh
+//   K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform plan::plan_schema_is_fresh
 
 #[test]
 fn plan_schema_is_fresh() {
@@ -2426,7 +2426,7 @@ fn plan_schema_is_fresh() {
     assert!(
         checked_in == now,
         "schema/plan.schema.json is stale; regenerate with \
-         `K0SFORM_UPDATE_SCHEMA=1 cargo test --test plan plan_schema_is_fresh`"
+         `K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform plan::plan_schema_is_fresh`"
     );
     // And every case's JSON has the schema's top-level fields.
     let schema: serde_json::Value = serde_json::from_str(&now).unwrap();

@@ -6,14 +6,12 @@ mod cancel;
 mod changes;
 mod coordinator;
 pub mod event;
-mod prober;
 mod steps;
 mod summary;
 
 pub use cancel::{Cancel, CancelLevel};
 pub use changes::{StateChange, intent_for, needs_intent};
 pub use coordinator::run_plan;
-pub use prober::Prober;
 pub use steps::{HostProber, K0sRunner, Remote};
 pub use summary::{HostNames, change_counts, step_info, step_label, step_words};
 

@@ -2,12 +2,12 @@
 //! local archive; prints `<sha256>  <path>` (the `sha256sum` format) on stdout, progress on stderr.
 
 use crate::cli::{BackupArgs, GlobalArgs};
-use crate::engine::{self, Failure};
 use crate::exit::Exit;
+use crate::ops::{self, Failure};
 use std::path::{Path, PathBuf};
 
 pub fn run(global: &GlobalArgs, args: &BackupArgs) -> Exit {
-    engine::with_ssh(|transport| async move {
+    ops::with_ssh(|transport| async move {
         let (loaded, ctx) = super::load_inputs(global)?;
         // -o FILE (k0sctl's --output, cmd/backup.go): taken into a private folder beside FILE,
         // then renamed onto it, so FILE is the whole archive or untouched.
@@ -22,7 +22,7 @@ pub fn run(global: &GlobalArgs, args: &BackupArgs) -> Exit {
         };
         let mut progress = |line: String| eprintln!("{}", crate::ui::escape_lines(&line));
         let refuse = args.host_keys.refuse_first_contact();
-        let mut saved = crate::backup::take(
+        let mut saved = crate::ops::backup::take(
             &loaded.spec,
             &ctx.state,
             &transport,

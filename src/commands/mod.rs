@@ -7,13 +7,14 @@ mod graph;
 mod init;
 mod kubeconfig;
 mod plan;
+mod prompt;
 mod show;
 mod state;
 mod validate;
 
 use crate::cli::{Cli, Command, GlobalArgs, TargetArgs, VersionArgs};
-use crate::engine::{self, Failure, Planned};
 use crate::exit::Exit;
+use crate::ops::{self, Failure, Planned};
 use crate::plan::PlanOptions;
 use crate::spec;
 use crate::ssh::SshTransport;
@@ -75,7 +76,7 @@ fn version(args: &VersionArgs) -> Exit {
         return Failure::error(
             "-k0sctl: k0sform does not track k0sctl's releases; `k0sform version` prints k0sform's own",
         )
-        .report();
+        .exit();
     }
     if !args.k0s {
         println!("k0sform {}", env!("CARGO_PKG_VERSION"));
@@ -86,7 +87,7 @@ fn version(args: &VersionArgs) -> Exit {
     } else {
         Channel::Stable
     };
-    let looked_up = engine::mirror().and_then(|m| {
+    let looked_up = ops::mirror().and_then(|m| {
         let url = m.version_index_url(channel);
         crate::download::fetch_text(&url, crate::download::TEXT_TIMEOUT)
             .and_then(|t| release::parse_version_index(&t).map_err(|e| format!("{url}: {e}")))
@@ -97,7 +98,7 @@ fn version(args: &VersionArgs) -> Exit {
             println!("{v}");
             Exit::Success
         }
-        Err(f) => f.report(),
+        Err(f) => f.exit(),
     }
 }
 
@@ -121,23 +122,10 @@ fn open_store(global: &GlobalArgs) -> Result<Box<dyn StateStore>, StateError> {
 }
 
 /// The spec `-c` names, then the state in the store the command line names.
-fn load_inputs(global: &GlobalArgs) -> Result<(spec::Loaded, engine::StateCtx), Failure> {
-    let loaded = engine::load_spec(&global.config)?;
-    let state = engine::load_state(open_store(global)?)?;
+fn load_inputs(global: &GlobalArgs) -> Result<(spec::Loaded, ops::StateCtx), Failure> {
+    let loaded = ops::load_spec(&global.config)?;
+    let state = ops::load_state(open_store(global)?)?;
     Ok((loaded, state))
-}
-
-/// Hosts worked on at once (probed, steps run), as k0sctl's `Concurrency`: cmd/flags.go
-/// `initManager` takes `--concurrency` when given (already written over the spec's limit by
-/// `apply`), else `spec.options.concurrency.limit` (default 30); phase/generic_phase.go
-/// `parallelDo`: 0 is no limit, every host (of the spec and the state) at once. k0sform's
-/// `-parallelism`, when given, wins over the spec.
-fn hosts_at_once(flag: Option<usize>, spec: &spec::Spec, state_hosts: usize) -> usize {
-    match flag {
-        Some(n) => n.max(1),
-        None if spec.options.concurrency_limit == 0 => (spec.hosts.len() + state_hosts).max(1),
-        None => spec.options.concurrency_limit,
-    }
 }
 
 fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
@@ -150,7 +138,7 @@ fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
         no_drain: t.no_drain,
         allow_downgrade: t.allow_downgrade,
         restore: match &t.restore_from {
-            Some(p) => Some(engine::restore_archive(p)?),
+            Some(p) => Some(ops::restore_archive(p)?),
             None => None,
         },
         show_secrets: false,
@@ -184,8 +172,8 @@ async fn plan_now(
     probe_out: Option<&Path>,
 ) -> Result<Planned, Failure> {
     let (loaded, state) = load_inputs(global)?;
-    let parallelism = hosts_at_once(t.parallelism, &loaded.spec, state.state.hosts.len());
-    engine::plan_with(
+    let parallelism = ops::hosts_at_once(t.parallelism, &loaded.spec, state.state.hosts.len());
+    ops::plan_with(
         loaded,
         state,
         transport,
@@ -227,37 +215,4 @@ fn init_logging(verbose: u8, log: Option<crate::runlog::Writer>) {
         .with(stderr)
         .with(file)
         .try_init();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec_with(limit: usize, hosts: usize) -> spec::Spec {
-        let mut s = spec::Spec::default();
-        s.options.concurrency_limit = limit;
-        for i in 0..hosts {
-            s.hosts.push(spec::HostSpec::new(
-                spec::Role::Worker,
-                spec::SshTarget::new(format!("127.0.0.{}", i + 1), 22),
-                i,
-            ));
-        }
-        s
-    }
-
-    #[test]
-    fn hosts_at_once_is_the_spec_limit_unless_parallelism_is_given() {
-        // k0sctl's default limit (30) when neither says otherwise.
-        assert_eq!(hosts_at_once(None, &spec::Spec::default(), 0), 30);
-        // `options.concurrency.limit` (or `--concurrency`, written over it).
-        assert_eq!(hosts_at_once(None, &spec_with(2, 5), 0), 2);
-        // 0: no limit, every host of the spec and the state at once.
-        assert_eq!(hosts_at_once(None, &spec_with(0, 5), 3), 8);
-        assert_eq!(hosts_at_once(None, &spec_with(0, 0), 0), 1);
-        // -parallelism wins over the spec; at least one.
-        assert_eq!(hosts_at_once(Some(7), &spec_with(2, 5), 0), 7);
-        assert_eq!(hosts_at_once(Some(4), &spec_with(0, 5), 0), 4);
-        assert_eq!(hosts_at_once(Some(0), &spec_with(2, 5), 0), 1);
-    }
 }

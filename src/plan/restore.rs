@@ -1,7 +1,7 @@
 //! `-restore-from`: when a plan may bootstrap the cluster from a backup archive. Only onto new
 //! hosts: no cluster in the state (an empty state, or one of a new lineage) and no host running
 //! k0s; and only where the restored etcd member can work (k0s restores it at the archive's peer
-//! address). Pure: the archive was read before planning (`engine::restore_archive`).
+//! address). Pure: the archive was read before planning (`ops::restore_archive`).
 
 use super::model::{ClusterAction, Refusal, RefusalKind, RestoreArchive};
 use crate::reality::{Probe, Reality};

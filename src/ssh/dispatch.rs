@@ -1,14 +1,33 @@
-//! `Transport` for `SshTransport`: each call handed to the file that does it (`exec`, `upload`).
+//! `Transport` for `SshTransport`: each call handed to the file that does it (`master`, `exec`,
+//! `upload`).
 
 use super::exec::Input;
+use super::hostkey::{BastionTrust, ConnectedHost};
 use super::session::SshTransport;
 use crate::hostid::HostId;
+use crate::spec::SshTarget;
 use crate::transport::{
     CommandOutput, FileAttrs, RemoteCommand, Streamed, Transport, TransportError,
 };
 use std::path::Path;
 
 impl Transport for SshTransport {
+    async fn connect(
+        &self,
+        host: &HostId,
+        target: &SshTarget,
+        recorded_key: Option<&str>,
+        accept_changed: bool,
+        bastions: &[BastionTrust],
+    ) -> Result<ConnectedHost, TransportError> {
+        self.open(host, target, recorded_key, accept_changed, bastions)
+            .await
+    }
+
+    async fn close(&self, host: &HostId) {
+        self.disconnect(host).await
+    }
+
     /// Staged, sha256-verified upload, skipped when the remote file is already identical
     /// (`upload_file_report`).
     async fn upload_file(

@@ -15,39 +15,8 @@ use std::path::{Path, PathBuf};
 pub const TARGET_ALIAS: &str = "k0sform-host";
 pub const BASTION_ALIAS: &str = "k0sform-bastion";
 
-/// The key a host was accepted with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConnectedHost {
-    /// `SHA256:…`
-    pub fingerprint: String,
-    /// `<type> <base64>`
-    pub public_key: String,
-    /// No key was recorded (or the old one was dropped on request): this run trusted it on first use.
-    pub first_contact: bool,
-    /// The bastion hops the connection went through, in hop order:
-    /// `ssh.bastion` first, then its own bastion.
-    pub bastions: Vec<ConnectedBastion>,
-}
-
-/// How one bastion hop's key is checked: strictly against `recorded_key` (the state's
-/// `<type> <base64>`), unless `accept_changed` (`-replace` names the bastion, or its
-/// `ssh.hostKey` pin names another key) or nothing is recorded: then trusted on first use.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BastionTrust {
-    pub recorded_key: Option<String>,
-    pub accept_changed: bool,
-}
-
-/// The key a bastion hop was accepted with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConnectedBastion {
-    pub id: HostId,
-    /// `SHA256:…`
-    pub fingerprint: String,
-    /// `<type> <base64>`
-    pub public_key: String,
-    pub first_contact: bool,
-}
+// Defined with the transport, which returns them from `connect`.
+pub use crate::transport::{BastionTrust, ConnectedBastion, ConnectedHost};
 
 /// The keys stored for `alias` in a known_hosts file's text, in file order.
 pub fn keys_for(known_hosts: &str, alias: &str) -> Vec<PublicKey> {

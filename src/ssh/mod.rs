@@ -1,6 +1,6 @@
 //! SSH transport (openssh crate): ControlMaster sessions, host-key pinning, sudo, uploads.
 //! Everything ssh-specific lives here; the rest of k0sform talks to hosts through
-//! `crate::transport::Transport` (plus `connect`/`upload_file`/`close_all` on `SshTransport`).
+//! `crate::transport::Transport` (plus `upload_file_report`/`close_all` on `SshTransport`).
 
 mod conn;
 mod dispatch;

@@ -5,7 +5,7 @@ use super::runner::K0sRunner;
 use crate::apply::StepError;
 use crate::hostid::HostId;
 use crate::k0s::{self, desired};
-use crate::reality::HostFacts;
+use crate::reality::{HostFacts, Probe};
 use crate::spec::HostSpec;
 use crate::state::HostState;
 use crate::transport::{CommandOutput, FileAttrs, RemoteCommand, Transport};
@@ -130,18 +130,28 @@ impl<T: Transport + 'static> K0sRunner<T> {
     }
 
     /// Probe `host` again; a binary this run moved into place is hashed only if its stat line
-    /// changed since (`placed_binaries`).
+    /// changed since (`placed_binaries`). A host (or bastion) offering another key than the one
+    /// it was accepted with is refused as unsafe (exit 3): nothing runs on it.
     pub(super) async fn probe(&self, host: &HostId) -> Result<HostFacts, StepError> {
         let placed = self
             .placed_binaries
             .lock()
             .ok()
             .and_then(|p| p.get(host).cloned());
-        self.remote
-            .prober
-            .probe(host, placed.as_ref())
-            .await
-            .map_err(|e| failed(format!("{host}: probe failed: {e}")))
+        match self.remote.prober.probe(host, placed.as_ref()).await {
+            Probe::Reached(facts) => Ok(*facts),
+            Probe::Unreachable { error } | Probe::K0sNotAnswering { error } => {
+                Err(failed(format!("{host}: probe failed: {error}")))
+            }
+            Probe::HostKeyChanged {
+                expected,
+                offered,
+                bastion,
+            } => Err(StepError::Unsafe(format!(
+                "{host}: {}",
+                crate::reality::key_change_text(&expected, &offered, bastion.as_ref())
+            ))),
+        }
     }
 
     /// Upload a local file (at most `uploads` at once, within the host's command limit) and

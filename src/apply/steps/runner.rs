@@ -11,7 +11,7 @@ use crate::apply::{
 use crate::hostid::HostId;
 use crate::k0s;
 use crate::plan::{Step, StepKind};
-use crate::reality::HostFacts;
+use crate::reality::Probe;
 use crate::spec::{HostSpec, Spec};
 use crate::state::{BinaryRecord, HostState, State};
 use crate::transport::Transport;
@@ -22,14 +22,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::Semaphore;
 
-/// Probes one host for its identity (machine-id, host key, k0s status, the cluster as it sees
-/// it). The command layer supplies the real probe (it also knows the SSH host key).
+/// Probes one host again for its identity (machine-id, host key, k0s status, the cluster as
+/// it sees it), over the connection the plan's probe opened, its host key checked again: the
+/// operations layer supplies the real probe over the run's transport (`ops::apply::Reprober`).
+/// `dyn`, so the executor is not generic over it: the future is boxed.
 pub trait HostProber: Send + Sync + 'static {
+    /// `known_binary`: the k0s binary at the host's install path as this run placed it, its
+    /// stat line and sha256; hashed again only if the host's stat line differs. `None`: as
+    /// the state records it.
     fn probe<'a>(
         &'a self,
         host: &'a HostId,
         known_binary: Option<&'a BinaryRecord>,
-    ) -> Pin<Box<dyn Future<Output = Result<HostFacts, String>> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Probe> + Send + 'a>>;
 }
 
 /// Everything the steps reach hosts with.

@@ -4,11 +4,10 @@
 //! them around its backup phase (k0sctl `phase/backup.go`). The archive holds the cluster's CA
 //! keys: it is only ever written as a 0600 file.
 
-use crate::engine::{self, Failure};
 use crate::hostid::HostId;
 use crate::k0s::{self, backup as remote};
+use crate::ops::{self, Failure};
 use crate::spec::{HostSpec, Spec};
-use crate::ssh::SshTransport;
 use crate::state::State;
 use crate::transport::{CommandOutput, RemoteCommand, Transport};
 use std::path::{Path, PathBuf};
@@ -28,11 +27,11 @@ pub struct Saved {
 const HOOK_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Take a backup into `out_dir`. `progress` gets one line per stage (no secrets).
-/// `refuse_first_contact`: `-trust-new-host-keys=false` (`engine::healthy_controller`).
-pub async fn take(
+/// `refuse_first_contact`: `-trust-new-host-keys=false` (`ops::healthy_controller`).
+pub async fn take<T: Transport + Clone + 'static>(
     spec: &Spec,
     state: &State,
-    transport: &SshTransport,
+    transport: &T,
     (out_dir, refuse_first_contact): (&Path, bool),
     progress: &mut dyn FnMut(String),
 ) -> Result<Saved, Failure> {
@@ -43,7 +42,7 @@ pub async fn take(
         )));
     }
     let (host, _) =
-        engine::healthy_controller(spec, state, transport, "back up", refuse_first_contact).await?;
+        ops::healthy_controller(spec, state, transport, "back up", refuse_first_contact).await?;
     let id = host.id();
     let path = out_dir.join(remote::archive_name(
         &spec.name,
@@ -66,7 +65,7 @@ pub async fn take(
     match run(transport, &id, remote::remove_dir(&dir)).await {
         Ok(o) if o.success() => {}
         Ok(o) => tracing::warn!(%id, "cannot remove {dir}: {}", o.error_line()),
-        Err(e) => tracing::warn!(%id, "cannot remove {dir}: {}", e.message),
+        Err(e) => tracing::warn!(%id, "cannot remove {dir}: {}", e.message()),
     }
     let (bytes, sha256) = taken?;
     check_archive(&file, &id).await?;
@@ -83,8 +82,8 @@ pub async fn take(
 /// `k0s backup` into the private scratch dir `dir`, then the archive streamed into `file`
 /// (up to `remote::MAX_ARCHIVE`), hashed on the way and checked against the host's
 /// `sha256sum`: its size and sha256.
-async fn fetch_archive(
-    transport: &SshTransport,
+async fn fetch_archive<T: Transport + Clone + 'static>(
+    transport: &T,
     host: &HostSpec,
     dir: &str,
     file: &mut crate::private_file::Pending,
@@ -155,8 +154,8 @@ async fn check_archive(file: &crate::private_file::Pending, id: &HostId) -> Resu
 
 /// The host's `hooks.backup.<stage>` lines, one after another as the SSH user; the first that
 /// fails stops the backup.
-async fn run_hooks(
-    transport: &SshTransport,
+async fn run_hooks<T: Transport + Clone + 'static>(
+    transport: &T,
     spec: &crate::spec::Spec,
     host: &HostSpec,
     stage: &str,
@@ -174,10 +173,9 @@ async fn run_hooks(
         let shown = spec.shown(&line);
         progress(format!("{id}: hook backup.{stage}: {shown}"));
         let cmd = crate::k0s::cmdline::hook(&line, &shown, HOOK_TIMEOUT);
-        let o = run(transport, &id, cmd).await.map_err(|mut f| {
-            f.message = spec.shown(&f.message);
-            f
-        })?;
+        let o = run(transport, &id, cmd)
+            .await
+            .map_err(|f| f.map_message(|m| spec.shown(m)))?;
         if !o.success() {
             let why = crate::k0s::cmdline::hook_failure(&format!("backup.{stage}"), &shown, &o);
             return Err(Failure::error(spec.shown(&format!("{id}: {why}"))));
@@ -186,8 +184,8 @@ async fn run_hooks(
     Ok(())
 }
 
-async fn run(
-    transport: &SshTransport,
+async fn run<T: Transport + Clone + 'static>(
+    transport: &T,
     id: &HostId,
     cmd: RemoteCommand,
 ) -> Result<CommandOutput, Failure> {
