@@ -3,7 +3,7 @@
 use crate::cli::{GlobalArgs, PlanArgs};
 use crate::exit::Exit;
 use crate::ops::{self, Failure};
-use crate::plan::{PlanOptions, SavedPlan};
+use crate::plan::PlanOptions;
 use crate::ui::render;
 
 pub fn run(global: &GlobalArgs, args: &PlanArgs) -> Exit {
@@ -64,16 +64,7 @@ async fn plan(
         print!("{}", render::text(&planned.plan, color));
     }
     if let Some(out) = &args.out {
-        let saved = SavedPlan::with_options(
-            planned.plan.clone(),
-            &planned.state.sealed_view(),
-            &planned.loaded.sha256,
-            &planned.reality,
-            opts.clone(),
-        );
-        crate::private_file::write(out, saved.to_json().as_bytes()).map_err(|e| {
-            Failure::error(format!("cannot write the plan to {}: {e}", out.display()))
-        })?;
+        ops::save_plan(&planned, &opts, out)?;
         if !args.json {
             println!(
                 "\nSaved the plan to {}. To perform exactly these actions, run:\n  k0sform apply {}",

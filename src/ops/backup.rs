@@ -79,6 +79,75 @@ pub async fn take<T: Transport + Clone + 'static>(
     })
 }
 
+/// Where the archive goes.
+pub enum Destination {
+    /// Into this folder (`-out DIR`), named after the cluster and the UTC time.
+    Folder(PathBuf),
+    /// This file (`-o FILE`, k0sctl's --output, cmd/backup.go): taken into a private folder
+    /// beside it, then renamed onto it, so it is the whole archive or untouched.
+    File(PathBuf),
+}
+
+/// `take` into `to`.
+pub async fn take_to<T: Transport + Clone + 'static>(
+    spec: &Spec,
+    state: &State,
+    transport: &T,
+    (to, refuse_first_contact): (&Destination, bool),
+    progress: &mut dyn FnMut(String),
+) -> Result<Saved, Failure> {
+    let file = match to {
+        Destination::Folder(dir) => {
+            return take(
+                spec,
+                state,
+                transport,
+                (dir, refuse_first_contact),
+                progress,
+            )
+            .await;
+        }
+        Destination::File(file) => file,
+    };
+    let scratch = scratch_beside(file)?;
+    let dir = scratch.path().to_path_buf();
+    let mut saved = take(
+        spec,
+        state,
+        transport,
+        (&dir, refuse_first_contact),
+        progress,
+    )
+    .await?;
+    std::fs::rename(&saved.path, file).map_err(|e| {
+        Failure::error(format!(
+            "cannot write the backup to {}: {e}",
+            file.display()
+        ))
+    })?;
+    saved.path = file.clone();
+    Ok(saved)
+}
+
+/// A private (0700) folder in the folder of `file`, removed when dropped; refused when `file`
+/// is a folder.
+fn scratch_beside(file: &Path) -> Result<tempfile::TempDir, Failure> {
+    if file.is_dir() {
+        return Err(Failure::error(format!(
+            "-o {}: a folder; -o names the archive file (-out DIR picks a folder)",
+            file.display()
+        )));
+    }
+    let parent = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    tempfile::Builder::new()
+        .prefix(".k0sform-backup-")
+        .tempdir_in(parent)
+        .map_err(|e| Failure::error(format!("-o {}: {e}", file.display())))
+}
+
 /// `k0s backup` into the private scratch dir `dir`, then the archive streamed into `file`
 /// (up to `remote::MAX_ARCHIVE`), hashed on the way and checked against the host's
 /// `sha256sum`: its size and sha256.

@@ -10,6 +10,7 @@ pub mod backup;
 mod controller;
 mod destroy;
 mod failure;
+pub mod init;
 mod inputs;
 pub mod kubeconfig;
 mod plan;
@@ -23,7 +24,7 @@ pub use failure::Failure;
 pub use inputs::{
     StateCtx, desired, hosts_at_once, load_spec, load_state, mirror, restore_archive,
 };
-pub use plan::{Planned, plan_with, read_saved, release_sources};
+pub use plan::{Planned, plan_with, read_saved, release_sources, save_plan};
 pub use refresh::{reality, staging_destinations};
 pub use runtime::{runtime, ssh_transport, with_ssh};
 

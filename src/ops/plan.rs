@@ -135,3 +135,17 @@ pub fn read_saved(file: &Path) -> Result<plan::SavedPlan, Failure> {
         )
     })
 }
+
+/// `plan -out FILE`: the plan sealed against what it was made from (the state, the spec's
+/// sha256, what the hosts showed) and the options it was made with, written 0600.
+pub fn save_plan(planned: &Planned, opts: &PlanOptions, out: &Path) -> Result<(), Failure> {
+    let saved = plan::SavedPlan::with_options(
+        planned.plan.clone(),
+        &planned.state.sealed_view(),
+        &planned.loaded.sha256,
+        &planned.reality,
+        opts.clone(),
+    );
+    crate::private_file::write(out, saved.to_json().as_bytes())
+        .map_err(|e| Failure::error(format!("cannot write the plan to {}: {e}", out.display())))
+}
