@@ -9,6 +9,7 @@ mod cli;
 mod e2e;
 mod fuzz;
 mod lab;
+mod module_graph;
 mod plan;
 mod probe;
 mod spec;

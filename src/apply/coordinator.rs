@@ -3,6 +3,7 @@
 //! within the limits, serializes membership changes even when the plan forgot an edge, records
 //! intents on request, applies each finished step's changes and checkpoints after every step.
 
+use super::event::{ApplyEvent, ApplyOutcome, ApplySummary, EventSink, StepInfo};
 use super::{
     ApplyError, ApplyReport, Cancel, CancelLevel, Checkpoint, ExecOptions, HostNames, StateChange,
     StepContext, StepError, StepRunner, WorkerMsg, change_counts, emit, step_info,
@@ -10,7 +11,6 @@ use super::{
 use crate::plan::Plan;
 use crate::plan::graph::check_acyclic;
 use crate::state::{Intent, State};
-use crate::ui::{ApplyEvent, ApplyOutcome, ApplySummary, EventSink, StepInfo};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::mpsc;

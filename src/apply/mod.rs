@@ -5,6 +5,7 @@
 mod cancel;
 mod changes;
 mod coordinator;
+pub mod event;
 mod steps;
 mod summary;
 
@@ -22,8 +23,7 @@ use crate::plan::Step;
 use crate::spec::Spec;
 use crate::state::{Intent, State};
 use crate::transport::Transport;
-use crate::ui::EventSink;
-use crate::ui::{ApplyEvent, ApplySummary, StepInfo};
+use event::{ApplyEvent, ApplySummary, EventSink, StepInfo};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -236,7 +236,7 @@ impl StepContext {
     }
 }
 
-pub(crate) fn emit(sink: &mut dyn crate::ui::EventSink, ev: ApplyEvent) {
+pub(crate) fn emit(sink: &mut dyn EventSink, ev: ApplyEvent) {
     sink.event(&ev);
 }
 

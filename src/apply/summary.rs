@@ -2,9 +2,9 @@
 //! host names, not addresses), intents' names, and the change counts of the final
 //! "Apply complete: …" line.
 
+use super::event::{ChangeCounts, StepInfo};
 use crate::hostid::HostId;
 use crate::plan::{Action, ObjectKind, Plan, Step, StepKind};
-use crate::ui::{ChangeCounts, StepInfo};
 use std::collections::HashMap;
 
 /// Display names of hosts, by id: what the plan calls the hosts it changes, else `known` (the

@@ -1,12 +1,12 @@
 //! Every k0s command line k0sform sends and every parser of k0s output. Nothing else builds k0s commands.
-//! `commands` builds `RemoteCommand`s (argv + timeout), `parse` reads k0s's outputs and error lines,
+//! `cmdline` builds `RemoteCommand`s (argv + timeout), `parse` reads k0s's outputs and error lines,
 //! `probe_script` is the one batched read-only command the probe runs per host, `desired` (the
 //! planner's) computes what a host should have, `redact` keeps k0s.yaml's secrets out of diffs,
 //! `kubeconfig` rewrites the admin kubeconfig as k0sctl does, `backup` reads backup archives,
 //! `release` says where k0s releases are and how a host downloads one.
 
 pub mod backup;
-pub mod commands;
+pub mod cmdline;
 pub mod desired;
 pub mod facts;
 pub mod kubeconfig;
@@ -19,7 +19,7 @@ pub mod token_file;
 
 // `desired` reads installFlags through this path.
 pub use crate::install_flags;
-pub use commands::*;
+pub use cmdline::*;
 pub use parse::*;
 pub use probe_script::{
     GENERATED_MACHINE_ID, ProbeCommand, ProbeError, ProbeReader, STATUS_BOUND_SECS, merge_members,

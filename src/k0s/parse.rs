@@ -153,7 +153,7 @@ pub fn parse_member_list(out: &str) -> Result<BTreeMap<String, String>, K0sError
     ))
 }
 
-/// `date -u +%s` (`commands::start_at_host_time`): the host's clock, seconds since the epoch.
+/// `date -u +%s` (`cmdline::start_at_host_time`): the host's clock, seconds since the epoch.
 pub fn parse_host_time(out: &str) -> Result<i64, K0sError> {
     let t = out.trim();
     t.parse::<i64>()
@@ -167,7 +167,7 @@ pub fn parse_host_time(out: &str) -> Result<i64, K0sError> {
         })
 }
 
-/// `commands::start_at_host_time`: the host's clock from the first stdout line, and k0s
+/// `cmdline::start_at_host_time`: the host's clock from the first stdout line, and k0s
 /// start's own stdout after it.
 pub fn parse_started_at(out: &str) -> Result<(i64, &str), K0sError> {
     let (first, rest) = out.split_once('\n').unwrap_or((out, ""));
@@ -175,11 +175,11 @@ pub fn parse_started_at(out: &str) -> Result<(i64, &str), K0sError> {
 }
 
 /// The stat line `install_service` or `swap_in_binary` printed after moving a staged binary
-/// into place (`commands::MOVED_STAT_PREFIX`): the first stdout line, when it is one. Nothing
+/// into place (`cmdline::MOVED_STAT_PREFIX`): the first stdout line, when it is one. Nothing
 /// moved, or anything else there, is `None`.
 pub fn parse_moved_binary_stat(out: &str) -> Option<String> {
     let first = out.lines().next()?;
-    let stat = first.strip_prefix(super::commands::MOVED_STAT_PREFIX)?;
+    let stat = first.strip_prefix(super::cmdline::MOVED_STAT_PREFIX)?;
     super::is_binary_stat(stat).then(|| stat.to_string())
 }
 

@@ -55,10 +55,10 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 /// The script's text is `probe.sh` (checked by shellcheck in `.ci/run`); the lines here before it
 /// define the shell functions and the one variable it uses from elsewhere.
 pub(super) const SCRIPT: &str = concat!(
-    super::commands::each_leftover_sh!(),
+    super::cmdline::each_leftover_sh!(),
     super::token_file::token_decodes_sh!(),
     "k0sctl_dropin=",
-    super::commands::k0sctl_env_dropin_name!(),
+    super::cmdline::k0sctl_env_dropin_name!(),
     "\n",
     include_str!("probe.sh")
 );
@@ -140,7 +140,7 @@ pub fn probe(
     let mut command = RemoteCommand::new(argv).timeout(PROBE_TIMEOUT);
     if want_view {
         // The view lists every Node of the cluster.
-        command = command.output_limit(super::commands::NODE_LISTING_LIMIT);
+        command = command.output_limit(super::cmdline::NODE_LISTING_LIMIT);
     }
     ProbeCommand {
         command,

@@ -241,12 +241,12 @@ async fn run_hooks<T: Transport + Clone + 'static>(
         // Values from the environment are shown as `${NAME}`, in progress and errors alike.
         let shown = spec.shown(&line);
         progress(format!("{id}: hook backup.{stage}: {shown}"));
-        let cmd = crate::k0s::commands::hook(&line, &shown, HOOK_TIMEOUT);
+        let cmd = crate::k0s::cmdline::hook(&line, &shown, HOOK_TIMEOUT);
         let o = run(transport, &id, cmd)
             .await
             .map_err(|f| f.map_message(|m| spec.shown(m)))?;
         if !o.success() {
-            let why = crate::k0s::commands::hook_failure(&format!("backup.{stage}"), &shown, &o);
+            let why = crate::k0s::cmdline::hook_failure(&format!("backup.{stage}"), &shown, &o);
             return Err(Failure::error(spec.shown(&format!("{id}: {why}"))));
         }
     }

@@ -2,8 +2,9 @@
 //! command), the remote `timeout` with a local one behind it, a lost master told apart from a
 //! failed command, and `sudo -n` refusals turned into a typed error.
 
-use super::master::HostConn;
-use super::session::{SshTransport, other};
+use super::conn::HostConn;
+use super::other;
+use super::session::SshTransport;
 use crate::hostid::HostId;
 use crate::quote;
 use crate::transport::{CommandOutput, OUTPUT_LIMIT, RemoteCommand, Streamed, TransportError};

@@ -2,12 +2,12 @@
 //! k0sform writes, reading ssh's "host key changed" report, and deciding whether the key a host
 //! (or its bastion) was accepted with is the recorded or pinned one.
 
-use super::session::{SshTransport, other};
+use super::other;
 use crate::hostid::HostId;
 use crate::spec::SshTarget;
 use crate::ssh_key::PublicKey;
 use crate::transport::TransportError;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The name every entry in a private known_hosts file is stored under (ssh `HostKeyAlias`):
 /// each host has its own file, so the name only has to be constant, and it keeps the entry
@@ -34,6 +34,20 @@ pub fn keys_for(known_hosts: &str, alias: &str) -> Vec<PublicKey> {
             PublicKey::parse(key).ok()
         })
         .collect()
+}
+
+/// The known_hosts file and ssh log of bastion hop `depth` for the host whose files start
+/// with `base`.
+pub(super) fn bastion_files(base: &Path, depth: usize) -> (PathBuf, PathBuf) {
+    let stem = format!(
+        "{}.b{depth}",
+        base.file_name().and_then(|s| s.to_str()).unwrap_or("h")
+    );
+    let dir = base.parent().unwrap_or(Path::new("/tmp"));
+    (
+        dir.join(format!("{stem}.known_hosts")),
+        dir.join(format!("{stem}.log")),
+    )
 }
 
 /// From ssh's log after a failed connection: the fingerprint the host offered when ssh refused it
@@ -103,7 +117,7 @@ pub(super) fn accepted_bastion_keys(
     while let Some(b) = hop {
         depth += 1;
         let id = HostId::new(b.address.clone(), b.port);
-        let (kh, _) = SshTransport::bastion_files(base, depth);
+        let (kh, _) = bastion_files(base, depth);
         let text = std::fs::read_to_string(&kh).unwrap_or_default();
         let trusted = bastion_trusted(host, &id, trust.get(depth - 1))?;
         let keys = keys_for(&text, BASTION_ALIAS);

@@ -9,8 +9,10 @@
 //! steps the executor lets finish) and dies with k0sform (PR_SET_PDEATHSIG); `openssh::Session`
 //! resumed on its socket runs the commands and checks the master's health.
 
+use super::conn::{HostConn, MAX_SESSIONS, kill_group};
 use super::hostkey::{self, BASTION_ALIAS, BastionTrust, ConnectedHost, TARGET_ALIAS};
-use super::session::{SshTransport, other};
+use super::other;
+use super::session::SshTransport;
 use crate::hostid::HostId;
 use crate::quote::quote;
 use crate::spec::SshTarget;
@@ -42,34 +44,6 @@ const PROTECTED_OPTIONS: &[&str] = &[
     "userknownhostsfile",
     "verifyhostkeydns",
 ];
-
-/// Commands in flight per host, below sshd's default `MaxSessions 10`; more wait their turn.
-const MAX_SESSIONS: usize = 8;
-
-pub(super) struct HostConn {
-    pub(super) host: HostId,
-    pub(super) user: String,
-    pub(super) sudo: bool,
-    pub(super) session: openssh::Session,
-    pub(super) ctl: PathBuf,
-    pub(super) log: PathBuf,
-    pub(super) info: ConnectedHost,
-    pub(super) master: Mutex<Option<tokio::process::Child>>,
-    /// sshd refuses more than `MaxSessions` (default 10) sessions on one connection.
-    pub(super) sessions: tokio::sync::Semaphore,
-}
-
-impl Drop for HostConn {
-    fn drop(&mut self) {
-        // Best effort on paths that skipped `close`: kill the master, drop its socket.
-        if let Ok(mut m) = self.master.lock()
-            && let Some(mut child) = m.take()
-        {
-            kill_group(&mut child);
-        }
-        let _ = std::fs::remove_file(&self.ctl);
-    }
-}
 
 /// The private files of one host's master, beside each other in the control folder.
 struct MasterFiles {
@@ -498,18 +472,6 @@ impl SshTransport {
         Ok(a)
     }
 
-    pub(super) fn bastion_files(base: &Path, depth: usize) -> (PathBuf, PathBuf) {
-        let stem = format!(
-            "{}.b{depth}",
-            base.file_name().and_then(|s| s.to_str()).unwrap_or("h")
-        );
-        let dir = base.parent().unwrap_or(Path::new("/tmp"));
-        (
-            dir.join(format!("{stem}.known_hosts")),
-            dir.join(format!("{stem}.log")),
-        )
-    }
-
     /// `ssh -W '[ADDRESS]:PORT' … bastion` as a ProxyCommand to reach `target` through
     /// `bastion`, carrying our known_hosts, identity and options (ProxyJump would not pass
     /// command-line options to the jump connection).
@@ -520,7 +482,7 @@ impl SshTransport {
         bastion: &SshTarget,
         (base, depth, bastions): (&Path, usize, &[BastionTrust]),
     ) -> Result<String, TransportError> {
-        let (kh, log) = Self::bastion_files(base, depth);
+        let (kh, log) = hostkey::bastion_files(base, depth);
         // The key the state records for the bastion, checked strictly; none: trusted on first
         // use (the plan says so) and checked against its pin after connecting.
         let id = HostId::new(bastion.address.clone(), bastion.port);
@@ -590,24 +552,6 @@ impl SshTransport {
     }
 }
 
-impl HostConn {
-    pub(super) async fn shutdown(&self) {
-        let child = self.master.lock().ok().and_then(|mut m| m.take());
-        if let Some(mut child) = child {
-            // SIGTERM makes the master leave as `ssh -O exit` would, without starting one more
-            // ssh per host; its group includes a bastion's ProxyCommand.
-            signal_group(&child, libc::SIGTERM);
-            let exited = tokio::time::timeout(Duration::from_secs(3), child.wait()).await;
-            if exited.is_err() {
-                kill_group(&mut child);
-                let _ = child.wait().await;
-            }
-        }
-        let _ = std::fs::remove_file(&self.ctl);
-        tracing::debug!(host = %self.host, log = %self.log.display(), "closed");
-    }
-}
-
 /// The first bastion hop whose ssh refused the key it was offered ("REMOTE HOST IDENTIFICATION
 /// HAS CHANGED" in its log), as a `BastionKeyChanged`.
 fn bastion_key_changed(
@@ -620,7 +564,7 @@ fn bastion_key_changed(
     let mut depth = 0;
     while let Some(b) = hop {
         depth += 1;
-        let (_, log) = SshTransport::bastion_files(base, depth);
+        let (_, log) = hostkey::bastion_files(base, depth);
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         if let Some(offered) = hostkey::changed_key_offered(&text) {
             let id = HostId::new(b.address.clone(), b.port);
@@ -656,23 +600,6 @@ fn shield(cmd: &mut tokio::process::Command) {
             Ok(())
         });
     }
-}
-
-/// Signal an ssh master's process group (a bastion ProxyCommand runs in it).
-fn signal_group(child: &tokio::process::Child, signal: libc::c_int) {
-    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        // SAFETY: kill(2) with a negative pid signals the group the master leads (it was started
-        // with process_group(0)); no memory is involved.
-        unsafe {
-            libc::kill(-pid, signal);
-        }
-    }
-}
-
-/// Kill an ssh master and its process group.
-fn kill_group(child: &mut tokio::process::Child) {
-    signal_group(child, libc::SIGKILL);
-    let _ = child.start_kill();
 }
 
 /// `HostKeyAlgorithms` for a recorded key of this type: RSA keys sign with SHA-2 (plain

@@ -2,6 +2,8 @@
 //! Everything ssh-specific lives here; the rest of k0sform talks to hosts through
 //! `crate::transport::Transport` (plus `upload_file_report`/`close_all` on `SshTransport`).
 
+mod conn;
+mod dispatch;
 mod exec;
 pub mod hostkey;
 mod master;
@@ -12,3 +14,14 @@ pub use crate::ssh_key::{PublicKey, fingerprint};
 pub use hostkey::{BastionTrust, ConnectedBastion, ConnectedHost};
 pub use session::{SshOptions, SshTransport};
 pub use upload::Uploaded;
+
+use crate::hostid::HostId;
+use crate::transport::TransportError;
+
+/// A `TransportError::Other` for `host`.
+fn other(host: &HostId, message: impl Into<String>) -> TransportError {
+    TransportError::Other {
+        host: host.clone(),
+        message: message.into(),
+    }
+}

@@ -2,13 +2,11 @@
 //! against a private known_hosts file built from the state, every command a session opened over
 //! the master's control socket (openssh's native mux client: no ssh process per command).
 
-use super::exec::Input;
+use super::conn::HostConn;
 use super::hostkey::ConnectedHost;
-use super::master::HostConn;
+use super::other;
 use crate::hostid::HostId;
-use crate::transport::{
-    CommandOutput, FileAttrs, RemoteCommand, Streamed, Transport, TransportError,
-};
+use crate::transport::TransportError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
@@ -50,13 +48,6 @@ pub(super) struct Inner {
     pub(super) next_slot: AtomicUsize,
     pub(super) opts: SshOptions,
     pub(super) dir: tempfile::TempDir,
-}
-
-pub(super) fn other(host: &HostId, message: impl Into<String>) -> TransportError {
-    TransportError::Other {
-        host: host.clone(),
-        message: message.into(),
-    }
 }
 
 impl SshTransport {
@@ -104,90 +95,6 @@ impl SshTransport {
         {
             hosts.remove(host);
         }
-    }
-}
-
-impl Transport for SshTransport {
-    async fn connect(
-        &self,
-        host: &HostId,
-        target: &crate::spec::SshTarget,
-        recorded_key: Option<&str>,
-        accept_changed: bool,
-        bastions: &[super::hostkey::BastionTrust],
-    ) -> Result<ConnectedHost, TransportError> {
-        self.open(host, target, recorded_key, accept_changed, bastions)
-            .await
-    }
-
-    async fn close(&self, host: &HostId) {
-        self.disconnect(host).await
-    }
-
-    /// Staged, sha256-verified upload, skipped when the remote file is already identical
-    /// (`upload_file_report`).
-    async fn upload_file(
-        &self,
-        host: &HostId,
-        local: &Path,
-        remote: &str,
-        attrs: &FileAttrs,
-    ) -> Result<String, TransportError> {
-        Ok(self
-            .upload_file_report(host, local, remote, attrs)
-            .await?
-            .sha256)
-    }
-
-    /// Staged, sha256-verified upload without asking first whether the host has the bytes.
-    async fn upload_new_file(
-        &self,
-        host: &HostId,
-        local: &Path,
-        remote: &str,
-        attrs: &FileAttrs,
-    ) -> Result<String, TransportError> {
-        Ok(self.upload(host, local, remote, attrs, false).await?.sha256)
-    }
-
-    async fn run(
-        &self,
-        host: &HostId,
-        cmd: RemoteCommand,
-    ) -> Result<CommandOutput, TransportError> {
-        let input = cmd.stdin.clone();
-        match &input {
-            Some(b) => self.run_with(host, &cmd, Input::Bytes(b)).await,
-            None => self.run_with(host, &cmd, Input::None).await,
-        }
-    }
-
-    async fn run_into(
-        &self,
-        host: &HostId,
-        cmd: RemoteCommand,
-        out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
-    ) -> Result<Streamed, TransportError> {
-        self.run_into_writer(host, &cmd, out).await
-    }
-
-    async fn run_lines(
-        &self,
-        host: &HostId,
-        cmd: RemoteCommand,
-        lines: tokio::sync::mpsc::Sender<String>,
-    ) -> Result<Option<i32>, TransportError> {
-        self.run_streaming(host, &cmd, lines).await
-    }
-
-    async fn write_file(
-        &self,
-        host: &HostId,
-        path: &str,
-        data: Vec<u8>,
-        attrs: &FileAttrs,
-    ) -> Result<(), TransportError> {
-        self.write_file_atomic(host, path, data, attrs).await
     }
 }
 

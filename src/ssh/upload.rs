@@ -3,7 +3,8 @@
 //! renamed out into place; skipped when the remote file is already identical.
 
 use super::exec::Input;
-use super::session::{SshTransport, other};
+use super::other;
+use super::session::SshTransport;
 use crate::hostid::HostId;
 use crate::transport::{FileAttrs, RemoteCommand, TransportError};
 use std::path::Path;

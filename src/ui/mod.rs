@@ -1,58 +1,22 @@
-//! Event sinks for `apply`: the executor never prints, it reports typed `ApplyEvent`s to an
-//! `EventSink` (ripgrep's Sink model). Two renderers: human lines (+ a progress bar on a TTY) and
-//! JSON lines (`-json`). Colour only on a TTY, never when `NO_COLOR` is set.
+//! What people and programs see: the renderers of the executor's events (`apply::event`: the
+//! executor never prints, it reports typed `ApplyEvent`s to an `EventSink`, ripgrep's Sink
+//! model), human lines (+ a progress bar on a TTY) and JSON lines (`-json`), and of plans
+//! (`render`). Colour only on a TTY, never when `NO_COLOR` is set.
 
-mod event;
 mod human;
 mod json;
 pub mod render;
 
 pub use crate::escape::{escape, escape_lines};
-pub use event::{
+// The events and sinks are the executor's; named here too, where their renderers are.
+pub use crate::apply::event::{
     ApplyEvent, ApplyOutcome, ApplySummary, ChangeCounts, EVENTS_FORMAT_VERSION, EventLine,
-    StepInfo, events_json_schema, format_elapsed, format_whole_secs,
+    EventSink, StepInfo, Tee, VecSink, events_json_schema, format_elapsed, format_whole_secs,
 };
 pub use human::HumanSink;
 pub use json::JsonSink;
 
 use std::io::IsTerminal;
-
-/// Receives the executor's events in the order they happen. Rendering must not fail the apply:
-/// a sink that cannot write drops the line (the state file, not the terminal, is the record).
-pub trait EventSink: Send {
-    fn event(&mut self, event: &ApplyEvent);
-}
-
-/// Collects events in memory (tests, and callers that post-process the run).
-#[derive(Debug, Default)]
-pub struct VecSink {
-    pub events: Vec<ApplyEvent>,
-}
-
-impl EventSink for VecSink {
-    fn event(&mut self, event: &ApplyEvent) {
-        self.events.push(event.clone());
-    }
-}
-
-/// Sends every event to several sinks (e.g. JSON lines to stdout and a log file).
-pub struct Tee<'a> {
-    sinks: Vec<&'a mut dyn EventSink>,
-}
-
-impl<'a> Tee<'a> {
-    pub fn new(sinks: Vec<&'a mut dyn EventSink>) -> Self {
-        Tee { sinks }
-    }
-}
-
-impl EventSink for Tee<'_> {
-    fn event(&mut self, event: &ApplyEvent) {
-        for s in &mut self.sinks {
-            s.event(event);
-        }
-    }
-}
 
 /// Colour decision for a stream: only on a terminal, and never when `NO_COLOR` is set to a
 /// non-empty value (https://no-color.org).

@@ -3,7 +3,7 @@
 //! Ready, and the `WaitHealthy` step.
 
 use super::deadline::Deadline;
-use super::node_watch::WATCHED_POLL;
+use super::node_watch::{WATCHED_POLL, WatchGuard};
 use super::remote::failed;
 use super::runner::K0sRunner;
 use crate::apply::{StateChange, StepContext, StepError};
@@ -15,9 +15,7 @@ use crate::state::HostState;
 use crate::transport::Transport;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
-
-pub(super) type NodePoll = (Instant, Result<Arc<Vec<k0s::NodeReady>>, String>);
+use std::time::{Duration, Instant};
 
 impl<T: Transport + 'static> K0sRunner<T> {
     /// The host (spec or state) that carries etcd peer address `addr`.
@@ -296,6 +294,14 @@ impl<T: Transport + 'static> K0sRunner<T> {
         since: Option<i64>,
     ) -> Result<(), StepError> {
         self.wait_node(ctx, via, node, since, true).await
+    }
+
+    /// Join the Node watch on controller `via`, starting it if none runs. `limit` bounds it on
+    /// the host (the longest the caller will wait).
+    fn watch_nodes(&self, via: &HostId, limit: Duration) -> Option<WatchGuard<'_>> {
+        let p = self.paths(via);
+        let cmd = k0s::watch_nodes(&p.bin, &p.data_dir, limit);
+        self.node_watches.join(&self.remote.transport, via, cmd)
     }
 
     /// Wait until Node `node` is registered, Ready or not (`ready: false`, for

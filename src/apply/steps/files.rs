@@ -114,7 +114,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .ok_or_else(|| failed(format!("{host}: {} has no URL in the plan", want.remote)))?;
         // Beside the destination, named as a staged k0s binary is (`DEST.k0sform-new`, its
         // download `….part`), so a killed run's leftover is found and cleaned up like those
-        // (`k0s::commands` leftovers).
+        // (`k0s::cmdline` leftovers).
         let staged = crate::k0s::staged_binary_path(&want.remote);
         let cmd = crate::k0s::release::download_on_host(
             url,

@@ -9,7 +9,7 @@ use super::remote::failed;
 use super::runner::K0sRunner;
 use crate::apply::{StateChange, StepContext, StepError};
 use crate::hostid::HostId;
-use crate::k0s::commands;
+use crate::k0s::cmdline;
 use crate::transport::Transport;
 
 impl<T: Transport + 'static> K0sRunner<T> {
@@ -50,13 +50,13 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 }
             };
             ctx.progress(format!("hook {action}.{stage}: {shown}"));
-            let cmd = commands::hook(line, shown, self.opts.wait_timeout);
+            let cmd = cmdline::hook(line, shown, self.opts.wait_timeout);
             let out = self
                 .exec(host, cmd)
                 .await
                 .map_err(|e| failed(hide(e.to_string())))?;
             if !out.success() {
-                let why = commands::hook_failure(&format!("{action}.{stage}"), shown, &out);
+                let why = cmdline::hook_failure(&format!("{action}.{stage}"), shown, &out);
                 return Err(failed(hide(format!("{host}: {why}"))));
             }
         }

@@ -11,6 +11,7 @@ mod files;
 mod hooks;
 mod install;
 mod join;
+mod join_token;
 mod moved;
 mod node_watch;
 mod record;
@@ -22,5 +23,4 @@ mod service;
 mod tokens;
 mod upgrade;
 
-pub use remote::{HostProber, Remote};
-pub use runner::K0sRunner;
+pub use runner::{HostProber, K0sRunner, Remote};

@@ -5,10 +5,9 @@
 //! polls slow down to a safety net (`WATCHED_POLL`); if it cannot start or ends, they poll at the
 //! usual interval. It stops when the last step waiting through that controller is done.
 
-use super::runner::K0sRunner;
 use crate::hostid::HostId;
 use crate::k0s;
-use crate::transport::Transport;
+use crate::transport::{RemoteCommand, Transport};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,7 +33,9 @@ pub(super) struct NodeWatch {
     task: tokio::task::JoinHandle<()>,
 }
 
-pub(super) type NodeWatches = Mutex<HashMap<HostId, NodeWatch>>;
+/// The Node watches running on controllers, by controller.
+#[derive(Default)]
+pub(super) struct NodeWatches(Mutex<HashMap<HostId, NodeWatch>>);
 
 /// A step's use of a controller's watch; dropping it leaves, and the last one out stops it.
 pub(super) struct WatchGuard<'a> {
@@ -71,7 +72,7 @@ impl WatchGuard<'_> {
 
 impl Drop for WatchGuard<'_> {
     fn drop(&mut self) {
-        let Ok(mut all) = self.watches.lock() else {
+        let Ok(mut all) = self.watches.0.lock() else {
             return;
         };
         if let Some(w) = all.get_mut(&self.via) {
@@ -85,15 +86,20 @@ impl Drop for WatchGuard<'_> {
     }
 }
 
-impl<T: Transport + 'static> K0sRunner<T> {
-    /// Join the Node watch on controller `via`, starting it if none runs. `limit` bounds it on
-    /// the host (the longest the caller will wait).
-    pub(super) fn watch_nodes(&self, via: &HostId, limit: Duration) -> Option<WatchGuard<'_>> {
-        let mut all = self.node_watches.lock().ok()?;
+impl NodeWatches {
+    /// Join the Node watch on controller `via`, starting it with `cmd` (`k0s::watch_nodes`)
+    /// through `transport` if none runs.
+    pub(super) fn join<T: Transport + 'static>(
+        &self,
+        transport: &Arc<T>,
+        via: &HostId,
+        cmd: RemoteCommand,
+    ) -> Option<WatchGuard<'_>> {
+        let mut all = self.0.lock().ok()?;
         if let Some(w) = all.get_mut(via) {
             w.users += 1;
             return Some(WatchGuard {
-                watches: &self.node_watches,
+                watches: self,
                 via: via.clone(),
                 events: w.events.subscribe(),
                 alive: w.alive.clone(),
@@ -101,9 +107,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         }
         let (events, rx) = broadcast::channel(256);
         let alive = Arc::new(AtomicBool::new(true));
-        let p = self.paths(via);
-        let cmd = k0s::watch_nodes(&p.bin, &p.data_dir, limit);
-        let transport = self.remote.transport.clone();
+        let transport = transport.clone();
         let host = via.clone();
         let (tx, task_events, task_alive) = (events.clone(), events.clone(), alive.clone());
         let task = tokio::spawn(async move {
@@ -130,7 +134,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             },
         );
         Some(WatchGuard {
-            watches: &self.node_watches,
+            watches: self,
             via: via.clone(),
             events: rx,
             alive,

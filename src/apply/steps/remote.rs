@@ -1,6 +1,5 @@
-//! How steps reach hosts: the transport and prober (`Remote`), at most `per_host_limit` commands
-//! per host, the k0s paths of a host, and the exec/write/probe/upload calls every step family
-//! shares.
+//! How steps reach hosts: the k0s paths of a host, and the exec/write/probe/upload calls every
+//! step family shares, through the runner's `Remote` and within its per-host limits.
 
 use super::runner::K0sRunner;
 use crate::apply::StepError;
@@ -8,68 +7,8 @@ use crate::hostid::HostId;
 use crate::k0s::{self, desired};
 use crate::reality::{HostFacts, Probe};
 use crate::spec::HostSpec;
-use crate::state::{BinaryRecord, HostState};
+use crate::state::HostState;
 use crate::transport::{CommandOutput, FileAttrs, RemoteCommand, Transport};
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use tokio::sync::Semaphore;
-
-/// Probes one host again for its identity (machine-id, host key, k0s status, the cluster as
-/// it sees it), over the connection the plan's probe opened, its host key checked again: the
-/// operations layer supplies the real probe over the run's transport (`ops::apply::Reprober`).
-/// `dyn`, so the executor is not generic over it: the future is boxed.
-pub trait HostProber: Send + Sync + 'static {
-    /// `known_binary`: the k0s binary at the host's install path as this run placed it, its
-    /// stat line and sha256; hashed again only if the host's stat line differs. `None`: as
-    /// the state records it.
-    fn probe<'a>(
-        &'a self,
-        host: &'a HostId,
-        known_binary: Option<&'a BinaryRecord>,
-    ) -> Pin<Box<dyn Future<Output = Probe> + Send + 'a>>;
-}
-
-/// Everything the steps reach hosts with.
-pub struct Remote<T> {
-    pub transport: Arc<T>,
-    pub prober: Arc<dyn HostProber>,
-}
-
-impl<T> Clone for Remote<T> {
-    fn clone(&self) -> Self {
-        Remote {
-            transport: self.transport.clone(),
-            prober: self.prober.clone(),
-        }
-    }
-}
-
-/// At most `limit` commands at once per host, however many steps talk to it.
-pub(super) struct HostLimits {
-    limit: usize,
-    sems: Mutex<HashMap<HostId, Arc<Semaphore>>>,
-}
-
-impl HostLimits {
-    pub(super) fn new(limit: usize) -> Self {
-        HostLimits {
-            limit,
-            sems: Mutex::new(HashMap::new()),
-        }
-    }
-
-    async fn permit(&self, host: &HostId) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let sem = {
-            let mut m = self.sems.lock().ok()?;
-            m.entry(host.clone())
-                .or_insert_with(|| Arc::new(Semaphore::new(self.limit.max(1))))
-                .clone()
-        };
-        sem.acquire_owned().await.ok()
-    }
-}
 
 pub(super) struct Paths {
     pub(super) bin: String,

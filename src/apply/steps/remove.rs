@@ -256,7 +256,8 @@ impl<T: Transport + 'static> K0sRunner<T> {
         gate: impl AsyncFnOnce() -> Result<(), StepError>,
     ) -> Result<Vec<StateChange>, StepError> {
         // A host known only to the state is reset with its recorded paths (`paths`): the plan
-        // refused implausible ones (`state::paths`); checked again before anything runs.
+        // refused implausible ones (`state::access::recorded_path_problems`); checked again
+        // before anything runs.
         if self.spec_host(host).is_none()
             && let Some(st) = self.known_host(host)
         {

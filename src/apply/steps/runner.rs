@@ -1,22 +1,84 @@
 //! `K0sRunner`: the `StepRunner` that runs a plan's steps on the hosts. It holds what every step
 //! shares during a run (remote access, per-host limits, the state as it began, tokens and polls in
-//! flight) and hands each step to its family's file by kind.
+//! flight) and hands each step to its family's file by kind. The step files add methods to it;
+//! it imports none of them but the types of what it holds (`join_token`, `node_watch`).
 
-use super::cluster::NodePoll;
-use super::remote::{HostLimits, Remote};
-use super::tokens::SharedToken;
+use super::join_token::SharedToken;
+use super::node_watch::NodeWatches;
 use crate::apply::{
     ExecOptions, StateChange, StepContext, StepError, StepRunner, intent_for, needs_intent,
 };
 use crate::hostid::HostId;
 use crate::k0s;
 use crate::plan::{Step, StepKind};
+use crate::reality::Probe;
 use crate::spec::{HostSpec, Spec};
-use crate::state::{HostState, State};
+use crate::state::{BinaryRecord, HostState, State};
 use crate::transport::Transport;
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tokio::sync::Semaphore;
+
+/// Probes one host again for its identity (machine-id, host key, k0s status, the cluster as
+/// it sees it), over the connection the plan's probe opened, its host key checked again: the
+/// operations layer supplies the real probe over the run's transport (`ops::apply::Reprober`).
+/// `dyn`, so the executor is not generic over it: the future is boxed.
+pub trait HostProber: Send + Sync + 'static {
+    /// `known_binary`: the k0s binary at the host's install path as this run placed it, its
+    /// stat line and sha256; hashed again only if the host's stat line differs. `None`: as
+    /// the state records it.
+    fn probe<'a>(
+        &'a self,
+        host: &'a HostId,
+        known_binary: Option<&'a BinaryRecord>,
+    ) -> Pin<Box<dyn Future<Output = Probe> + Send + 'a>>;
+}
+
+/// Everything the steps reach hosts with.
+pub struct Remote<T> {
+    pub transport: Arc<T>,
+    pub prober: Arc<dyn HostProber>,
+}
+
+impl<T> Clone for Remote<T> {
+    fn clone(&self) -> Self {
+        Remote {
+            transport: self.transport.clone(),
+            prober: self.prober.clone(),
+        }
+    }
+}
+
+/// At most `limit` commands at once per host, however many steps talk to it.
+pub(super) struct HostLimits {
+    limit: usize,
+    sems: Mutex<HashMap<HostId, Arc<Semaphore>>>,
+}
+
+impl HostLimits {
+    pub(super) fn new(limit: usize) -> Self {
+        HostLimits {
+            limit,
+            sems: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(super) async fn permit(&self, host: &HostId) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let sem = {
+            let mut m = self.sems.lock().ok()?;
+            m.entry(host.clone())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.limit.max(1))))
+                .clone()
+        };
+        sem.acquire_owned().await.ok()
+    }
+}
+
+/// The last `kubectl get nodes` asked through a controller: when, and its answer.
+pub(super) type NodePoll = (Instant, Result<Arc<Vec<k0s::NodeReady>>, String>);
 
 /// Runs plan steps against real (or fake) hosts.
 pub struct K0sRunner<T> {
@@ -58,7 +120,7 @@ pub struct K0sRunner<T> {
     /// The last `kubectl get nodes` per controller and when it was asked (see `nodes_via`).
     pub(super) node_polls: Mutex<HashMap<HostId, Arc<tokio::sync::Mutex<Option<NodePoll>>>>>,
     /// Node watches running on controllers while steps wait for Nodes (`watch_nodes`).
-    pub(super) node_watches: super::node_watch::NodeWatches,
+    pub(super) node_watches: NodeWatches,
     /// When k0s was last (re)started on a host in this run, by that host's clock (seconds):
     /// a Node counts as back only when its kubelet posted Ready after that (`NodeReady`).
     pub(super) restarts: Mutex<HashMap<HostId, i64>>,
@@ -101,7 +163,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             staged_binaries: Mutex::new(HashMap::new()),
             placed_binaries: Mutex::new(HashMap::new()),
             node_polls: Mutex::new(HashMap::new()),
-            node_watches: Mutex::new(HashMap::new()),
+            node_watches: NodeWatches::default(),
             restarts: Mutex::new(HashMap::new()),
             versions: Mutex::new(HashMap::new()),
             worker_tokens: tokio::sync::Mutex::new(HashMap::new()),

@@ -2,6 +2,7 @@
 //! the worker joins running at the same time for a worker (`SharedToken`), and are invalidated
 //! when the last step using one is done.
 
+use super::join_token::{JoinToken, SharedToken};
 use super::remote::failed;
 use super::runner::K0sRunner;
 use crate::apply::{StepContext, StepError};
@@ -13,25 +14,6 @@ use std::time::Duration;
 
 /// Join tokens live 30 minutes at most, even if invalidation fails.
 const TOKEN_EXPIRY: Duration = Duration::from_secs(30 * 60);
-
-/// A join token. Deliberately neither `Display` nor a readable `Debug`: it goes to the joining
-/// host as a 0600 file and nowhere else.
-pub(super) struct JoinToken(pub(super) String);
-
-impl std::fmt::Debug for JoinToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("JoinToken(<redacted>)")
-    }
-}
-
-/// A worker join token shared by the worker joins running at the same time through one
-/// controller, as k0sctl shares one token among the workers it installs: the first join creates
-/// it, the last one to finish invalidates it. Controller tokens are never shared.
-pub(super) struct SharedToken {
-    token: Arc<JoinToken>,
-    id: String,
-    users: usize,
-}
 
 impl<T: Transport + 'static> K0sRunner<T> {
     /// A join token from controller `via` and its ID: a fresh one for a controller, the one the
@@ -127,16 +109,5 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 "could not invalidate join token {id} on {via} ({e}); it expires within 30 minutes"
             )),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn token_debug_is_redacted() {
-        let t = JoinToken("H4sIAAAA-secret".into());
-        assert_eq!(format!("{t:?}"), "JoinToken(<redacted>)");
     }
 }

@@ -196,7 +196,7 @@ fn run_locally(argv: &[String]) -> CommandOutput {
 }
 
 /// The probe reports the destinations that have staging files beside them, and the
-/// cleanup (`commands::settle_leftovers`, the same search) removes exactly those files:
+/// cleanup (`cmdline::settle_leftovers`, the same search) removes exactly those files:
 /// a link is removed without following it, a folder is left alone, the `files:` section
 /// before it is unaffected.
 #[test]
@@ -257,7 +257,7 @@ fn probe_reports_the_staging_files_the_cleanup_removes() {
     assert_eq!(f.files.len(), 2);
     assert!(f.files[0].sha256.is_some() && f.files[1].sha256.is_none());
 
-    let settle = super::super::commands::settle_leftovers(&p("k0stoken"), None, &dests);
+    let settle = super::super::cmdline::settle_leftovers(&p("k0stoken"), None, &dests);
     let out = run_locally(&settle.argv);
     assert!(out.success(), "{}", out.stderr_str());
     let mut removed: Vec<String> = out.stdout_str().lines().map(String::from).collect();
@@ -293,7 +293,7 @@ fn the_probe_reads_the_dropin_install_removes_and_no_other() {
     assert!(SCRIPT.contains(r#""/etc/systemd/system/$u.service.d/$k0sctl_dropin""#));
     assert!(!SCRIPT.contains(".service.d\"/*"), "every drop-in is read");
     for kind in [ServiceKind::Controller, ServiceKind::Worker] {
-        assert!(super::super::commands::k0sctl_env_dropin(kind).ends_with(".service.d/env.conf"));
+        assert!(super::super::cmdline::k0sctl_env_dropin(kind).ends_with(".service.d/env.conf"));
     }
 }
 
@@ -730,7 +730,7 @@ fn the_view_has_room_for_every_node() {
     let with = probe("/k0s", "/var/lib/k0s", true, None, None, &[], &[]);
     assert_eq!(
         with.command.output_limit,
-        super::super::commands::NODE_LISTING_LIMIT
+        super::super::cmdline::NODE_LISTING_LIMIT
     );
     let without = probe("/k0s", "/var/lib/k0s", false, None, None, &[], &[]);
     assert_eq!(without.command.output_limit, crate::transport::OUTPUT_LIMIT);

@@ -15,11 +15,11 @@
 //! plan (exit 1) unless `-exclude` names it: then it is dropped from the state, not reset, and
 //! the plan says so.
 
-use super::decide::{host_key_refusal, leftovers, not_answering_refusal, unreachable_refusal};
-use super::decision::{Decision, HostPlan};
+use super::host_plan::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::quorum::{QuorumSim, quorum};
 use super::steps::{Builder, StepOwners};
+use super::table::{host_key_refusal, leftovers, not_answering_refusal, unreachable_refusal};
 use super::{PlanBody, PlanKind, Planner, merge_refusals, reason};
 use crate::hostid::HostId;
 use crate::plan::model::*;
@@ -132,7 +132,7 @@ impl Planner<'_> {
                 )],
             )));
         }
-        super::decide::recorded_paths_check(h)?;
+        super::table::recorded_paths_check(h)?;
         let f = match h.probe {
             None | Some(Probe::Unreachable { .. }) => return Err(unreachable_refusal(h)),
             Some(Probe::K0sNotAnswering { error }) => return Err(not_answering_refusal(h, error)),

@@ -3,7 +3,7 @@
 //! what is recorded in or forgotten by the state.
 
 use super::Planner;
-use super::decision::{Decision, HostPlan};
+use super::host_plan::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::steps::worker_batch_size;
 use crate::hash::{short, short_key};
@@ -296,7 +296,7 @@ impl Planner<'_> {
             } => {
                 if *uninstall
                     && let Some(f) = h.facts()
-                    && !super::decide::leftovers(f)
+                    && !super::table::leftovers(f)
                 {
                     out.push(line(
                         '!',
@@ -491,8 +491,8 @@ fn file_text(f: &crate::files::DesiredFile) -> String {
 }
 
 /// The k0s paths a host known only to the state is reset with: the ones its record names (the
-/// state is data others can write: `state::paths` refused implausible ones), else k0s's
-/// defaults.
+/// state is data others can write: `state::access::recorded_path_problems` refused
+/// implausible ones), else k0s's defaults.
 fn recorded_paths_text(st: Option<&crate::state::HostState>) -> String {
     let (bin, data_dir, kubelet) = crate::state::HostState::k0s_paths(st);
     // k0s's own default: `<dataDir>/kubelet` (k0s pkg/config/cfgvars.go, NewCfgVars).

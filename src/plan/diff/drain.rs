@@ -6,7 +6,7 @@
 //! Which Node a restart drains, with which taint, and the `Drain`/`Uncordon` steps around it.
 
 use super::Planner;
-use super::decision::{Decision, HostPlan};
+use super::host_plan::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::steps::Builder;
 use crate::hostid::HostId;

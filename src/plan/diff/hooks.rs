@@ -2,7 +2,7 @@
 //! `apply` hooks go around the steps of its plan, and the step list rebuilt with them in place.
 
 use super::Planner;
-use super::decision::HostPlan;
+use super::host_plan::HostPlan;
 use super::steps::StepOwners;
 use crate::hostid::HostId;
 use crate::plan::model::{HooksNotRun, Step, StepKind};

@@ -3,18 +3,18 @@
 //! Pure: no I/O, no clock; hosts are visited in sorted order so the same inputs give the same plan.
 
 mod cluster;
-mod decide;
-mod decision;
 mod destroy;
 mod details;
 mod drain;
 mod hooks;
+mod host_plan;
 mod hosts;
 mod quorum;
 mod refresh;
 mod removal;
 mod running;
 mod steps;
+mod table;
 mod target;
 mod uploads;
 mod via;
@@ -27,7 +27,7 @@ use crate::reality::Reality;
 use crate::spec::Spec;
 use crate::state::State;
 use cluster::{ClusterCtx, identify_cluster};
-use decision::HostPlan;
+use host_plan::HostPlan;
 use hosts::{HostCtx, collect_hosts};
 
 /// Plan the changes that bring `reality` to `spec`, using what `state` recorded.

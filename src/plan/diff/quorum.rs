@@ -4,7 +4,7 @@
 
 use super::Planner;
 use super::cluster::{Member, same_member_id};
-use super::decision::HostPlan;
+use super::host_plan::HostPlan;
 use super::hosts::peer_key;
 use crate::plan::model::{QuorumSummary, Refusal, RefusalKind};
 

@@ -3,7 +3,7 @@
 //! host if it is still the recorded machine, and forget it in the state.
 
 use super::Planner;
-use super::decision::{Decision, HostPlan};
+use super::host_plan::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::steps::Chain;
 use crate::plan::model::{ObjectKind, Refusal, RefusalKind, StepKind};

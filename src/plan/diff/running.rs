@@ -1,7 +1,7 @@
 //! A host that runs in the cluster as recorded: upgraded when its k0s version or binary differs
 //! from the spec's, reconfigured when its k0s.yaml or install flags differ, else left alone.
 
-use super::decision::{Decision, HostPlan};
+use super::host_plan::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::{Planner, reason};
 use crate::hash::short;

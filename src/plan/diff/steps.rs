@@ -3,7 +3,7 @@
 //! after every controller, in batches.
 
 use super::Planner;
-use super::decision::{Decision, HostPlan, MemberRef};
+use super::host_plan::{Decision, HostPlan, MemberRef};
 use super::quorum::QuorumSim;
 use super::via::ViaPicker;
 use crate::hash::sha256_hex;

@@ -2,7 +2,7 @@
 //! cannot do without; everything else it leaves out is said in a warning.
 
 use super::Planner;
-use super::decision::{Decision, HostPlan};
+use super::host_plan::{Decision, HostPlan};
 use crate::plan::model::Refusal;
 
 impl Planner<'_> {

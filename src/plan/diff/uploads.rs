@@ -2,7 +2,7 @@
 //! (refused up front when there is none), and the spec's `files:` that are missing or differ on
 //! the host.
 
-use super::decision::{Decision, HostPlan};
+use super::host_plan::{Decision, HostPlan};
 use super::{Planner, reason};
 use crate::hostid::HostId;
 use crate::plan::model::{ReasonCode, Refusal, RefusalKind, Step, StepKind};

@@ -3,7 +3,7 @@
 //! plan already took out of the cluster.
 
 use super::Planner;
-use super::decision::{Decision, HostPlan};
+use super::host_plan::{Decision, HostPlan};
 use crate::hostid::HostId;
 use crate::plan::model::{Refusal, RefusalKind};
 use std::collections::BTreeSet;

@@ -1,6 +1,7 @@
 //! The executor's typed events: what a renderer may show about a run. They never carry secrets
 //! (join tokens stay inside the step that uses them). `-json` writes each as one `EventLine`
-//! (schema/events.schema.json, versioned by `EVENTS_FORMAT_VERSION`).
+//! (schema/events.schema.json, versioned by `EVENTS_FORMAT_VERSION`). The executor sends them
+//! to an `EventSink`; `ui` holds the renderers.
 
 use crate::hostid::HostId;
 use crate::plan::Plan;
@@ -203,6 +204,43 @@ pub fn format_whole_secs(d: Duration) -> String {
         format!("{s}s")
     } else {
         format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+/// Receives the executor's events in the order they happen. Rendering must not fail the apply:
+/// a sink that cannot write drops the line (the state file, not the terminal, is the record).
+pub trait EventSink: Send {
+    fn event(&mut self, event: &ApplyEvent);
+}
+
+/// Collects events in memory (tests, and callers that post-process the run).
+#[derive(Debug, Default)]
+pub struct VecSink {
+    pub events: Vec<ApplyEvent>,
+}
+
+impl EventSink for VecSink {
+    fn event(&mut self, event: &ApplyEvent) {
+        self.events.push(event.clone());
+    }
+}
+
+/// Sends every event to several sinks (e.g. JSON lines to stdout and a log file).
+pub struct Tee<'a> {
+    sinks: Vec<&'a mut dyn EventSink>,
+}
+
+impl<'a> Tee<'a> {
+    pub fn new(sinks: Vec<&'a mut dyn EventSink>) -> Self {
+        Tee { sinks }
+    }
+}
+
+impl EventSink for Tee<'_> {
+    fn event(&mut self, event: &ApplyEvent) {
+        for s in &mut self.sinks {
+            s.event(event);
+        }
     }
 }
 

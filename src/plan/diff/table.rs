@@ -1,9 +1,9 @@
-//! The per-host rows of the decision table: a host leaving, an unreachable one, a new one, a
-//! rebuilt one, one that left the cluster. A host running in the cluster as recorded is
-//! compared in `running`.
+//! The per-host rows of the decision table (each ends in a `host_plan::Decision`): a host
+//! leaving, an unreachable one, a new one, a rebuilt one, one that left the cluster. A host
+//! running in the cluster as recorded is compared in `running`.
 
 use super::cluster::same_member_id;
-use super::decision::{Decision, HostPlan, MemberRef};
+use super::host_plan::{Decision, HostPlan, MemberRef};
 use super::hosts::{HostCtx, peer_key};
 use super::{Planner, reason};
 use crate::hash::{short, short_key};
@@ -596,7 +596,8 @@ impl Planner<'_> {
 }
 
 /// A host known only to the state is reset (and, on destroy, its binary deleted) with the k0s
-/// paths its record names: refused when one of them cannot be k0s's (`state::paths`).
+/// paths its record names: refused when one of them cannot be k0s's
+/// (`state::access::recorded_path_problems`).
 pub(super) fn recorded_paths_check(h: &HostCtx) -> Result<(), Refusal> {
     let Some(st) = h.state.filter(|_| h.spec.is_none()) else {
         return Ok(());

@@ -1,6 +1,7 @@
-//! What the planner decided for one host: the `Decision` (one row of the decision table, with
-//! the member to remove and the machine to reset), and the host plan that carries it with its
-//! reasons, config diff and files to the step builder.
+//! What the planner decided for one host (the rules that decide are in `table` and `running`):
+//! the `Decision` (one row of the decision table, with the member to remove and the machine to
+//! reset), and the host plan that carries it with its reasons, config diff and files to the
+//! step builder.
 
 use crate::plan::model::{Action, Reason};
 

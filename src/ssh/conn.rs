@@ -1,0 +1,72 @@
+//! One host's connection: its ssh master (a child process leading its own process group), the
+//! openssh session resumed on the master's socket, and the key the host was accepted with.
+//! Started by `master`, used by `exec`, held by `session`'s table.
+
+use super::hostkey::ConnectedHost;
+use crate::hostid::HostId;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Commands in flight per host, below sshd's default `MaxSessions 10`; more wait their turn.
+pub(super) const MAX_SESSIONS: usize = 8;
+
+pub(super) struct HostConn {
+    pub(super) host: HostId,
+    pub(super) user: String,
+    pub(super) sudo: bool,
+    pub(super) session: openssh::Session,
+    pub(super) ctl: PathBuf,
+    pub(super) log: PathBuf,
+    pub(super) info: ConnectedHost,
+    pub(super) master: Mutex<Option<tokio::process::Child>>,
+    /// sshd refuses more than `MaxSessions` (default 10) sessions on one connection.
+    pub(super) sessions: tokio::sync::Semaphore,
+}
+
+impl Drop for HostConn {
+    fn drop(&mut self) {
+        // Best effort on paths that skipped `close`: kill the master, drop its socket.
+        if let Ok(mut m) = self.master.lock()
+            && let Some(mut child) = m.take()
+        {
+            kill_group(&mut child);
+        }
+        let _ = std::fs::remove_file(&self.ctl);
+    }
+}
+
+impl HostConn {
+    pub(super) async fn shutdown(&self) {
+        let child = self.master.lock().ok().and_then(|mut m| m.take());
+        if let Some(mut child) = child {
+            // SIGTERM makes the master leave as `ssh -O exit` would, without starting one more
+            // ssh per host; its group includes a bastion's ProxyCommand.
+            signal_group(&child, libc::SIGTERM);
+            let exited = tokio::time::timeout(Duration::from_secs(3), child.wait()).await;
+            if exited.is_err() {
+                kill_group(&mut child);
+                let _ = child.wait().await;
+            }
+        }
+        let _ = std::fs::remove_file(&self.ctl);
+        tracing::debug!(host = %self.host, log = %self.log.display(), "closed");
+    }
+}
+
+/// Signal an ssh master's process group (a bastion ProxyCommand runs in it).
+pub(super) fn signal_group(child: &tokio::process::Child, signal: libc::c_int) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        // SAFETY: kill(2) with a negative pid signals the group the master leads (it was started
+        // with process_group(0)); no memory is involved.
+        unsafe {
+            libc::kill(-pid, signal);
+        }
+    }
+}
+
+/// Kill an ssh master and its process group.
+pub(super) fn kill_group(child: &mut tokio::process::Child) {
+    signal_group(child, libc::SIGKILL);
+    let _ = child.start_kill();
+}
