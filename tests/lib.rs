@@ -12,6 +12,7 @@ mod lab;
 mod module_graph;
 mod plan;
 mod probe;
+mod source_size;
 mod spec;
 mod ssh;
 mod state;
