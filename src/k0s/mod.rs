@@ -9,6 +9,7 @@ pub mod backup;
 pub mod commands;
 pub mod desired;
 pub mod facts;
+pub mod host_env;
 pub mod install_flags;
 pub mod kubeconfig;
 pub mod parse;

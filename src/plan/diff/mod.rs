@@ -8,6 +8,7 @@ mod decision;
 mod destroy;
 mod details;
 mod drain;
+mod etc_environment;
 mod hooks;
 mod hosts;
 mod quorum;
@@ -255,6 +256,7 @@ impl Planner<'_> {
                     Ok(()) => {
                         self.plan_files(&mut p);
                         self.plan_token_file(&mut p);
+                        self.plan_etc_environment(&mut p);
                         plans.push(p)
                     }
                     Err(r) => refusals.push((idx, r)),
