@@ -5135,3 +5135,98 @@ fn k0sctl_timeout_stops_starting_steps() {
     c.apply();
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
+
+/// Issue 30: an encrypted key file (`ssh-keygen -N`) is unlocked as rig does it: the
+/// passphrase is asked once per run, here through `SSH_ASKPASS` with
+/// `SSH_ASKPASS_REQUIRE=force` standing in for the terminal; with no terminal, no askpass and
+/// no agent holding it, connecting fails naming the host and the key; a wrong passphrase
+/// fails after three answers, never hangs.
+#[test]
+fn encrypted_key_asks_for_its_passphrase_once_or_fails_naming_host_and_key() {
+    require_lab!();
+    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let dir = c.lab.dir().to_path_buf();
+    let key = dir.join("locked_ed25519");
+    let ok = std::process::Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "open sesame",
+            "-C",
+            "locked",
+            "-f",
+        ])
+        .arg(&key)
+        .status()
+        .expect("ssh-keygen")
+        .success();
+    assert!(ok);
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    for h in ["c1", "w1"] {
+        let ak = dir
+            .join("hosts")
+            .join(h)
+            .join("authorized_keys")
+            .join("root");
+        let mut text = std::fs::read_to_string(&ak).unwrap();
+        text.push_str(&public);
+        std::fs::write(&ak, text).unwrap();
+    }
+    let spec = std::fs::read_to_string(&c.spec).unwrap();
+    let lab_key = spec
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("keyPath: "))
+        .expect("keyPath")
+        .to_string();
+    std::fs::write(&c.spec, spec.replace(&lab_key, &key.display().to_string())).unwrap();
+
+    // No terminal (stdin is /dev/null), no askpass, no agent.
+    let addr = c.lab.address("c1");
+    let r = c.run(&["plan"]);
+    assert_ne!(r.code, 0, "{}", r.text());
+    r.contains(&format!("the SSH key {} is encrypted", key.display()))
+        .contains(&addr);
+
+    // An askpass program that logs each question and answers.
+    let askpass = dir.join("askpass.sh");
+    let asked = dir.join("askpass.log");
+    std::fs::write(
+        &askpass,
+        format!(
+            "#!/bin/sh\necho \"$1\" >> '{}'\necho \"$K0SFORM_TEST_PASSPHRASE\"\n",
+            asked.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &askpass,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    c.env
+        .push(("SSH_ASKPASS".into(), askpass.display().to_string()));
+    c.env.push(("SSH_ASKPASS_REQUIRE".into(), "force".into()));
+
+    // A wrong passphrase: three questions, then a clear error.
+    c.env
+        .push(("K0SFORM_TEST_PASSPHRASE".into(), "wrong words".into()));
+    let r = c.run(&["plan"]);
+    assert_ne!(r.code, 0, "{}", r.text());
+    r.contains(&format!(
+        "the encrypted SSH key {} could not be unlocked",
+        key.display()
+    ));
+    let questions = std::fs::read_to_string(&asked).unwrap();
+    assert_eq!(questions.lines().count(), 3, "{questions}");
+    std::fs::remove_file(&asked).unwrap();
+
+    // The right one: asked once for both hosts, and the plan goes through.
+    c.env
+        .push(("K0SFORM_TEST_PASSPHRASE".into(), "open sesame".into()));
+    c.run(&["plan"]).expect(0).contains("Plan:");
+    let questions = std::fs::read_to_string(&asked).unwrap();
+    assert_eq!(questions.lines().count(), 1, "{questions}");
+    assert!(questions.contains("locked_ed25519"), "{questions}");
+}

@@ -120,6 +120,8 @@ impl SshTransport {
             })?),
             None => None,
         };
+        // An encrypted key is unlocked first: no master ever prompts.
+        self.unlock_keys(host, target).await?;
         let slot = self.inner.next_slot.fetch_add(1, Ordering::Relaxed);
         let base = self.control_dir().join(format!("h{slot}"));
         let ctl = base.with_extension("sock");
@@ -422,6 +424,10 @@ impl SshTransport {
                 "-o".into(),
                 "IdentitiesOnly=yes".into(),
             ]);
+            // An encrypted key unlocked into the run's agent (`passphrase`).
+            if let Some(sock) = self.key_agent(k) {
+                a.extend(["-o".into(), format!("IdentityAgent={}", path_str(&sock))]);
+            }
         }
         if let Some(c) = &target.config_path {
             a.extend(["-F".into(), path_str(c)]);
@@ -575,7 +581,7 @@ fn bastion_key_changed(
 /// Keep an ssh process out of the terminal's process group, so the first Ctrl-C (which the
 /// executor turns into "let running steps finish") does not kill connections and commands in
 /// flight, and have the kernel end it when k0sform dies, so nothing outlives k0sform.
-fn shield(cmd: &mut tokio::process::Command) {
+pub(super) fn shield(cmd: &mut tokio::process::Command) {
     cmd.process_group(0);
     // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which is
     // async-signal-safe; it touches no memory of the parent.

@@ -5,6 +5,7 @@
 mod exec;
 pub mod hostkey;
 mod master;
+mod passphrase;
 pub mod quote;
 mod session;
 mod upload;
