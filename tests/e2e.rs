@@ -5230,3 +5230,66 @@ fn encrypted_key_asks_for_its_passphrase_once_or_fails_naming_host_and_key() {
     assert_eq!(questions.lines().count(), 1, "{questions}");
     assert!(questions.contains("locked_ed25519"), "{questions}");
 }
+
+/// Issue 27 item 8: a host's `environment` also goes to its /etc/environment, as k0sctl writes
+/// it (the first `NAME=` line replaced, else appended, the rest kept), before the host
+/// downloads k0s, and the download and hooks see it: here `http_proxy` names the lab's
+/// mirror, which logs a proxied request in absolute form. Values never show; a second plan has
+/// no changes.
+#[test]
+fn environment_goes_to_etc_environment_and_the_download_goes_through_its_proxy() {
+    require_lab!();
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            from_release: true,
+            ..SpecOptions::default()
+        },
+    );
+    let mirror = c.lab.start_mirror();
+    mirror.publish(
+        "v1.33.4+k0s.0",
+        &c.lab.k0s_double_with_version("v1.33.4+k0s.0"),
+    );
+    mirror.set_index("v1.33.4+k0s.0", "v1.33.4+k0s.0");
+    c.use_mirror(&mirror);
+    let env = format!(
+        "environment:\n  http_proxy: \"{}\"\n  NO_PROXY: 10.0.0.0/8\n  SECRET_TOKEN: s3cret-value\nhooks:\n  apply:\n    before:\n      - 'echo \"$$SECRET_TOKEN\" > /tmp/hook-saw'\n",
+        mirror.url
+    );
+    c.spec_opts.host_yaml.insert("w1".into(), env);
+    c.spec_opts.k0s_version = Some("v1.33.4+k0s.0".into());
+    c.write_spec(&["c1", "w1"]);
+    c.lab.exec_ok(
+        "w1",
+        "printf 'LANG=C.UTF-8\\nNO_PROXY=old\\n' > /etc/environment",
+    );
+
+    let plan = c.run(&["plan"]);
+    plan.expect(0)
+        .contains("/etc/environment sets NO_PROXY, SECRET_TOKEN, http_proxy");
+    let applied = c.apply();
+    for out in [&plan, &applied] {
+        assert!(!out.text().contains("s3cret-value"), "{}", out.text());
+    }
+    assert_eq!(
+        c.lab.exec_ok("w1", "cat /etc/environment"),
+        format!(
+            "LANG=C.UTF-8\nNO_PROXY=10.0.0.0/8\nSECRET_TOKEN=s3cret-value\nhttp_proxy={}\n",
+            mirror.url
+        )
+    );
+    // c1 has no `environment`: its file is untouched.
+    assert_eq!(c.lab.exec_ok("c1", "cat /etc/environment"), "");
+    // w1 fetched k0s through the proxy (a request in absolute form); c1 directly.
+    let log =
+        std::fs::read_to_string(c.lab.dir().join("mirror").join("mirror.log")).unwrap_or_default();
+    let proxied: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("GET http://") && l.contains("/k0s-v1.33.4"))
+        .collect();
+    assert_eq!(proxied.len(), 1, "{log}");
+    assert_eq!(c.lab.exec_ok("w1", "cat /tmp/hook-saw"), "s3cret-value\n");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}

@@ -47,7 +47,8 @@ pub fn etc_environment_changes(
 
 /// Update `/etc/environment` with `env` as k0sctl does (see the module): the values come on
 /// stdin as `NAME=VALUE` lines (never in an argv), the new file is written beside the old one
-/// and renamed over it with the old one's mode (0644 for a new file), only when it changes.
+/// and renamed over it with the old one's mode (0644 for a new file), only when it changes
+/// (rewritten in place where it cannot be renamed over: a bind mount).
 pub fn write_etc_environment(env: &BTreeMap<String, String>) -> RemoteCommand {
     const SCRIPT: &str = r#"f=$1
 if [ -e "$f" ] && [ ! -f "$f" ]; then echo "k0sform: $f is not a regular file" >&2; exit 1; fi
@@ -59,7 +60,10 @@ awk 'NR == FNR { n++; p[n] = substr($0, 1, index($0, "=")); l[n] = $0; next }
 { for (j = 1; j <= n; j++) if (!d[j] && index($0, p[j]) == 1) { d[j] = 1; print l[j]; next }; print }
 END { for (j = 1; j <= n; j++) if (!d[j]) print l[j] }' - "$src" > "$tmp" || exit 1
 if [ -f "$f" ] && cmp -s -- "$tmp" "$f"; then exit 0; fi
-chmod "$mode" -- "$tmp" && mv -f -- "$tmp" "$f"
+chmod "$mode" -- "$tmp" || exit 1
+# A file bind-mounted into place (containers do so with files of /etc) cannot be renamed over:
+# its content is then rewritten where it is.
+mv -f -- "$tmp" "$f" 2>/dev/null || cat -- "$tmp" > "$f"
 "#;
     let names: Vec<&str> = env.keys().map(String::as_str).collect();
     RemoteCommand::new(["sh", "-c", SCRIPT, "k0sform-environment", ETC_ENVIRONMENT])

@@ -3,7 +3,7 @@
 
 use super::remote::failed;
 use super::runner::K0sRunner;
-use crate::apply::{StateChange, StepContext, StepError};
+use crate::apply::{StateChange, StepError};
 use crate::hostid::HostId;
 use crate::k0s::host_env;
 use crate::transport::Transport;
@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 impl<T: Transport + 'static> K0sRunner<T> {
     pub(super) async fn write_host_environment(
         &self,
-        ctx: &StepContext,
         host: &HostId,
         names: &[String],
     ) -> Result<Vec<StateChange>, StepError> {
@@ -26,11 +25,6 @@ impl<T: Transport + 'static> K0sRunner<T> {
             };
             env.insert(k.clone(), v.clone());
         }
-        ctx.progress(format!(
-            "{} {}",
-            host_env::ETC_ENVIRONMENT,
-            names.join(", ")
-        ));
         self.exec_ok(
             host,
             host_env::write_etc_environment(&env),

@@ -951,3 +951,62 @@ fn helpers() {
     );
     assert_eq!(os_name("PRETTY_NAME=\"Alpine\"\n"), "Alpine");
 }
+
+/// Issue 27 item 8: the probe reads /etc/environment (a sha256 per value, the first `NAME=`
+/// line as k0sctl's update matches it; a missing file is an empty one) and, on OpenRC, the
+/// `export` lines k0sctl writes to /etc/conf.d/<unit> (rig initsystem/openrc.go), which
+/// openrc-run sources before the init script `k0s install -e` wrote: the script's own exports
+/// win.
+#[test]
+fn etc_environment_and_the_openrc_conf_d_file_are_read() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    for dir in ["etc/init.d", "etc/conf.d"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    std::fs::write(
+        root.join("etc/machine-id"),
+        "e7c0000000000000000000000000e7c0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("etc/init.d/k0sworker"),
+        "#!/sbin/openrc-run\nexport A=init\nsupervisor=supervise-daemon\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("etc/conf.d/k0sworker"),
+        "rc_ulimit=\"-n 1\"\nexport 'A=confd'\nexport 'B=only here'\n",
+    )
+    .unwrap();
+    let run = || {
+        let p = probe_nowhere(&[], &[]);
+        let mut argv = p.command.argv.clone();
+        argv[2] = SCRIPT.replace("/etc/", &format!("{}/etc/", root.display()));
+        let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+        let out = CommandOutput {
+            status: out.status.code(),
+            stdout: out.stdout,
+            stderr: out.stderr,
+        };
+        p.reader.parse(&out).unwrap()
+    };
+    let f = run();
+    assert_eq!(f.etc_environment, Some(BTreeMap::new()), "no file: empty");
+    let env = f.service_env.expect("an OpenRC worker's environment");
+    assert_eq!(env["A"], crate::hash::sha256_hex("init"));
+    assert_eq!(env["B"], crate::hash::sha256_hex("only here"));
+    assert_eq!(env.len(), 2);
+
+    std::fs::write(
+        root.join("etc/environment"),
+        "HTTPS_PROXY=http://u:s3cret@p:3128\nHTTPS_PROXY=second\n",
+    )
+    .unwrap();
+    let file = run().etc_environment.expect("read");
+    assert_eq!(file.len(), 1);
+    assert_eq!(
+        file["HTTPS_PROXY"],
+        crate::hash::sha256_hex("http://u:s3cret@p:3128")
+    );
+}
