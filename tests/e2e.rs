@@ -5293,3 +5293,40 @@ fn environment_goes_to_etc_environment_and_the_download_goes_through_its_proxy()
     assert_eq!(c.lab.exec_ok("w1", "cat /tmp/hook-saw"), "s3cret-value\n");
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
+
+/// Issue 27 (leftover): `hostname:` and the same `--hostname-override` in installFlags' extra
+/// kubelet args both name the Node, as k0sctl allows (phase/gather_facts.go): the flag is given
+/// once, the Node registers under that name, a second plan has no changes. Different names are
+/// refused before anything runs, naming both.
+#[test]
+fn hostname_and_the_same_hostname_override_flag_build_one_node_name() {
+    require_lab!();
+    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let w1 = |name: &str| {
+        format!(
+            "hostname: node-a\ninstallFlags:\n- '--kubelet-extra-args=\"--max-pods=50 --hostname-override={name}\"'"
+        )
+    };
+    c.spec_opts.host_yaml.insert("w1".into(), w1("node-b"));
+    c.write_spec(&["c1", "w1"]);
+    c.run(&["plan"])
+        .expect(1)
+        .contains("`node-a` differs from --hostname-override=node-b");
+    assert!(!c.state.exists());
+
+    c.spec_opts.host_yaml.insert("w1".into(), w1("node-a"));
+    c.write_spec(&["c1", "w1"]);
+    c.apply().contains("Apply complete");
+    let unit = c
+        .lab
+        .ssh_ok("w1", "cat /etc/systemd/system/k0sworker.service");
+    assert_eq!(unit.matches("--hostname-override").count(), 1, "{unit}");
+    assert_eq!(
+        c.nodes("c1").get("node-a"),
+        Some(&true),
+        "{:?}",
+        c.nodes("c1")
+    );
+    assert_eq!(c.state_host("w1").expect("recorded")["node_name"], "node-a");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
