@@ -208,7 +208,7 @@ impl SshTransport {
         }
         use std::os::unix::fs::PermissionsExt;
         let path = self.control_dir().join("askpass");
-        let script = "#!/bin/sh\nc=$(cat \"$0.count\" 2>/dev/null || echo 0)\n[ \"$c\" -lt 3 ] || exit 1\necho $((c + 1)) > \"$0.count\"\nexec \"$K0SFORM_SSH_ASKPASS\" \"$@\"\n";
+        let script = "#!/bin/sh\nc=$(cat \"$0.count\" 2>/dev/null || echo 0)\n[ \"$c\" -lt 3 ] || exit 1\necho $((c + 1)) > \"$0.count\"\nexec \"$SSH_ASKPASS_WRAPPED\" \"$@\"\n";
         std::fs::write(&path, script)
             .and_then(|_| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)))
             .and_then(
@@ -278,7 +278,7 @@ async fn ssh_add(path: &Path, sock: &Path, askpass: Option<&Path>) -> Result<(),
     let mut c = tokio::process::Command::new("ssh-add");
     if let (Some(wrapper), Some(orig)) = (askpass, std::env::var_os("SSH_ASKPASS")) {
         c.env("SSH_ASKPASS", wrapper)
-            .env("K0SFORM_SSH_ASKPASS", orig);
+            .env("SSH_ASKPASS_WRAPPED", orig);
     }
     c.arg("--")
         .arg(path)
