@@ -98,7 +98,7 @@ exec "$@""#;
     let shown = cmd
         .shown_as
         .clone()
-        .unwrap_or_else(|| crate::ssh::quote::join(&cmd.argv));
+        .unwrap_or_else(|| crate::quote::join(&cmd.argv));
     let mut argv = vec![
         "sh".to_string(),
         "-c".into(),
@@ -223,7 +223,7 @@ mod tests {
         assert!(!wrapped.argv.concat().contains("http://p:3128"));
         assert_eq!(
             wrapped.shown_as.as_deref(),
-            Some(crate::ssh::quote::join(&cmd.argv).as_str())
+            Some(crate::quote::join(&cmd.argv).as_str())
         );
         let out = run_local(&wrapped);
         assert!(out.status.success(), "{out:?}");
