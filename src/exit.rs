@@ -58,6 +58,10 @@ Environment:
   USER, LOGNAME          the user named in the state lock
   SHELL                  `completion` without a shell: completes for this one (as k0sctl)
   HOME                   what ~ means in the spec's paths (keyPath, k0sBinaryPath, files)
+  SSH_AUTH_SOCK          the ssh-agent whose keys the hosts' ssh uses (an encrypted keyPath it
+                         holds is not asked for)
+  SSH_ASKPASS            with SSH_ASKPASS_REQUIRE=force (or prefer and DISPLAY): what ssh-add runs
+                         to ask an encrypted keyPath's passphrase where there is no terminal
   (any)                  ${VAR} and $VAR in the spec are expanded from the environment, as in k0sctl"
     };
 }

@@ -70,6 +70,11 @@ pub struct HostFacts {
     /// not read it (older probe files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_env: Option<std::collections::BTreeMap<String, String>>,
+    /// `/etc/environment` as k0sctl's update reads it (`k0s::host_env::parse_etc_environment`):
+    /// name → sha256 of the value of the first `NAME=` line. None when the probe did not read it
+    /// (older probe files); empty when the file is missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etc_environment: Option<std::collections::BTreeMap<String, String>>,
     /// `k0s status -o json`; None = not running.
     pub status: Option<K0sStatus>,
     /// sha256 and text of /etc/k0s/k0s.yaml on the host, if present.

@@ -644,7 +644,7 @@ mod fake {
                 CallKind::Run { argv, .. }
                     if argv.get(3).is_some_and(|a| a == "k0sform-install") =>
                 {
-                    argv[8..].join(" ")
+                    argv[9..].join(" ")
                 }
                 CallKind::Run { argv, .. } if argv.get(3).is_some_and(|a| a == "k0sform-start") => {
                     argv[5..].join(" ")
@@ -804,7 +804,8 @@ mod fake {
 
         fn answer(&mut self, host: &HostId, argv: &[String]) -> CommandOutput {
             // `k0s::install_service`: the staged binary (argument 4, if any) onto the install
-            // path (5), k0sctl's drop-in (6) removed, then the install (7…).
+            // path (5), k0sctl's drop-in (6) removed, the `export` lines of its OpenRC file (7)
+            // too, then the install (8…).
             // A moved binary's stat line comes first (`k0s::MOVED_STAT_PREFIX`).
             if argv.get(3).map(String::as_str) == Some("k0sform-install") {
                 let mut moved = false;
@@ -817,7 +818,7 @@ mod fake {
                     }
                     h.files.remove(&argv[6]);
                 }
-                let mut out = self.answer(host, &argv[7..]);
+                let mut out = self.answer(host, &argv[8..]);
                 if moved {
                     let mut stdout = moved_stat_line().into_bytes();
                     stdout.extend(out.stdout);

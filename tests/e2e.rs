@@ -5126,3 +5126,198 @@ fn k0sctl_timeout_stops_starting_steps() {
     c.apply();
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
+
+/// Issue 30: an encrypted key file (`ssh-keygen -N`) is unlocked as rig does it: the
+/// passphrase is asked once per run, here through `SSH_ASKPASS` with
+/// `SSH_ASKPASS_REQUIRE=force` standing in for the terminal; with no terminal, no askpass and
+/// no agent holding it, connecting fails naming the host and the key; a wrong passphrase
+/// fails after three answers, never hangs.
+#[test]
+fn encrypted_key_asks_for_its_passphrase_once_or_fails_naming_host_and_key() {
+    require_lab!();
+    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let dir = c.lab.dir().to_path_buf();
+    let key = dir.join("locked_ed25519");
+    let ok = std::process::Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "open sesame",
+            "-C",
+            "locked",
+            "-f",
+        ])
+        .arg(&key)
+        .status()
+        .expect("ssh-keygen")
+        .success();
+    assert!(ok);
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    for h in ["c1", "w1"] {
+        let ak = dir
+            .join("hosts")
+            .join(h)
+            .join("authorized_keys")
+            .join("root");
+        let mut text = std::fs::read_to_string(&ak).unwrap();
+        text.push_str(&public);
+        std::fs::write(&ak, text).unwrap();
+    }
+    let spec = std::fs::read_to_string(&c.spec).unwrap();
+    let lab_key = spec
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("keyPath: "))
+        .expect("keyPath")
+        .to_string();
+    std::fs::write(&c.spec, spec.replace(&lab_key, &key.display().to_string())).unwrap();
+
+    // No terminal (stdin is /dev/null), no askpass, no agent.
+    let addr = c.lab.address("c1");
+    let r = c.run(&["plan"]);
+    assert_ne!(r.code, 0, "{}", r.text());
+    r.contains(&format!("the SSH key {} is encrypted", key.display()))
+        .contains(&addr);
+
+    // An askpass program that logs each question and answers.
+    let askpass = dir.join("askpass.sh");
+    let asked = dir.join("askpass.log");
+    std::fs::write(
+        &askpass,
+        format!(
+            "#!/bin/sh\necho \"$1\" >> '{}'\necho \"$K0SFORM_TEST_PASSPHRASE\"\n",
+            asked.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &askpass,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    c.env
+        .push(("SSH_ASKPASS".into(), askpass.display().to_string()));
+    c.env.push(("SSH_ASKPASS_REQUIRE".into(), "force".into()));
+
+    // A wrong passphrase: three questions, then a clear error.
+    c.env
+        .push(("K0SFORM_TEST_PASSPHRASE".into(), "wrong words".into()));
+    let r = c.run(&["plan"]);
+    assert_ne!(r.code, 0, "{}", r.text());
+    r.contains(&format!(
+        "the encrypted SSH key {} could not be unlocked",
+        key.display()
+    ));
+    let questions = std::fs::read_to_string(&asked).unwrap();
+    assert_eq!(questions.lines().count(), 3, "{questions}");
+    std::fs::remove_file(&asked).unwrap();
+
+    // The right one: asked once for both hosts, and the plan goes through.
+    c.env
+        .push(("K0SFORM_TEST_PASSPHRASE".into(), "open sesame".into()));
+    c.run(&["plan"]).expect(0).contains("Plan:");
+    let questions = std::fs::read_to_string(&asked).unwrap();
+    assert_eq!(questions.lines().count(), 1, "{questions}");
+    assert!(questions.contains("locked_ed25519"), "{questions}");
+}
+
+/// Issue 27 item 8: a host's `environment` also goes to its /etc/environment, as k0sctl writes
+/// it (the first `NAME=` line replaced, else appended, the rest kept), before the host
+/// downloads k0s, and the download and hooks see it: here `http_proxy` names the lab's
+/// mirror, which logs a proxied request in absolute form. Values never show; a second plan has
+/// no changes.
+#[test]
+fn environment_goes_to_etc_environment_and_the_download_goes_through_its_proxy() {
+    require_lab!();
+    let mut c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            from_release: true,
+            ..SpecOptions::default()
+        },
+    );
+    let mirror = c.lab.start_mirror();
+    mirror.publish(
+        "v1.33.4+k0s.0",
+        &c.lab.k0s_double_with_version("v1.33.4+k0s.0"),
+    );
+    mirror.set_index("v1.33.4+k0s.0", "v1.33.4+k0s.0");
+    c.use_mirror(&mirror);
+    let env = format!(
+        "environment:\n  http_proxy: \"{}\"\n  NO_PROXY: 10.0.0.0/8\n  SECRET_TOKEN: s3cret-value\nhooks:\n  apply:\n    before:\n      - 'echo \"$$SECRET_TOKEN\" > /tmp/hook-saw'\n",
+        mirror.url
+    );
+    c.spec_opts.host_yaml.insert("w1".into(), env);
+    c.spec_opts.k0s_version = Some("v1.33.4+k0s.0".into());
+    c.write_spec(&["c1", "w1"]);
+    c.lab.exec_ok(
+        "w1",
+        "printf 'LANG=C.UTF-8\\nNO_PROXY=old\\n' > /etc/environment",
+    );
+
+    let plan = c.run(&["plan"]);
+    plan.expect(0)
+        .contains("/etc/environment sets NO_PROXY, SECRET_TOKEN, http_proxy");
+    let applied = c.apply();
+    for out in [&plan, &applied] {
+        assert!(!out.text().contains("s3cret-value"), "{}", out.text());
+    }
+    assert_eq!(
+        c.lab.exec_ok("w1", "cat /etc/environment"),
+        format!(
+            "LANG=C.UTF-8\nNO_PROXY=10.0.0.0/8\nSECRET_TOKEN=s3cret-value\nhttp_proxy={}\n",
+            mirror.url
+        )
+    );
+    // c1 has no `environment`: its file is untouched.
+    assert_eq!(c.lab.exec_ok("c1", "cat /etc/environment"), "");
+    // w1 fetched k0s through the proxy (a request in absolute form); c1 directly.
+    let log =
+        std::fs::read_to_string(c.lab.dir().join("mirror").join("mirror.log")).unwrap_or_default();
+    let proxied: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("GET http://") && l.contains("/k0s-v1.33.4"))
+        .collect();
+    assert_eq!(proxied.len(), 1, "{log}");
+    assert_eq!(c.lab.exec_ok("w1", "cat /tmp/hook-saw"), "s3cret-value\n");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// Issue 27 (leftover): `hostname:` and the same `--hostname-override` in installFlags' extra
+/// kubelet args both name the Node, as k0sctl allows (phase/gather_facts.go): the flag is given
+/// once, the Node registers under that name, a second plan has no changes. Different names are
+/// refused before anything runs, naming both.
+#[test]
+fn hostname_and_the_same_hostname_override_flag_build_one_node_name() {
+    require_lab!();
+    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let w1 = |name: &str| {
+        format!(
+            "hostname: node-a\ninstallFlags:\n- '--kubelet-extra-args=\"--max-pods=50 --hostname-override={name}\"'"
+        )
+    };
+    c.spec_opts.host_yaml.insert("w1".into(), w1("node-b"));
+    c.write_spec(&["c1", "w1"]);
+    c.run(&["plan"])
+        .expect(1)
+        .contains("`node-a` differs from --hostname-override=node-b");
+    assert!(!c.state.exists());
+
+    c.spec_opts.host_yaml.insert("w1".into(), w1("node-a"));
+    c.write_spec(&["c1", "w1"]);
+    c.apply().contains("Apply complete");
+    let unit = c
+        .lab
+        .ssh_ok("w1", "cat /etc/systemd/system/k0sworker.service");
+    assert_eq!(unit.matches("--hostname-override").count(), 1, "{unit}");
+    assert_eq!(
+        c.nodes("c1").get("node-a"),
+        Some(&true),
+        "{:?}",
+        c.nodes("c1")
+    );
+    assert_eq!(c.state_host("w1").expect("recorded")["node_name"], "node-a");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}

@@ -1037,6 +1037,14 @@ fn simulate_apply_in(plan: &Plan, i: &Inputs, order: &[usize]) -> (State, Realit
             StepKind::ForgetCluster => {
                 state.cluster = None;
             }
+            StepKind::WriteHostEnvironment { names } => {
+                let f = f.expect("/etc/environment of an unreachable host");
+                let env = &hs.expect("in spec").environment;
+                let file = f.etc_environment.get_or_insert_with(BTreeMap::new);
+                for k in names {
+                    file.insert(k.clone(), sha256_hex(&env[k]));
+                }
+            }
             StepKind::UploadFiles { files } => {
                 let f = f.expect("files for an unreachable host");
                 for want in files {
@@ -3084,6 +3092,120 @@ fn environment_changes_are_a_planned_reconfigure_with_hidden_values() {
     i.options.show_secrets = false;
     facts_mut(&mut i.reality, &w01).unwrap().service_env = None;
     assert!(!run(&i).expect("plan").has_changes());
+}
+
+/// Issue 27 item 8: k0sctl also writes a host's `environment` to /etc/environment
+/// (phase/prepare_hosts.go). A variable missing there or with another value is set by a
+/// preflight step that the host's download follows (it may need the proxy); values stay
+/// hidden; once the file has them, nothing is planned; a variable only in the file stays.
+#[test]
+fn etc_environment_is_set_before_the_download_and_then_planned_no_more() {
+    let mut i = case_inputs("add_worker_download_unchecked");
+    let w01 = HostId::new("10.0.1.1", 22);
+    let at = i.spec.hosts.iter().position(|h| h.id() == w01).unwrap();
+    i.spec.hosts[at].environment = [
+        ("HTTPS_PROXY", "http://user:s3cret@proxy:3128"),
+        ("NO_PROXY", "10.0.0.0/8"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    // The file has NO_PROXY already, and a variable the spec does not name.
+    facts_mut(&mut i.reality, &w01).unwrap().etc_environment = Some(
+        [
+            ("NO_PROXY".to_string(), sha256_hex("10.0.0.0/8")),
+            ("LANG".to_string(), sha256_hex("C.UTF-8")),
+        ]
+        .into(),
+    );
+    let p = run(&i).expect("plan");
+    let ch = p.changes.iter().find(|c| c.host == w01).unwrap();
+    let kinds: Vec<&str> = ch.steps.iter().map(|s| p.steps[*s].kind.name()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "write_host_environment",
+            "download_binary",
+            "join_worker",
+            "record_host"
+        ]
+    );
+    let env_step = &p.steps[ch.steps[0]];
+    assert_eq!(
+        env_step.kind,
+        StepKind::WriteHostEnvironment {
+            names: vec!["HTTPS_PROXY".into()]
+        }
+    );
+    assert!(
+        env_step.after.is_empty(),
+        "a preflight step waits for nothing"
+    );
+    assert!(env_step.kind.is_preflight());
+    assert!(p.steps[ch.steps[1]].after.contains(&env_step.id));
+    let text = render::text(&p, false);
+    assert!(
+        text.contains("/etc/environment sets HTTPS_PROXY (as k0sctl"),
+        "{text}"
+    );
+    for out in [text, render::json(&p)] {
+        assert!(!out.contains("s3cret"), "{out}");
+    }
+
+    // After the apply the file has both: nothing more to do there (a second plan has no
+    // changes); LANG, which the spec never named, is left alone.
+    let (state, mut reality) = simulate_apply(&p, &i);
+    let file = facts_mut(&mut reality, &w01)
+        .unwrap()
+        .etc_environment
+        .clone();
+    assert_eq!(file.unwrap().len(), 3);
+    let copy = |i: &Inputs| Inputs {
+        spec: i.spec.clone(),
+        state: i.state.clone(),
+        reality: i.reality.clone(),
+        desired: i.desired.clone(),
+        options: i.options.clone(),
+    };
+    let mut again = copy(&i);
+    again.state = state;
+    again.reality = reality;
+    let p = run(&again).expect("plan");
+    assert!(!p.has_changes(), "{}", render::text(&p, false));
+
+    // A host with nothing else to do: only its /etc/environment, no restart.
+    let mut changed = copy(&again);
+    let at = changed
+        .spec
+        .hosts
+        .iter()
+        .position(|h| h.id() == w01)
+        .unwrap();
+    changed.spec.hosts[at]
+        .environment
+        .insert("NO_PROXY".into(), "10.0.0.0/8,.internal".into());
+    let p = run(&changed).expect("plan");
+    let ch = p.changes.iter().find(|c| c.host == w01).unwrap();
+    assert_eq!(ch.action, Action::UpdateFiles);
+    let kinds: Vec<&str> = ch.steps.iter().map(|s| p.steps[*s].kind.name()).collect();
+    assert_eq!(kinds, ["write_host_environment"]);
+
+    // Not read (an older probe file): not compared; -refresh-only changes nothing.
+    let mut old = copy(&i);
+    facts_mut(&mut old.reality, &w01).unwrap().etc_environment = None;
+    let p = run(&old).expect("plan");
+    assert!(
+        !p.steps
+            .iter()
+            .any(|s| matches!(s.kind, StepKind::WriteHostEnvironment { .. }))
+    );
+    changed.options.refresh_only = true;
+    let p = run(&changed).expect("plan");
+    assert!(
+        !p.steps
+            .iter()
+            .any(|s| matches!(s.kind, StepKind::WriteHostEnvironment { .. }))
+    );
 }
 
 /// Issue 16: a match that is not one recorded host at one new address of the same role is not

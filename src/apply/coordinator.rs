@@ -243,17 +243,18 @@ impl<'a, R: StepRunner> Drain<'a, R> {
         let plan = self.plan;
         // Preflight: while a k0s binary is still being staged (uploaded, or downloaded and
         // verified on its host), nothing else starts, so a failed download or checksum
-        // stops the run before it changed anything anywhere.
+        // stops the run before it changed anything anywhere but /etc/environment (which a
+        // host's download follows: it may set the proxy the download needs).
         let staging = plan
             .steps
             .iter()
             .zip(&self.status)
-            .any(|(s, st)| s.kind.is_staging() && !matches!(st, Status::Succeeded));
+            .any(|(s, st)| s.kind.is_preflight() && !matches!(st, Status::Succeeded));
         for (i, step) in plan.steps.iter().enumerate() {
             if self.set.len() >= self.parallelism {
                 break;
             }
-            if staging && !step.kind.is_staging() {
+            if staging && !step.kind.is_preflight() {
                 continue;
             }
             if !matches!(self.status[i], Status::Pending)

@@ -167,6 +167,15 @@ pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'st
             "Hooks ran",
             "running hooks",
         ),
+        StepKind::WriteHostEnvironment { names } => (
+            format!(
+                "Setting {} in {}",
+                names.join(", "),
+                crate::k0s::host_env::ETC_ENVIRONMENT
+            ),
+            "Environment set",
+            "updating /etc/environment",
+        ),
         StepKind::UploadFiles { files } => (
             format!("Uploading {} file{}", files.len(), plural(files.len())),
             "Uploaded",
@@ -263,6 +272,9 @@ pub fn step_label(step: &Step) -> String {
             lines.len(),
             if lines.len() == 1 { "" } else { "s" }
         ),
+        StepKind::WriteHostEnvironment { names } => {
+            format!("write_host_environment {}", names.join(" "))
+        }
         StepKind::UploadFiles { files } => format!(
             "upload_files ({} file{})",
             files.len(),

@@ -202,9 +202,23 @@ pub fn k0sctl_env_dropin(kind: ServiceKind) -> String {
     )
 }
 
+/// Where k0sctl puts the service environment on OpenRC (rig v2 initsystem/openrc.go
+/// `ServiceEnvironmentPath`), as `export 'NAME=VALUE'` lines: openrc-run sources it before
+/// the init script that `k0s install -e` writes. Its `export` lines go before each install
+/// (the probe reads them: a variable left there would be a change forever); any other line of
+/// the administrator's stays.
+pub fn k0sctl_openrc_env(kind: ServiceKind) -> String {
+    match kind {
+        ServiceKind::Controller => "/etc/conf.d/k0scontroller",
+        ServiceKind::Worker => "/etc/conf.d/k0sworker",
+    }
+    .to_string()
+}
+
 /// `k0s install …` (`install`), in one session with what goes right before it: with
 /// `swap_in`, the staged binary moves onto the install path (`swap_in_binary`: nothing staged is
-/// not an error), and k0sctl's environment drop-in (`k0sctl_env_dropin`) is removed. Each
+/// not an error), and k0sctl's environment drop-in (`k0sctl_env_dropin`) is removed, as are the
+/// `export` lines of its OpenRC file (`k0sctl_openrc_env`). Each
 /// session is a round trip and an sshd fork on the host, and every join, upgrade and reconfigure
 /// installs. A failed move or removal stops before k0s runs, with mv's or rm's own error line.
 pub fn install_service(
@@ -227,13 +241,15 @@ pub fn install_service(
         format!(
             r#"if [ -n "$1" ] && [ -e "$1" ]; then mv -fT -- "$1" "$2" || exit; {PRINT_MOVED_STAT}; fi
 rm -f -- "$3" || exit
-shift 3
+if [ -f "$4" ] && grep -q '^export ' -- "$4"; then sed -i '/^export /d' -- "$4" || exit; fi
+shift 4
 exec "$@""#
         ),
         "k0sform-install".into(),
         staged,
         bin.to_string(),
         k0sctl_env_dropin(kind),
+        k0sctl_openrc_env(kind),
     ];
     let shown = format!(
         "{} (after: staged binary moved in, {} removed)",

@@ -9,6 +9,7 @@ pub mod backup;
 pub mod cmdline;
 pub mod desired;
 pub mod facts;
+pub mod host_env;
 pub mod kubeconfig;
 pub mod parse;
 pub mod probe_script;

@@ -37,17 +37,24 @@ emit units units
 # `Environment="NAME=VALUE"`, openrc_linux.go `export NAME=VALUE`), then k0sctl's drop-in (it
 # writes its hosts' `environment` to `<unit>.service.d/env.conf`: rig v2 initsystem/systemd.go),
 # which systemd reads after the unit and every install removes. Other drop-ins are not k0sform's
-# (no install changes them): not read. Values may be secrets: the parser keeps only their sha256.
+# (no install changes them): not read. On OpenRC k0sctl writes them to /etc/conf.d/<unit> as
+# `export 'NAME=VALUE'` (rig v2 initsystem/openrc.go), which openrc-run sources before the
+# init script (whose own exports then win) and whose exports every install removes.
+# Values may be secrets: the parser keeps only their sha256.
 service_env() {
   for u in k0scontroller k0sworker k0sserver; do
     # shellcheck disable=SC2154 # k0sctl_dropin is set by the line SCRIPT (probe_script.rs) puts first
-    for f in "/etc/systemd/system/$u.service" "/etc/init.d/$u" "/etc/systemd/system/$u.service.d/$k0sctl_dropin"; do
+    for f in "/etc/systemd/system/$u.service" "/etc/conf.d/$u" "/etc/init.d/$u" "/etc/systemd/system/$u.service.d/$k0sctl_dropin"; do
       if [ -f "$f" ]; then grep -e '^Environment=' -e '^export ' -- "$f"; fi
     done
   done
   return 0
 }
 emit service_env service_env
+# /etc/environment, where k0sctl writes the hosts' `environment` too (phase/prepare_hosts.go);
+# values may be secrets: the parser keeps only their sha256. A missing file is an empty one.
+etc_environment() { if [ -f /etc/environment ]; then show /etc/environment; fi; }
+emit etc_environment etc_environment
 emit etcd_data test -e "$dd/etcd/member/snap/db"
 if [ -f "$cfg" ]; then
   begin config_sha256; cfg_sha=$(sha256sum "$cfg"); r=$?; printf '%s' "$cfg_sha"; end config_sha256 "$r"

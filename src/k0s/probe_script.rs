@@ -490,6 +490,9 @@ fn parse_probe(
             .unwrap_or_default();
         f.service_env = Some(parse_service_env(env).map_err(ProbeError::Host)?);
     }
+    f.etc_environment = sec("etc_environment")
+        .filter(|x| x.ok())
+        .map(|x| super::host_env::parse_etc_environment(&x.out));
     f.config_sha256 = text("config_sha256").and_then(|v| first_word(&v));
     f.config_text = sec("config").filter(|x| x.ok()).map(|x| {
         // The shell's command substitution drops trailing newlines; files end with one.
@@ -572,3 +575,5 @@ fn read_status(st: &Section) -> Result<Option<K0sStatus>, ProbeError> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_host;

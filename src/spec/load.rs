@@ -775,6 +775,39 @@ mod tests {
         );
     }
 
+    /// `hostname` and a `--hostname-override` in installFlags may both be set when they agree,
+    /// as k0sctl allows (phase/gather_facts.go): the flag is given once, with `hostname`. When
+    /// they differ it is k0sctl's error.
+    #[test]
+    fn hostname_and_the_same_hostname_override_flag_load() {
+        let yaml = |flag: &str| {
+            format!(
+                "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: worker\n    hostname: node-a\n    installFlags: ['--kubelet-extra-args=\"--max-pods=9 --hostname-override={flag}\"']\n    ssh: {{address: 10.0.0.1}}\n  - role: controller\n    ssh: {{address: 10.0.0.2}}\n  k0s: {{version: v1.33.4+k0s.0}}\n"
+            )
+        };
+        let l = load_str(&yaml("node-a")).expect("the same name in both loads");
+        let h = &l.spec.hosts[0];
+        assert_eq!(h.node_name().as_deref(), Some("node-a"));
+        let args = crate::k0s::desired::install_args(&l.spec, h);
+        let extra: Vec<&String> = args
+            .iter()
+            .filter(|a| a.starts_with("--kubelet-extra-args"))
+            .collect();
+        assert_eq!(extra.len(), 1, "{args:?}");
+        assert_eq!(
+            extra[0].matches("--hostname-override").count(),
+            1,
+            "{args:?}"
+        );
+        let err = load_str(&yaml("node-b"))
+            .expect_err("differing names")
+            .to_string();
+        assert!(
+            err.contains("`node-a` differs from --hostname-override=node-b"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn yaml_1_1_booleans_and_scalar_strings_as_k0sctl_reads_them() {
         let l = load_str(&host_yaml(

@@ -227,21 +227,28 @@ impl HostSpec {
     /// `--kubelet-extra-args` of `installFlags` (k0s `cmd/worker/worker.go` `GetNodeName`);
     /// lower-cased, as kubelet does (k8s `pkg/util/node` `GetHostname`).
     pub fn node_name(&self) -> Option<String> {
-        let name = self.hostname.clone().or_else(|| {
-            let extra = crate::install_flags::parse_words(&self.install_args())
-                .into_iter()
-                .find(|f| f.name == "kubelet-extra-args")?
-                .value?;
-            let words = crate::spec::shell_words(&extra).ok()?;
-            words.iter().enumerate().find_map(|(i, w)| {
-                match w.strip_prefix("--hostname-override") {
-                    Some(v) if v.starts_with('=') => Some(v[1..].to_string()),
-                    Some("") => words.get(i + 1).cloned(),
-                    _ => None,
-                }
-            })
-        })?;
+        let name = self
+            .hostname
+            .clone()
+            .or_else(|| self.hostname_override_flag())?;
         Some(name.trim().to_lowercase()).filter(|n| !n.is_empty())
+    }
+
+    /// The `--hostname-override` in the `--kubelet-extra-args` of `installFlags`, as written.
+    pub fn hostname_override_flag(&self) -> Option<String> {
+        let extra = crate::install_flags::parse_words(&self.install_args())
+            .into_iter()
+            .find(|f| f.name == "kubelet-extra-args")?
+            .value?;
+        let words = crate::spec::shell_words(&extra).ok()?;
+        words
+            .iter()
+            .enumerate()
+            .find_map(|(i, w)| match w.strip_prefix("--hostname-override") {
+                Some(v) if v.starts_with('=') => Some(v[1..].to_string()),
+                Some("") => words.get(i + 1).cloned(),
+                _ => None,
+            })
     }
     /// The address etcd peers use: privateAddress, else the SSH address.
     pub fn peer_address(&self) -> &str {

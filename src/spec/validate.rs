@@ -139,14 +139,18 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
             format!("`{n}` is not a valid node name (DNS labels of a-z, 0-9 and `-`, at most 63 characters each)"),
         );
     }
-    if h.hostname.is_some()
-        && h.install_args()
-            .iter()
-            .any(|a| a.contains("--hostname-override"))
+    // Both may name the Node when they agree: `hostname` then goes into the flag (it replaces
+    // the one in installFlags, k0sctl cluster/host.go `K0sInstallFlags` `AddOrReplace`); when
+    // they differ k0sctl stops (phase/gather_facts.go: "hostname and installFlags
+    // kubelet-extra-args hostname-override mismatch, only define either one").
+    if let (Some(n), Some(over)) = (&h.hostname, h.hostname_override_flag())
+        && *n != over
     {
         sink.error(
             &format!("{p}.hostname"),
-            "conflicts with --hostname-override in installFlags: set the node name in one place",
+            format!(
+                "`{n}` differs from --hostname-override={over} in installFlags' --kubelet-extra-args: set the node name in one place (or the same in both, as k0sctl allows)"
+            ),
         );
     }
     if h.no_taints && h.role != Role::ControllerWorker {

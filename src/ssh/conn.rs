@@ -70,3 +70,20 @@ pub(super) fn kill_group(child: &mut tokio::process::Child) {
     signal_group(child, libc::SIGKILL);
     let _ = child.start_kill();
 }
+
+/// Keep an ssh process out of the terminal's process group, so the first Ctrl-C (which the
+/// executor turns into "let running steps finish") does not kill connections and commands in
+/// flight, and have the kernel end it when k0sform dies, so nothing outlives k0sform.
+pub(super) fn shield(cmd: &mut tokio::process::Command) {
+    cmd.process_group(0);
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which is
+    // async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

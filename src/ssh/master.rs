@@ -9,7 +9,7 @@
 //! steps the executor lets finish) and dies with k0sform (PR_SET_PDEATHSIG); `openssh::Session`
 //! resumed on its socket runs the commands and checks the master's health.
 
-use super::conn::{HostConn, MAX_SESSIONS, kill_group};
+use super::conn::{HostConn, MAX_SESSIONS, kill_group, shield};
 use super::hostkey::{self, BASTION_ALIAS, BastionTrust, ConnectedHost, TARGET_ALIAS};
 use super::other;
 use super::session::SshTransport;
@@ -88,6 +88,8 @@ impl SshTransport {
             return Ok(c.info.clone());
         }
         let files = self.master_files(host, target, recorded_key, accept_changed)?;
+        // An encrypted key is unlocked first: no master ever prompts.
+        self.unlock_keys(host, target).await?;
         let trusted = files.recorded.as_ref().filter(|_| !accept_changed);
         let (child, login_user) = self
             .start_master(host, target, &files, trusted, bastions)
@@ -465,6 +467,10 @@ impl SshTransport {
                 "-o".into(),
                 "IdentitiesOnly=yes".into(),
             ]);
+            // An encrypted key unlocked into the run's agent (`passphrase`).
+            if let Some(sock) = self.key_agent(k) {
+                a.extend(["-o".into(), format!("IdentityAgent={}", path_str(&sock))]);
+            }
         }
         if let Some(c) = &target.config_path {
             a.extend(["-F".into(), path_str(c)]);
@@ -583,23 +589,6 @@ fn bastion_key_changed(
         hop = b.bastion.as_deref();
     }
     None
-}
-
-/// Keep an ssh process out of the terminal's process group, so the first Ctrl-C (which the
-/// executor turns into "let running steps finish") does not kill connections and commands in
-/// flight, and have the kernel end it when k0sform dies, so nothing outlives k0sform.
-fn shield(cmd: &mut tokio::process::Command) {
-    cmd.process_group(0);
-    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which is
-    // async-signal-safe; it touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
 }
 
 /// `HostKeyAlgorithms` for a recorded key of this type: RSA keys sign with SHA-2 (plain

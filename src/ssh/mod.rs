@@ -6,7 +6,9 @@ mod conn;
 mod dispatch;
 mod exec;
 pub mod hostkey;
+mod keys;
 mod master;
+mod passphrase;
 mod session;
 mod upload;
 

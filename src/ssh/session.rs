@@ -47,6 +47,8 @@ pub(super) struct Inner {
     pub(super) hosts: Mutex<BTreeMap<HostId, Arc<HostConn>>>,
     pub(super) next_slot: AtomicUsize,
     pub(super) opts: SshOptions,
+    /// Encrypted keys unlocked in this run and the private agent holding them.
+    pub(super) keys: super::keys::Keys,
     pub(super) dir: tempfile::TempDir,
 }
 
@@ -62,6 +64,7 @@ impl SshTransport {
                 hosts: Mutex::new(BTreeMap::new()),
                 next_slot: AtomicUsize::new(0),
                 opts,
+                keys: Default::default(),
                 dir,
             }),
         })

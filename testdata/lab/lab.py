@@ -46,6 +46,8 @@ DISK_MOUNTS = [
     ("/etc/machine-id", "machine-id", "file"),
     ("/etc/hostname", "hostname", "file"),
     ("/etc/hosts", "hosts", "file"),
+    # k0sform writes a host's `environment` there, as k0sctl does: never the real machine's.
+    ("/etc/environment", "environment", "file"),
     ("/tmp", "tmp", "dir"),
 ]
 
@@ -302,6 +304,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
                 "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
                 f"{h['address']}\t{h['name']}\n"
             )
+        open(os.path.join(disk, "environment"), "w").close()
         keygen(os.path.join(hd, "ssh_host_ed25519_key"), f"root@{h['name']}")
         h["machine_id"] = machine_id
         h["host_key_fingerprint"] = fingerprint(os.path.join(hd, "ssh_host_ed25519_key.pub"))
@@ -808,8 +811,12 @@ def cmd_boot(a):
     disk = os.path.join(hd, "disk")
     libc_mount(hd, HOST_LAB_DIR, None, MS_BIND, None)
     libc_mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755")
-    for inside, sub, _ in DISK_MOUNTS:
-        libc_mount(os.path.join(disk, sub), inside, None, MS_BIND, None)
+    for inside, sub, kind in DISK_MOUNTS:
+        src = os.path.join(disk, sub)
+        if kind == "file" and not os.path.exists(src):
+            # A disk made before this file was private: an empty one, as on a fresh host.
+            open(src, "w").close()
+        libc_mount(src, inside, None, MS_BIND, None)
     socket.sethostname(name)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     os.makedirs(SERVICE_RUN_DIR, exist_ok=True)

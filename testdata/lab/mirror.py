@@ -6,7 +6,8 @@ version index (`stable.txt`, `latest.txt`). Started and stopped by the tests (te
   mirror.py --bind 127.A.B.2 --dir DIR [--owner-pid PID]
 
 Prints the port it listens on, then serves until killed (or until PID dies). Every GET is logged
-to DIR/../mirror.log as `GET <path> <status>` (tests count downloads). A file `X.stall` beside
+to DIR/../mirror.log as `GET <path> <status>` (tests count downloads); a request in absolute form
+(through it as an `http_proxy`) is served as its path and logged as received. A file `X.stall` beside
 `X` makes a GET of X send its headers and first bytes, then stall (a server past the timeout).
 """
 
@@ -30,6 +31,14 @@ def main():
     class Handler(http.server.SimpleHTTPRequestHandler):
         def __init__(self, *args, **kw):
             super().__init__(*args, directory=root, **kw)
+
+        def translate_path(self, path):
+            # A request in absolute form (`GET http://host:port/path`, what a client sends to
+            # a proxy) is served as its path, as RFC 9112 section 3.2.2 asks of a server: the
+            # mirror is then the proxy of a test's `http_proxy`. The log keeps the form received.
+            if path.startswith("http://"):
+                path = "/" + path[len("http://"):].partition("/")[2]
+            return super().translate_path(path)
 
         def do_GET(self):
             path = self.translate_path(self.path)

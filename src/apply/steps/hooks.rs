@@ -50,7 +50,13 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 }
             };
             ctx.progress(format!("hook {action}.{stage}: {shown}"));
+            // With the host's `environment`, as k0sctl's session has it.
+            let env = self.spec_host(host).map(|h| &h.environment);
             let cmd = cmdline::hook(line, shown, self.opts.wait_timeout);
+            let cmd = match env {
+                Some(env) => crate::k0s::host_env::with_env(cmd, env),
+                None => cmd,
+            };
             let out = self
                 .exec(host, cmd)
                 .await

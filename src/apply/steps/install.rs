@@ -92,7 +92,11 @@ impl<T: Transport + 'static> K0sRunner<T> {
     ) -> Result<Vec<StateChange>, StepError> {
         let hs = self.host_spec(host)?;
         let staged = k0s::staged_binary_path(&hs.k0s_install_path);
-        let cmd = k0s::release::download_on_host(url, &staged, sha256, self.opts.download_timeout);
+        // With the host's `environment` (a proxy), as k0sctl's download sees it.
+        let cmd = k0s::host_env::with_env(
+            k0s::release::download_on_host(url, &staged, sha256, self.opts.download_timeout),
+            &hs.environment,
+        );
         let out = self.exec(host, cmd).await.map_err(failed)?;
         if out.success() {
             // No sha256 to check against (the plan said so): the host's hash of what it

@@ -7,6 +7,7 @@ mod bootstrap;
 mod cluster;
 mod deadline;
 mod drain;
+mod etc_environment;
 mod files;
 mod hooks;
 mod install;

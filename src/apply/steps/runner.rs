@@ -265,6 +265,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 stage,
                 lines,
             } => self.run_hooks(ctx, host, action, stage, lines, gate).await,
+            StepKind::WriteHostEnvironment { names } => {
+                self.write_host_environment(host, names).await
+            }
             StepKind::UploadFiles { files } => self.upload_files(ctx, host, files, gate).await,
             StepKind::MoveHost { from } => self.move_host(host, from).await,
             StepKind::RecordHost => self.record_host(ctx, host).await,

@@ -135,11 +135,19 @@ fn the_staged_binary_is_swapped_in_by_a_rename_beside_it() {
     std::fs::write(staged_binary_path(bin), "newer").unwrap();
     let echo = ["echo".to_string(), "installed".to_string()];
     let mut c = install_service(bin, ServiceKind::Worker, &[], &BTreeMap::new(), true);
-    c.argv.truncate(7);
+    c.argv.truncate(8);
     c.argv[6] = d.path().join("env.conf").to_str().unwrap().to_string();
+    // k0sctl's OpenRC file: its `export` lines go, the administrator's other lines stay.
+    let conf_d = d.path().join("k0sworker");
+    std::fs::write(&conf_d, "rc_ulimit=\"-n 9\"\nexport 'A=k0sctl'\n").unwrap();
+    c.argv[7] = conf_d.to_str().unwrap().to_string();
     c.argv.extend(echo);
     let (ok, out) = run(c.clone());
     assert!(ok);
+    assert_eq!(
+        std::fs::read_to_string(&conf_d).unwrap(),
+        "rc_ulimit=\"-n 9\"\n"
+    );
     assert_eq!(std::fs::read_to_string(bin).unwrap(), "newer");
     assert_eq!(
         super::super::parse_moved_binary_stat(&out),

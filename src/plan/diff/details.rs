@@ -278,6 +278,14 @@ impl Planner<'_> {
                     ))
                 }
             }
+            StepKind::WriteHostEnvironment { names } => out.push(line(
+                '~',
+                format!(
+                    "{} sets {} (as k0sctl; before the host downloads k0s or runs hooks)",
+                    crate::k0s::host_env::ETC_ENVIRONMENT,
+                    names.join(", ")
+                ),
+            )),
             // After the binary and the config, before k0s starts.
             StepKind::UploadFiles { files } => {
                 out.extend(files.iter().map(|f| line('~', file_text(f))))

@@ -49,8 +49,9 @@ impl Planner<'_> {
             if let Some(&idx) = owner.get(s.id)
                 && s.host == self.hosts[idx].id
                 && runs_on_host(&s.kind)
-                // Staging waits for nothing (a preflight): no hook goes before it.
-                && !s.kind.is_staging()
+                // Preflight steps (staging, /etc/environment) wait for nothing: no hook goes
+                // before them.
+                && !s.kind.is_preflight()
             {
                 on_hosts.entry(idx).or_default().push(s);
             }

@@ -44,7 +44,7 @@ pub(super) enum Decision {
         member: Option<MemberRef>,
         reset: Option<String>,
     },
-    /// Only `files:` differ.
+    /// Only `files:` (or /etc/environment, a token placeholder) differ.
     Files,
     /// Only the address changed: the state record follows the host.
     Move,
@@ -99,6 +99,9 @@ pub(super) struct HostPlan {
     /// The worker's token file gets a decodable placeholder without a restart
     /// (`StepKind::WriteTokenPlaceholder`).
     pub(super) token_placeholder: bool,
+    /// The variables of `environment` to set in the host's /etc/environment
+    /// (`StepKind::WriteHostEnvironment`).
+    pub(super) etc_environment: Vec<String>,
 }
 
 impl HostPlan {
@@ -111,6 +114,7 @@ impl HostPlan {
             config_diff: None,
             files: Vec::new(),
             token_placeholder: false,
+            etc_environment: Vec::new(),
         }
     }
 }

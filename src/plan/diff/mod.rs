@@ -6,6 +6,7 @@ mod cluster;
 mod destroy;
 mod details;
 mod drain;
+mod etc_environment;
 mod hooks;
 mod host_plan;
 mod hosts;
@@ -255,6 +256,7 @@ impl Planner<'_> {
                     Ok(()) => {
                         self.plan_files(&mut p);
                         self.plan_token_file(&mut p);
+                        self.plan_etc_environment(&mut p);
                         plans.push(p)
                     }
                     Err(r) => refusals.push((idx, r)),

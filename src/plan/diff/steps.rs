@@ -162,8 +162,18 @@ impl Planner<'_> {
             gate: None,
             vias: self.via_picker(plans),
         };
-        // Binaries are staged first and wait for nothing: the executor runs every staging
-        // step before any other (a preflight), and each host's later steps follow its own.
+        // /etc/environment first (k0sctl's "Prepare hosts" comes before it stages binaries):
+        // a proxy set there is one the host's download needs. A preflight step too, which
+        // every later step of the host follows.
+        for p in plans.iter().filter(|p| !p.etc_environment.is_empty()) {
+            let kind = StepKind::WriteHostEnvironment {
+                names: p.etc_environment.clone(),
+            };
+            let id = c.b.push(p.idx, &self.hosts[p.idx].id, kind, []);
+            c.b.set_staged(p.idx, id);
+        }
+        // Binaries are staged first and wait for nothing but that: the executor runs every
+        // preflight step before any other, and each host's later steps follow its own.
         for p in plans {
             if let Some(kind) = self.staging(p) {
                 let id = c.b.push(p.idx, &self.hosts[p.idx].id, kind, []);

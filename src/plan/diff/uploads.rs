@@ -112,6 +112,12 @@ impl Planner<'_> {
         let Some(running) = f.status.as_ref().map(|s| &s.version) else {
             return;
         };
+        // Workers only, as k0sctl (`Hosts.Workers()` is role `worker`). A controller+worker
+        // of that release does not decode its token file at a restart: the controller reads it
+        // only while it has not joined (k0s v1.35.1+k0s.0 cmd/controller/controller.go
+        // `needToJoin`: no etcd `member/snap/db`, or for other storage no CA), and its embedded
+        // worker starts from the admin kubeconfig, never the token (`startWorker`); the file
+        // is decoded in the worker command's own RunE only (cmd/worker/worker.go).
         if sh.role != crate::spec::Role::Worker
             || !crate::k0s::quirks::worker_decodes_token_file_at_start(running)
             || !matches!(

@@ -85,6 +85,8 @@ pub enum ReasonCode {
     UnknownNode,
     /// A file of the spec's `files:` is missing or differs on the host.
     FilesChange,
+    /// A variable of `environment` is missing from or differs in the host's /etc/environment.
+    HostEnvironmentChange,
     /// The host answers at a new address with the recorded machine-id and host key.
     Moved,
     /// `destroy`: the whole cluster is reset.

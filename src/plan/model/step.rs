@@ -119,6 +119,10 @@ pub enum StepKind {
     /// (a reboot) does not fail (k0sctl `phase/ensure_join_token_workaround.go`). The file is
     /// the one the running service is given (`--token-file`), never one the plan names.
     WriteTokenPlaceholder,
+    /// Set these variables of the host's `environment` in its /etc/environment, as k0sctl does
+    /// before it stages k0s (`k0s::host_env`); the values are the spec's when the step runs.
+    /// Runs in the preflight, before the host's binary download, which sees them.
+    WriteHostEnvironment { names: Vec<String> },
     /// Upload the spec's `files:` that are missing or differ on the host (content sha256, mode,
     /// owner), each checked against the local content the plan saw.
     UploadFiles {
@@ -173,6 +177,12 @@ impl StepKind {
         )
     }
 
+    /// Runs in the executor's preflight (`is_staging` steps, and the /etc/environment update
+    /// that a host's download follows so that it sees a proxy set there).
+    pub fn is_preflight(&self) -> bool {
+        self.is_staging() || matches!(self, StepKind::WriteHostEnvironment { .. })
+    }
+
     /// Short machine-readable name, e.g. `remove_member`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -194,6 +204,7 @@ impl StepKind {
             StepKind::Reconfigure => "reconfigure",
             StepKind::WriteTokenPlaceholder => "write_token_placeholder",
             StepKind::RunHooks { .. } => "run_hooks",
+            StepKind::WriteHostEnvironment { .. } => "write_host_environment",
             StepKind::UploadFiles { .. } => "upload_files",
             StepKind::MoveHost { .. } => "move_host",
             StepKind::RecordHost => "record_host",
