@@ -6,78 +6,30 @@
 //! with the create revision we made it at (a lock lost to lease expiry or `force-unlock` fails
 //! it), and while the state key is at the revision we read (another writer fails it).
 //!
-//! `StateStore` is synchronous and is called from inside the commands' tokio runtime, where a
-//! nested `block_on` would panic. So each store owns a small runtime of its own (one worker
-//! thread): requests are spawned onto it and the caller waits on a plain std channel, which works
-//! from any thread, async or not.
+//! Requests go to etcd's v3 JSON gateway (`etcd_gateway`), blocking, with the request timeout:
+//! the synchronous `StateStore` calls work from any thread, inside the commands' tokio runtime
+//! too. While the lock is held, a thread of its own keeps its lease alive.
 
 use super::error::StateError;
+use super::etcd_gateway::{ErrorKind, Gateway, GatewayError, tls_config};
 use super::etcd_location::{EtcdOptions, EtcdUrl, HISTORY_KEEP};
+use super::etcd_wire::{Compare, Kv, Op, Txn};
 use super::holder::LockHolder;
 use super::lock::{ForceUnlockOutcome, LockGuard, LockRelease};
 use super::model::State;
 use super::store::{
     PushDecision, StateStore, WriteOutcome, decide_push, describe_kept, find_secret, parse,
 };
-use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
-    KeyValue, PutOptions, TlsOptions, Txn, TxnOp, TxnOpResponse,
-};
-use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often a waiting writer retries the lock.
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
 
-/// A runtime of the store's own: see the module comment.
-struct Bridge {
-    rt: Option<tokio::runtime::Runtime>,
-}
-
-impl Bridge {
-    fn new() -> std::io::Result<Self> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("k0sform-etcd")
-            .enable_all()
-            .build()?;
-        Ok(Bridge { rt: Some(rt) })
-    }
-
-    fn handle(&self) -> Option<&tokio::runtime::Handle> {
-        self.rt.as_ref().map(tokio::runtime::Runtime::handle)
-    }
-
-    /// Run `fut` on the store's runtime and wait for it, from any thread.
-    fn run<T: Send + 'static>(
-        &self,
-        fut: impl Future<Output = T> + Send + 'static,
-    ) -> Result<T, String> {
-        let handle = self.handle().ok_or("the etcd runtime is gone")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        handle.spawn(async move {
-            let _ = tx.send(fut.await);
-        });
-        rx.recv()
-            .map_err(|_| "the etcd request was dropped".to_string())
-    }
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        // Dropping a runtime blocks, which panics inside an async context; this does not.
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
-        }
-    }
-}
-
 /// What the store and its lock guards share.
 struct Shared {
-    bridge: Bridge,
-    client: Client,
+    gateway: Gateway,
     url: EtcdUrl,
     location: String,
     opts: EtcdOptions,
@@ -93,49 +45,31 @@ struct HeldLock {
 }
 
 impl Shared {
-    /// One etcd call with the request timeout, errors as `StateError::Remote`.
-    fn call<T, F, Fut>(&self, action: &'static str, f: F) -> Result<T, StateError>
-    where
-        T: Send + 'static,
-        F: FnOnce(Client) -> Fut,
-        Fut: Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
-    {
-        let timeout = self.opts.request_timeout;
-        let fut = f(self.client.clone());
-        let out = self
-            .bridge
-            .run(async move { tokio::time::timeout(timeout, fut).await });
-        let remote = |detail: String| StateError::Remote {
+    /// One etcd request, its error as `StateError::Remote`.
+    fn call<T>(
+        &self,
+        action: &'static str,
+        f: impl FnOnce(&Gateway) -> Result<T, GatewayError>,
+    ) -> Result<T, StateError> {
+        f(&self.gateway).map_err(|e| self.remote(action, &e))
+    }
+
+    fn remote(&self, action: &'static str, e: &GatewayError) -> StateError {
+        let mut detail = e.to_string();
+        // With TLS 1.3 a server that wants a client certificate only drops the connection.
+        if self.url.tls && self.opts.cert.is_none() && e.kind == ErrorKind::Transport {
+            detail
+                .push_str(" (if etcd checks client certificates, give --etcd-cert and --etcd-key)");
+        }
+        StateError::Remote {
             location: self.location.clone(),
             action,
             detail,
-        };
-        match out {
-            Ok(Ok(Ok(v))) => Ok(v),
-            Ok(Ok(Err(e))) => {
-                let mut detail = describe_etcd_error(&e);
-                // With TLS 1.3 a server that wants a client certificate only drops the stream.
-                if self.url.tls && self.opts.cert.is_none() && detail.contains("transport error") {
-                    detail.push_str(
-                        " (if etcd checks client certificates, give --etcd-cert and --etcd-key)",
-                    );
-                }
-                Err(remote(detail))
-            }
-            Ok(Err(_)) => Err(remote(format!(
-                "no answer from etcd ({}) within {}",
-                self.url.endpoints.join(", "),
-                humantime::format_duration(timeout)
-            ))),
-            Err(e) => Err(remote(e)),
         }
     }
 
-    fn get(&self, key: String) -> Result<Option<KeyValue>, StateError> {
-        self.call("read", move |mut c| async move {
-            let mut resp = c.get(key, None).await?;
-            Ok(resp.take_kvs().into_iter().next())
-        })
+    fn get(&self, key: &str) -> Result<Option<Kv>, StateError> {
+        self.call("read", |g| g.get(key))
     }
 
     fn held(&self) -> Option<HeldLock> {
@@ -144,38 +78,6 @@ impl Shared {
 
     fn set_held(&self, v: Option<HeldLock>) {
         *self.held.lock().unwrap_or_else(|p| p.into_inner()) = v;
-    }
-}
-
-/// Short, user-facing text for an etcd client error (gRPC status message rather than debug).
-fn describe_etcd_error(e: &etcd_client::Error) -> String {
-    match e {
-        etcd_client::Error::GRpcStatus(s) => {
-            let mut text = format!("{:?}", s.code());
-            if !s.message().is_empty() {
-                text.push_str(": ");
-                text.push_str(s.message());
-            }
-            // A TLS or connection failure says what went wrong only in its sources.
-            append_sources(&mut text, std::error::Error::source(s));
-            text
-        }
-        other => {
-            let mut text = other.to_string();
-            append_sources(&mut text, std::error::Error::source(other));
-            text
-        }
-    }
-}
-
-fn append_sources(text: &mut String, mut source: Option<&(dyn std::error::Error + 'static)>) {
-    while let Some(e) = source {
-        let s = e.to_string();
-        if !text.contains(&s) {
-            text.push_str(": ");
-            text.push_str(&s);
-        }
-        source = e.source();
     }
 }
 
@@ -200,34 +102,24 @@ impl EtcdStore {
             action,
             detail,
         };
-        let scheme = if url.tls { "https" } else { "http" };
-        let endpoints: Vec<String> = url
-            .endpoints
-            .iter()
-            .map(|e| format!("{scheme}://{e}"))
-            .collect();
-        let mut connect = ConnectOptions::new()
-            .with_connect_timeout(opts.request_timeout)
-            .with_timeout(opts.request_timeout)
-            .with_keep_alive(Duration::from_secs(10), opts.request_timeout);
-        if url.tls {
-            connect = connect.with_tls(tls_options(opts).map_err(|d| fail("set up TLS for", d))?);
+        let tls = if url.tls {
+            let (ca, cert, key) = (&opts.cacert, &opts.cert, &opts.key);
+            Some(
+                tls_config(ca.as_deref(), cert.as_deref(), key.as_deref())
+                    .map_err(|d| fail("set up TLS for", d))?,
+            )
         } else if opts.cert.is_some() || opts.key.is_some() {
             return Err(fail(
                 "connect to",
                 "a client certificate was given for a plain etcd:// URL; use etcds:// for TLS"
                     .into(),
             ));
-        }
-        let bridge = Bridge::new().map_err(|e| fail("start the etcd client for", e.to_string()))?;
-        let client = bridge
-            .run(Client::connect(endpoints, Some(connect)))
-            .map_err(|e| fail("connect to", e))?
-            .map_err(|e| fail("connect to", describe_etcd_error(&e)))?;
+        } else {
+            None
+        };
         Ok(EtcdStore {
             shared: Arc::new(Shared {
-                bridge,
-                client,
+                gateway: Gateway::new(&url.endpoints, tls, opts.request_timeout),
                 location: location.trim_end_matches('/').to_string(),
                 url,
                 opts: opts.clone(),
@@ -257,8 +149,8 @@ impl EtcdStore {
 
     /// Read the state key: (mod revision or 0, bytes, parsed state).
     fn read(&self) -> Result<(i64, Option<Vec<u8>>), StateError> {
-        match self.shared.get(self.state_key())? {
-            Some(kv) => Ok((kv.mod_revision(), Some(kv.value().to_vec()))),
+        match self.shared.get(&self.state_key())? {
+            Some(kv) => Ok((kv.mod_revision, Some(kv.value))),
             None => Ok((0, None)),
         }
     }
@@ -302,45 +194,48 @@ impl EtcdStore {
         let history_start = url.history_key(0);
         let history_end = url.history_key(next.serial.saturating_sub(HISTORY_KEEP - 1));
         let history_key = url.history_key(next.serial);
-        let txn = Txn::new()
-            .when([
-                Compare::create_revision(lock_key.clone(), CompareOp::Equal, held.create_revision),
-                Compare::lease(lock_key.clone(), CompareOp::Equal, held.lease),
-                Compare::mod_revision(state_key.clone(), CompareOp::Equal, read_revision),
-            ])
-            .and_then([
-                TxnOp::put(state_key.clone(), text.clone(), None),
-                TxnOp::put(history_key, text, None),
-                TxnOp::delete(
-                    history_start,
-                    Some(DeleteOptions::new().with_range(history_end)),
-                ),
-            ])
-            .or_else([TxnOp::get(lock_key, None), TxnOp::get(state_key, None)]);
-        let resp = self
-            .shared
-            .call("write", move |mut c| async move { c.txn(txn).await })?;
-        if resp.succeeded() {
-            let revision = resp.header().map_or(0, |h| h.revision());
-            self.base = Some((revision, Some(next.serial)));
+        let txn = Txn {
+            when: vec![
+                Compare::CreateRevision(lock_key.clone(), held.create_revision),
+                Compare::Lease(lock_key.clone(), held.lease),
+                Compare::ModRevision(state_key.clone(), read_revision),
+            ],
+            then: vec![
+                Op::Put {
+                    key: state_key.clone(),
+                    value: text.clone(),
+                    lease: 0,
+                },
+                Op::Put {
+                    key: history_key,
+                    value: text,
+                    lease: 0,
+                },
+                Op::DeleteRange {
+                    key: history_start,
+                    end: history_end,
+                },
+            ],
+            otherwise: vec![Op::Get(lock_key), Op::Get(state_key)],
+        };
+        let resp = self.shared.call("write", |g| g.txn(&txn))?;
+        if resp.succeeded {
+            self.base = Some((resp.revision, Some(next.serial)));
             return Ok(WriteOutcome::Written {
                 serial: next.serial,
             });
         }
-        let mut got = resp.op_responses().into_iter().map(|r| match r {
-            TxnOpResponse::Get(mut g) => g.take_kvs().into_iter().next(),
-            _ => None,
-        });
+        let mut got = resp.gets.into_iter();
         let lock_now = got.next().flatten();
         let state_now = got.next().flatten();
-        let lock_ours = lock_now.as_ref().is_some_and(|kv| {
-            kv.create_revision() == held.create_revision && kv.lease() == held.lease
-        });
+        let lock_ours = lock_now
+            .as_ref()
+            .is_some_and(|kv| kv.create_revision == held.create_revision && kv.lease == held.lease);
         if !lock_ours {
             // `held` stays: every later write is refused the same way, naming who holds it now.
             let detail = match lock_now
                 .as_ref()
-                .and_then(|kv| serde_json::from_slice::<LockHolder>(kv.value()).ok())
+                .and_then(|kv| serde_json::from_slice::<LockHolder>(&kv.value).ok())
             {
                 Some(h) => format!("it is now held by {h}"),
                 None if lock_now.is_some() => "it is now held by someone else".to_string(),
@@ -353,7 +248,7 @@ impl EtcdStore {
         }
         let now_serial = state_now
             .as_ref()
-            .and_then(|kv| serde_json::from_slice::<serde_json::Value>(kv.value()).ok())
+            .and_then(|kv| serde_json::from_slice::<serde_json::Value>(&kv.value).ok())
             .and_then(|v| v.get("serial").and_then(serde_json::Value::as_u64));
         Err(StateError::Conflict {
             path: self.location_of(&self.state_key()),
@@ -374,19 +269,7 @@ impl EtcdStore {
     /// Serials kept under `PREFIX/history/`, oldest first.
     fn kept_serials(&self) -> Result<Vec<u64>, StateError> {
         let prefix = format!("{}/history/", self.shared.url.prefix);
-        let keys: Vec<Vec<u8>> = self.shared.call("read", move |mut c| async move {
-            let mut resp = c
-                .get(
-                    prefix,
-                    Some(GetOptions::new().with_prefix().with_keys_only()),
-                )
-                .await?;
-            Ok(resp
-                .take_kvs()
-                .into_iter()
-                .map(|kv| kv.key().to_vec())
-                .collect())
-        })?;
+        let keys = self.shared.call("read", |g| g.keys_with_prefix(&prefix))?;
         let mut serials: Vec<u64> = keys
             .iter()
             .filter_map(|k| {
@@ -403,101 +286,75 @@ impl EtcdStore {
     }
 }
 
-fn tls_options(opts: &EtcdOptions) -> Result<TlsOptions, String> {
-    let read = |p: &Path, what: &str| {
-        std::fs::read(p).map_err(|e| format!("cannot read the {what} {}: {e}", p.display()))
-    };
-    let mut tls = TlsOptions::new();
-    match &opts.cacert {
-        Some(ca) => {
-            tls = tls.ca_certificate(Certificate::from_pem(read(ca, "CA certificate")?));
-        }
-        None => {
-            return Err(
-                "etcds:// needs the CA certificate of the etcd cluster: --etcd-cacert FILE or \
-                 K0SFORM_ETCD_CACERT"
-                    .into(),
-            );
-        }
-    }
-    match (&opts.cert, &opts.key) {
-        (Some(cert), Some(key)) => {
-            tls = tls.identity(Identity::from_pem(
-                read(cert, "client certificate")?,
-                read(key, "client key")?,
-            ));
-        }
-        (None, None) => {}
-        _ => {
-            return Err(
-                "a client certificate needs its key and the other way round: give both \
-                 --etcd-cert and --etcd-key (or K0SFORM_ETCD_CERT and K0SFORM_ETCD_KEY)"
-                    .into(),
-            );
-        }
-    }
-    Ok(tls)
-}
-
 /// The lock as held: keeps its lease alive, and revokes it on release (which deletes the key).
 struct EtcdLock {
     shared: Arc<Shared>,
     held: HeldLock,
-    keepalive: Option<tokio::task::JoinHandle<()>>,
+    /// Stops when dropped: a lock dropped without release lives until its lease expires.
+    keepalive: Option<KeepAlive>,
 }
 
 impl LockRelease for EtcdLock {
     fn release(mut self: Box<Self>) -> Result<(), StateError> {
-        if let Some(k) = self.keepalive.take() {
-            k.abort();
-        }
+        drop(self.keepalive.take());
         if self.shared.held() == Some(self.held) {
             self.shared.set_held(None);
         }
-        let lease = self.held.lease;
         // Revoking deletes every key attached to the lease: our lock key, if it is still ours.
         // A lease already gone (expired, force-unlocked) is not an error worth reporting.
-        match self
-            .shared
-            .call("release the lock on", move |mut c| async move {
-                c.lease_revoke(lease).await.map(|_| ())
-            }) {
-            Err(StateError::Remote { detail, .. }) if detail.contains("NotFound") => Ok(()),
-            other => other,
+        match self.shared.gateway.lease_revoke(self.held.lease) {
+            Err(e) if !e.is_not_found() => Err(self.shared.remote("release the lock on", &e)),
+            _ => Ok(()),
         }
     }
 }
 
-impl Drop for EtcdLock {
-    fn drop(&mut self) {
-        if let Some(k) = self.keepalive.take() {
-            k.abort();
-        }
-    }
+/// A thread renewing a lease every third of the lock's TTL until it is dropped or the lease is
+/// gone. Errors (etcd briefly away) are retried: the fence in every write is what protects the
+/// state, not this thread.
+struct KeepAlive {
+    stopped: Arc<(Mutex<bool>, Condvar)>,
 }
 
-/// Keep `lease` alive until aborted, refreshing every third of the TTL. Errors (etcd briefly
-/// away) are retried: the fence in every write is what protects the state, not this task.
-async fn keep_alive(client: Client, lease: i64, ttl: Duration) {
-    let every = (ttl / 3).max(Duration::from_millis(300));
-    loop {
-        let mut c = client.clone();
-        if let Ok((mut keeper, mut stream)) = c.lease_keep_alive(lease).await {
-            loop {
-                tokio::time::sleep(every).await;
-                if keeper.keep_alive().await.is_err() {
-                    break;
-                }
-                match stream.message().await {
+impl KeepAlive {
+    fn start(shared: Arc<Shared>, lease: i64) -> std::io::Result<Self> {
+        let stopped = Arc::new((Mutex::new(false), Condvar::new()));
+        let every = (shared.opts.lock_ttl / 3).max(Duration::from_millis(300));
+        let flag = Arc::clone(&stopped);
+        std::thread::Builder::new()
+            .name("k0sform-etcd-lease".into())
+            .spawn(move || {
+                while !wait_stopped(&flag, every) {
                     // TTL 0: the lease is gone (expired or revoked); nothing left to keep.
-                    Ok(Some(r)) if r.ttl() <= 0 => return,
-                    Ok(Some(_)) => {}
-                    _ => break,
+                    if shared
+                        .gateway
+                        .lease_keep_alive(lease)
+                        .is_ok_and(|ttl| ttl <= 0)
+                    {
+                        return;
+                    }
                 }
-            }
-        }
-        tokio::time::sleep(every).await;
+            })?;
+        Ok(KeepAlive { stopped })
     }
+}
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        let (stopped, wake) = &*self.stopped;
+        *stopped.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        wake.notify_all();
+    }
+}
+
+/// Wait up to `period`: whether the keep-alive was stopped meanwhile.
+fn wait_stopped(flag: &(Mutex<bool>, Condvar), period: Duration) -> bool {
+    let (stopped, wake) = flag;
+    let guard = stopped.lock().unwrap_or_else(|p| p.into_inner());
+    let (guard, _) = wake
+        .wait_timeout_while(guard, period, |s| !*s)
+        .unwrap_or_else(|p| p.into_inner());
+    *guard
 }
 
 impl StateStore for EtcdStore {
@@ -607,52 +464,45 @@ impl StateStore for EtcdStore {
             path: lock_path.clone(),
             source,
         })?;
-        let lease = shared.call("take the lock on", move |mut c| async move {
-            c.lease_grant(ttl_secs, None).await.map(|r| r.id())
-        })?;
+        let lease = shared.call("take the lock on", |g| g.lease_grant(ttl_secs))?;
+        let give_up = |keepalive: Option<KeepAlive>| {
+            drop(keepalive);
+            let _ = shared.call("release the lease on", |g| g.lease_revoke(lease));
+        };
         // Kept alive from the start: waiting for a busy lock may take longer than the TTL.
-        let keepalive = shared.bridge.handle().map(|h| {
-            h.spawn(keep_alive(
-                shared.client.clone(),
-                lease,
-                shared.opts.lock_ttl,
-            ))
-        });
-        let give_up = |keepalive: Option<tokio::task::JoinHandle<()>>| {
-            if let Some(k) = keepalive {
-                k.abort();
+        let keepalive = match KeepAlive::start(Arc::clone(shared), lease) {
+            Ok(k) => k,
+            Err(e) => {
+                give_up(None);
+                return Err(StateError::Remote {
+                    location: shared.location.clone(),
+                    action: "take the lock on",
+                    detail: format!("cannot start the thread keeping the lock's lease: {e}"),
+                });
             }
-            let _ = shared.call("release the lease on", move |mut c| async move {
-                c.lease_revoke(lease).await.map(|_| ())
-            });
+        };
+        let txn = Txn {
+            when: vec![Compare::CreateRevision(lock_key.clone(), 0)],
+            then: vec![Op::Put {
+                key: lock_key.clone(),
+                value,
+                lease,
+            }],
+            otherwise: vec![Op::Get(lock_key)],
         };
         let deadline = Instant::now() + timeout;
         loop {
-            let key = lock_key.clone();
-            let v = value.clone();
-            let attempt = shared.call("take the lock on", move |mut c| async move {
-                let txn = Txn::new()
-                    .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-                    .and_then([TxnOp::put(
-                        key.clone(),
-                        v,
-                        Some(PutOptions::new().with_lease(lease)),
-                    )])
-                    .or_else([TxnOp::get(key, None)]);
-                c.txn(txn).await
-            });
-            let resp = match attempt {
+            let resp = match shared.call("take the lock on", |g| g.txn(&txn)) {
                 Ok(r) => r,
                 Err(e) => {
-                    give_up(keepalive);
+                    give_up(Some(keepalive));
                     return Err(e);
                 }
             };
-            if resp.succeeded() {
-                let create_revision = resp.header().map_or(0, |h| h.revision());
+            if resp.succeeded {
                 let held = HeldLock {
                     lease,
-                    create_revision,
+                    create_revision: resp.revision,
                 };
                 shared.set_held(Some(held));
                 return Ok(LockGuard::new(
@@ -660,21 +510,18 @@ impl StateStore for EtcdStore {
                     Box::new(EtcdLock {
                         shared: Arc::clone(shared),
                         held,
-                        keepalive,
+                        keepalive: Some(keepalive),
                     }),
                 ));
             }
             let now = Instant::now();
             if now >= deadline {
-                give_up(keepalive);
-                let other = resp.op_responses().into_iter().find_map(|r| match r {
-                    TxnOpResponse::Get(mut g) => g.take_kvs().into_iter().next(),
-                    _ => None,
-                });
+                give_up(Some(keepalive));
+                let other = resp.gets.into_iter().flatten().next();
                 return Err(StateError::Locked {
                     lock_path,
                     holder: other
-                        .and_then(|kv| serde_json::from_slice::<LockHolder>(kv.value()).ok())
+                        .and_then(|kv| serde_json::from_slice::<LockHolder>(&kv.value).ok())
                         .map(Box::new),
                 });
             }
@@ -685,49 +532,46 @@ impl StateStore for EtcdStore {
     fn force_unlock(&self, id: &str) -> Result<ForceUnlockOutcome, StateError> {
         let lock_key = self.lock_key();
         let lock_path = self.location_of(&lock_key);
-        let Some(kv) = self.shared.get(lock_key.clone())? else {
+        let Some(kv) = self.shared.get(&lock_key)? else {
             return Ok(ForceUnlockOutcome::NotLocked { stale: None });
         };
-        let holder = serde_json::from_slice::<LockHolder>(kv.value()).ok();
+        let holder = serde_json::from_slice::<LockHolder>(&kv.value).ok();
         let Some(holder) = holder.filter(|h| h.id == id) else {
             return Err(StateError::LockIdMismatch {
                 lock_path,
                 given: id.to_string(),
-                holder: serde_json::from_slice::<LockHolder>(kv.value())
+                holder: serde_json::from_slice::<LockHolder>(&kv.value)
                     .ok()
                     .map(Box::new),
             });
         };
         // Delete only the lock we looked at: a lock taken anew since has another create revision.
-        let create_revision = kv.create_revision();
-        let lease = kv.lease();
-        let deleted = self
-            .shared
-            .call("break the lock on", move |mut c| async move {
-                let txn = Txn::new()
-                    .when([Compare::create_revision(
-                        lock_key.clone(),
-                        CompareOp::Equal,
-                        create_revision,
-                    )])
-                    .and_then([TxnOp::delete(lock_key, None)]);
-                let resp = c.txn(txn).await?;
-                if resp.succeeded() && lease != 0 {
-                    // The holder's keep-alive must not outlive the lock it kept.
-                    let _ = c.lease_revoke(lease).await;
-                }
-                Ok(resp.succeeded())
-            })?;
+        let txn = Txn {
+            when: vec![Compare::CreateRevision(
+                lock_key.clone(),
+                kv.create_revision,
+            )],
+            then: vec![Op::Delete(lock_key)],
+            otherwise: vec![],
+        };
+        let deleted = self.shared.call("break the lock on", |g| {
+            let resp = g.txn(&txn)?;
+            if resp.succeeded && kv.lease != 0 {
+                // The holder's keep-alive must not outlive the lock it kept.
+                let _ = g.lease_revoke(kv.lease);
+            }
+            Ok(resp.succeeded)
+        })?;
         if deleted {
             Ok(ForceUnlockOutcome::Released { holder })
         } else {
             // Released and taken again between the read and the delete: not the lock with this ID.
-            let now = self.shared.get(self.lock_key())?;
+            let now = self.shared.get(&self.lock_key())?;
             Err(StateError::LockIdMismatch {
                 lock_path,
                 given: id.to_string(),
                 holder: now
-                    .and_then(|kv| serde_json::from_slice::<LockHolder>(kv.value()).ok())
+                    .and_then(|kv| serde_json::from_slice::<LockHolder>(&kv.value).ok())
                     .map(Box::new),
             })
         }
@@ -761,8 +605,8 @@ impl StateStore for EtcdStore {
 
     fn load_serial(&mut self, serial: u64) -> Result<State, StateError> {
         let key = self.shared.url.history_key(serial);
-        if let Some(kv) = self.shared.get(key.clone())? {
-            return parse(&self.location_of(&key), kv.value());
+        if let Some(kv) = self.shared.get(&key)? {
+            return parse(&self.location_of(&key), &kv.value);
         }
         // Not in the history (e.g. written before history was kept): maybe the current one.
         if let (_, Some(bytes)) = self.read()? {

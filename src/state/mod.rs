@@ -6,7 +6,11 @@ pub mod access;
 mod error;
 #[cfg(feature = "etcd-state")]
 mod etcd;
+#[cfg(feature = "etcd-state")]
+mod etcd_gateway;
 mod etcd_location;
+#[cfg(feature = "etcd-state")]
+mod etcd_wire;
 mod holder;
 mod lock;
 mod model;
