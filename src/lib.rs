@@ -16,6 +16,7 @@ pub mod hash;
 pub mod hostid;
 pub mod k0s;
 pub mod kubeconfig;
+pub mod manifests;
 pub mod plan;
 pub mod private_file;
 pub mod probe;

@@ -628,6 +628,15 @@ pub fn restore(bin: &str, data_dir: &str, archive: &str, config_out: &str) -> Re
     .timeout(BACKUP)
 }
 
+/// `k0s kubectl apply -f -` with the admin kubeconfig, the manifest on stdin: k0sctl
+/// `phase/apply_manifests.go` runs `env KUBECONFIG=<dataDir>/pki/admin.conf k0s kubectl apply
+/// -f -` (configurer/linux.go `KubectlCmdf`), client-side apply, no other flag.
+pub fn kubectl_apply(bin: &str, data_dir: &str, manifest: Vec<u8>) -> RemoteCommand {
+    kubectl(bin, data_dir, &["apply", "-f", "-"])
+        .stdin(manifest)
+        .shown_as(format!("{bin} kubectl apply -f -"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -474,7 +474,8 @@ fn same_value(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn sorted(v: &Value) -> Value {
+/// The value with every mapping's keys sorted (a canonical form to hash or compare).
+pub fn sorted(v: &Value) -> Value {
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();

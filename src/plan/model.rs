@@ -46,6 +46,10 @@ pub struct Plan {
     /// runs them only on hosts an apply changes, where k0sctl runs them at every apply.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks_not_run: Vec<HooksNotRun>,
+    /// The spec's extra manifests and those the state recorded that the spec lost, each with
+    /// what happens to it (`crate::manifests`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<crate::manifests::ManifestChange>,
 }
 
 /// A host's hooks that do not run because the plan changes nothing on the host.
@@ -377,6 +381,16 @@ pub enum StepKind {
         fingerprint: String,
         public_key: String,
     },
+    /// `k0s kubectl apply -f -` of a spec manifest through this controller (k0sctl
+    /// `phase/apply_manifests.go`), its content the one planned (`sha256`); then recorded.
+    ApplyManifest {
+        manifest: crate::manifests::ManifestId,
+        sha256: String,
+    },
+    /// The state forgets a manifest that left the spec; nothing in the cluster changes.
+    ForgetManifest {
+        manifest: crate::manifests::ManifestId,
+    },
     /// Drop the host from the state.
     ForgetHost,
     /// Drop the cluster's identity from the state (`destroy`, after the last host): the state
@@ -431,6 +445,8 @@ impl StepKind {
             StepKind::MoveHost { .. } => "move_host",
             StepKind::RecordHost => "record_host",
             StepKind::RecordBastion { .. } => "record_bastion",
+            StepKind::ApplyManifest { .. } => "apply_manifest",
+            StepKind::ForgetManifest { .. } => "forget_manifest",
             StepKind::ForgetHost => "forget_host",
             StepKind::ForgetCluster => "forget_cluster",
         }

@@ -11,6 +11,7 @@ mod files;
 mod hooks;
 mod install;
 mod join;
+mod manifests;
 mod moved;
 mod node_watch;
 mod record;

@@ -10,6 +10,7 @@ mod details;
 mod drain;
 mod hooks;
 mod hosts;
+mod manifests;
 mod quorum;
 mod refresh;
 mod removal;
@@ -129,13 +130,14 @@ impl Planner<'_> {
             ));
         }
         let (steps, step_owner, etcd) = self.build_steps(&plans)?;
-        let (steps, step_owner) = self.with_hooks(&plans, steps, step_owner);
+        let (mut steps, step_owner) = self.with_hooks(&plans, steps, step_owner);
         let hooks_not_run = self.hooks_not_run(&steps);
         self.two_member_restarts(&plans);
         self.unchecked_download_warning(&steps);
         let changes = self.host_changes(&plans, &steps, &step_owner);
+        let manifests = self.manifest_steps(&plans, &mut steps)?;
         dag_checked(&steps)?;
-        Ok(self.finish(
+        let mut plan = self.finish(
             PlanKind::Apply,
             PlanBody {
                 outside_changes,
@@ -145,7 +147,9 @@ impl Planner<'_> {
                 etcd,
                 hooks_not_run,
             },
-        ))
+        );
+        plan.manifests = manifests;
+        Ok(plan)
     }
 
     /// The plan of this run from its parts: the one place a `Plan` is assembled (the cluster's
@@ -173,6 +177,7 @@ impl Planner<'_> {
             first_contacts: Vec::new(),
             k0s_version: None,
             hooks_not_run: body.hooks_not_run,
+            manifests: Vec::new(),
         }
     }
 
