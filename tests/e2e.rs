@@ -5135,3 +5135,106 @@ fn k0sctl_timeout_stops_starting_steps() {
     c.apply();
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
+
+/// Write the spec of `names` with these extra documents after the Cluster document (a k0sctl
+/// multi-document spec).
+fn write_spec_with_docs(c: &Cluster, names: &[&str], docs: &str) {
+    c.write_spec(names);
+    let mut text = std::fs::read_to_string(&c.spec).expect("spec");
+    text.push_str(docs);
+    std::fs::write(&c.spec, text).expect("spec");
+}
+
+/// `k0s kubectl apply -f -` of `json` on a controller by hand: what kubectl says of it.
+fn apply_by_hand(c: &Cluster, host: &str, json: &str) -> String {
+    c.lab.exec_ok(
+        host,
+        &format!("echo '{json}' | KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl apply -f -"),
+    )
+}
+
+const NAMESPACE_DOC: &str = "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: apps\n";
+const SETTINGS_DOC: &str = "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: apps\ndata:\n  color: COLOR\n";
+const SETTINGS_JSON: &str = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings","namespace":"apps"},"data":{"color":"COLOR"}}"#;
+
+/// Issue 30: the extra manifests of a multi-document spec (k0sctl phase/apply_manifests.go) are
+/// shown in the plan, applied through a controller with `k0s kubectl apply -f -` after every
+/// other step, and not applied again while their content is the one recorded; a changed one is
+/// applied again; one the spec lost stays in the cluster; one kubectl refuses fails the apply
+/// with kubectl's error and is not recorded.
+#[test]
+fn extra_manifests_are_applied_once_then_only_when_changed() {
+    require_lab!();
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let settings = |color: &str| SETTINGS_DOC.replace("COLOR", color);
+    write_spec_with_docs(
+        &c,
+        &["c1", "w1"],
+        &format!("{NAMESPACE_DOC}{}", settings("blue")),
+    );
+    c.run(&["plan"])
+        .expect(0)
+        .contains("+ Namespace apps: created")
+        .contains("+ ConfigMap apps/settings: created")
+        .contains("2 manifests to apply.");
+    c.apply()
+        .contains("Applying manifest ConfigMap apps/settings")
+        .contains("Apply complete");
+    let blue = SETTINGS_JSON.replace("COLOR", "blue");
+    assert_eq!(
+        apply_by_hand(&c, "c1", &blue),
+        "configmap/settings unchanged\n"
+    );
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("Manifests: 2 unchanged")
+        .contains("No changes.");
+
+    // A changed manifest is applied again.
+    write_spec_with_docs(
+        &c,
+        &["c1", "w1"],
+        &format!("{NAMESPACE_DOC}{}", settings("green")),
+    );
+    c.run(&["plan"])
+        .expect(0)
+        .contains("~ ConfigMap apps/settings: changed")
+        .contains("    Namespace apps: unchanged")
+        .contains("1 manifest to apply.");
+    c.apply();
+    let green = SETTINGS_JSON.replace("COLOR", "green");
+    assert_eq!(
+        apply_by_hand(&c, "c1", &green),
+        "configmap/settings unchanged\n"
+    );
+
+    // One the spec lost stays in the cluster; the state forgets it.
+    write_spec_with_docs(&c, &["c1", "w1"], &settings("green"));
+    c.run(&["plan"])
+        .expect(0)
+        .contains("- Namespace apps: no longer in the spec: left in the cluster, not deleted");
+    c.apply();
+    c.lab.exec_ok(
+        "c1",
+        "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl get namespace apps",
+    );
+    assert_eq!(
+        c.state_json()["manifests"].as_array().map(Vec::len),
+        Some(1)
+    );
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("No changes.");
+
+    // kubectl refuses a ConfigMap whose data is not strings: the apply fails with its error,
+    // and the manifest stays to be applied.
+    let bad = "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\n  namespace: apps\ndata:\n  replicas: 3\n";
+    write_spec_with_docs(&c, &["c1", "w1"], &format!("{}{bad}", settings("green")));
+    c.run(&["apply", "-auto-approve"])
+        .expect(1)
+        .contains("kubectl apply of manifest ConfigMap apps/bad failed")
+        .contains("cannot unmarshal number into Go struct field ConfigMap.data of type string");
+    c.run(&["plan"])
+        .expect(0)
+        .contains("+ ConfigMap apps/bad: created");
+}

@@ -3998,6 +3998,8 @@ fn manifests_are_applied_once_then_only_when_changed() {
         let last_other = order.iter().rposition(|n| others.contains(n));
         assert!(first_apply > last_other, "seed {seed}: {order:?}");
     }
+    // One after the other, in spec order (a Namespace before what goes in it).
+    assert_eq!(applies[1].after, [applies[0].id]);
     assert!(step_host_is_controller(&i, &applies[0].host));
     let text = render::text(&p, false);
     assert!(text.contains("+ ConfigMap default/a: created"), "{text}");

@@ -9,8 +9,8 @@ use crate::plan::model::{Refusal, RefusalKind, Step, StepKind};
 use std::collections::BTreeSet;
 
 impl Planner<'_> {
-    /// The manifests of the plan; their steps appended to `steps`, each after every step that
-    /// no other step waits for (so after all of them).
+    /// The manifests of the plan; their steps appended to `steps`, the first after every step
+    /// that no other step waits for (so after all of them), each next after the one before.
     pub(super) fn manifest_steps(
         &mut self,
         plans: &[HostPlan],
@@ -52,6 +52,7 @@ impl Planner<'_> {
             .map(|s| s.id)
             .filter(|id| !waited_for.contains(id))
             .collect();
+        let mut previous: Option<usize> = None;
         for c in &changes {
             let kind = match c.action {
                 ManifestAction::Unchanged => continue,
@@ -68,11 +69,18 @@ impl Planner<'_> {
                     }
                 }
             };
+            // One at a time, in spec order (a Namespace before what goes in it), as k0sctl
+            // applies them one by one.
+            let after = match previous {
+                Some(p) => vec![p],
+                None => last.clone(),
+            };
+            previous = Some(steps.len());
             steps.push(Step {
                 id: steps.len(),
                 host: via.clone(),
                 kind,
-                after: last.clone(),
+                after,
             });
         }
         Ok(changes)
