@@ -57,6 +57,7 @@ Environment:
   NO_COLOR               set and not empty: no colour (as -no-color)
   USER, LOGNAME          the user named in the state lock
   SHELL                  `completion` without a shell: completes for this one (as k0sctl)
+  VISUAL, EDITOR         the editor of `config edit` (else vi), as k0sctl
   HOME                   what ~ means in the spec's paths (keyPath, k0sBinaryPath, files)
   (any)                  ${VAR} and $VAR in the spec are expanded from the environment, as in k0sctl"
     };

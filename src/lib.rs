@@ -7,6 +7,7 @@ pub mod apply;
 pub mod backup;
 pub mod binaries;
 pub mod cli;
+pub mod cluster_config;
 pub mod commands;
 pub mod download;
 pub mod engine;

@@ -1436,3 +1436,39 @@ fn saved_plan_options_must_be_repeated_on_apply() {
         );
     }
 }
+
+/// `config edit` and `config status` need a cluster with dynamic config: without
+/// `spec.k0s.dynamicConfig` they say what to do instead, before connecting to any host.
+#[test]
+fn config_commands_need_dynamic_config() {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        d.path().join("k0sctl.yaml"),
+        "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: controller\n    ssh: {address: 127.0.0.1, port: 9}\n  k0s: {version: v1.33.4+k0s.0}\n",
+    )
+    .unwrap();
+    for sub in ["status", "edit"] {
+        let o = k0sform()
+            .current_dir(d.path())
+            .env("EDITOR", "true")
+            .args(["config", sub])
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("does not set spec.k0s.dynamicConfig: true"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let help = stdout(
+        &k0sform()
+            .args(["config", "edit", "--help"])
+            .output()
+            .expect("runs"),
+    );
+    assert!(
+        help.contains("k0s kubectl apply -n kube-system -f -"),
+        "{help}"
+    );
+}

@@ -5238,3 +5238,98 @@ fn extra_manifests_are_applied_once_then_only_when_changed() {
         .expect(0)
         .contains("+ ConfigMap apps/bad: created");
 }
+
+/// A one-controller cluster with dynamic config (the controller's `--enable-dynamic-config`
+/// turns it on, as in k0sctl) and `telemetry.enabled: false` in spec.k0s.config, applied.
+fn dynamic_config_cluster() -> Cluster {
+    let mut host_yaml = BTreeMap::new();
+    host_yaml.insert(
+        "c1".to_string(),
+        "installFlags:\n- --enable-dynamic-config\n".to_string(),
+    );
+    let c = Cluster::with(
+        &[("c1", "controller")],
+        LabOptions::default(),
+        SpecOptions {
+            host_yaml,
+            k0s_config: Some("spec:\n  telemetry:\n    enabled: false\n".into()),
+            ..SpecOptions::default()
+        },
+    );
+    c.write_spec(&["c1"]);
+    c.apply().contains("Apply complete");
+    c
+}
+
+/// Issue 30: `config status` and `config edit` as k0sctl's (action/config_status.go,
+/// action/config_edit.go): the ClusterConfig's reconcile events, and an edit by $EDITOR (here a
+/// script) applied through the controller; an edit that changes nothing applies nothing and
+/// fails; a cluster without dynamic config is told what to do instead.
+#[test]
+fn config_status_and_edit_through_a_controller() {
+    require_lab!();
+    let c = dynamic_config_cluster();
+    let r = c.run(&["config", "status"]);
+    r.expect(0)
+        .contains("SuccessfulReconcile")
+        .contains("clusterconfig/k0s")
+        .contains("Successfully reconciled cluster config");
+    assert_eq!(
+        r.stdout.matches("SuccessfulReconcile").count(),
+        1,
+        "{}",
+        r.text()
+    );
+    c.run(&["config", "status", "-o", "json"])
+        .expect(0)
+        .contains("\"reason\": \"SuccessfulReconcile\"");
+
+    // An editor script flips telemetry on.
+    let editor = c.lab.dir().join("editor.sh");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i 's/enabled: false/enabled: true/' \"$1\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut cmd = c.command(&["config", "edit"]);
+    cmd.env("EDITOR", &editor).env_remove("VISUAL");
+    let out = cmd.output().expect("config edit");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("clusterconfig.k0s.k0sproject.io/k0s configured"),
+        "{text}"
+    );
+    let live = c.lab.exec_ok(
+        "c1",
+        "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl -n kube-system get clusterconfig k0s -o json",
+    );
+    let live: serde_json::Value = serde_json::from_str(&live).expect("JSON");
+    assert_eq!(live["spec"]["telemetry"]["enabled"], true);
+    let r = c.run(&["config", "status"]);
+    assert_eq!(
+        r.stdout.matches("SuccessfulReconcile").count(),
+        2,
+        "{}",
+        r.text()
+    );
+
+    // Saved unchanged: nothing applied, and it fails as k0sctl's.
+    let mut cmd = c.command(&["config", "edit"]);
+    cmd.env("EDITOR", "true").env_remove("VISUAL");
+    let out = cmd.output().expect("config edit");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("configuration was not changed"));
+    let r = c.run(&["config", "status"]);
+    assert_eq!(
+        r.stdout.matches("SuccessfulReconcile").count(),
+        2,
+        "{}",
+        r.text()
+    );
+}

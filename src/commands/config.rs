@@ -1,0 +1,34 @@
+//! `k0sform config edit` and `config status`: the dynamic config through a healthy controller
+//! (`crate::cluster_config`). Read the state; never write it.
+
+use crate::cli::{ConfigCommand, GlobalArgs};
+use crate::cluster_config;
+use crate::engine;
+use crate::exit::Exit;
+
+pub fn run(global: &GlobalArgs, cmd: &ConfigCommand) -> Exit {
+    engine::with_ssh(|transport| async move {
+        let (loaded, ctx) = super::load_inputs(global)?;
+        match cmd {
+            ConfigCommand::Status(args) => {
+                let refuse = args.host_keys.refuse_first_contact();
+                let out = cluster_config::status(
+                    &loaded.spec,
+                    &ctx.state,
+                    &transport,
+                    args.output.as_deref(),
+                    refuse,
+                )
+                .await?;
+                println!("{out}");
+            }
+            ConfigCommand::Edit(args) => {
+                let refuse = args.host_keys.refuse_first_contact();
+                let out =
+                    cluster_config::edit(&loaded.spec, &ctx.state, &transport, refuse).await?;
+                print!("{out}");
+            }
+        }
+        Ok(Exit::Success)
+    })
+}
