@@ -189,3 +189,124 @@ pub async fn edit(
     .await?;
     Ok(escape_lines(&out.stdout_str()).into_owned())
 }
+
+/// The `spec` of a ClusterConfig object as `kubectl get -o json` printed it; None when the
+/// answer is not a `k0s.k0sproject.io/v1beta1` ClusterConfig with a mapping as its spec.
+pub fn live_spec(json: &str) -> Option<serde_json::Value> {
+    let doc: serde_json::Value = serde_json::from_str(json).ok()?;
+    let is = |k: &str, want: &str| doc.get(k).and_then(|v| v.as_str()) == Some(want);
+    if !is("apiVersion", crate::spec::K0S_API_VERSION) || !is("kind", "ClusterConfig") {
+        return None;
+    }
+    doc.get("spec").filter(|s| s.is_object()).cloned()
+}
+
+/// The part of spec.k0s.config's `spec` k0s keeps in the ClusterConfig object (k0s
+/// pkg/apis/k0s/v1beta1/clusterconfig_types.go `GetClusterWideConfig`: no api, storage or
+/// install; network without serviceCIDR, clusterDomain, controlPlaneLoadBalancing and
+/// primaryAddressFamily, which stay node settings).
+fn cluster_wide(spec_config: &serde_json::Value) -> serde_json::Value {
+    let mut spec = spec_config
+        .get("spec")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    if let Some(m) = spec.as_object_mut() {
+        for k in ["api", "storage", "install"] {
+            m.remove(k);
+        }
+        if let Some(n) = m.get_mut("network").and_then(|n| n.as_object_mut()) {
+            for k in [
+                "serviceCIDR",
+                "clusterDomain",
+                "controlPlaneLoadBalancing",
+                "primaryAddressFamily",
+            ] {
+                n.remove(k);
+            }
+        }
+    }
+    spec
+}
+
+/// Where the live ClusterConfig differs from what spec.k0s.config sets (only the settings the
+/// spec names: the object also holds k0s's defaults), each `spec.PATH: X in the spec, Y in the
+/// cluster` (`absent` when the object lacks it). Values shown are shortened.
+pub fn drift(spec_config: &serde_json::Value, live: &serde_json::Value) -> Vec<String> {
+    fn shown(v: Option<&serde_json::Value>) -> String {
+        let Some(v) = v else {
+            return "absent".into();
+        };
+        let s = v.to_string();
+        if s.chars().count() > 60 {
+            format!("{}…", s.chars().take(60).collect::<String>())
+        } else {
+            s
+        }
+    }
+    fn walk(
+        path: &str,
+        want: &serde_json::Value,
+        got: Option<&serde_json::Value>,
+        out: &mut Vec<String>,
+    ) {
+        match (want, got) {
+            (serde_json::Value::Object(w), Some(serde_json::Value::Object(g))) => {
+                for (k, v) in w {
+                    walk(&format!("{path}.{k}"), v, g.get(k), out);
+                }
+            }
+            (serde_json::Value::Null, None) => {}
+            (w, g) if Some(w) != g => out.push(format!(
+                "{path}: {} in the spec, {} in the cluster",
+                shown(Some(w)),
+                shown(g)
+            )),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let serde_json::Value::Object(w) = cluster_wide(spec_config) {
+        for (k, v) in &w {
+            walk(&format!("spec.{k}"), v, live.get(k), &mut out);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn drift_names_what_the_spec_sets_and_the_object_differs_in() {
+        let spec = json!({"spec": {
+            "api": {"address": "10.0.0.1"},
+            "telemetry": {"enabled": false},
+            "network": {"provider": "calico", "serviceCIDR": "10.96.0.0/12"},
+        }});
+        let live = json!({"telemetry": {"enabled": true}, "network": {"provider": "calico", "podCIDR": "10.244.0.0/16"}});
+        assert_eq!(
+            drift(&spec, &live),
+            ["spec.telemetry.enabled: false in the spec, true in the cluster"]
+        );
+        let same = json!({"telemetry": {"enabled": false}, "network": {"provider": "calico"}});
+        assert!(drift(&spec, &same).is_empty());
+        let missing = json!({"network": {"provider": "calico"}});
+        assert_eq!(
+            drift(&spec, &missing),
+            ["spec.telemetry: {\"enabled\":false} in the spec, absent in the cluster"]
+        );
+    }
+
+    #[test]
+    fn live_spec_takes_only_a_cluster_config() {
+        let ok = r#"{"apiVersion": "k0s.k0sproject.io/v1beta1", "kind": "ClusterConfig", "spec": {"a": 1}}"#;
+        assert_eq!(live_spec(ok), Some(json!({"a": 1})));
+        assert_eq!(
+            live_spec(r#"{"apiVersion": "v1", "kind": "ConfigMap", "spec": {}}"#),
+            None
+        );
+        assert_eq!(live_spec("not json"), None);
+    }
+}

@@ -5263,8 +5263,9 @@ fn dynamic_config_cluster() -> Cluster {
 
 /// Issue 30: `config status` and `config edit` as k0sctl's (action/config_status.go,
 /// action/config_edit.go): the ClusterConfig's reconcile events, and an edit by $EDITOR (here a
-/// script) applied through the controller; an edit that changes nothing applies nothing and
-/// fails; a cluster without dynamic config is told what to do instead.
+/// script) applied through the controller, after which `plan` shows the object's drift from
+/// spec.k0s.config (read through the controller in the probe, changing nothing); an edit that
+/// changes nothing applies nothing and fails.
 #[test]
 fn config_status_and_edit_through_a_controller() {
     require_lab!();
@@ -5280,6 +5281,9 @@ fn config_status_and_edit_through_a_controller() {
         "{}",
         r.text()
     );
+    let r = plan_changes_nothing(&c, &[]);
+    r.expect(0).contains("No changes.");
+    assert!(!r.text().contains("dynamic config:"), "{}", r.text());
     c.run(&["config", "status", "-o", "json"])
         .expect(0)
         .contains("\"reason\": \"SuccessfulReconcile\"");
@@ -5318,6 +5322,12 @@ fn config_status_and_edit_through_a_controller() {
         "{}",
         r.text()
     );
+    // The plan shows the object's drift from spec.k0s.config, read-only.
+    plan_changes_nothing(&c, &[])
+        .expect(0)
+        .contains("dynamic config: the ClusterConfig object")
+        .contains("spec.telemetry.enabled: false in the spec, true in the cluster")
+        .contains("No changes.");
 
     // Saved unchanged: nothing applied, and it fails as k0sctl's.
     let mut cmd = c.command(&["config", "edit"]);

@@ -4061,3 +4061,55 @@ fn manifests_are_applied_once_then_only_when_changed() {
         targeted.warnings
     );
 }
+
+/// With `dynamicConfig`, the plan warns where the ClusterConfig object a healthy controller
+/// reported differs from what spec.k0s.config sets (only what the spec sets; the node part
+/// left out), and plans nothing for it.
+#[test]
+fn dynamic_config_drift_is_a_warning() {
+    let mut i = case_inputs("noop");
+    i.spec.k0s.dynamic_config = true;
+    i.spec.k0s.config = Some(serde_json::json!({"spec": {
+        "telemetry": {"enabled": false},
+        "api": {"port": 6443},
+        "network": {"provider": "kuberouter"},
+    }}));
+    let c01 = HostId::new("10.0.0.1".to_string(), 22);
+    facts_mut(&mut i.reality, &c01).expect("c01").cluster_config = Some(serde_json::json!({
+        "telemetry": {"enabled": true},
+        "network": {"provider": "kuberouter", "podCIDR": "10.244.0.0/16"},
+    }));
+    let p = run(&i).expect("plan");
+    let live = facts_mut(&mut i.reality, &c01)
+        .expect("c01")
+        .cluster_config
+        .take();
+    assert_eq!(
+        p.steps,
+        run(&i).expect("plan").steps,
+        "the drift plans nothing"
+    );
+    facts_mut(&mut i.reality, &c01).expect("c01").cluster_config = live;
+    let w: Vec<&String> = p
+        .warnings
+        .iter()
+        .filter(|w| w.contains("dynamic config"))
+        .collect();
+    assert_eq!(w.len(), 1, "{:?}", p.warnings);
+    assert!(
+        w[0].contains("as 10.0.0.1 reads it")
+            && w[0].contains("spec.telemetry.enabled: false in the spec, true in the cluster")
+            && !w[0].contains("api"),
+        "{}",
+        w[0]
+    );
+    // The same object, or no dynamic config: no warning.
+    i.spec.k0s.dynamic_config = false;
+    assert!(
+        run(&i)
+            .expect("plan")
+            .warnings
+            .iter()
+            .all(|w| !w.contains("dynamic config"))
+    );
+}

@@ -3,6 +3,7 @@
 //! Pure: no I/O, no clock; hosts are visited in sorted order so the same inputs give the same plan.
 
 mod cluster;
+mod config_drift;
 mod decide;
 mod decision;
 mod destroy;
@@ -120,6 +121,7 @@ impl Planner<'_> {
         self.intent_warnings();
         self.selector_warnings();
         self.partial_view_warnings();
+        self.config_drift_warnings();
         let (mut plans, mut refusals) = self.decide_hosts();
         if !self.opts.target.is_empty() {
             self.keep_targeted(&mut plans, &mut refusals);
