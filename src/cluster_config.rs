@@ -232,11 +232,23 @@ fn cluster_wide(spec_config: &serde_json::Value) -> serde_json::Value {
 /// spec names: the object also holds k0s's defaults), each `spec.PATH: X in the spec, Y in the
 /// cluster` (`absent` when the object lacks it). Values shown are shortened.
 pub fn drift(spec_config: &serde_json::Value, live: &serde_json::Value) -> Vec<String> {
-    fn shown(v: Option<&serde_json::Value>) -> String {
+    // Secrets stay out (k0s::redact's rules): a value under a secret key, multi-line text
+    // (Helm chart values) and URL credentials are not shown.
+    fn shown(path: &str, v: Option<&serde_json::Value>) -> String {
         let Some(v) = v else {
             return "absent".into();
         };
-        let s = v.to_string();
+        if path.split('.').any(k0s::redact::is_secret_key) {
+            return "(secret)".into();
+        }
+        match v {
+            serde_json::Value::String(t) if t.contains('\n') => return "(text)".into(),
+            // Their content may hold secrets under any key: named, not shown.
+            serde_json::Value::Object(_) => return "(a mapping)".into(),
+            serde_json::Value::Array(a) => return format!("(a list of {})", a.len()),
+            _ => {}
+        }
+        let s = k0s::redact::hide_url_credentials(&v.to_string());
         if s.chars().count() > 60 {
             format!("{}…", s.chars().take(60).collect::<String>())
         } else {
@@ -258,8 +270,8 @@ pub fn drift(spec_config: &serde_json::Value, live: &serde_json::Value) -> Vec<S
             (serde_json::Value::Null, None) => {}
             (w, g) if Some(w) != g => out.push(format!(
                 "{path}: {} in the spec, {} in the cluster",
-                shown(Some(w)),
-                shown(g)
+                shown(path, Some(w)),
+                shown(path, g)
             )),
             _ => {}
         }
@@ -290,12 +302,22 @@ mod tests {
             drift(&spec, &live),
             ["spec.telemetry.enabled: false in the spec, true in the cluster"]
         );
+        let secret = json!({"spec": {"extensions": {"helm": {"repositories": [{"password": "hunter2"}]}, "x": {"password": "hunter2", "url": "https://u:p@h"}}}});
+        let got = drift(
+            &secret,
+            &json!({"extensions": {"x": {"password": "other", "url": "https://u:q@h"}}}),
+        );
+        assert!(
+            got.iter()
+                .all(|l| !l.contains("hunter2") && !l.contains("u:p@")),
+            "{got:?}"
+        );
         let same = json!({"telemetry": {"enabled": false}, "network": {"provider": "calico"}});
         assert!(drift(&spec, &same).is_empty());
         let missing = json!({"network": {"provider": "calico"}});
         assert_eq!(
             drift(&spec, &missing),
-            ["spec.telemetry: {\"enabled\":false} in the spec, absent in the cluster"]
+            ["spec.telemetry: (a mapping) in the spec, absent in the cluster"]
         );
     }
 
