@@ -5201,7 +5201,15 @@ fn extra_manifests_are_applied_once_then_only_when_changed() {
         .contains("~ ConfigMap apps/settings: changed")
         .contains("    Namespace apps: unchanged")
         .contains("1 manifest to apply.");
-    c.apply();
+    // Through a saved plan, as any other change.
+    let saved = c.lab.dir().join("manifests.plan").display().to_string();
+    c.run(&["plan", "-out", &saved])
+        .expect(0)
+        .contains("Saved the plan");
+    c.run(&["apply", &saved])
+        .expect(0)
+        .contains("Applying manifest ConfigMap apps/settings")
+        .contains("Apply complete");
     let green = SETTINGS_JSON.replace("COLOR", "green");
     assert_eq!(
         apply_by_hand(&c, "c1", &green),
