@@ -1472,3 +1472,38 @@ fn config_commands_need_dynamic_config() {
         "{help}"
     );
 }
+
+/// Extra manifests are part of the spec: `validate` accepts them and names one kubectl could
+/// not apply (no `metadata.name`) by file and line.
+#[test]
+fn validate_checks_extra_manifests() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let head = "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: single\n    ssh: {address: 127.0.0.1}\n  k0s: {version: v1.33.4+k0s.0}\n";
+    let spec = d.path().join("k0sctl.yaml");
+    std::fs::write(
+        &spec,
+        format!("{head}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"),
+    )
+    .unwrap();
+    let o = k0sform()
+        .current_dir(d.path())
+        .arg("validate")
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("manifest"), "{}", stderr(&o));
+    std::fs::write(
+        &spec,
+        format!("{head}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  namespace: x\n"),
+    )
+    .unwrap();
+    let o = k0sform()
+        .current_dir(d.path())
+        .arg("validate")
+        .output()
+        .expect("runs");
+    let all = format!("{}{}", stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(all.contains("k0sctl.yaml:12"), "{all}");
+    assert!(all.contains("metadata.name is missing"), "{all}");
+}
