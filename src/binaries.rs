@@ -10,7 +10,6 @@
 //! or a release before v1.28.2) the host's own hash of its download is recorded, and the plan
 //! says so.
 
-use crate::apply::LocalK0s;
 use crate::download;
 use crate::k0s::quirks;
 use crate::k0s::release::{self, Channel, Mirror};
@@ -23,6 +22,15 @@ use crate::state::State;
 use crate::version::K0sVersion;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+/// A k0s binary on this machine that steps may upload besides the hosts' `k0sBinaryPath`:
+/// releases downloaded into the local cache for `uploadBinary: true` (`cache_uploads`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalK0s {
+    pub path: PathBuf,
+    pub sha256: String,
+    pub version: Option<K0sVersion>,
+}
 
 /// Does this host get k0s from a release (on the host or through the local cache)?
 fn from_release(h: &HostSpec) -> bool {

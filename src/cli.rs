@@ -120,7 +120,7 @@ pub fn go_bool(s: &str) -> Option<bool> {
 
 /// A Go `time.Duration` (`90s`, `1h30m`, `0`), as k0sctl's duration flags take it.
 fn parse_go_duration(s: &str) -> Result<std::time::Duration, String> {
-    match crate::k0s::install_flags::parse_go_duration(s) {
+    match crate::install_flags::parse_go_duration(s) {
         Ok(ns) if ns >= 0 => Ok(std::time::Duration::from_nanos(
             u64::try_from(ns).unwrap_or(u64::MAX),
         )),

@@ -4,8 +4,8 @@
 //! change that object through a healthy controller, as k0sctl's `action/config_status.go` and
 //! `action/config_edit.go` do; `drift` compares it with `spec.k0s.config` for the plan.
 
-use crate::engine::{self, Failure};
 use crate::k0s;
+use crate::ops::{self, Failure};
 use crate::spec::{HostSpec, Spec};
 use crate::ssh::SshTransport;
 use crate::state::State;
@@ -34,7 +34,7 @@ async fn controller<'a>(
     refuse_first_contact: bool,
 ) -> Result<&'a HostSpec, Failure> {
     let (host, _) =
-        engine::healthy_controller(spec, state, transport, purpose, refuse_first_contact).await?;
+        ops::healthy_controller(spec, state, transport, purpose, refuse_first_contact).await?;
     Ok(host)
 }
 

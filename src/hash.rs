@@ -44,6 +44,16 @@ pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
     Ok(h.hex())
 }
 
+/// A sha256 as hex: 64 hex digits (either case).
+pub fn is_sha256(s: &str) -> bool {
+    is_hex(s, 64, 64)
+}
+
+/// `min` to `max` hex digits (either case).
+pub fn is_hex(s: &str, min: usize, max: usize) -> bool {
+    (min..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// The first four characters of an identifier and an ellipsis (`3d12…`), as plan text shows
 /// machine-ids, cluster uids and digests. Short values are returned whole.
 pub fn short(id: &str) -> String {

@@ -4,27 +4,30 @@
 //! `apply` runs the DAG in topological order, checkpointing the state after every step.
 
 pub mod apply;
-pub mod backup;
 pub mod binaries;
 pub mod cli;
 pub mod cluster_config;
 pub mod commands;
 pub mod download;
-pub mod engine;
+pub mod escape;
 pub mod exit;
 pub mod files;
+pub mod glob;
 pub mod hash;
 pub mod hostid;
+pub mod install_flags;
 pub mod k0s;
-pub mod kubeconfig;
 pub mod manifests;
+pub mod ops;
 pub mod plan;
 pub mod private_file;
 pub mod probe;
+pub mod quote;
 pub mod reality;
 pub mod runlog;
 pub mod spec;
 pub mod ssh;
+pub mod ssh_key;
 pub mod state;
 pub mod transport;
 pub mod ui;

@@ -59,7 +59,7 @@ pub struct HostFacts {
     /// sha256 of the installed binary: hashed by the probe, or the state's record when the
     /// binary's `stat` line is still the recorded one (`k0s_binary_stat`).
     pub k0s_binary_sha256: Option<String>,
-    /// The installed binary's `stat -L -c '%s %d %i %y %z'` line (`k0s::is_binary_stat`); None
+    /// The installed binary's `stat -L -c '%s %d %i %y %z'` line (`state::is_binary_stat`); None
     /// when there is no binary, `stat` failed or printed another shape (older probe files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k0s_binary_stat: Option<String>,

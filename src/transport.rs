@@ -221,7 +221,71 @@ pub enum TransportError {
     Other { host: HostId, message: String },
 }
 
+/// The key a host was accepted with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectedHost {
+    /// `SHA256:…`
+    pub fingerprint: String,
+    /// `<type> <base64>`
+    pub public_key: String,
+    /// No key was recorded (or the old one was dropped on request): this run trusted it on first use.
+    pub first_contact: bool,
+    /// The bastion hops the connection went through, in hop order:
+    /// `ssh.bastion` first, then its own bastion.
+    pub bastions: Vec<ConnectedBastion>,
+}
+
+/// How one bastion hop's key is checked: strictly against `recorded_key` (the state's
+/// `<type> <base64>`), unless `accept_changed` (`-replace` names the bastion, or its
+/// `ssh.hostKey` pin names another key) or nothing is recorded: then trusted on first use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BastionTrust {
+    pub recorded_key: Option<String>,
+    pub accept_changed: bool,
+}
+
+/// The key a bastion hop was accepted with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectedBastion {
+    pub id: HostId,
+    /// `SHA256:…`
+    pub fingerprint: String,
+    /// `<type> <base64>`
+    pub public_key: String,
+    pub first_contact: bool,
+}
+
 pub trait Transport: Send + Sync {
+    /// Open the connection to `host` at `target`, its host key checked, before anything runs on
+    /// it (once per run; later calls return the first result). `recorded_key` is the state's
+    /// `<type> <base64>` key: any other is refused (`HostKeyChanged`). With `accept_changed`
+    /// (`-replace`, or a `ssh.hostKey` pin naming the new key) the recorded key is left out and
+    /// the offered one trusted, subject to the pin. `bastions[i]` says how hop `i + 1` of
+    /// `target.bastion` is checked, the same way. Transports that need no connection (test
+    /// fakes) fail at once (the default).
+    fn connect(
+        &self,
+        host: &HostId,
+        target: &crate::spec::SshTarget,
+        recorded_key: Option<&str>,
+        accept_changed: bool,
+        bastions: &[BastionTrust],
+    ) -> impl Future<Output = Result<ConnectedHost, TransportError>> + Send {
+        let _ = (target, recorded_key, accept_changed, bastions);
+        async move {
+            Err(TransportError::Other {
+                host: host.clone(),
+                message: "this transport cannot connect".into(),
+            })
+        }
+    }
+
+    /// Close `host`'s connection (nothing when there is none).
+    fn close(&self, host: &HostId) -> impl Future<Output = ()> + Send {
+        let _ = host;
+        async {}
+    }
+
     /// Run one command and collect its output. A non-zero exit is not an error here.
     fn run(
         &self,

@@ -568,9 +568,9 @@ mod props {
 
 mod fake {
     use base64::Engine;
-    use k0sform::apply::Prober;
+    use k0sform::apply::HostProber;
     use k0sform::hostid::HostId;
-    use k0sform::reality::{ClusterView, HostFacts, K0sStatus, MemberView};
+    use k0sform::reality::{ClusterView, HostFacts, K0sStatus, MemberView, Probe};
     use k0sform::state::BinaryRecord;
     use k0sform::transport::{CommandOutput, FileAttrs, RemoteCommand, Transport, TransportError};
     use std::collections::{BTreeMap, HashMap};
@@ -740,6 +740,8 @@ mod fake {
         pub watch_ends: Option<Duration>,
         /// Node watches started, and those ended or dropped since.
         pub watches: (usize, usize),
+        /// Hosts whose probe meets another SSH host key than the one recorded.
+        pub key_changed: std::collections::BTreeSet<HostId>,
     }
 
     fn ok(stdout: impl Into<Vec<u8>>) -> CommandOutput {
@@ -1272,17 +1274,41 @@ mod fake {
         }
     }
 
-    impl Prober for Fake {
-        async fn probe(
+    impl HostProber for Fake {
+        fn probe<'a>(
+            &'a self,
+            host: &'a HostId,
+            known_binary: Option<&'a BinaryRecord>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Probe> + Send + 'a>> {
+            let probed = match self.facts(host, known_binary) {
+                Ok(facts) => Probe::Reached(Box::new(facts)),
+                Err(other) => other,
+            };
+            Box::pin(async move { probed })
+        }
+    }
+
+    impl Fake {
+        /// What a probe of `host` shows: its facts, or the probe result that ends there.
+        fn facts(
             &self,
             host: &HostId,
             known_binary: Option<&BinaryRecord>,
-        ) -> Result<HostFacts, String> {
+        ) -> Result<HostFacts, Probe> {
             let mut w = self.world.lock().unwrap();
             w.probed.push(host.clone());
             w.probed_known.push((host.clone(), known_binary.cloned()));
             let w = &mut *w;
-            let h = w.hosts.get(host).ok_or("unreachable")?;
+            if w.key_changed.contains(host) {
+                return Err(Probe::HostKeyChanged {
+                    expected: format!("SHA256:key-{}", host.address),
+                    offered: "SHA256:other".into(),
+                    bastion: None,
+                });
+            }
+            let h = w.hosts.get(host).ok_or_else(|| Probe::Unreachable {
+                error: "unreachable".into(),
+            })?;
             let run = |addr: &str| w.invocations.then(|| format!("run-{addr}"));
             let controller = h.running && h.installed.as_ref().is_some_and(|i| i.0 == "controller");
             let view = controller.then(|| ClusterView {
@@ -1901,6 +1927,28 @@ fn record_host_takes_an_unlabelled_member_object_as_it_is() {
     assert_eq!(
         record_member_id(&fake, &spec, state, &c2),
         "5555666677778888"
+    );
+}
+
+/// A host whose SSH host key changed since the plan's probe is refused as unsafe (exit 3), not
+/// failed (exit 1): nothing runs on it, and the error says whose key.
+#[test]
+fn host_key_change_during_apply_is_refused() {
+    let (fake, spec, state, _) = three_controllers();
+    let c2 = host(2);
+    fake.world().key_changed.insert(c2.clone());
+    let r = apply_with(
+        &fake,
+        &one_step(&c2, StepKind::RecordHost),
+        &spec,
+        state,
+        opts(2),
+    );
+    assert_eq!(r.exit_code(), 3, "{:?}", r.result);
+    let e = r.result.as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("{c2}: host key changed: recorded SHA256:key-")),
+        "{e}"
     );
 }
 
@@ -2727,7 +2775,7 @@ fn worker_restarting_on_v1_35_1_k0s_0_gets_a_decodable_token_file_first() {
         let mut bin = tempfile::NamedTempFile::new().unwrap();
         let data = format!("k0s {to}");
         std::io::Write::write_all(&mut bin, data.as_bytes()).unwrap();
-        o.binaries = vec![k0sform::apply::LocalK0s {
+        o.binaries = vec![k0sform::binaries::LocalK0s {
             path: bin.path().to_path_buf(),
             sha256: k0sform::hash::sha256_hex(data.as_bytes()),
             version: Some(to.parse().unwrap()),
@@ -3128,7 +3176,7 @@ fn long_steps_report_that_they_are_still_running() {
     assert_eq!(finished_1.as_deref(), Some("127.0.0.2"));
 }
 
-/// Regenerate with `K0SFORM_UPDATE_SCHEMA=1 cargo test --test apply events_schema_is_fresh`.
+/// Regenerate with `K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform apply::events_schema_is_fresh`.
 #[test]
 fn events_schema_is_fresh() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/events.schema.json");
@@ -3140,7 +3188,7 @@ fn events_schema_is_fresh() {
     assert!(
         checked_in == now,
         "schema/events.schema.json is stale; regenerate with \
-         `K0SFORM_UPDATE_SCHEMA=1 cargo test --test apply events_schema_is_fresh`"
+         `K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform apply::events_schema_is_fresh`"
     );
     // Every line's type is one the schema names, and format_version is required.
     let text = now.clone();
@@ -3194,7 +3242,7 @@ fn worker_to_upgrade() -> (
     let mut binary = tempfile::NamedTempFile::new().unwrap();
     std::io::Write::write_all(&mut binary, b"k0s v1.34.1").unwrap();
     let mut o = opts(2);
-    o.binaries.push(k0sform::apply::LocalK0s {
+    o.binaries.push(k0sform::binaries::LocalK0s {
         path: binary.path().to_path_buf(),
         sha256: k0sform::hash::sha256_hex(b"k0s v1.34.1"),
         version: Some("v1.34.1+k0s.0".parse().unwrap()),

@@ -1,23 +1,12 @@
 //! The command line without hosts: `init`, `completion`, `validate -json`, `-chdir`,
 //! `-input=false` and what `--help` promises (every environment variable k0sform reads).
 
+use crate::support::bin;
 use assert_cmd::Command;
 use std::path::Path;
 
 fn k0sform() -> Command {
-    let mut c = Command::cargo_bin("k0sform").expect("binary");
-    c.env("NO_COLOR", "1").env_remove("K0SFORM_STATE");
-    // k0sctl's variables change what k0sform does: none from the outer environment.
-    for var in [
-        "DEBUG",
-        "TRACE",
-        "DRY_RUN",
-        "K0SFORM_LOG",
-        "K0SFORM_LOG_PATH",
-    ] {
-        c.env_remove(var);
-    }
-    c
+    bin::assert_cmd()
 }
 
 fn stdout(o: &std::process::Output) -> String {
@@ -216,7 +205,7 @@ fn validate_schema_is_fresh() {
     let checked_in = std::fs::read_to_string(path).unwrap_or_default();
     assert!(
         checked_in == now,
-        "schema/validate.schema.json is stale: run `K0SFORM_UPDATE_SCHEMA=1 cargo test --test cli validate_schema_is_fresh`"
+        "schema/validate.schema.json is stale: run `K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform cli::validate_schema_is_fresh`"
     );
 }
 

@@ -2,18 +2,9 @@
 //! Each scenario starts from its own lab. They are the k0sctl #603 cases and the safety rules of
 //! DESIGN.md, run through the k0sform binary exactly as an operator would.
 
-#[path = "support/prereq.rs"]
-mod prereq;
-use prereq::require_lab;
-
-#[path = "support/lab.rs"]
-mod lab;
-
-#[path = "support/e2e.rs"]
-mod e2e;
-
-use e2e::Cluster;
-use lab::{LabOptions, SpecOptions};
+use crate::support::e2e::{self, Cluster};
+use crate::support::lab::{self, LabOptions, SpecOptions};
+use crate::support::prereq::require_lab;
 use std::collections::{BTreeMap, BTreeSet};
 
 const THREE_PLUS_TWO: &[(&str, &str)] = &[

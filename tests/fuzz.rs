@@ -5,11 +5,12 @@
 //! longer.
 
 use k0sform::hostid::HostId;
-use k0sform::plan::{Plan, SavedPlan, render};
+use k0sform::plan::{Plan, SavedPlan};
 use k0sform::reality::{HostFacts, HostReality, Probe, Reality};
 use k0sform::spec::LoadOptions;
 use k0sform::state::State;
 use k0sform::transport::CommandOutput;
+use k0sform::ui::render;
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;

@@ -1,15 +1,9 @@
 //! Pins the test lab (hosts look like separate machines over real SSH) and the fidelity of the
 //! k0s test double against the samples in reference/k0s-cli.md, including the etcd membership
-//! failures that must happen for real. Needs root; run with `cargo test --test lab`.
+//! failures that must happen for real. Needs root; run with `cargo test --test k0sform lab::`.
 
-#[path = "support/prereq.rs"]
-mod prereq;
-use prereq::require_lab;
-
-#[path = "support/lab.rs"]
-mod lab;
-
-use lab::{Lab, LabOptions, SpecOptions, stderr, stdout};
+use crate::support::lab::{self, Lab, LabOptions, SpecOptions, stderr, stdout};
+use crate::support::prereq::require_lab;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,7 @@ use k0sform::hostid::HostId;
 use k0sform::k0s::desired;
 use k0sform::plan::{
     self, Action, ClusterAction, Desired, LocalBinary, Plan, PlanOptions, Refusal, RefusalKind,
-    SavedPlan, StepKind, graph, render,
+    SavedPlan, StepKind, graph,
 };
 use k0sform::reality::{
     ClusterView, HostFacts, HostReality, K0sStatus, MemberView, NodeView, Probe, Reality,
@@ -15,6 +15,7 @@ use k0sform::reality::{
 };
 use k0sform::spec::{HostSpec, K0sSpec, K0sVersion, Options, Role, Spec, SshTarget};
 use k0sform::state::{ClusterState, EtcdMemberState, HostState, State};
+use k0sform::ui::render;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -2441,7 +2442,7 @@ fn bastion_keys_are_shown_recorded_and_checked() {
 
 // ---------------------------------------------------------------------------------------------
 // Schema freshness: regenerate with
-//   K0SFORM_UPDATE_SCHEMA=1 cargo test --test plan plan_schema_is_fresh
+//   K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform plan::plan_schema_is_fresh
 
 #[test]
 fn plan_schema_is_fresh() {
@@ -2455,7 +2456,7 @@ fn plan_schema_is_fresh() {
     assert!(
         checked_in == now,
         "schema/plan.schema.json is stale; regenerate with \
-         `K0SFORM_UPDATE_SCHEMA=1 cargo test --test plan plan_schema_is_fresh`"
+         `K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform plan::plan_schema_is_fresh`"
     );
     // And every case's JSON has the schema's top-level fields.
     let schema: serde_json::Value = serde_json::from_str(&now).unwrap();

@@ -3,17 +3,9 @@
 //! Part 2: the test lab (testdata/lab: real sshd per simulated host, the k0s double with real
 //! etcd): a fresh lab host, and a cluster of three controllers and a worker formed by hand.
 
-#[path = "support/prereq.rs"]
-mod prereq;
-use prereq::require_lab;
-
-#[path = "support/lab.rs"]
-mod lab;
-
-#[path = "support/sshd.rs"]
-mod sshd;
-
-use sshd::{Sshd, free_address, keygen};
+use crate::support::lab;
+use crate::support::prereq::require_lab;
+use crate::support::sshd::{Sshd, free_address, keygen};
 
 use k0sform::hostid::HostId;
 use k0sform::probe::{self, ProbeOptions};

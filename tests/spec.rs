@@ -494,15 +494,14 @@ fn spec_schema_is_current() {
     let checked_in = std::fs::read_to_string(path).unwrap_or_default();
     assert!(
         checked_in == generated,
-        "schema/spec.schema.json is stale: run `K0SFORM_UPDATE_SCHEMA=1 cargo test --test spec spec_schema_is_current`"
+        "schema/spec.schema.json is stale: run `K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform spec::spec_schema_is_current`"
     );
 }
 
 #[test]
 fn validate_command_prints_diagnostics_and_summary() {
-    use assert_cmd::Command;
-    let ok = Command::cargo_bin("k0sform")
-        .expect("binary")
+    use crate::support::bin;
+    let ok = bin::assert_cmd()
         .args(["-c", "testdata/specs/valid/ha.yaml", "validate"])
         .env("HOME", "/home/tester")
         .output()
@@ -518,8 +517,7 @@ fn validate_command_prints_diagnostics_and_summary() {
         "The spec is valid: 5 hosts (3 controllers, 2 workers) in cluster \"prod-eu1\".\n"
     );
 
-    let warn = Command::cargo_bin("k0sform")
-        .expect("binary")
+    let warn = bin::assert_cmd()
         .args([
             "-c",
             "testdata/k0sctl-examples/k0sctl-single.yaml",
@@ -545,8 +543,7 @@ fn validate_command_prints_diagnostics_and_summary() {
         "The spec is valid: 1 host (1 controller, 1 worker) in cluster \"k0s-cluster\".\n"
     );
 
-    let bad = Command::cargo_bin("k0sform")
-        .expect("binary")
+    let bad = bin::assert_cmd()
         .args(["-c", "testdata/specs/invalid/many-errors.yaml", "validate"])
         .output()
         .expect("runs");
@@ -560,8 +557,7 @@ fn validate_command_prints_diagnostics_and_summary() {
     assert!(stderr.trim_end().ends_with("errors."), "{stderr}");
 
     // `-` reads stdin.
-    let stdin = Command::cargo_bin("k0sform")
-        .expect("binary")
+    let stdin = bin::assert_cmd()
         .args(["-c", "-", "validate"])
         .write_stdin(std::fs::read("testdata/specs/valid/cluster.json").expect("json"))
         .output()

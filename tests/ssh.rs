@@ -1,13 +1,6 @@
 //! `SshTransport` against real OpenSSH servers: each test starts its own `sshd` on a unique
 //! loopback address (127.201-250.x.y) with its own host key and an authorized test key.
 
-#[path = "support/prereq.rs"]
-mod prereq;
-use prereq::require_lab;
-
-#[path = "support/sshd.rs"]
-mod sshd;
-
 use k0sform::hostid::HostId;
 use k0sform::spec::SshTarget;
 use k0sform::ssh::{SshOptions, SshTransport};
@@ -18,7 +11,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use sshd::*;
+use crate::support::prereq::require_lab;
+use crate::support::sshd::*;
 
 fn transport() -> SshTransport {
     SshTransport::new(SshOptions::default()).unwrap()

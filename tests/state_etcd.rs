@@ -1,76 +1,25 @@
-//! The state in etcd, against a real etcd (Debian's etcd-server) started by each test on its own
-//! loopback address: the local backend's guarantees (serial, lineage, refusal of bad states,
-//! secrets, locking with exit 4 naming the holder, -lock-timeout, force-unlock by ID), plus what
-//! only a remote store has: a lease that frees the lock of a killed holder, fenced writes refused
-//! after the lock was lost, etcd going away and coming back, history, push/pull/migration.
+//! The state in etcd, against a real etcd (Debian's etcd-server, tests/support/etcd.rs) started by
+//! each test on its own loopback address: what only a remote store has (the guarantees every
+//! backend gives are the conformance suite in `state_store.rs`, run against etcd too): force-unlock
+//! by ID, a lease that frees the lock of a killed holder, fenced writes refused after the lock was
+//! lost, etcd going away and coming back, push/pull/migration, URLs and TLS, the commands in a lab.
 //!
 //! Child processes are this test binary run again with K0SFORM_ETCD_TEST_CHILD set: see
 //! `child_process_entry`.
 
-#[path = "support/prereq.rs"]
-mod prereq;
-use prereq::require_lab;
-
-#[path = "support/lab.rs"]
-mod lab;
-
-#[path = "support/e2e.rs"]
-mod e2e;
-
-#[path = "support/child.rs"]
-mod child;
-use child::ChildProc;
-
-use etcd::{EtcdServer, k0sform};
-use k0sform::spec::Role;
-use k0sform::state::{
-    ClusterState, EtcdMemberState, EtcdOptions, EtcdStore, HostState, LocalStore, State,
-    StateError, StateStore, WriteOutcome,
-};
+use crate::support::bin;
+use crate::support::child::ChildProc;
+use crate::support::e2e;
+use crate::support::etcd::EtcdServer;
+use crate::support::prereq::require_lab;
+use crate::support::states::sample_state;
+use k0sform::state::{EtcdOptions, EtcdStore, LocalStore, State, StateError, StateStore};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CHILD_ENV: &str = "K0SFORM_ETCD_TEST_CHILD";
 const HOLD_OPERATION: &str = "test hold";
-
-fn host(address: &str, role: Role, n: u32) -> HostState {
-    HostState {
-        address: address.into(),
-        port: 22,
-        role,
-        node_name: Some(format!("node{n}")),
-        machine_id: format!("{n:02}d12a9b7c0e4f8a1b2c3d4e5f6a7b8c9"),
-        host_key: format!("SHA256:Qx{n}k5c2b0GdqKxH0m1c3cZ3pY8mNqS7a0Uo1p2q3r4"),
-        host_public_key: None,
-        etcd: role.is_controller().then(|| EtcdMemberState {
-            member_id: format!("8e9e05c5216469{n:02x}"),
-            peer_url: format!("https://{address}:2380"),
-        }),
-        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
-        install_flags_sha256: None,
-        config_sha256: None,
-        k0s_binary: None,
-        access: None,
-    }
-}
-
-fn sample_state() -> State {
-    let mut s = State::new();
-    s.cluster = Some(ClusterState {
-        name: "prod".into(),
-        uid: "7c3f2a10-4b9e-4a51-9d2e-3f0c1b2a3d4e".into(),
-        etcd_cluster_id: Some("cdf818194e3a8c32".into()),
-        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
-        config_sha256: None,
-    });
-    s.hosts = vec![
-        host("127.0.0.2", Role::Controller, 2),
-        host("127.0.0.1", Role::Controller, 1),
-        host("127.0.1.1", Role::Worker, 4),
-    ];
-    s
-}
 
 fn opts(timeout: Duration) -> EtcdOptions {
     EtcdOptions {
@@ -161,6 +110,7 @@ fn child_process_entry() {
 /// A lock holder/writer process (this binary's `child_process_entry`) on the etcd state at `url`.
 fn spawn_child(mode: &str, url: &str, ttl_secs: u64) -> ChildProc {
     ChildProc::start(
+        "state_etcd::child_process_entry",
         CHILD_ENV,
         mode,
         &[
@@ -173,269 +123,8 @@ fn spawn_child(mode: &str, url: &str, ttl_secs: u64) -> ChildProc {
 // ---------------------------------------------------------------------------------------------
 // The local backend's guarantees
 
-#[test]
-fn load_write_serial_and_history() {
-    require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/a");
-    // Through the trait object, as the commands use it.
-    let mut s: Box<dyn StateStore> = Box::new(store(&url));
-    assert_eq!(s.location(), url);
-    assert_eq!(s.load().unwrap(), None);
-    // Writes need the lock.
-    let err = s.write(&sample_state()).unwrap_err();
-    assert!(matches!(err, StateError::NotLocked { .. }), "{err}");
-    assert_eq!(etcd.get("/k0sform/a/state"), None);
-
-    let g = s.lock("test", Duration::ZERO).unwrap();
-    let mut state = sample_state();
-    assert_eq!(
-        s.write(&state).unwrap(),
-        WriteOutcome::Written { serial: 1 }
-    );
-    // Same content (order is not content): nothing written.
-    state.hosts.reverse();
-    assert_eq!(
-        s.write(&state).unwrap(),
-        WriteOutcome::Unchanged { serial: 1 }
-    );
-    // What is stored is the canonical JSON, as in a local file.
-    let stored = etcd.get("/k0sform/a/state").unwrap();
-    let loaded = load(&url);
-    assert_eq!(loaded.to_canonical_json().unwrap(), stored);
-    assert_eq!(loaded.tool_version, env!("CARGO_PKG_VERSION"));
-    let order: Vec<String> = loaded.hosts.iter().map(|h| h.id().to_string()).collect();
-    assert_eq!(order, ["127.0.0.1", "127.0.0.2", "127.0.1.1"]);
-
-    // Twelve more versions: the last 10 serials are kept, the older ones dropped.
-    for n in 2..=13u32 {
-        state.hosts[0].node_name = Some(format!("v{n}"));
-        assert_eq!(
-            s.write(&state).unwrap(),
-            WriteOutcome::Written {
-                serial: u64::from(n)
-            }
-        );
-    }
-    g.unlock().unwrap();
-    let err = s.write(&state).unwrap_err();
-    assert!(matches!(err, StateError::NotLocked { .. }), "{err}");
-    assert_eq!(load(&url).serial, 13);
-    let v5 = s.load_serial(5).unwrap();
-    assert_eq!(v5.serial, 5);
-    assert!(
-        v5.hosts
-            .iter()
-            .any(|h| h.node_name.as_deref() == Some("v5"))
-    );
-    assert_eq!(s.load_serial(4).unwrap().serial, 4);
-    let err = s.load_serial(3).unwrap_err();
-    assert!(matches!(err, StateError::NoSuchSerial { .. }), "{err}");
-    assert!(
-        err.to_string()
-            .contains("kept serials: 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"),
-        "{err}"
-    );
-    assert_eq!(etcd.keys("/k0sform/a/history/").len(), 10);
-
-    // `state pull -serial N` through the CLI.
-    let (code, out, err) = k0sform(&["-state", &url, "state", "pull", "-serial", "7"]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(out, s.load_serial(7).unwrap().to_canonical_json().unwrap());
-    let (code, _, err) = k0sform(&["-state", &url, "state", "pull", "-serial", "1"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("no version with serial 1"), "{err}");
-
-    // The lock is gone once released: nothing under PREFIX/lock.
-    assert_eq!(etcd.get("/k0sform/a/lock"), None);
-}
-
-#[test]
-fn another_lineage_and_concurrent_writes_are_refused() {
-    require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/b");
-    let theirs = sample_state();
-    create(&url, &theirs);
-    let before = etcd.get("/k0sform/b/state").unwrap();
-
-    // An expected lineage that differs: load fails naming both, and writes are refused.
-    let mut s = store(&url);
-    let mine = State::new();
-    s.expect_lineage(&mine.lineage);
-    let err = s.load().unwrap_err();
-    let msg = err.to_string();
-    assert!(matches!(err, StateError::LineageMismatch { .. }), "{msg}");
-    assert!(
-        msg.contains(&theirs.lineage) && msg.contains(&mine.lineage),
-        "{msg}"
-    );
-    assert!(msg.contains(&url), "{msg}");
-    let g = s.lock("test", Duration::ZERO).unwrap();
-    assert!(s.write(&mine).is_err());
-    drop(g);
-
-    // Another lineage written over it without any expectation: refused too.
-    let mut s = store(&url);
-    let g = s.lock("test", Duration::ZERO).unwrap();
-    let err = s.write(&mine).unwrap_err();
-    assert!(matches!(err, StateError::LineageMismatch { .. }), "{err}");
-    drop(g);
-    assert_eq!(etcd.get("/k0sform/b/state").unwrap(), before);
-
-    // A writer whose read is stale: Conflict, and the other writer's version stays.
-    let mut a = store(&url);
-    let mut sa = a.load().unwrap().unwrap();
-    {
-        let mut b = store(&url);
-        let _g = b.lock("b", Duration::ZERO).unwrap();
-        let mut t = b.load().unwrap().unwrap();
-        t.hosts.pop();
-        assert_eq!(b.write(&t).unwrap().serial(), 2);
-    }
-    let _g = a.lock("a", Duration::ZERO).unwrap();
-    sa.hosts.remove(0);
-    let err = a.write(&sa).unwrap_err();
-    assert!(matches!(err, StateError::Conflict { .. }), "{err}");
-    assert!(err.to_string().contains("serial is now 2, was 1"), "{err}");
-    assert_eq!(load(&url).hosts.len(), 2);
-}
-
-#[test]
-fn bad_states_are_refused_and_left_byte_for_byte() {
-    require_lab!();
-    let etcd = EtcdServer::start();
-    let good = sample_state().to_canonical_json().unwrap();
-    let newer = good.replace(
-        &format!("\"format_version\": {}", k0sform::state::FORMAT_VERSION),
-        &format!("\"format_version\": {}", k0sform::state::FORMAT_VERSION + 1),
-    );
-    assert_ne!(newer, good, "the sample is written in the current format");
-    let cases = [
-        ("truncated", good[..good.len() / 2].to_string(), "truncated"),
-        ("not-json", "hosts: [oops]\n".to_string(), "not JSON"),
-        ("newer", newer, "newer than this k0sform understands"),
-    ];
-    for (name, text, problem) in cases {
-        let prefix = format!("/k0sform/bad-{name}");
-        let url = etcd.url(&prefix);
-        etcd.put(&format!("{prefix}/state"), &text);
-        let mut s = store(&url);
-        let err = s.load().unwrap_err();
-        assert!(err.to_string().contains(problem), "{name}: {err}");
-        assert!(err.to_string().contains(&url), "{name}: {err}");
-        let g = s.lock("test", Duration::ZERO).unwrap();
-        let err = s.write(&State::new()).unwrap_err();
-        assert!(
-            matches!(err, StateError::WriteRefused { .. }),
-            "{name}: {err}"
-        );
-        drop(g);
-        for args in [
-            &["state", "list"][..],
-            &["state", "pull"],
-            &["state", "rm", "127.0.0.1"],
-        ] {
-            let mut full = vec!["-state", &url];
-            full.extend_from_slice(args);
-            let (code, _, err) = k0sform(&full);
-            assert_eq!(code, 1, "{name} {args:?}: {err}");
-            assert!(err.contains(problem), "{name} {args:?}: {err}");
-        }
-        assert_eq!(etcd.get(&format!("{prefix}/state")).unwrap(), text);
-        assert_eq!(etcd.get(&format!("{prefix}/lock")), None, "lock left");
-    }
-}
-
-#[test]
-fn secrets_never_reach_etcd() {
-    require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/secret");
-    let mut s = store(&url);
-    let g = s.lock("test", Duration::ZERO).unwrap();
-    let mut state = sample_state();
-    state.hosts[1].host_public_key = Some("H4sIAAAAAAAA/6RVT2/bOBK951cIuhsg".into());
-    let err = s.write(&state).unwrap_err();
-    assert!(matches!(err, StateError::SecretRefused { .. }), "{err}");
-    drop(g);
-    assert!(etcd.keys("/k0sform/secret/").is_empty());
-}
-
 // ---------------------------------------------------------------------------------------------
 // Locking
-
-#[test]
-fn second_process_gets_exit_4_naming_the_holder_then_waits_with_lock_timeout() {
-    require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/lock");
-    create(&url, &sample_state());
-    let mut holder = spawn_child("hold-lock", &url, 3);
-    let id = holder.wait_for("READY");
-
-    let err = store(&url).lock("apply", Duration::ZERO).unwrap_err();
-    let StateError::Locked {
-        holder: Some(h), ..
-    } = &err
-    else {
-        panic!("expected Locked with holder, got {err:?}");
-    };
-    assert_eq!((h.pid, h.id.as_str()), (holder.pid(), id.as_str()));
-    assert_eq!(h.operation, HOLD_OPERATION);
-    humantime::parse_rfc3339(&h.started_at).unwrap();
-    assert_eq!(err.exit(), k0sform::exit::Exit::Locked);
-
-    // The CLI: exit 4 naming pid, host, user, operation, start time and lock ID.
-    let (code, _, stderr) = k0sform(&["-state", &url, "state", "rm", "127.0.0.1"]);
-    assert_eq!(code, 4, "{stderr}");
-    for part in [
-        format!("pid {}", h.pid),
-        format!("host {}", h.host),
-        format!("user {}", h.user),
-        format!("\"{HOLD_OPERATION}\""),
-        h.started_at.clone(),
-        id.clone(),
-    ] {
-        assert!(stderr.contains(&part), "{part:?} missing from: {stderr}");
-    }
-    assert_eq!(load(&url).hosts.len(), 3);
-
-    // Held longer than the TTL (3 s): the keep-alive holds it, a waiter times out.
-    std::thread::sleep(Duration::from_secs(4));
-    let started = Instant::now();
-    let (code, _, stderr) = k0sform(&[
-        "-lock-timeout=1s",
-        "-state",
-        &url,
-        "state",
-        "rm",
-        "127.0.0.1",
-    ]);
-    assert_eq!(code, 4, "{stderr}");
-    assert!(started.elapsed() >= Duration::from_millis(900));
-
-    // With -lock-timeout the next one runs once the holder lets go (~0.7 s).
-    let releaser = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(700));
-        holder.finish();
-    });
-    let started = Instant::now();
-    let (code, out, stderr) = k0sform(&[
-        "-lock-timeout=20s",
-        "-state",
-        &url,
-        "state",
-        "rm",
-        "127.0.0.1",
-    ]);
-    releaser.join().unwrap();
-    assert_eq!(code, 0, "{stderr}");
-    assert!(out.contains("serial 1 -> 2"), "{out}");
-    assert!(started.elapsed() >= Duration::from_millis(500));
-    assert_eq!(load(&url).hosts.len(), 2);
-    assert_eq!(etcd.get("/k0sform/lock/lock"), None);
-}
 
 #[test]
 fn force_unlock_removes_only_the_lock_with_that_id_and_fences_the_old_holder() {
@@ -550,43 +239,13 @@ fn killed_holder_frees_the_lock_when_its_lease_expires() {
     assert!(waited < Duration::from_secs(15), "{waited:?}");
     let st = load(&url);
     assert_eq!(st.serial, 4);
-    assert_eq!(st.hosts.len(), 2);
+    assert_eq!(st.hosts.len(), 3);
     assert!(
         st.hosts
             .iter()
             .any(|h| h.node_name.as_deref() == Some("renamed-1")),
         "the killed holder's last checkpoint is the base"
     );
-}
-
-#[test]
-fn concurrent_writers_from_two_processes_are_serialized() {
-    require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/race");
-    create(&url, &sample_state());
-    let spawn = |addr: &str| {
-        Command::new(env!("CARGO_BIN_EXE_k0sform"))
-            .args(["-lock-timeout=20s", "-state", &url, "state", "rm", addr])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let a = spawn("127.0.0.1");
-    let b = spawn("127.0.0.2");
-    for c in [a, b] {
-        let out = c.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let st = load(&url);
-    assert_eq!(st.serial, 3, "two writes, one after the other");
-    let left: Vec<String> = st.hosts.iter().map(|h| h.id().to_string()).collect();
-    assert_eq!(left, ["127.0.1.1"]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -807,7 +466,7 @@ fn store_works_inside_an_async_runtime() {
         assert_eq!(task.await.unwrap(), 2);
     });
     drop(rt);
-    assert_eq!(load(&url).hosts.len(), 2);
+    assert_eq!(load(&url).hosts.len(), 3);
     assert_eq!(etcd.get("/k0sform/async/lock"), None);
 }
 
@@ -939,16 +598,14 @@ fn etcds_uses_the_ca_and_client_certificate_from_flags_or_environment() {
 
 /// `k0sform -c SPEC -state URL ARGS` in the lab's folder.
 fn lab_command(c: &e2e::Cluster, url: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_k0sform"));
+    let mut cmd = bin::k0sform();
     cmd.arg("-c")
         .arg(&c.spec)
         .args(["-state", url, "-no-color"])
         .args(args)
         .current_dir(c.lab.dir())
-        .env("NO_COLOR", "1")
         .env("K0SFORM_ETCD_LOCK_TTL", "3s")
         .env("K0SFORM_ETCD_TIMEOUT", "3s")
-        .env_remove("SSH_AUTH_SOCK")
         .stdin(Stdio::null());
     cmd
 }
@@ -1171,323 +828,9 @@ fn two_live_applies_against_one_etcd_state() {
 }
 
 fn k0sform_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_k0sform"));
-    c.args(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let out = c.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    bin::output(bin::k0sform().args(args).envs(env.iter().copied()))
 }
 
-/// A real etcd (Debian's etcd-server) on a loopback address of its own, with a temp data dir.
-mod etcd {
-    use std::net::TcpListener;
-    use std::process::{Child, Command, Stdio};
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::time::{Duration, Instant};
-
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-
-    pub struct EtcdServer {
-        child: Option<Child>,
-        dir: tempfile::TempDir,
-        ip: String,
-        /// Serve TLS only, and require client certificates signed by the test CA.
-        tls: bool,
-    }
-
-    impl EtcdServer {
-        /// Start etcd on a free 127.210-249.x.y (the lab claims 127.100-199.x.y) and wait until it
-        /// answers.
-        pub fn start() -> Self {
-            Self::start_with(false)
-        }
-
-        /// etcd with TLS and client certificate checks; `cert(name)` gives the files.
-        pub fn start_tls() -> Self {
-            Self::start_with(true)
-        }
-
-        fn start_with(tls: bool) -> Self {
-            crate::prereq::assert_required("an etcd");
-            let pid = std::process::id();
-            let ip = loop {
-                let n = NEXT.fetch_add(1, Ordering::SeqCst);
-                let ip = format!(
-                    "127.{}.{}.{}",
-                    210 + pid % 40,
-                    (pid / 40 + n / 250) % 256,
-                    n % 250 + 1
-                );
-                let free = [2379, 2380]
-                    .iter()
-                    .all(|p| TcpListener::bind((ip.as_str(), *p)).is_ok());
-                if free {
-                    break ip;
-                }
-                assert!(n < 500, "no free loopback address for etcd");
-            };
-            let mut e = EtcdServer {
-                child: None,
-                dir: tempfile::tempdir().unwrap(),
-                ip,
-                tls,
-            };
-            if tls {
-                e.make_certs();
-            }
-            e.spawn();
-            e
-        }
-
-        /// A test CA, a server certificate for our IP and a client certificate, with openssl.
-        fn make_certs(&self) {
-            let d = self.dir.path();
-            let openssl = |args: &[&str]| {
-                let out = Command::new("openssl")
-                    .args(args)
-                    .current_dir(d)
-                    .output()
-                    .expect("openssl");
-                assert!(
-                    out.status.success(),
-                    "openssl {args:?}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            };
-            let ec = [
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-            ];
-            for ca in ["ca", "other-ca"] {
-                let subj = format!("/CN=k0sform test {ca}");
-                let key = format!("{ca}-key.pem");
-                let pem = format!("{ca}.pem");
-                let mut args = vec!["req", "-x509"];
-                args.extend_from_slice(&ec);
-                args.extend_from_slice(&[
-                    "-keyout", &key, "-out", &pem, "-days", "2", "-subj", &subj,
-                ]);
-                openssl(&args);
-            }
-            let ip = &self.ip;
-            for (name, ext) in [
-                (
-                    "server",
-                    format!("subjectAltName=IP:{ip}\nextendedKeyUsage=serverAuth,clientAuth\n"),
-                ),
-                ("client", "extendedKeyUsage=clientAuth\n".to_string()),
-            ] {
-                std::fs::write(d.join(format!("{name}.ext")), ext).unwrap();
-                let subj = format!("/CN={name}");
-                let key = format!("{name}-key.pem");
-                let csr = format!("{name}.csr");
-                let mut args = vec!["req"];
-                args.extend_from_slice(&ec);
-                args.extend_from_slice(&["-keyout", &key, "-out", &csr, "-subj", &subj]);
-                openssl(&args);
-                openssl(&[
-                    "x509",
-                    "-req",
-                    "-in",
-                    &csr,
-                    "-CA",
-                    "ca.pem",
-                    "-CAkey",
-                    "ca-key.pem",
-                    "-CAcreateserial",
-                    "-out",
-                    &format!("{name}.pem"),
-                    "-days",
-                    "2",
-                    "-extfile",
-                    &format!("{name}.ext"),
-                ]);
-            }
-        }
-
-        /// Path of a generated PEM file: `ca`, `other-ca`, `client`, `client-key`.
-        pub fn cert(&self, name: &str) -> String {
-            self.dir
-                .path()
-                .join(format!("{name}.pem"))
-                .to_str()
-                .unwrap()
-                .to_string()
-        }
-
-        fn spawn(&mut self) {
-            let ip = &self.ip;
-            let scheme = if self.tls { "https" } else { "http" };
-            let log = std::fs::File::create(self.dir.path().join("etcd.log")).unwrap();
-            let mut cmd = Command::new("/usr/bin/etcd");
-            if self.tls {
-                cmd.args([
-                    "--cert-file",
-                    &self.cert("server"),
-                    "--key-file",
-                    &self.cert("server-key"),
-                    "--trusted-ca-file",
-                    &self.cert("ca"),
-                    "--client-cert-auth",
-                ]);
-            }
-            let child = cmd
-                .args([
-                    "--name",
-                    "state",
-                    "--data-dir",
-                    self.dir.path().join("data").to_str().unwrap(),
-                    "--listen-client-urls",
-                    &format!("{scheme}://{ip}:2379"),
-                    "--advertise-client-urls",
-                    &format!("{scheme}://{ip}:2379"),
-                    "--listen-peer-urls",
-                    &format!("http://{ip}:2380"),
-                    "--initial-advertise-peer-urls",
-                    &format!("http://{ip}:2380"),
-                    "--initial-cluster",
-                    &format!("state=http://{ip}:2380"),
-                    "--listen-metrics-urls",
-                    "",
-                ])
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("start /usr/bin/etcd (Debian's etcd-server)");
-            self.child = Some(child);
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                let ok = self
-                    .etcdctl_raw(&["endpoint", "health"], None)
-                    .status
-                    .success();
-                if ok {
-                    return;
-                }
-                if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                    let log = std::fs::read_to_string(self.dir.path().join("etcd.log"));
-                    panic!("etcd exited with {status}: {}", log.unwrap_or_default());
-                }
-                assert!(Instant::now() < deadline, "etcd did not become healthy");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-
-        pub fn url(&self, prefix: &str) -> String {
-            let scheme = if self.tls { "etcds" } else { "etcd" };
-            format!("{scheme}://{}:2379{prefix}", self.ip)
-        }
-
-        /// kill -9: etcd's WAL keeps what was committed.
-        pub fn stop(&mut self) {
-            if let Some(mut c) = self.child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-
-        pub fn restart(&mut self) {
-            self.stop();
-            self.spawn();
-        }
-
-        fn etcdctl_raw(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
-            let mut c = Command::new("/usr/bin/etcdctl");
-            if self.tls {
-                c.arg(format!("--cacert={}", self.cert("ca")))
-                    .arg(format!("--cert={}", self.cert("client")))
-                    .arg(format!("--key={}", self.cert("client-key")));
-            }
-            let scheme = if self.tls { "https" } else { "http" };
-            c.env("ETCDCTL_API", "3")
-                .arg(format!("--endpoints={scheme}://{}:2379", self.ip))
-                .arg("--command-timeout=5s")
-                .args(args)
-                .stdin(if stdin.is_some() {
-                    Stdio::piped()
-                } else {
-                    Stdio::null()
-                })
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            let mut child = c.spawn().expect("etcdctl (Debian's etcd-client)");
-            if let Some(text) = stdin {
-                use std::io::Write;
-                let mut i = child.stdin.take().unwrap();
-                i.write_all(text.as_bytes()).unwrap();
-            }
-            child.wait_with_output().unwrap()
-        }
-
-        pub fn etcdctl(&self, args: &[&str]) -> String {
-            let out = self.etcdctl_raw(args, None);
-            assert!(
-                out.status.success(),
-                "etcdctl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        }
-
-        fn kvs(&self, key: &str, prefix: bool) -> Vec<serde_json::Value> {
-            let mut args = vec!["get", key, "-w", "json"];
-            if prefix {
-                args.push("--prefix");
-            }
-            let v: serde_json::Value = serde_json::from_str(&self.etcdctl(&args)).unwrap();
-            v["kvs"].as_array().cloned().unwrap_or_default()
-        }
-
-        fn b64(v: &serde_json::Value) -> String {
-            use base64::Engine;
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(v.as_str().unwrap_or(""))
-                .unwrap();
-            String::from_utf8(bytes).unwrap()
-        }
-
-        /// The exact value of `key`.
-        pub fn get(&self, key: &str) -> Option<String> {
-            self.kvs(key, false)
-                .first()
-                .map(|kv| Self::b64(&kv["value"]))
-        }
-
-        pub fn keys(&self, prefix: &str) -> Vec<String> {
-            self.kvs(prefix, true)
-                .iter()
-                .map(|kv| Self::b64(&kv["key"]))
-                .collect()
-        }
-
-        pub fn put(&self, key: &str, value: &str) {
-            let out = self.etcdctl_raw(&["put", key], Some(value));
-            assert!(out.status.success(), "etcdctl put {key}");
-        }
-
-        /// The lease ID `key` is attached to.
-        pub fn lease_of(&self, key: &str) -> i64 {
-            self.kvs(key, false)[0]["lease"].as_i64().expect("a lease")
-        }
-    }
-
-    impl Drop for EtcdServer {
-        fn drop(&mut self) {
-            self.stop();
-        }
-    }
-
-    pub fn k0sform(args: &[&str]) -> (i32, String, String) {
-        super::k0sform_env(args, &[])
-    }
+fn k0sform(args: &[&str]) -> (i32, String, String) {
+    k0sform_env(args, &[])
 }

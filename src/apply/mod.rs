@@ -5,17 +5,16 @@
 mod cancel;
 mod changes;
 mod coordinator;
-mod prober;
 mod steps;
 mod summary;
 
 pub use cancel::{Cancel, CancelLevel};
 pub use changes::{StateChange, intent_for, needs_intent};
 pub use coordinator::run_plan;
-pub use prober::Prober;
-pub use steps::{HostProber, K0sRunner, LocalK0s, Remote};
+pub use steps::{HostProber, K0sRunner, Remote};
 pub use summary::{HostNames, change_counts, step_info, step_label, step_words};
 
+use crate::binaries::LocalK0s;
 use crate::exit::Exit;
 use crate::hostid::HostId;
 use crate::plan::Plan;

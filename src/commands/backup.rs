@@ -2,43 +2,28 @@
 //! local archive; prints `<sha256>  <path>` (the `sha256sum` format) on stdout, progress on stderr.
 
 use crate::cli::{BackupArgs, GlobalArgs};
-use crate::engine::{self, Failure};
 use crate::exit::Exit;
-use std::path::{Path, PathBuf};
+use crate::ops::{self, backup::Destination};
+use std::path::PathBuf;
 
 pub fn run(global: &GlobalArgs, args: &BackupArgs) -> Exit {
-    engine::with_ssh(|transport| async move {
+    ops::with_ssh(|transport| async move {
         let (loaded, ctx) = super::load_inputs(global)?;
-        // -o FILE (k0sctl's --output, cmd/backup.go): taken into a private folder beside FILE,
-        // then renamed onto it, so FILE is the whole archive or untouched.
-        let scratch = match &args.output {
-            Some(file) => Some(scratch_beside(file)?),
-            None => None,
-        };
-        let dir = match (&scratch, &args.out) {
-            (Some(s), _) => s.path().to_path_buf(),
-            (None, Some(d)) => d.clone(),
-            (None, None) => PathBuf::from("."),
+        let to = match (&args.output, &args.out) {
+            (Some(file), _) => Destination::File(file.clone()),
+            (None, Some(d)) => Destination::Folder(d.clone()),
+            (None, None) => Destination::Folder(PathBuf::from(".")),
         };
         let mut progress = |line: String| eprintln!("{}", crate::ui::escape_lines(&line));
         let refuse = args.host_keys.refuse_first_contact();
-        let mut saved = crate::backup::take(
+        let saved = ops::backup::take_to(
             &loaded.spec,
             &ctx.state,
             &transport,
-            (&dir, refuse),
+            (&to, refuse),
             &mut progress,
         )
         .await?;
-        if let Some(file) = &args.output {
-            std::fs::rename(&saved.path, file).map_err(|e| {
-                Failure::error(format!(
-                    "cannot write the backup to {}: {e}",
-                    file.display()
-                ))
-            })?;
-            saved.path = file.clone();
-        }
         eprintln!(
             "Backup of cluster \"{}\" taken on {}: {} ({} bytes)",
             crate::ui::escape_lines(&loaded.spec.name),
@@ -49,23 +34,4 @@ pub fn run(global: &GlobalArgs, args: &BackupArgs) -> Exit {
         println!("{}  {}", saved.sha256, saved.path.display());
         Ok(Exit::Success)
     })
-}
-
-/// A private (0700) folder in the folder of `file`, removed when dropped; refused when `file`
-/// is a folder.
-fn scratch_beside(file: &Path) -> Result<tempfile::TempDir, Failure> {
-    if file.is_dir() {
-        return Err(Failure::error(format!(
-            "-o {}: a folder; -o names the archive file (-out DIR picks a folder)",
-            file.display()
-        )));
-    }
-    let parent = match file.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    tempfile::Builder::new()
-        .prefix(".k0sform-backup-")
-        .tempdir_in(parent)
-        .map_err(|e| Failure::error(format!("-o {}: {e}", file.display())))
 }

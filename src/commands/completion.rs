@@ -10,7 +10,7 @@ pub fn run(args: &CompletionArgs) -> Exit {
             print!("{}", script(shell));
             Exit::Success
         }
-        Err(e) => crate::engine::Failure::error(e).report(),
+        Err(e) => crate::ops::Failure::error(e).exit(),
     }
 }
 

@@ -3,11 +3,11 @@
 
 use crate::cli::{ConfigCommand, GlobalArgs};
 use crate::cluster_config;
-use crate::engine;
 use crate::exit::Exit;
+use crate::ops;
 
 pub fn run(global: &GlobalArgs, cmd: &ConfigCommand) -> Exit {
-    engine::with_ssh(|transport| async move {
+    ops::with_ssh(|transport| async move {
         let (loaded, ctx) = super::load_inputs(global)?;
         match cmd {
             ConfigCommand::Status(args) => {

@@ -1,21 +1,21 @@
 //! `k0sform graph [FILE]`: the plan's step DAG as Graphviz DOT.
 
 use crate::cli::{GlobalArgs, GraphArgs};
-use crate::engine;
 use crate::exit::Exit;
-use crate::plan::render;
+use crate::ops;
+use crate::ui::render;
 
 pub fn run(global: &GlobalArgs, args: &GraphArgs) -> Exit {
     if let Some(file) = &args.file {
-        return match super::show::read_saved(file) {
+        return match ops::read_saved(file) {
             Ok(saved) => {
                 print!("{}", render::dot(&saved.plan));
                 Exit::Success
             }
-            Err(f) => f.report(),
+            Err(f) => f.exit(),
         };
     }
-    engine::with_ssh(|transport| async move {
+    ops::with_ssh(|transport| async move {
         let planned = super::plan_now(
             global,
             (&args.target, &super::plan_options(&args.target)?),

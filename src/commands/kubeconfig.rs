@@ -3,12 +3,12 @@
 //! 0600 to FILE. Reads the state; never writes it.
 
 use crate::cli::{GlobalArgs, KubeconfigArgs};
-use crate::engine;
 use crate::exit::Exit;
-use crate::kubeconfig::{self, Overrides};
+use crate::ops;
+use crate::ops::kubeconfig::{self, Overrides};
 
 pub fn run(global: &GlobalArgs, args: &KubeconfigArgs) -> Exit {
-    engine::with_ssh(|transport| async move {
+    ops::with_ssh(|transport| async move {
         let (loaded, ctx) = super::load_inputs(global)?;
         let over = Overrides {
             user: args.user.clone(),

@@ -1,12 +1,13 @@
 //! `k0sform plan`: probe, diff, print; `-out` seals the plan for `apply FILE`.
 
 use crate::cli::{GlobalArgs, PlanArgs};
-use crate::engine::{self, Failure};
 use crate::exit::Exit;
-use crate::plan::{PlanOptions, SavedPlan, render};
+use crate::ops::{self, Failure};
+use crate::plan::PlanOptions;
+use crate::ui::render;
 
 pub fn run(global: &GlobalArgs, args: &PlanArgs) -> Exit {
-    engine::with_ssh(|transport| async move { plan(global, args, &transport).await })
+    ops::with_ssh(|transport| async move { plan(global, args, &transport).await })
 }
 
 async fn plan(
@@ -29,7 +30,7 @@ async fn plan(
     };
     // The lock is held while the state is read and the hosts are probed, so a plan never reads
     // a state an apply is half-way through (-lock=false skips it; DESIGN.md exit 4 when held).
-    let loaded = engine::load_spec(&global.config)?;
+    let loaded = ops::load_spec(&global.config)?;
     let store = super::open_store(global)?;
     let _lock = if args.lock {
         let operation = if args.destroy {
@@ -41,13 +42,13 @@ async fn plan(
     } else {
         None
     };
-    let state = engine::load_state(store)?;
-    let parallelism = super::hosts_at_once(
+    let state = ops::load_state(store)?;
+    let parallelism = ops::hosts_at_once(
         args.target.parallelism,
         &loaded.spec,
         state.state.hosts.len(),
     );
-    let planned = engine::plan_with(
+    let planned = ops::plan_with(
         loaded,
         state,
         transport,
@@ -63,16 +64,7 @@ async fn plan(
         print!("{}", render::text(&planned.plan, color));
     }
     if let Some(out) = &args.out {
-        let saved = SavedPlan::with_options(
-            planned.plan.clone(),
-            &planned.state.sealed_view(),
-            &planned.loaded.sha256,
-            &planned.reality,
-            opts.clone(),
-        );
-        crate::private_file::write(out, saved.to_json().as_bytes()).map_err(|e| {
-            Failure::error(format!("cannot write the plan to {}: {e}", out.display()))
-        })?;
+        ops::save_plan(&planned, &opts, out)?;
         if !args.json {
             println!(
                 "\nSaved the plan to {}. To perform exactly these actions, run:\n  k0sform apply {}",

@@ -32,7 +32,7 @@ pub fn hook(line: &str, shown: &str, timeout: Duration) -> RemoteCommand {
     RemoteCommand::new(["sh", "-c", line])
         .as_login_user()
         .timeout(timeout)
-        .shown_as(format!("sh -c {}", crate::ssh::quote(shown)))
+        .shown_as(format!("sh -c {}", crate::quote::quote(shown)))
 }
 
 /// Why a hook line failed: `hook ACTION.STAGE `LINE` failed (exit N): <its error line>`.
@@ -46,7 +46,7 @@ pub fn hook_failure(what: &str, shown: &str, out: &crate::transport::CommandOutp
 
 /// Go's `time.Duration.String()`: `30m0s`, `1h0m0s`, `45s` (k0sctl passes `--expiry 30m0s`).
 pub fn go_duration(d: Duration) -> String {
-    super::install_flags::go_duration_string(d.as_nanos() as i128)
+    crate::install_flags::go_duration_string(d.as_nanos() as i128)
 }
 
 /// `k0s config validate --config=<path>` (k0s ≥ 1.23.1), with the binary that will read it.
@@ -169,7 +169,7 @@ pub fn install(
     if env.is_empty() {
         cmd
     } else {
-        cmd.shown_as(crate::ssh::quote::join(&shown))
+        cmd.shown_as(crate::quote::join(&shown))
     }
 }
 
@@ -240,7 +240,7 @@ exec "$@""#
         install
             .shown_as
             .clone()
-            .unwrap_or_else(|| crate::ssh::quote::join(&install.argv)),
+            .unwrap_or_else(|| crate::quote::join(&install.argv)),
         k0sctl_env_dropin(kind)
     );
     argv.extend(install.argv);

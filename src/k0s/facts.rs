@@ -4,29 +4,11 @@
 //! broken host can neither steer a destructive call nor plant text that the state writer would
 //! later refuse as a secret (which made every checkpoint fail).
 
+use crate::hash::is_hex;
 use crate::reality::HostFacts;
 
-/// A Kubernetes object name as Node, EtcdMember and ControlNode names are: a lowercase RFC 1123
-/// subdomain (labels of `a-z0-9-`, starting and ending alphanumeric, joined by dots; at most
-/// 253 characters, 63 per label).
-pub fn is_object_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            let b = label.as_bytes();
-            !b.is_empty()
-                && b.len() <= 63
-                && b[0].is_ascii_alphanumeric()
-                && b[b.len() - 1].is_ascii_alphanumeric()
-                && b.iter()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        })
-}
-
-/// `min` to `max` hex digits (either case).
-pub fn is_hex(s: &str, min: usize, max: usize) -> bool {
-    (min..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
-}
+// The spec's rule, also used here and by `parse` (k0s outputs) under this path.
+pub use crate::spec::is_object_name;
 
 /// A peer URL or address: a scheme, a host name or IP and a port, nothing else.
 fn is_peer(s: &str) -> bool {
@@ -50,7 +32,7 @@ pub fn check(f: &HostFacts) -> Result<(), String> {
     }
     // Bastion keys become known_hosts lines once recorded: a key, with its own fingerprint.
     for b in &f.bastions {
-        let ok = crate::ssh::PublicKey::parse(&b.host_public_key).is_ok_and(|k| {
+        let ok = crate::ssh_key::PublicKey::parse(&b.host_public_key).is_ok_and(|k| {
             k.fingerprint() == b.host_key
                 && k.key_type
                     .chars()
@@ -160,29 +142,6 @@ pub fn check(f: &HostFacts) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::reality::{ClusterView, MemberView, NodeView};
-
-    #[test]
-    fn object_names() {
-        for ok in ["c1", "node-1.example.com", "a", "10.0.0.1", &"a".repeat(63)] {
-            assert!(is_object_name(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "--all",
-            "-l",
-            "C1",
-            "a_b",
-            "a..b",
-            ".a",
-            "a-",
-            "x y",
-            "a/b",
-            &"a".repeat(64),
-            "c1\u{1b}[2K",
-        ] {
-            assert!(!is_object_name(bad), "{bad:?}");
-        }
-    }
 
     fn facts() -> HostFacts {
         HostFacts {

@@ -9,7 +9,6 @@ pub mod backup;
 pub mod commands;
 pub mod desired;
 pub mod facts;
-pub mod install_flags;
 pub mod kubeconfig;
 pub mod parse;
 pub mod probe_script;
@@ -18,6 +17,8 @@ pub mod redact;
 pub mod release;
 pub mod token_file;
 
+// `desired` reads installFlags through this path.
+pub use crate::install_flags;
 pub use commands::*;
 pub use parse::*;
 pub use probe_script::{
@@ -25,13 +26,10 @@ pub use probe_script::{
     peer_url_host, probe,
 };
 pub use token_file::placeholder_token;
+// Where the probe (`parse`, `probe_script`) and `facts` read a binary's stat line from.
+pub use crate::state::is_binary_stat;
 
 use serde::{Deserialize, Serialize};
-
-/// k0s's default binary path (`k0sInstallPath`).
-pub const DEFAULT_BIN: &str = "/usr/local/bin/k0s";
-/// k0s's default data dir.
-pub const DEFAULT_DATA_DIR: &str = "/var/lib/k0s";
 
 /// The role a join token is for (`k0s token create --role`).
 #[derive(
@@ -95,15 +93,6 @@ pub struct EtcdMemberObject {
 pub fn invocation_id(s: &str) -> Option<String> {
     (!s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
         .then(|| s.to_ascii_lowercase())
-}
-
-/// A k0s binary's `stat -L -c '%s %d %i %y %z'` line as the probe prints it (GNU: `1234 2049
-/// 5678 2026-12-03 18:37:53.123456789 +0000 …`): numbers, dates, times and zones only, so a
-/// line from the state or a host is never more than that.
-pub fn is_binary_stat(s: &str) -> bool {
-    (1..=200).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b" .:+-".contains(&b))
 }
 
 /// Does a controller of k0s `version` add joining controllers to etcd as learners, to be

@@ -7,6 +7,7 @@
 //! `cluster/host.go ExpandTokens`) and its version library (`k0sproject/version`
 //! `version.go DownloadURL`, `latest.go LatestByPrerelease`).
 
+use crate::hash::is_sha256;
 use crate::transport::RemoteCommand;
 use crate::version::K0sVersion;
 use std::time::Duration;
@@ -206,10 +207,6 @@ pub fn checksum_for(sums: &str, file: &str) -> Option<String> {
         let base = name.rsplit('/').next().unwrap_or(name);
         (base == file && is_sha256(hex)).then(|| hex.to_ascii_lowercase())
     })
-}
-
-pub fn is_sha256(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// `stable.txt`/`latest.txt` hold one version (`v1.33.4+k0s.0`, sometimes without the `v`).

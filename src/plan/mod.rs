@@ -1,11 +1,10 @@
-//! Planning: `diff` (the decision table), `graph` (the step DAG), `render` (text, JSON, DOT) and
-//! `saved` (plan files sealed against staleness).
+//! Planning: `diff` (the decision table), `graph` (the step DAG) and `saved` (plan files sealed
+//! against staleness). Plans are rendered (text, JSON, DOT) by `ui::render`.
 
 mod diff;
 pub mod graph;
 mod model;
 pub mod moves;
-pub mod render;
 mod restore;
 pub mod saved;
 mod trust;

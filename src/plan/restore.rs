@@ -1,7 +1,7 @@
 //! `-restore-from`: when a plan may bootstrap the cluster from a backup archive. Only onto new
 //! hosts: no cluster in the state (an empty state, or one of a new lineage) and no host running
 //! k0s; and only where the restored etcd member can work (k0s restores it at the archive's peer
-//! address). Pure: the archive was read before planning (`engine::restore_archive`).
+//! address). Pure: the archive was read before planning (`ops::restore_archive`).
 
 use super::model::{ClusterAction, Refusal, RefusalKind, RestoreArchive};
 use crate::reality::{Probe, Reality};
@@ -196,7 +196,7 @@ mod tests {
             .find(|s| matches!(s.kind, StepKind::Bootstrap))
             .expect("bootstrap");
         assert!(restore_id.is_some_and(|r| boot_step.after.contains(&r)));
-        let text = crate::plan::render::text(&plan, false);
+        let text = crate::ui::render::text(&plan, false);
         assert!(
             text.contains("restored from k0s_backup_prod.tar.gz"),
             "{text}"

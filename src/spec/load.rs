@@ -405,15 +405,58 @@ fn check_manifest(doc: &Doc, earlier: &[Doc], diags: &mut Vec<Diagnostic>) {
     }
 }
 
+/// The spec from the documents of `files`, in named phases: sort the documents, read the
+/// Cluster document against the schema, resolve it, validate it, merge the ClusterConfigs.
 fn assemble(
     files: &[PathBuf],
     docs: Vec<Doc>,
     opts: &LoadOptions,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Spec> {
+    let Documents {
+        cluster,
+        configs,
+        manifests,
+    } = sort_documents(docs, diags);
+    let Some(cluster) = cluster else {
+        no_cluster_document(files, diags);
+        return None;
+    };
+    let (raw, hosts, structural_errors) = read_cluster(&cluster, diags)?;
+    let env = Env {
+        base: base_dir(&cluster.file),
+        home: (opts.env)("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from),
+    };
+    let mut sink = Sink {
+        file: &cluster.file,
+        node: &cluster.node,
+        diags: Vec::new(),
+    };
+    let mut spec = resolve::resolve(&raw, &hosts, &env, &mut sink);
+    // With a broken host left out, whole-cluster rules (a controller exists, `single` is
+    // alone…) would judge an incomplete list: only per-field checks run then.
+    let complete =
+        !structural_errors && hosts.iter().all(Option::is_some) && spec.hosts.len() == hosts.len();
+    validate::validate(&spec, complete, &mut sink);
+    diags.append(&mut sink.diags);
+    merge_cluster_configs(&mut spec, configs, diags);
+    spec.manifests = manifests;
+    Some(spec)
+}
+
+/// The documents of a spec by kind: the one Cluster, the ClusterConfigs, the other manifests.
+struct Documents {
+    cluster: Option<Doc>,
+    configs: Vec<Doc>,
+    manifests: Vec<serde_json::Value>,
+}
+
+fn sort_documents(docs: Vec<Doc>, diags: &mut Vec<Diagnostic>) -> Documents {
     let mut cluster: Option<Doc> = None;
     let mut configs = Vec::new();
-    let mut manifests = Vec::new();
+    let mut manifests: Vec<Doc> = Vec::new();
     for doc in docs {
         match classify(&doc, diags) {
             Some(DocKind::Cluster) => {
@@ -441,28 +484,41 @@ fn assemble(
             None => {}
         }
     }
-    let Some(cluster) = cluster else {
-        if !diags.iter().any(Diagnostic::is_error) {
-            let names: Vec<String> = files
-                .iter()
-                .map(|f| display_name(f).display().to_string())
-                .collect();
-            diags.push(Diagnostic::error(
-                files.first().map(|f| display_name(f)).unwrap_or_default(),
-                "",
-                format!(
-                    "no {CLUSTER_API_VERSION} Cluster document in {}",
-                    if names.is_empty() {
-                        "the given paths".to_string()
-                    } else {
-                        names.join(", ")
-                    }
-                ),
-            ));
-        }
-        return None;
-    };
+    Documents {
+        cluster,
+        configs,
+        manifests: manifests.iter().map(|d| d.node.to_json()).collect(),
+    }
+}
 
+/// The error for a spec without a Cluster document, unless an earlier error explains it.
+fn no_cluster_document(files: &[PathBuf], diags: &mut Vec<Diagnostic>) {
+    if !diags.iter().any(Diagnostic::is_error) {
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| display_name(f).display().to_string())
+            .collect();
+        diags.push(Diagnostic::error(
+            files.first().map(|f| display_name(f)).unwrap_or_default(),
+            "",
+            format!(
+                "no {CLUSTER_API_VERSION} Cluster document in {}",
+                if names.is_empty() {
+                    "the given paths".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        ));
+    }
+}
+
+/// The Cluster document checked against the schema and read: the cluster, its hosts one by one
+/// (`None` for a broken one), and whether the schema check found problems.
+fn read_cluster(
+    cluster: &Doc,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<(RawCluster, Vec<Option<RawHost>>, bool)> {
     let schema = serde_json::to_value(raw::schema()).unwrap_or(serde_json::Value::Bool(true));
     let mut checker = Checker::new(&schema);
     let json = checker.check(&schema, &cluster.node, "");
@@ -500,33 +556,24 @@ fn assemble(
             return None;
         }
     };
-    let base = if cluster.file == Path::new("<stdin>") {
+    Some((raw, hosts, structural_errors))
+}
+
+/// The folder relative paths of the spec are read from: the Cluster document's, or the
+/// current one for stdin.
+fn base_dir(file: &Path) -> PathBuf {
+    if file == Path::new("<stdin>") {
         std::env::current_dir().unwrap_or_default()
     } else {
-        std::path::absolute(&cluster.file)
+        std::path::absolute(file)
             .ok()
             .and_then(|p| p.parent().map(Path::to_path_buf))
             .unwrap_or_default()
-    };
-    let env = Env {
-        base,
-        home: (opts.env)("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from),
-    };
-    let mut sink = Sink {
-        file: &cluster.file,
-        node: &cluster.node,
-        diags: Vec::new(),
-    };
-    let mut spec = resolve::resolve(&raw, &hosts, &env, &mut sink);
-    // With a broken host left out, whole-cluster rules (a controller exists, `single` is
-    // alone…) would judge an incomplete list: only per-field checks run then.
-    let complete =
-        !structural_errors && hosts.iter().all(Option::is_some) && spec.hosts.len() == hosts.len();
-    validate::validate(&spec, complete, &mut sink);
-    diags.append(&mut sink.diags);
+    }
+}
 
+/// The ClusterConfig documents merged into `spec.k0s.config` (`merge_keep_existing`).
+fn merge_cluster_configs(spec: &mut Spec, configs: Vec<Doc>, diags: &mut Vec<Diagnostic>) {
     for doc in configs {
         match doc.node.to_json() {
             serde_json::Value::Object(src) => {
@@ -548,8 +595,6 @@ fn assemble(
             ),
         }
     }
-    spec.manifests = manifests.iter().map(|d| d.node.to_json()).collect();
-    Some(spec)
 }
 
 /// k0sctl merges ClusterConfig documents with dig's `Mapping.Merge` without options: mappings

@@ -19,6 +19,7 @@ mod envsubst;
 mod load;
 mod model;
 mod node;
+mod paths;
 pub mod raw;
 mod resolve;
 mod validate;
@@ -31,8 +32,9 @@ pub use load::{
     CLUSTER_API_VERSION, K0S_API_VERSION, LoadOptions, Loaded, default_paths, load, load_with,
 };
 pub use model::*;
+pub use paths::k0s_path_problem;
 pub(crate) use validate::{
     TargetFinding, is_user_name, json_field_problem, peer_url_problem, recorded_field_problem,
     remote_path_problem, target_findings,
 };
-pub use validate::{check_k0s_version, shell_words, valid_env_name};
+pub use validate::{check_k0s_version, is_object_name, shell_words, valid_env_name};

@@ -228,7 +228,7 @@ impl HostSpec {
     /// lower-cased, as kubelet does (k8s `pkg/util/node` `GetHostname`).
     pub fn node_name(&self) -> Option<String> {
         let name = self.hostname.clone().or_else(|| {
-            let extra = crate::k0s::install_flags::parse_words(&self.install_args())
+            let extra = crate::install_flags::parse_words(&self.install_args())
                 .into_iter()
                 .find(|f| f.name == "kubelet-extra-args")?
                 .value?;
@@ -249,10 +249,11 @@ impl HostSpec {
     }
 }
 
-/// Remote k0s binary path when `k0sInstallPath` is not set (k0s's default, one definition).
-pub use crate::k0s::DEFAULT_BIN as DEFAULT_K0S_INSTALL_PATH;
+/// Remote k0s binary path when `k0sInstallPath` is not set (k0s's default `k0sInstallPath`,
+/// one definition).
+pub const DEFAULT_K0S_INSTALL_PATH: &str = "/usr/local/bin/k0s";
 /// Remote k0s data dir when `dataDir` is not set (k0s's default, one definition).
-pub use crate::k0s::DEFAULT_DATA_DIR;
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/k0s";
 /// Cluster name when `metadata.name` is not set.
 pub const DEFAULT_CLUSTER_NAME: &str = "k0s-cluster";
 /// Kubeconfig user name when `metadata.user` is not set.

@@ -479,7 +479,7 @@ fn resolve_file(f: &RawUploadFile, p: &str, env: &Env, sink: &mut Sink) -> Optio
             }
             let sha256 = set(&f.sha256).map(|h| h.to_ascii_lowercase());
             if let Some(h) = &sha256
-                && !crate::k0s::release::is_sha256(h)
+                && !crate::hash::is_sha256(h)
             {
                 sink.error(
                     &format!("{p}.sha256"),
@@ -492,11 +492,11 @@ fn resolve_file(f: &RawUploadFile, p: &str, env: &Env, sink: &mut Sink) -> Optio
                 sha256,
             }
         }
-        (Some(s), _) if crate::files::is_glob(s) => {
+        (Some(s), _) if crate::glob::is_glob(s) => {
             // k0sctl (`cluster/uploadfile.go` `ResolveRelativeTo`, `glob`): expanded here, on
             // this machine, relative to the spec's folder; no match is an error, and so is
             // more than one with a single-file `dst`.
-            let (base, files) = match crate::files::glob(&env.path(s)) {
+            let (base, files) = match crate::glob::glob(&env.path(s)) {
                 Ok(m) => m,
                 Err(e) => {
                     sink.error(&format!("{p}.src"), format!("cannot read {e}"));
@@ -720,7 +720,7 @@ impl EvictTaint {
 
 /// A Go `time.Duration` string (`2m`, `1h30m`, `90s`, `1.5h`, `0`) in whole seconds.
 pub(crate) fn parse_go_duration(s: &str) -> Result<u64, String> {
-    match crate::k0s::install_flags::parse_go_duration(s) {
+    match crate::install_flags::parse_go_duration(s) {
         Ok(ns) if ns >= 0 => Ok((ns / 1_000_000_000) as u64),
         Ok(_) => Err(format!("invalid duration `{s}`: negative")),
         Err(why) => Err(format!(

@@ -68,7 +68,7 @@ pub(crate) fn validate(spec: &Spec, complete: bool, sink: &mut Sink) {
         validate_host(h, sink);
     }
     if let Some(v) = &spec.k0s.version
-        && !crate::k0s::install_flags::has_kubelet_root_dir(v)
+        && !crate::install_flags::has_kubelet_root_dir(v)
     {
         for h in spec.hosts.iter().filter(|h| h.kubelet_root_dir.is_some()) {
             sink.error(
@@ -201,19 +201,20 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
         // The state's rule for recorded paths: `k0s reset` deletes the data and kubelet root
         // dirs, destroy the binary, so `/` or a system directory is refused here already.
         if let Some(v) = v
-            && let Some(e) = crate::state::paths::k0s_path_problem(field, v)
+            && let Some(e) = super::k0s_path_problem(field, v)
         {
             sink.error(&format!("{p}.{field}"), e);
         }
     }
     // `--config`/`-c` and `--token-file` move where k0s.yaml and the join token are written
     // (and removed by a destroy): k0sctl `cluster/host.go` `K0sConfigPath`, `K0sJoinTokenPath`.
-    for (flag, v) in [
-        ("--config", crate::k0s::desired::config_file(h)),
-        ("--token-file", crate::k0s::desired::token_file(h)),
-    ] {
-        if let Some(e) = remote_path_problem(&v) {
-            sink.error(&format!("{p}.installFlags"), format!("{flag}: {e}"));
+    // Without them k0s's own paths are used, which pass.
+    let args = h.install_args();
+    for flag in ["config", "token-file"] {
+        if let Some(v) = crate::install_flags::value_of(&args, flag)
+            && let Some(e) = remote_path_problem(&v)
+        {
+            sink.error(&format!("{p}.installFlags"), format!("--{flag}: {e}"));
         }
     }
     for (i, file) in h.files.iter().enumerate() {
@@ -262,7 +263,7 @@ fn validate_host(h: &HostSpec, sink: &mut Sink) {
     }
     if let Some(sha) = &h.k0s_download_sha256 {
         let f = format!("{p}.k0sDownloadSha256");
-        if !crate::k0s::release::is_sha256(sha) {
+        if !crate::hash::is_sha256(sha) {
             sink.error(&f, "not a sha256: expected 64 hexadecimal characters");
         } else if h.k0s_binary_path.is_some() || h.use_existing_k0s {
             sink.error(
@@ -410,7 +411,7 @@ pub(crate) fn address_problem(addr: &str) -> Option<String> {
     };
     Some(format!(
         "`{}` is neither an IP address nor a DNS name{hint}",
-        crate::ui::escape(addr)
+        crate::escape::escape(addr)
     ))
 }
 
@@ -461,9 +462,9 @@ fn is_fingerprint(k: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/')
 }
 
-/// A value from a file as a message shows it: escaped (`ui::escape`) and cut short.
+/// A value from a file as a message shows it: escaped (`escape::escape`) and cut short.
 fn shown(v: &str) -> String {
-    crate::ui::escape(&crate::hash::short_n(v, 80)).into_owned()
+    crate::escape::escape(&crate::hash::short_n(v, 80)).into_owned()
 }
 
 /// The rule for a string field named `key` in k0sform's own files (a state, a saved plan, a
@@ -472,7 +473,7 @@ fn shown(v: &str) -> String {
 /// every field of a file by its name, and `state::parse` to the state's fields. Fields with
 /// other names have no rule here (`None`). The value is shown escaped.
 pub(crate) fn recorded_field_problem(key: &str, v: &str) -> Option<String> {
-    use crate::k0s::facts::{is_hex, is_object_name};
+    use crate::hash::is_hex;
     let bad = |what: &str| Some(format!("`{}` is not {what}", shown(v)));
     match key {
         "address" => address_problem(v),
@@ -506,7 +507,7 @@ pub(crate) fn json_field_problem(v: &serde_json::Value) -> Option<(String, Strin
                     if !at.is_empty() {
                         at.push('.');
                     }
-                    at.push_str(&crate::ui::escape(k));
+                    at.push_str(&crate::escape::escape(k));
                     if let Some(value) = x.as_str()
                         && let Some(problem) = recorded_field_problem(k, value)
                     {
@@ -567,6 +568,23 @@ pub fn valid_env_name(k: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A Kubernetes object name as Node, EtcdMember and ControlNode names are: a lowercase RFC 1123
+/// subdomain (labels of `a-z0-9-`, starting and ending alphanumeric, joined by dots; at most
+/// 253 characters, 63 per label).
+pub fn is_object_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b.len() <= 63
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        })
 }
 
 pub(crate) fn is_user_name(u: &str) -> bool {
@@ -650,7 +668,7 @@ pub(crate) fn host_key_pin(k: &str) -> Result<String, String> {
             crate::hash::short_n(b64, 16)
         ));
     }
-    crate::ssh::hostkey::fingerprint(&format!("{kind} {b64}")).map_err(|e| e.to_string())
+    crate::ssh_key::fingerprint(&format!("{kind} {b64}")).map_err(|e| e.to_string())
 }
 
 /// k0sctl's floor (`cluster/k0s.go` `validateVersion`): k0s 0.11.0 or newer. The version
@@ -746,6 +764,29 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    #[test]
+    fn object_names() {
+        for ok in ["c1", "node-1.example.com", "a", "10.0.0.1", &"a".repeat(63)] {
+            assert!(is_object_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "--all",
+            "-l",
+            "C1",
+            "a_b",
+            "a..b",
+            ".a",
+            "a-",
+            "x y",
+            "a/b",
+            &"a".repeat(64),
+            "c1\u{1b}[2K",
+        ] {
+            assert!(!is_object_name(bad), "{bad:?}");
+        }
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! failed command, and `sudo -n` refusals turned into a typed error.
 
 use super::master::HostConn;
-use super::quote;
 use super::session::{SshTransport, other};
 use crate::hostid::HostId;
+use crate::quote;
 use crate::transport::{CommandOutput, OUTPUT_LIMIT, RemoteCommand, Streamed, TransportError};
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,13 +1,12 @@
-//! Host keys: fingerprints computed the way `ssh-keygen -lf` does, the private per-host
-//! known_hosts files k0sform writes, reading ssh's "host key changed" report, and deciding
-//! whether the key a host (or its bastion) was accepted with is the recorded or pinned one.
+//! Host keys (the key type itself is `crate::ssh_key`): the private per-host known_hosts files
+//! k0sform writes, reading ssh's "host key changed" report, and deciding whether the key a host
+//! (or its bastion) was accepted with is the recorded or pinned one.
 
 use super::session::{SshTransport, other};
 use crate::hostid::HostId;
 use crate::spec::SshTarget;
+use crate::ssh_key::PublicKey;
 use crate::transport::TransportError;
-use base64::Engine;
-use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use std::path::Path;
 
 /// The name every entry in a private known_hosts file is stored under (ssh `HostKeyAlias`):
@@ -16,93 +15,8 @@ use std::path::Path;
 pub const TARGET_ALIAS: &str = "k0sform-host";
 pub const BASTION_ALIAS: &str = "k0sform-bastion";
 
-/// The key a host was accepted with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConnectedHost {
-    /// `SHA256:…`
-    pub fingerprint: String,
-    /// `<type> <base64>`
-    pub public_key: String,
-    /// No key was recorded (or the old one was dropped on request): this run trusted it on first use.
-    pub first_contact: bool,
-    /// The bastion hops the connection went through, in hop order:
-    /// `ssh.bastion` first, then its own bastion.
-    pub bastions: Vec<ConnectedBastion>,
-}
-
-/// How one bastion hop's key is checked: strictly against `recorded_key` (the state's
-/// `<type> <base64>`), unless `accept_changed` (`-replace` names the bastion, or its
-/// `ssh.hostKey` pin names another key) or nothing is recorded: then trusted on first use.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BastionTrust {
-    pub recorded_key: Option<String>,
-    pub accept_changed: bool,
-}
-
-/// The key a bastion hop was accepted with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConnectedBastion {
-    pub id: HostId,
-    /// `SHA256:…`
-    pub fingerprint: String,
-    /// `<type> <base64>`
-    pub public_key: String,
-    pub first_contact: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HostKeyError {
-    #[error("not an SSH public key (expected `<type> <base64>`): {0:?}")]
-    Malformed(String),
-}
-
-/// A public key as ssh prints it: `ssh-ed25519 AAAAC3…` (a trailing comment is dropped).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublicKey {
-    pub key_type: String,
-    pub blob_base64: String,
-}
-
-impl PublicKey {
-    pub fn parse(text: &str) -> Result<Self, HostKeyError> {
-        let mut it = text.split_whitespace();
-        let (Some(key_type), Some(blob)) = (it.next(), it.next()) else {
-            return Err(HostKeyError::Malformed(text.to_string()));
-        };
-        if STANDARD.decode(blob).is_err() || key_type.is_empty() {
-            return Err(HostKeyError::Malformed(text.to_string()));
-        }
-        Ok(PublicKey {
-            key_type: key_type.to_string(),
-            blob_base64: blob.to_string(),
-        })
-    }
-
-    /// `SHA256:` + unpadded base64 of sha256(key blob), as `ssh-keygen -lf` and ssh print it.
-    pub fn fingerprint(&self) -> String {
-        // The blob was checked to be base64 in `parse`.
-        let blob = STANDARD.decode(&self.blob_base64).unwrap_or_default();
-        format!(
-            "SHA256:{}",
-            STANDARD_NO_PAD.encode(crate::hash::sha256(&blob))
-        )
-    }
-
-    /// `<type> <base64>`, the form stored in state.
-    pub fn to_line(&self) -> String {
-        format!("{} {}", self.key_type, self.blob_base64)
-    }
-
-    /// A known_hosts line for `alias`.
-    pub fn known_hosts_line(&self, alias: &str) -> String {
-        format!("{alias} {}\n", self.to_line())
-    }
-}
-
-/// Fingerprint of a key given as text (`ssh-ed25519 AAAA…`).
-pub fn fingerprint(public_key: &str) -> Result<String, HostKeyError> {
-    Ok(PublicKey::parse(public_key)?.fingerprint())
-}
+// Defined with the transport, which returns them from `connect`.
+pub use crate::transport::{BastionTrust, ConnectedBastion, ConnectedHost};
 
 /// The keys stored for `alias` in a known_hosts file's text, in file order.
 pub fn keys_for(known_hosts: &str, alias: &str) -> Vec<PublicKey> {
@@ -260,30 +174,6 @@ mod tests {
     // A real ed25519 host key and its `ssh-keygen -lf` fingerprint.
     const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDvZ/q36TdInhTZoW5bXPQ/Hey6Hm97hfZmb+65XdDbu comment@host";
     const FP: &str = "SHA256:ZCtcFOh8vMSvn0x0cRTf/Lk5y5381qr56Z8Pi9bFzfU";
-
-    #[test]
-    fn fingerprint_matches_ssh_keygen() {
-        // Cross-checked against the local ssh-keygen so the constant cannot be wrong.
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("k.pub");
-        std::fs::write(&p, KEY).unwrap();
-        let out = std::process::Command::new("ssh-keygen")
-            .arg("-lf")
-            .arg(&p)
-            .output()
-            .unwrap();
-        let keygen = String::from_utf8(out.stdout).unwrap();
-        let keygen_fp = keygen.split_whitespace().nth(1).unwrap();
-        assert_eq!(keygen_fp, FP);
-        assert_eq!(fingerprint(KEY).unwrap(), FP);
-    }
-
-    #[test]
-    fn malformed_keys_are_rejected() {
-        assert!(fingerprint("").is_err());
-        assert!(fingerprint("ssh-ed25519").is_err());
-        assert!(fingerprint("ssh-ed25519 not*base64").is_err());
-    }
 
     #[test]
     fn keys_for_alias_only() {

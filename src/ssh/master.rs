@@ -9,11 +9,12 @@
 //! steps the executor lets finish) and dies with k0sform (PR_SET_PDEATHSIG); `openssh::Session`
 //! resumed on its socket runs the commands and checks the master's health.
 
-use super::hostkey::{self, BASTION_ALIAS, BastionTrust, ConnectedHost, PublicKey, TARGET_ALIAS};
-use super::quote::quote;
+use super::hostkey::{self, BASTION_ALIAS, BastionTrust, ConnectedHost, TARGET_ALIAS};
 use super::session::{SshTransport, other};
 use crate::hostid::HostId;
+use crate::quote::quote;
 use crate::spec::SshTarget;
+use crate::ssh_key::PublicKey;
 use crate::transport::TransportError;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -70,6 +71,17 @@ impl Drop for HostConn {
     }
 }
 
+/// The private files of one host's master, beside each other in the control folder.
+struct MasterFiles {
+    /// `h<slot>`: the other files' name without its extension (bastion hops add their own).
+    base: PathBuf,
+    ctl: PathBuf,
+    log: PathBuf,
+    known_hosts: PathBuf,
+    /// The state's recorded key of the host, parsed.
+    recorded: Option<PublicKey>,
+}
+
 /// Last meaningful lines of an ssh log, without the noise ssh adds on every TOFU.
 fn log_message(log: &str) -> String {
     let lines: Vec<&str> = log
@@ -86,15 +98,11 @@ fn log_message(log: &str) -> String {
 }
 
 impl SshTransport {
-    /// Open the host's master connection (once per run; later calls return the first result).
-    ///
-    /// `recorded_key` is the state's `<type> <base64>` key: ssh then refuses any other key. With
-    /// `accept_changed` (`-replace`, or a `ssh.hostKey` pin naming the new key) the recorded key
-    /// is left out and the offered one is trusted, subject to the pin. A `target.host_key` pin is
-    /// checked before this returns, so no command ever runs on a host with the wrong key.
-    /// `bastions[i]` says how hop `i + 1` of `target.bastion` is checked, the same way (a hop
-    /// without an entry has nothing recorded: trusted on first use, shown in the plan).
-    pub async fn connect(
+    /// Open the host's master connection (`Transport::connect`, which documents the host-key
+    /// policy): prepare its private files, start the master, wait until its control socket
+    /// answers, then check the keys ssh accepted (a `target.host_key` pin before this returns,
+    /// so no command ever runs on a host with the wrong key) and keep the connection.
+    pub(super) async fn open(
         &self,
         host: &HostId,
         target: &SshTarget,
@@ -105,6 +113,43 @@ impl SshTransport {
         if let Ok(c) = self.conn(host) {
             return Ok(c.info.clone());
         }
+        let files = self.master_files(host, target, recorded_key, accept_changed)?;
+        let trusted = files.recorded.as_ref().filter(|_| !accept_changed);
+        let (child, login_user) = self
+            .start_master(host, target, &files, trusted, bastions)
+            .await?;
+        let (child, session) = self
+            .wait_ready(host, target, &files, child, bastions)
+            .await?;
+        let conn = HostConn {
+            host: host.clone(),
+            sudo: login_user != "root",
+            user: login_user,
+            session,
+            ctl: files.ctl,
+            log: files.log,
+            info: ConnectedHost {
+                fingerprint: String::new(),
+                public_key: String::new(),
+                first_contact: trusted.is_none(),
+                bastions: Vec::new(),
+            },
+            master: Mutex::new(Some(child)),
+            sessions: tokio::sync::Semaphore::new(MAX_SESSIONS),
+        };
+        let kh = (files.known_hosts.as_path(), files.base.as_path(), trusted);
+        self.keep_checked(host, target, kh, conn, bastions).await
+    }
+
+    /// The master's private files (control socket, log, known_hosts holding only the trusted
+    /// key) and the recorded key, checked to be a key.
+    fn master_files(
+        &self,
+        host: &HostId,
+        target: &SshTarget,
+        recorded_key: Option<&str>,
+        accept_changed: bool,
+    ) -> Result<MasterFiles, TransportError> {
         if target.address.is_empty() || target.address.starts_with('-') {
             return Err(other(
                 host,
@@ -122,30 +167,46 @@ impl SshTransport {
         };
         let slot = self.inner.next_slot.fetch_add(1, Ordering::Relaxed);
         let base = self.control_dir().join(format!("h{slot}"));
-        let ctl = base.with_extension("sock");
-        let log = base.with_extension("log");
         let known_hosts = base.with_extension("known_hosts");
-        let trusted = recorded.as_ref().filter(|_| !accept_changed);
-        let kh_text = trusted
+        let kh_text = recorded
+            .as_ref()
+            .filter(|_| !accept_changed)
             .map(|k| k.known_hosts_line(TARGET_ALIAS))
             .unwrap_or_default();
         std::fs::write(&known_hosts, kh_text)
             .map_err(|e| other(host, format!("writing {}: {e}", known_hosts.display())))?;
+        Ok(MasterFiles {
+            ctl: base.with_extension("sock"),
+            log: base.with_extension("log"),
+            known_hosts,
+            base,
+            recorded,
+        })
+    }
 
+    /// Start the ssh master (in its own process group, `shield`) and find the login user.
+    async fn start_master(
+        &self,
+        host: &HostId,
+        target: &SshTarget,
+        files: &MasterFiles,
+        trusted: Option<&PublicKey>,
+        bastions: &[BastionTrust],
+    ) -> Result<(tokio::process::Child, String), TransportError> {
         let mut args: Vec<String> = vec![
             "-M".into(),
             "-N".into(),
             "-S".into(),
-            path_str(&ctl),
+            path_str(&files.ctl),
             "-E".into(),
-            path_str(&log),
+            path_str(&files.log),
         ];
         let common = self.common_args(
             host,
             target,
-            &known_hosts,
+            &files.known_hosts,
             (TARGET_ALIAS, trusted),
-            (&base, 0, bastions),
+            (&files.base, 0, bastions),
         )?;
         // The login user decides sudo. `-l` beats any ssh config; without it (an `openSSH:`
         // host left to its config) only ssh knows (`-G` resolves the configuration locally,
@@ -169,10 +230,23 @@ impl SshTransport {
             .stderr(Stdio::null())
             .kill_on_drop(true);
         shield(&mut master);
-        let mut child = master
+        let child = master
             .spawn()
             .map_err(|e| other(host, format!("cannot run ssh: {e}")))?;
+        Ok((child, login_user))
+    }
 
+    /// Wait until the master's control socket answers; a master that exits first failed, and
+    /// its log says why (a changed key of the host or of a bastion, or anything else).
+    async fn wait_ready(
+        &self,
+        host: &HostId,
+        target: &SshTarget,
+        files: &MasterFiles,
+        mut child: tokio::process::Child,
+        bastions: &[BastionTrust],
+    ) -> Result<(tokio::process::Child, openssh::Session), TransportError> {
+        let (ctl, log) = (&files.ctl, &files.log);
         let session = openssh::Session::resume_mux(
             ctl.clone().into_boxed_path(),
             Some(log.clone().into_boxed_path()),
@@ -190,33 +264,37 @@ impl SshTransport {
             }
         })
         .await;
-        let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+        let log_text = || std::fs::read_to_string(log).unwrap_or_default();
         match ready {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => Ok((child, session)),
             Ok(Err(_code)) => {
                 let text = log_text();
                 // A bastion that refused its key fails the hop: its own log says why.
-                if let Some(e) = bastion_key_changed(host, target, bastions, &base) {
+                if let Some(e) = bastion_key_changed(host, target, bastions, &files.base) {
                     return Err(e);
                 }
                 if let Some(offered) = hostkey::changed_key_offered(&text) {
                     return Err(TransportError::HostKeyChanged {
                         host: host.clone(),
-                        expected: recorded.map(|k| k.fingerprint()).unwrap_or_default(),
+                        expected: files
+                            .recorded
+                            .as_ref()
+                            .map(|k| k.fingerprint())
+                            .unwrap_or_default(),
                         offered,
                     });
                 }
-                return Err(TransportError::Unreachable {
+                Err(TransportError::Unreachable {
                     host: host.clone(),
                     message: log_message(&text),
-                });
+                })
             }
             Err(_) => {
                 kill_group(&mut child);
                 let _ = child.wait().await;
-                let _ = std::fs::remove_file(&ctl);
+                let _ = std::fs::remove_file(ctl);
                 let text = log_text();
-                return Err(TransportError::Unreachable {
+                Err(TransportError::Unreachable {
                     host: host.clone(),
                     message: format!(
                         "no SSH session after {}s{}",
@@ -227,32 +305,25 @@ impl SshTransport {
                             format!(": {}", log_message(&text))
                         }
                     ),
-                });
+                })
             }
         }
+    }
 
-        let conn = HostConn {
-            host: host.clone(),
-            sudo: login_user != "root",
-            user: login_user,
-            session,
-            ctl,
-            log,
-            info: ConnectedHost {
-                fingerprint: String::new(),
-                public_key: String::new(),
-                first_contact: trusted.is_none(),
-                bastions: Vec::new(),
-            },
-            master: Mutex::new(Some(child)),
-            sessions: tokio::sync::Semaphore::new(MAX_SESSIONS),
-        };
-
-        // Which key did ssh accept, and does it (and every bastion's) match its pin?
-        let kh_now = std::fs::read_to_string(&known_hosts).unwrap_or_default();
+    /// Which key did ssh accept, and does it (and every bastion's) match its pin? Kept in the
+    /// connection table when they do; shut down when not.
+    async fn keep_checked(
+        &self,
+        host: &HostId,
+        target: &SshTarget,
+        (known_hosts, base, trusted): (&Path, &Path, Option<&PublicKey>),
+        mut conn: HostConn,
+        bastions: &[BastionTrust],
+    ) -> Result<ConnectedHost, TransportError> {
+        let kh_now = std::fs::read_to_string(known_hosts).unwrap_or_default();
         let checked = hostkey::accepted_key(host, &kh_now, trusted, target.host_key.as_deref())
             .and_then(|key| {
-                hostkey::accepted_bastion_keys(host, target, bastions, &base).map(|b| (key, b))
+                hostkey::accepted_bastion_keys(host, target, bastions, base).map(|b| (key, b))
             });
         let (accepted, hops) = match checked {
             Ok(found) => found,
@@ -261,9 +332,7 @@ impl SshTransport {
                 return Err(e);
             }
         };
-        let fingerprint = accepted.fingerprint();
-        let mut conn = conn;
-        conn.info.fingerprint = fingerprint;
+        conn.info.fingerprint = accepted.fingerprint();
         conn.info.public_key = accepted.to_line();
         conn.info.bastions = hops;
         let info = conn.info.clone();
@@ -495,7 +564,7 @@ impl SshTransport {
     }
 
     /// Close one host's connection (master exits, socket removed).
-    pub async fn close(&self, host: &HostId) {
+    pub(super) async fn disconnect(&self, host: &HostId) {
         let conn = match self.inner.hosts.lock() {
             Ok(mut h) => h.remove(host),
             Err(_) => None,

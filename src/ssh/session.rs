@@ -108,6 +108,22 @@ impl SshTransport {
 }
 
 impl Transport for SshTransport {
+    async fn connect(
+        &self,
+        host: &HostId,
+        target: &crate::spec::SshTarget,
+        recorded_key: Option<&str>,
+        accept_changed: bool,
+        bastions: &[super::hostkey::BastionTrust],
+    ) -> Result<ConnectedHost, TransportError> {
+        self.open(host, target, recorded_key, accept_changed, bastions)
+            .await
+    }
+
+    async fn close(&self, host: &HostId) {
+        self.disconnect(host).await
+    }
+
     /// Staged, sha256-verified upload, skipped when the remote file is already identical
     /// (`upload_file_report`).
     async fn upload_file(

@@ -58,7 +58,7 @@ pub fn reach(h: &HostState, spec: &Spec) -> Result<Reach, Vec<String>> {
                 ("dataDir", Some(&data_dir)),
                 ("kubeletRootDir", kubelet_root_dir.as_ref()),
             ] {
-                if let Some(e) = v.and_then(|v| super::paths::k0s_path_problem(field, v)) {
+                if let Some(e) = v.and_then(|v| crate::spec::k0s_path_problem(field, v)) {
                     problems.push(format!("access.{field}: {e}"));
                 }
             }
@@ -74,8 +74,8 @@ pub fn reach(h: &HostState, spec: &Spec) -> Result<Reach, Vec<String>> {
             };
             (
                 ssh,
-                crate::k0s::DEFAULT_BIN.to_string(),
-                crate::k0s::DEFAULT_DATA_DIR.to_string(),
+                crate::spec::DEFAULT_K0S_INSTALL_PATH.to_string(),
+                crate::spec::DEFAULT_DATA_DIR.to_string(),
                 None,
             )
         }
@@ -215,4 +215,23 @@ fn target_differences(a: &SshTarget, b: &SshTarget, in_bastion: bool, out: &mut 
         (x, y) if x == y => {}
         _ => out.push("bastion"),
     }
+}
+
+/// Every implausible path the state records for `h` (`access.FIELD: problem`). A record
+/// without `access` uses k0s's defaults, which are plausible.
+pub fn recorded_path_problems(h: &HostState) -> Vec<String> {
+    let Some(a) = &h.access else {
+        return Vec::new();
+    };
+    [
+        ("k0sInstallPath", Some(&a.k0s_install_path)),
+        ("dataDir", Some(&a.data_dir)),
+        ("kubeletRootDir", a.kubelet_root_dir.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(field, v)| {
+        let e = crate::spec::k0s_path_problem(field, v?)?;
+        Some(format!("access.{field}: {e}"))
+    })
+    .collect()
 }

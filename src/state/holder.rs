@@ -34,11 +34,11 @@ impl LockHolder {
 }
 
 /// The holder's text fields come from the lock file or a remote lock record, which anyone who can
-/// write there may have filled in: shown escaped (`ui::escape`), so no terminal control in them
+/// write there may have filled in: shown escaped (`escape::escape`), so no terminal control in them
 /// reaches the terminal through a lock or `force-unlock` message.
 impl fmt::Display for LockHolder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::ui::escape;
+        use crate::escape::escape;
         write!(
             f,
             "pid {} on host {} (user {}), operation \"{}\" since {}, lock ID {}",

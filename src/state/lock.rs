@@ -311,7 +311,11 @@ pub(crate) fn force_unlock(path: &Path, id: &str) -> Result<ForceUnlockOutcome, 
                             path.display()
                         )
                     } else {
-                        format!(" (pid {} on host {})", h.pid, crate::ui::escape(&h.host))
+                        format!(
+                            " (pid {} on host {})",
+                            h.pid,
+                            crate::escape::escape(&h.host)
+                        )
                     };
                     Err(StateError::LockHeldByLiveProcess {
                         lock_path: path.to_path_buf(),

@@ -10,7 +10,6 @@ mod etcd_location;
 mod holder;
 mod lock;
 mod model;
-pub mod paths;
 mod store;
 
 pub use error::StateError;

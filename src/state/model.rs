@@ -126,8 +126,17 @@ pub struct HostState {
     pub access: Option<HostAccess>,
 }
 
+/// A k0s binary's `stat -L -c '%s %d %i %y %z'` line as the probe prints it (GNU: `1234 2049
+/// 5678 2026-12-03 18:37:53.123456789 +0000 …`): numbers, dates, times and zones only, so a
+/// line from the state or a host is never more than that.
+pub fn is_binary_stat(s: &str) -> bool {
+    (1..=200).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b" .:+-".contains(&b))
+}
+
 /// A host's k0s binary as a probe found it: its sha256 and its `stat` line then (size, device,
-/// inode, modification and change times; `k0s::is_binary_stat`). A real k0s binary is
+/// inode, modification and change times; [`is_binary_stat`]). A real k0s binary is
 /// a few hundred MB, so hashing it costs every plan on every host a good part of a CPU second;
 /// with the same line (any write, rename or replacement moves the change time, which no one can
 /// set back short of the clock) the probe reports the line alone and the record's hash stands.
@@ -154,8 +163,8 @@ impl HostState {
                 a.kubelet_root_dir.clone(),
             ),
             None => (
-                crate::k0s::DEFAULT_BIN.to_string(),
-                crate::k0s::DEFAULT_DATA_DIR.to_string(),
+                crate::spec::DEFAULT_K0S_INSTALL_PATH.to_string(),
+                crate::spec::DEFAULT_DATA_DIR.to_string(),
                 None,
             ),
         }
@@ -234,7 +243,7 @@ impl State {
                 && d.port == id.port
                 && d.path == path
                 && d.url_sha256 == crate::hash::sha256_hex(url)
-                && crate::k0s::release::is_sha256(&d.sha256)
+                && crate::hash::is_sha256(&d.sha256)
         })
     }
 

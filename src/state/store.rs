@@ -551,7 +551,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
         }
         // Given to the host's probe as an argument and trusted as the binary's hash.
         if let Some(b) = &h.k0s_binary {
-            if !crate::k0s::is_binary_stat(&b.stat) {
+            if !super::is_binary_stat(&b.stat) {
                 return Err(invalid(format!(
                     "host {}: k0s_binary.stat {:?} is not a stat line",
                     h.id(),
@@ -581,7 +581,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StateError> {
             )));
         }
         // The key is used as a known_hosts line: it must be a key, and the one fingerprinted.
-        let key = crate::ssh::hostkey::PublicKey::parse(&b.host_public_key)
+        let key = crate::ssh_key::PublicKey::parse(&b.host_public_key)
             .map_err(|e| invalid(format!("bastion {}: host_public_key: {e}", b.id())))?;
         if !key
             .key_type
@@ -621,7 +621,7 @@ fn check_fields(state: &State) -> Result<(), String> {
             Some(problem) => Err(format!("{at}.{key}: {problem}")),
             None => Ok(()),
         };
-    let shown = |v: &str| crate::ui::escape(&crate::hash::short_n(v, 80)).into_owned();
+    let shown = |v: &str| crate::escape::escape(&crate::hash::short_n(v, 80)).into_owned();
     let rule = |ok: bool, at: &dyn std::fmt::Display, key: &str, v: &str, what: &str| {
         if ok {
             Ok(())
@@ -632,7 +632,7 @@ fn check_fields(state: &State) -> Result<(), String> {
     let hex =
         |at: &dyn std::fmt::Display, key: &str, v: &str, len: std::ops::RangeInclusive<usize>| {
             rule(
-                crate::k0s::facts::is_hex(v, *len.start(), *len.end())
+                crate::hash::is_hex(v, *len.start(), *len.end())
                     && !v.bytes().any(|b| b.is_ascii_uppercase()),
                 at,
                 key,
@@ -642,7 +642,7 @@ fn check_fields(state: &State) -> Result<(), String> {
         };
     let text = |at: &dyn std::fmt::Display, key: &str, v: &str| {
         rule(
-            v.len() <= 256 && crate::ui::escape(v) == v,
+            v.len() <= 256 && crate::escape::escape(v) == v,
             at,
             key,
             v,

@@ -2,12 +2,12 @@
 //! `EventSink` (ripgrep's Sink model). Two renderers: human lines (+ a progress bar on a TTY) and
 //! JSON lines (`-json`). Colour only on a TTY, never when `NO_COLOR` is set.
 
-mod escape;
 mod event;
 mod human;
 mod json;
+pub mod render;
 
-pub use escape::{escape, escape_lines};
+pub use crate::escape::{escape, escape_lines};
 pub use event::{
     ApplyEvent, ApplyOutcome, ApplySummary, ChangeCounts, EVENTS_FORMAT_VERSION, EventLine,
     StepInfo, events_json_schema, format_elapsed, format_whole_secs,

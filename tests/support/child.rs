@@ -1,6 +1,5 @@
-//! A child process running this very test binary's `child_process_entry` test in a given mode
-//! (the crash and lock tests' writer/holder processes). Include with
-//! `#[path = "support/child.rs"] mod child;`.
+//! A child process running one test of this very test binary (a module's `child_process_entry`)
+//! in a given mode: the crash and lock tests' writer/holder processes.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -12,16 +11,12 @@ pub struct ChildProc {
 }
 
 impl ChildProc {
-    /// Run `child_process_entry` with `mode_env=mode` and the extra environment `env`.
-    pub fn start(mode_env: &str, mode: &str, env: &[(&str, String)]) -> Self {
+    /// Run the test `entry` (its full name, e.g. `state::child_process_entry`) with
+    /// `mode_env=mode` and the extra environment `env`.
+    pub fn start(entry: &str, mode_env: &str, mode: &str, env: &[(&str, String)]) -> Self {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "child_process_entry",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(mode_env, mode);
+        cmd.args([entry, "--exact", "--nocapture", "--test-threads=1"])
+            .env(mode_env, mode);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -50,7 +45,7 @@ impl ChildProc {
                     std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut err);
                 panic!("child ended before printing {prefix}: {err}");
             }
-            // libtest prints "test child_process_entry ... " before the child's first line.
+            // libtest prints "test <entry> ... " before the child's first line.
             if let Some((_, rest)) = line.split_once(prefix) {
                 return rest.trim().to_string();
             }

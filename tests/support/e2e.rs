@@ -1,9 +1,8 @@
 //! End-to-end harness: a lab (real sshd, real etcd, the k0s double) plus the k0sform binary run
-//! against it with a spec and a state file in the lab's folder. Include after `lab`:
-//! `#[path = "support/lab.rs"] mod lab; #[path = "support/e2e.rs"] mod e2e;`.
+//! against it with a spec and a state file in the lab's folder.
 #![allow(dead_code)]
 
-use crate::lab::{Lab, LabOptions, SpecOptions, stderr, stdout};
+use crate::support::lab::{Lab, LabOptions, SpecOptions, stderr, stdout};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -99,7 +98,7 @@ impl Cluster {
     }
 
     /// Point k0sform's release and version lookups at `mirror`.
-    pub fn use_mirror(&mut self, mirror: &crate::lab::Mirror) {
+    pub fn use_mirror(&mut self, mirror: &crate::support::lab::Mirror) {
         self.env
             .push(("K0SFORM_K0S_DOWNLOAD_URL".into(), mirror.download_url()));
         self.env
@@ -112,17 +111,14 @@ impl Cluster {
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_k0sform"));
+        let mut c = super::bin::k0sform();
         c.arg("-c")
             .arg(&self.spec)
             .arg("-state")
             .arg(&self.state)
             .arg("-no-color")
             .args(args)
-            .current_dir(self.lab.dir())
-            .env("NO_COLOR", "1")
-            // The lab's client key is named in the spec; keep the user's agent out of it.
-            .env_remove("SSH_AUTH_SOCK");
+            .current_dir(self.lab.dir());
         for (k, v) in &self.env {
             c.env(k, v);
         }
@@ -315,7 +311,7 @@ impl Cluster {
 impl Cluster {
     /// Run k0sform with another state file than the cluster's (a new lineage, say).
     pub fn run_with_state(&self, state: &std::path::Path, args: &[&str]) -> Run {
-        let out = Command::new(env!("CARGO_BIN_EXE_k0sform"))
+        let out = super::bin::k0sform()
             .arg("-c")
             .arg(&self.spec)
             .arg("-state")
@@ -323,8 +319,6 @@ impl Cluster {
             .arg("-no-color")
             .args(args)
             .current_dir(self.lab.dir())
-            .env("NO_COLOR", "1")
-            .env_remove("SSH_AUTH_SOCK")
             .stdin(std::process::Stdio::null())
             .output()
             .expect("run k0sform");
@@ -334,7 +328,7 @@ impl Cluster {
     /// `k0s kubectl --kubeconfig FILE …` run on this machine (the double reaches the API server
     /// the file names over the network, as kubectl would).
     pub fn kubectl_with(&self, kubeconfig: &std::path::Path, args: &[&str]) -> Output {
-        Command::new(crate::lab::k0s_double_path())
+        Command::new(crate::support::lab::k0s_double_path())
             .arg("kubectl")
             .arg("--kubeconfig")
             .arg(kubeconfig)

@@ -1,7 +1,6 @@
 //! Test lab for end-to-end tests: simulated hosts (a loopback address each, a real sshd, own
 //! PID/mount/UTS namespaces and disk) managed by `testdata/lab/lab.py`, and the k0s test double
-//! `testdata/lab/k0s`. Include with `#[path = "support/lab.rs"] mod lab;` and `prereq.rs`. Needs root:
-//! tests using it begin with `require_lab!();`.
+//! `testdata/lab/k0s`. Needs root: tests using it begin with `require_lab!();`.
 //!
 //! A `Lab` is torn down when dropped (also while a test panics); set `K0SFORM_LAB_KEEP=1` to keep
 //! the hosts running and the folder on disk for debugging (`lab.py teardown DIR` later).
@@ -154,7 +153,7 @@ impl Lab {
     }
 
     pub fn create_with(hosts: &[(&str, &str)], opts: LabOptions) -> Lab {
-        crate::prereq::assert_required("a lab");
+        crate::support::prereq::assert_required("a lab");
         let dir = tempfile::Builder::new()
             .prefix("k0sform-lab-")
             .tempdir()

@@ -4,7 +4,7 @@
 //! user; with `K0SFORM_REQUIRE_LAB=1` (set by `.ci/run`) a missing prerequisite fails the test
 //! instead. The fixtures (`Lab::create_with`, `Sshd::start_with`, `EtcdServer::start_with`) refuse
 //! to start in a test that did not begin with `require_lab!();`, so no such test can be missed.
-//! Include with `#[path = "support/prereq.rs"] mod prereq; use prereq::require_lab;`.
+//! Import with `use crate::support::prereq::require_lab;`.
 #![allow(dead_code)]
 
 use std::cell::Cell;
@@ -135,7 +135,7 @@ pub fn assert_required(fixture: &str) {
 /// printed to stderr) when they cannot run here, unless `K0SFORM_REQUIRE_LAB=1`.
 macro_rules! require_lab {
     () => {
-        if crate::prereq::skip() {
+        if crate::support::prereq::skip() {
             return;
         }
     };

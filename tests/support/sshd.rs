@@ -1,7 +1,5 @@
 //! A plain OpenSSH server on a random loopback address and port (no namespaces, no k0s): the
-//! fixture of the SSH transport and probe tests. Include with
-//! `#[path = "support/sshd.rs"] mod sshd;` and `prereq.rs`; tests using it begin with
-//! `require_lab!();` (it logs in as root and the lab's sudo user).
+//! fixture of the SSH transport and probe tests. Tests using it begin with `require_lab!();` (it logs in as root and the lab's sudo user).
 #![allow(dead_code)]
 
 use k0sform::hostid::HostId;
@@ -75,7 +73,7 @@ impl Sshd {
 
     /// `start` with extra sshd_config lines; `{dir}` in them stands for the server's folder.
     pub fn start_with(extra: &str) -> Sshd {
-        crate::prereq::assert_required("an sshd");
+        crate::support::prereq::assert_required("an sshd");
         let dir = tempfile::Builder::new()
             .prefix("k0sform-sshd-")
             .tempdir_in("/tmp")

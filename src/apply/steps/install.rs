@@ -12,15 +12,6 @@ use crate::transport::{FileAttrs, Transport};
 use crate::version::K0sVersion;
 use std::path::PathBuf;
 
-/// A k0s binary on this machine that steps may upload besides the hosts' `k0sBinaryPath`:
-/// releases downloaded into the local cache for `uploadBinary: true` (`binaries::cache_uploads`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalK0s {
-    pub path: PathBuf,
-    pub sha256: String,
-    pub version: Option<K0sVersion>,
-}
-
 impl<T: Transport + 'static> K0sRunner<T> {
     pub(super) async fn write_config(
         &self,

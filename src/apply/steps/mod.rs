@@ -23,6 +23,5 @@ mod service;
 mod tokens;
 mod upgrade;
 
-pub use install::LocalK0s;
 pub use remote::{HostProber, Remote};
 pub use runner::K0sRunner;

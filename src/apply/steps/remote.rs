@@ -6,7 +6,7 @@ use super::runner::K0sRunner;
 use crate::apply::StepError;
 use crate::hostid::HostId;
 use crate::k0s::{self, desired};
-use crate::reality::HostFacts;
+use crate::reality::{HostFacts, Probe};
 use crate::spec::HostSpec;
 use crate::state::{BinaryRecord, HostState};
 use crate::transport::{CommandOutput, FileAttrs, RemoteCommand, Transport};
@@ -16,14 +16,19 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
-/// Probes one host for its identity (machine-id, host key, k0s status, the cluster as it sees
-/// it). The command layer supplies the real probe (it also knows the SSH host key).
+/// Probes one host again for its identity (machine-id, host key, k0s status, the cluster as
+/// it sees it), over the connection the plan's probe opened, its host key checked again: the
+/// operations layer supplies the real probe over the run's transport (`ops::apply::Reprober`).
+/// `dyn`, so the executor is not generic over it: the future is boxed.
 pub trait HostProber: Send + Sync + 'static {
+    /// `known_binary`: the k0s binary at the host's install path as this run placed it, its
+    /// stat line and sha256; hashed again only if the host's stat line differs. `None`: as
+    /// the state records it.
     fn probe<'a>(
         &'a self,
         host: &'a HostId,
         known_binary: Option<&'a BinaryRecord>,
-    ) -> Pin<Box<dyn Future<Output = Result<HostFacts, String>> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Probe> + Send + 'a>>;
 }
 
 /// Everything the steps reach hosts with.
@@ -186,18 +191,28 @@ impl<T: Transport + 'static> K0sRunner<T> {
     }
 
     /// Probe `host` again; a binary this run moved into place is hashed only if its stat line
-    /// changed since (`placed_binaries`).
+    /// changed since (`placed_binaries`). A host (or bastion) offering another key than the one
+    /// it was accepted with is refused as unsafe (exit 3): nothing runs on it.
     pub(super) async fn probe(&self, host: &HostId) -> Result<HostFacts, StepError> {
         let placed = self
             .placed_binaries
             .lock()
             .ok()
             .and_then(|p| p.get(host).cloned());
-        self.remote
-            .prober
-            .probe(host, placed.as_ref())
-            .await
-            .map_err(|e| failed(format!("{host}: probe failed: {e}")))
+        match self.remote.prober.probe(host, placed.as_ref()).await {
+            Probe::Reached(facts) => Ok(*facts),
+            Probe::Unreachable { error } | Probe::K0sNotAnswering { error } => {
+                Err(failed(format!("{host}: probe failed: {error}")))
+            }
+            Probe::HostKeyChanged {
+                expected,
+                offered,
+                bastion,
+            } => Err(StepError::Unsafe(format!(
+                "{host}: {}",
+                crate::reality::key_change_text(&expected, &offered, bastion.as_ref())
+            ))),
+        }
     }
 
     /// Upload a local file (at most `uploads` at once, within the host's command limit) and

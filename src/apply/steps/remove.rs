@@ -260,7 +260,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
         if self.spec_host(host).is_none()
             && let Some(st) = self.known_host(host)
         {
-            let problems = crate::state::paths::recorded_path_problems(st);
+            let problems = crate::state::access::recorded_path_problems(st);
             if !problems.is_empty() {
                 return Err(StepError::Unsafe(format!(
                     "{host}: the state records no plausible k0s paths ({}): refusing to reset it with them",

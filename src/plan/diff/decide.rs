@@ -601,7 +601,7 @@ pub(super) fn recorded_paths_check(h: &HostCtx) -> Result<(), Refusal> {
     let Some(st) = h.state.filter(|_| h.spec.is_none()) else {
         return Ok(());
     };
-    let problems = crate::state::paths::recorded_path_problems(st);
+    let problems = crate::state::access::recorded_path_problems(st);
     if problems.is_empty() {
         return Ok(());
     }

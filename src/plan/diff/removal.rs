@@ -6,9 +6,9 @@ use super::Planner;
 use super::decision::{Decision, HostPlan};
 use super::hosts::HostCtx;
 use super::steps::Chain;
-use crate::k0s::facts::is_object_name;
 use crate::plan::model::{ObjectKind, Refusal, RefusalKind, StepKind};
 use crate::reality::Probe;
+use crate::spec::is_object_name;
 
 impl Planner<'_> {
     /// Drain, remove the member (quorum-checked, gated, and checked against its EtcdMember object,

@@ -2,14 +2,13 @@
 //! rewritten as k0sctl hands it out (`k0s::kubeconfig`). A secret: it is only ever returned to
 //! the caller or written as a 0600 file, never logged, stored in the state or put in an event.
 
-use crate::engine::{self, Failure};
 use crate::exit::Exit;
 use crate::k0s::{
     self,
     kubeconfig::{AdminKubeconfigError, KubeconfigNames},
 };
+use crate::ops::{self, Failure};
 use crate::spec::Spec;
-use crate::ssh::SshTransport;
 use crate::state::State;
 use crate::transport::Transport;
 
@@ -26,15 +25,15 @@ pub struct Overrides {
 /// fields: server from `-address`, else k0sctl's rules with that controller's address; names
 /// from the overrides, else `metadata.name` and `metadata.user`. An answer holding anything
 /// else (an `exec` plugin, a proxy, …) is refused with exit 3, naming the controller. `refuse_first_contact`: `-trust-new-host-keys=false`
-/// (`engine::healthy_controller`).
-pub async fn fetch(
+/// (`ops::healthy_controller`).
+pub async fn fetch<T: Transport + Clone + 'static>(
     spec: &Spec,
     state: &State,
-    transport: &SshTransport,
+    transport: &T,
     over: &Overrides,
     refuse_first_contact: bool,
 ) -> Result<String, Failure> {
-    let (host, _) = engine::healthy_controller(
+    let (host, _) = ops::healthy_controller(
         spec,
         state,
         transport,
@@ -65,10 +64,9 @@ pub async fn fetch(
             .unwrap_or_else(|| k0s::kubeconfig::api_server_url(spec, &host.ssh.address)),
     };
     k0s::kubeconfig::rewrite_admin_kubeconfig(&out.stdout_str(), &names).map_err(|e| match e {
-        AdminKubeconfigError::Forbidden(_) => Failure {
-            exit: Exit::Refused,
-            message: format!("refused: controller {id}: {e}"),
-        },
+        AdminKubeconfigError::Forbidden(_) => {
+            Failure::new(Exit::Refused, format!("refused: controller {id}: {e}"))
+        }
         AdminKubeconfigError::Unreadable(_) => Failure::error(format!("{id}: {e}")),
     })
 }
@@ -81,4 +79,19 @@ pub fn write(path: &std::path::Path, kubeconfig: &str) -> Result<(), Failure> {
             path.display()
         ))
     })
+}
+
+/// `apply -kubeconfig-out`: the admin kubeconfig of the cluster as it is now, from the state
+/// in `store` (just written), into `path`. A secret: it goes to the file only, never to the
+/// events or the progress lines.
+pub async fn fetch_into<T: Transport + Clone + 'static>(
+    store: Box<dyn crate::state::StateStore>,
+    spec: &Spec,
+    transport: &T,
+    path: &std::path::Path,
+    (over, refuse_first_contact): (&Overrides, bool),
+) -> Result<(), Failure> {
+    let state = ops::load_state(store)?.state;
+    let kc = fetch(spec, &state, transport, over, refuse_first_contact).await?;
+    write(path, &kc)
 }

@@ -7,9 +7,8 @@ use crate::hostid::HostId;
 use crate::k0s;
 use crate::reality::{HostReality, Probe, Reality};
 use crate::spec::{Spec, SshTarget};
-use crate::ssh::{ConnectedHost, SshTransport};
 use crate::state::State;
-use crate::transport::{Transport, TransportError};
+use crate::transport::{ConnectedHost, Transport, TransportError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,7 +24,7 @@ pub struct ProbeOptions {
     /// Remote paths of each spec host's `files:` to report on.
     pub files: std::collections::BTreeMap<HostId, Vec<String>>,
     /// Each spec host's destinations to look beside for upload staging files an earlier run
-    /// left (`engine::staging_destinations`).
+    /// left (`ops::staging_destinations`).
     pub staging: std::collections::BTreeMap<HostId, Vec<String>>,
 }
 
@@ -74,7 +73,7 @@ pub struct HostProbe {
     pub refused: Option<String>,
     /// How each hop of `target.bastion` is checked (hop order): the state's recorded bastion key,
     /// dropped when `-replace` names the bastion or its `ssh.hostKey` pin names another key.
-    pub bastions: Vec<crate::ssh::BastionTrust>,
+    pub bastions: Vec<crate::transport::BastionTrust>,
 }
 
 /// How the bastion hops of `target` are checked, from the state's `bastions` and the options.
@@ -82,7 +81,7 @@ pub fn bastion_trust(
     target: &SshTarget,
     state: &State,
     replace: &[String],
-) -> Vec<crate::ssh::BastionTrust> {
+) -> Vec<crate::transport::BastionTrust> {
     let mut out = Vec::new();
     let mut hop = target.bastion.as_deref();
     while let Some(b) = hop {
@@ -92,7 +91,7 @@ pub fn bastion_trust(
             (Some(pin), Some(r)) => pin != &r.host_key,
             _ => false,
         };
-        out.push(crate::ssh::BastionTrust {
+        out.push(crate::transport::BastionTrust {
             recorded_key: rec.map(|r| r.host_public_key.clone()),
             accept_changed: pin_moves || replace.iter().any(|s| id.matches(s)),
         });
@@ -204,10 +203,10 @@ pub fn find_probe<'a>(probes: &'a [HostProbe], id: &HostId) -> Option<&'a HostPr
 
 /// Probe every host of the spec and the state (except `-exclude`d ones), at most
 /// `opts.parallelism` at a time. Connections stay open in `transport` for the rest of the run.
-pub async fn probe_all(
+pub async fn probe_all<T: Transport + Clone + 'static>(
     spec: &Spec,
     state: &State,
-    transport: &SshTransport,
+    transport: &T,
     opts: &ProbeOptions,
 ) -> Reality {
     let plans = plan_probes(spec, state, opts);
@@ -222,8 +221,8 @@ pub type Connection = Result<ConnectedHost, Probe>;
 /// Only the key exchange with each host of `plans`, at most `parallelism` at a time: no command
 /// runs on any host. `-trust-new-host-keys=false` looks at the keys before anything runs
 /// (`plan::refuse_first_contact_keys`); `probe_planned` then goes on from these connections.
-pub async fn connect_all(
-    transport: &SshTransport,
+pub async fn connect_all<T: Transport + Clone + 'static>(
+    transport: &T,
     plans: &[HostProbe],
     parallelism: usize,
 ) -> BTreeMap<HostId, Connection> {
@@ -253,8 +252,8 @@ pub async fn connect_all(
 
 /// Probe each host of `plans`, going on from its entry in `connected` (`connect_all`) or
 /// connecting first.
-pub async fn probe_planned(
-    transport: &SshTransport,
+pub async fn probe_planned<T: Transport + Clone + 'static>(
+    transport: &T,
     plans: &[HostProbe],
     mut connected: BTreeMap<HostId, Connection>,
     parallelism: usize,
@@ -304,7 +303,7 @@ pub async fn probe_planned(
 }
 
 /// One host: connect (host key checked), run the batched probe, parse.
-pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
+pub async fn probe_host<T: Transport>(transport: &T, p: &HostProbe) -> Probe {
     match connect_host(transport, p).await {
         Ok(c) => run_probe(transport, p, c).await,
         Err(probe) => probe,
@@ -312,7 +311,7 @@ pub async fn probe_host(transport: &SshTransport, p: &HostProbe) -> Probe {
 }
 
 /// One host's key exchange (host key, bastions' and pins checked); nothing runs on it.
-pub async fn connect_host(transport: &SshTransport, p: &HostProbe) -> Connection {
+pub async fn connect_host<T: Transport>(transport: &T, p: &HostProbe) -> Connection {
     if let Some(why) = &p.refused {
         return Err(Probe::Unreachable { error: why.clone() });
     }
@@ -372,7 +371,11 @@ pub async fn connect_host(transport: &SshTransport, p: &HostProbe) -> Connection
 }
 
 /// The batched probe on a connected host, parsed.
-pub async fn run_probe(transport: &SshTransport, p: &HostProbe, connected: ConnectedHost) -> Probe {
+pub async fn run_probe<T: Transport>(
+    transport: &T,
+    p: &HostProbe,
+    connected: ConnectedHost,
+) -> Probe {
     let k0s::ProbeCommand { command, reader } = k0s::probe(
         &p.bin,
         &p.data_dir,
@@ -641,8 +644,8 @@ mod tests {
             "the first host's pin is not inherited"
         );
         assert_eq!(gone.recorded_key.as_deref(), Some("ssh-ed25519 AAAA"));
-        assert_eq!(gone.bin, k0s::DEFAULT_BIN);
-        assert_eq!(gone.data_dir, k0s::DEFAULT_DATA_DIR);
+        assert_eq!(gone.bin, crate::spec::DEFAULT_K0S_INSTALL_PATH);
+        assert_eq!(gone.data_dir, crate::spec::DEFAULT_DATA_DIR);
         assert!(!gone.accept_changed);
         assert_eq!(plans[0].bin, "/opt/k0s");
     }

@@ -175,6 +175,16 @@ pub fn parse_words<S: AsRef<str>>(words: &[S]) -> Vec<FlagUse> {
     out
 }
 
+/// The value of the flag `name` (long name; shorthands resolved) in argv words, when given with
+/// one (an empty value is none).
+pub fn value_of<S: AsRef<str>>(words: &[S], name: &str) -> Option<String> {
+    parse_words(words)
+        .into_iter()
+        .find(|f| f.name == name)
+        .and_then(|f| f.value)
+        .filter(|v| !v.is_empty())
+}
+
 /// The service arguments k0s records for these install flags: every flag once, sorted by name,
 /// as `--name=value` in the flag type's string form; `--force`, `--start` and `--env` dropped.
 /// Already-recorded arguments come back unchanged, so both sides of a comparison can go

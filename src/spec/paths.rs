@@ -1,11 +1,10 @@
-//! Whether the k0s paths a state records for a host (`hosts[].access`: `k0sInstallPath`,
-//! `dataDir`, `kubeletRootDir`) are plausible. They are used once the host has left the spec:
-//! the probe runs the binary (`k0s status`), a removal runs `k0s reset --data-dir D
-//! --kubelet-root-dir K` (which deletes both trees) and a destroy deletes the binary. A state is
-//! data others can write, so a path that cannot be k0s's (`/`, `/etc/shadow`, `/var/lib/..`,
-//! `/usr/bin/python3`) is refused before any of that, naming the host and field.
-
-use super::HostState;
+//! Whether a k0s path (`k0sInstallPath`, `dataDir`, `kubeletRootDir`, in the spec or recorded
+//! for a host in the state's `hosts[].access`) is plausible. Recorded ones are used once the
+//! host has left the spec: the probe runs the binary (`k0s status`), a removal runs `k0s reset
+//! --data-dir D --kubelet-root-dir K` (which deletes both trees) and a destroy deletes the
+//! binary. A state is data others can write, so a path that cannot be k0s's (`/`,
+//! `/etc/shadow`, `/var/lib/..`, `/usr/bin/python3`) is refused before any of that, naming the
+//! host and field.
 
 /// Directories that are the system's own, never a k0s binary, data dir or kubelet root dir
 /// (k0s's defaults are `/usr/local/bin/k0s`, `/var/lib/k0s` and `/var/lib/k0s/kubelet`).
@@ -62,7 +61,7 @@ const SYSTEM_TREES: &[&str] = &["/boot", "/dev", "/etc", "/proc", "/sys"];
 /// nor anything under `/etc`, `/proc`, `/sys`, `/dev` or `/boot`; a binary whose file name
 /// names k0s.
 pub fn k0s_path_problem(field: &str, value: &str) -> Option<String> {
-    if let Some(e) = crate::spec::remote_path_problem(value) {
+    if let Some(e) = super::remote_path_problem(value) {
         return Some(e);
     }
     let shown = value.escape_debug();
@@ -101,25 +100,6 @@ pub fn k0s_path_problem(field: &str, value: &str) -> Option<String> {
         ));
     }
     None
-}
-
-/// Every implausible path the state records for `h` (`access.FIELD: problem`). A record
-/// without `access` uses k0s's defaults, which are plausible.
-pub fn recorded_path_problems(h: &HostState) -> Vec<String> {
-    let Some(a) = &h.access else {
-        return Vec::new();
-    };
-    [
-        ("k0sInstallPath", Some(&a.k0s_install_path)),
-        ("dataDir", Some(&a.data_dir)),
-        ("kubeletRootDir", a.kubelet_root_dir.as_ref()),
-    ]
-    .into_iter()
-    .filter_map(|(field, v)| {
-        let e = k0s_path_problem(field, v?)?;
-        Some(format!("access.{field}: {e}"))
-    })
-    .collect()
 }
 
 #[cfg(test)]

@@ -4,11 +4,10 @@
 //! them around its backup phase (k0sctl `phase/backup.go`). The archive holds the cluster's CA
 //! keys: it is only ever written as a 0600 file.
 
-use crate::engine::{self, Failure};
 use crate::hostid::HostId;
 use crate::k0s::{self, backup as remote};
+use crate::ops::{self, Failure};
 use crate::spec::{HostSpec, Spec};
-use crate::ssh::SshTransport;
 use crate::state::State;
 use crate::transport::{CommandOutput, RemoteCommand, Transport};
 use std::path::{Path, PathBuf};
@@ -28,11 +27,11 @@ pub struct Saved {
 const HOOK_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Take a backup into `out_dir`. `progress` gets one line per stage (no secrets).
-/// `refuse_first_contact`: `-trust-new-host-keys=false` (`engine::healthy_controller`).
-pub async fn take(
+/// `refuse_first_contact`: `-trust-new-host-keys=false` (`ops::healthy_controller`).
+pub async fn take<T: Transport + Clone + 'static>(
     spec: &Spec,
     state: &State,
-    transport: &SshTransport,
+    transport: &T,
     (out_dir, refuse_first_contact): (&Path, bool),
     progress: &mut dyn FnMut(String),
 ) -> Result<Saved, Failure> {
@@ -43,7 +42,7 @@ pub async fn take(
         )));
     }
     let (host, _) =
-        engine::healthy_controller(spec, state, transport, "back up", refuse_first_contact).await?;
+        ops::healthy_controller(spec, state, transport, "back up", refuse_first_contact).await?;
     let id = host.id();
     let path = out_dir.join(remote::archive_name(
         &spec.name,
@@ -66,7 +65,7 @@ pub async fn take(
     match run(transport, &id, remote::remove_dir(&dir)).await {
         Ok(o) if o.success() => {}
         Ok(o) => tracing::warn!(%id, "cannot remove {dir}: {}", o.error_line()),
-        Err(e) => tracing::warn!(%id, "cannot remove {dir}: {}", e.message),
+        Err(e) => tracing::warn!(%id, "cannot remove {dir}: {}", e.message()),
     }
     let (bytes, sha256) = taken?;
     check_archive(&file, &id).await?;
@@ -80,11 +79,80 @@ pub async fn take(
     })
 }
 
+/// Where the archive goes.
+pub enum Destination {
+    /// Into this folder (`-out DIR`), named after the cluster and the UTC time.
+    Folder(PathBuf),
+    /// This file (`-o FILE`, k0sctl's --output, cmd/backup.go): taken into a private folder
+    /// beside it, then renamed onto it, so it is the whole archive or untouched.
+    File(PathBuf),
+}
+
+/// `take` into `to`.
+pub async fn take_to<T: Transport + Clone + 'static>(
+    spec: &Spec,
+    state: &State,
+    transport: &T,
+    (to, refuse_first_contact): (&Destination, bool),
+    progress: &mut dyn FnMut(String),
+) -> Result<Saved, Failure> {
+    let file = match to {
+        Destination::Folder(dir) => {
+            return take(
+                spec,
+                state,
+                transport,
+                (dir, refuse_first_contact),
+                progress,
+            )
+            .await;
+        }
+        Destination::File(file) => file,
+    };
+    let scratch = scratch_beside(file)?;
+    let dir = scratch.path().to_path_buf();
+    let mut saved = take(
+        spec,
+        state,
+        transport,
+        (&dir, refuse_first_contact),
+        progress,
+    )
+    .await?;
+    std::fs::rename(&saved.path, file).map_err(|e| {
+        Failure::error(format!(
+            "cannot write the backup to {}: {e}",
+            file.display()
+        ))
+    })?;
+    saved.path = file.clone();
+    Ok(saved)
+}
+
+/// A private (0700) folder in the folder of `file`, removed when dropped; refused when `file`
+/// is a folder.
+fn scratch_beside(file: &Path) -> Result<tempfile::TempDir, Failure> {
+    if file.is_dir() {
+        return Err(Failure::error(format!(
+            "-o {}: a folder; -o names the archive file (-out DIR picks a folder)",
+            file.display()
+        )));
+    }
+    let parent = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    tempfile::Builder::new()
+        .prefix(".k0sform-backup-")
+        .tempdir_in(parent)
+        .map_err(|e| Failure::error(format!("-o {}: {e}", file.display())))
+}
+
 /// `k0s backup` into the private scratch dir `dir`, then the archive streamed into `file`
 /// (up to `remote::MAX_ARCHIVE`), hashed on the way and checked against the host's
 /// `sha256sum`: its size and sha256.
-async fn fetch_archive(
-    transport: &SshTransport,
+async fn fetch_archive<T: Transport + Clone + 'static>(
+    transport: &T,
     host: &HostSpec,
     dir: &str,
     file: &mut crate::private_file::Pending,
@@ -155,8 +223,8 @@ async fn check_archive(file: &crate::private_file::Pending, id: &HostId) -> Resu
 
 /// The host's `hooks.backup.<stage>` lines, one after another as the SSH user; the first that
 /// fails stops the backup.
-async fn run_hooks(
-    transport: &SshTransport,
+async fn run_hooks<T: Transport + Clone + 'static>(
+    transport: &T,
     spec: &crate::spec::Spec,
     host: &HostSpec,
     stage: &str,
@@ -174,10 +242,9 @@ async fn run_hooks(
         let shown = spec.shown(&line);
         progress(format!("{id}: hook backup.{stage}: {shown}"));
         let cmd = crate::k0s::commands::hook(&line, &shown, HOOK_TIMEOUT);
-        let o = run(transport, &id, cmd).await.map_err(|mut f| {
-            f.message = spec.shown(&f.message);
-            f
-        })?;
+        let o = run(transport, &id, cmd)
+            .await
+            .map_err(|f| f.map_message(|m| spec.shown(m)))?;
         if !o.success() {
             let why = crate::k0s::commands::hook_failure(&format!("backup.{stage}"), &shown, &o);
             return Err(Failure::error(spec.shown(&format!("{id}: {why}"))));
@@ -186,8 +253,8 @@ async fn run_hooks(
     Ok(())
 }
 
-async fn run(
-    transport: &SshTransport,
+async fn run<T: Transport + Clone + 'static>(
+    transport: &T,
     id: &HostId,
     cmd: RemoteCommand,
 ) -> Result<CommandOutput, Failure> {

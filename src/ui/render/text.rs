@@ -1,12 +1,12 @@
-//! Plan output: the human text of DESIGN.md "Plan text" (colour only when the caller says so),
-//! the versioned JSON, and Graphviz DOT of the step DAG. Rendering never decides anything.
-//! Names, reasons, details, diffs and warnings can carry text from hosts: the human text shows
-//! them through `ui::escape`, so no host can write terminal controls above the `yes` prompt.
+//! The plan as people read it: the human text of DESIGN.md "Plan text" (colour only when the
+//! caller says so), in the order it is written: heading, notices, one block per change, hooks
+//! and warnings, summary. Names, reasons, details, diffs and warnings can carry text from hosts:
+//! they go through `escape`, so no host can write terminal controls above the `yes` prompt.
 
-use super::model::*;
+use crate::escape::escape;
 use crate::hash::short;
 use crate::hostid::HostId;
-use crate::ui::escape;
+use crate::plan::{Action, HostChange, Plan, ReasonCode, StepKind};
 use std::fmt::Write as _;
 
 use crate::ui::ansi::{BOLD, GREEN, RED, RESET, YELLOW};
@@ -56,6 +56,19 @@ fn verb(a: Action) -> &'static str {
 pub fn text(plan: &Plan, color: bool) -> String {
     let p = Painter { color };
     let mut out = String::new();
+    heading(plan, &mut out);
+    notices(plan, &mut out);
+    for c in &plan.changes {
+        change(&p, plan, c, &mut out);
+    }
+    hooks_and_warnings(&p, plan, &mut out);
+    summary(plan, &mut out);
+    out
+}
+
+/// What the plan will do to which cluster, its etcd, identity and state serial, and the k0s
+/// version when the spec names none.
+fn heading(plan: &Plan, out: &mut String) {
     let identity = match &plan.cluster_uid {
         Some(uid) => format!("identity {}", short(uid)),
         None => "new identity".into(),
@@ -96,7 +109,11 @@ pub fn text(plan: &Plan, color: bool) -> String {
             escape(&v.source)
         );
     }
+}
 
+/// What the run found before any change: changes made outside k0sform, hosts and bastions
+/// whose keys are trusted on first contact, objects neither the spec nor the state knows.
+fn notices(plan: &Plan, out: &mut String) {
     if !plan.outside_changes.is_empty() {
         out.push_str("Changed outside k0sform:\n");
         for c in &plan.outside_changes {
@@ -150,82 +167,86 @@ pub fn text(plan: &Plan, color: bool) -> String {
         }
         out.push('\n');
     }
+}
 
-    for c in &plan.changes {
-        // A move is said the way Terraform says it ("has moved to"); what else happens to the
-        // host at its new address follows as usual.
-        if let Some(from) = &c.moved_from {
-            let why: Vec<&str> = c
-                .reasons
-                .iter()
-                .filter(|r| r.code == ReasonCode::Moved)
-                .map(|r| r.message.as_str())
-                .collect();
-            let _ = writeln!(
-                out,
-                "  # {} {} ({from}) has moved to {}: {}",
-                c.role,
-                escape(&c.name),
-                c.host,
-                escape(&why.join("; "))
-            );
-        }
-        let reasons: Vec<&str> = c
+/// One host's change: why, the sign line, its details and its k0s.yaml diff.
+fn change(p: &Painter, plan: &Plan, c: &HostChange, out: &mut String) {
+    // A move is said the way Terraform says it ("has moved to"); what else happens to the
+    // host at its new address follows as usual.
+    if let Some(from) = &c.moved_from {
+        let why: Vec<&str> = c
             .reasons
             .iter()
-            .filter(|r| c.moved_from.is_none() || r.code != ReasonCode::Moved)
+            .filter(|r| r.code == ReasonCode::Moved)
             .map(|r| r.message.as_str())
             .collect();
-        let what = if plan.refresh_only {
-            "recorded".to_string()
-        } else if plan.destroy {
-            "destroyed".to_string()
-        } else {
-            verb(c.action).to_string()
-        };
-        if !reasons.is_empty() {
-            let _ = writeln!(
-                out,
-                "  # {} {} ({}) will be {what}: {}",
-                c.role,
-                escape(&c.name),
-                c.host,
-                escape(&reasons.join("; "))
-            );
-        }
-        let sym = format!("{:>3}", c.action.symbol());
         let _ = writeln!(
             out,
-            "{} {}",
-            p.sign(&sym),
-            p.paint(BOLD, &format!("{} {}", c.role, escape(&c.name)))
+            "  # {} {} ({from}) has moved to {}: {}",
+            c.role,
+            escape(&c.name),
+            c.host,
+            escape(&why.join("; "))
         );
-        for d in &c.details {
-            let _ = writeln!(
-                out,
-                "      {} {}",
-                p.sign(&escape(&d.sign.to_string())),
-                escape(&d.text)
-            );
-        }
-        if let Some(diff) = &c.config_diff {
-            for line in diff.lines() {
-                let line = &*escape(line);
-                let painted = if line.starts_with("+++") || line.starts_with("---") {
-                    p.paint(BOLD, line)
-                } else if line.starts_with('+') {
-                    p.paint(GREEN, line)
-                } else if line.starts_with('-') {
-                    p.paint(RED, line)
-                } else {
-                    line.to_string()
-                };
-                let _ = writeln!(out, "        {painted}");
-            }
-        }
-        out.push('\n');
     }
+    let reasons: Vec<&str> = c
+        .reasons
+        .iter()
+        .filter(|r| c.moved_from.is_none() || r.code != ReasonCode::Moved)
+        .map(|r| r.message.as_str())
+        .collect();
+    let what = if plan.refresh_only {
+        "recorded".to_string()
+    } else if plan.destroy {
+        "destroyed".to_string()
+    } else {
+        verb(c.action).to_string()
+    };
+    if !reasons.is_empty() {
+        let _ = writeln!(
+            out,
+            "  # {} {} ({}) will be {what}: {}",
+            c.role,
+            escape(&c.name),
+            c.host,
+            escape(&reasons.join("; "))
+        );
+    }
+    let sym = format!("{:>3}", c.action.symbol());
+    let _ = writeln!(
+        out,
+        "{} {}",
+        p.sign(&sym),
+        p.paint(BOLD, &format!("{} {}", c.role, escape(&c.name)))
+    );
+    for d in &c.details {
+        let _ = writeln!(
+            out,
+            "      {} {}",
+            p.sign(&escape(&d.sign.to_string())),
+            escape(&d.text)
+        );
+    }
+    if let Some(diff) = &c.config_diff {
+        for line in diff.lines() {
+            let line = &*escape(line);
+            let painted = if line.starts_with("+++") || line.starts_with("---") {
+                p.paint(BOLD, line)
+            } else if line.starts_with('+') {
+                p.paint(GREEN, line)
+            } else if line.starts_with('-') {
+                p.paint(RED, line)
+            } else {
+                line.to_string()
+            };
+            let _ = writeln!(out, "        {painted}");
+        }
+    }
+    out.push('\n');
+}
 
+/// Hooks that will not run, and the plan's warnings.
+fn hooks_and_warnings(p: &Painter, plan: &Plan, out: &mut String) {
     if !plan.hooks_not_run.is_empty() {
         out.push_str(
             "Hooks not run (nothing changes on their host; k0sctl runs apply and connect hooks at every apply):\n",
@@ -256,18 +277,22 @@ pub fn text(plan: &Plan, color: bool) -> String {
     if !plan.warnings.is_empty() {
         out.push('\n');
     }
+}
 
+/// The closing lines: no changes, the destroy summary, or the counts and what etcd goes
+/// through.
+fn summary(plan: &Plan, out: &mut String) {
     if !plan.has_changes() {
         out.push_str(if plan.destroy {
             "No changes. No host and no cluster identity are left to destroy.\n"
         } else {
             "No changes. The cluster matches the spec.\n"
         });
-        return out;
+        return;
     }
     if plan.destroy {
-        destroy_summary(plan, &mut out);
-        return out;
+        destroy_summary(plan, out);
+        return;
     }
     let steps_txt = |is: &dyn Fn(&StepKind) -> bool, one: &str, many: &str| match plan
         .steps
@@ -290,7 +315,7 @@ pub fn text(plan: &Plan, color: bool) -> String {
             "Plan: {} to record in the state; no host is changed.{bastions_txt}",
             plan.changes.len()
         );
-        return out;
+        return;
     }
     let count = |f: &dyn Fn(Action) -> bool| plan.changes.iter().filter(|c| f(c.action)).count();
     let add = count(&|a| a == Action::Add);
@@ -327,6 +352,12 @@ pub fn text(plan: &Plan, color: bool) -> String {
         out,
         "Plan: {add} to add, {adopt_txt}{change} to change, {replace} to replace, {remove} to remove{move_txt}.{bastions_txt}{manifests_txt}"
     );
+    etcd_summary(plan, out);
+}
+
+/// What etcd goes through during the run: the members before and after, and the fewest
+/// healthy ones at any time.
+fn etcd_summary(plan: &Plan, out: &mut String) {
     let e = &plan.etcd;
     if e.members_before == 0 && e.members_after > 0 {
         let _ = writeln!(
@@ -354,7 +385,6 @@ pub fn text(plan: &Plan, color: bool) -> String {
             e.quorum
         );
     }
-    out
 }
 
 /// The last lines of a destroy plan: how many hosts, and how etcd shrinks.
@@ -410,56 +440,4 @@ fn hosts(ids: &[HostId]) -> String {
         .map(|h| h.to_string())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The versioned plan JSON (schema/plan.schema.json).
-pub fn json(plan: &Plan) -> String {
-    // Plain data of strings, numbers and vectors: serializing cannot fail.
-    serde_json::to_string_pretty(plan).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
-}
-
-/// The JSON Schema of the plan JSON, as checked in under schema/.
-pub fn json_schema() -> String {
-    let schema = schemars::schema_for!(Plan);
-    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
-    s.push('\n');
-    s
-}
-
-/// The step DAG as Graphviz DOT: nodes `host: step`, membership changes highlighted.
-pub fn dot(plan: &Plan) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "digraph plan {{");
-    let _ = writeln!(
-        out,
-        "  label={};",
-        quote(&format!("k0sform plan: {}", plan.cluster_name))
-    );
-    let _ = writeln!(out, "  rankdir=TB;");
-    let _ = writeln!(out, "  node [shape=box, fontname=\"monospace\"];");
-    for s in &plan.steps {
-        let mut label = format!("{}: {}", s.host, s.kind.name());
-        if let StepKind::RemoveMember { member_id, .. } = &s.kind {
-            label.push_str(&format!(" {member_id}"));
-        }
-        let style = if s.kind.is_membership_change() {
-            ", style=\"filled,bold\", fillcolor=\"#f4cccc\""
-        } else if matches!(s.kind, StepKind::WaitHealthy { .. }) {
-            ", shape=diamond"
-        } else {
-            ""
-        };
-        let _ = writeln!(out, "  s{} [label={}{style}];", s.id, quote(&label));
-    }
-    for s in &plan.steps {
-        for a in &s.after {
-            let _ = writeln!(out, "  s{a} -> s{};", s.id);
-        }
-    }
-    out.push_str("}\n");
-    out
-}
-
-fn quote(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }

@@ -1,0 +1,110 @@
+//! The state as `state list`, `state show` and `show` print it: for people, every value a
+//! state file holds shown escaped.
+
+use crate::state::{HostState, State};
+use std::fmt::Write as _;
+
+/// One line per host under a header; columns padded so they line up.
+pub fn list(state: &State) -> String {
+    if state.hosts.is_empty() {
+        return "No hosts in state.\n".to_string();
+    }
+    let header = ["ADDRESS", "ROLE", "NODE", "MACHINE-ID", "MEMBER-ID"].map(String::from);
+    let mut rows = vec![header];
+    for h in &state.hosts {
+        // A state file is anyone's to edit: what it says is shown escaped.
+        rows.push(
+            [
+                h.id().to_string(),
+                h.role.to_string(),
+                h.node_name.clone().unwrap_or_else(|| "-".into()),
+                short(&h.machine_id).to_string(),
+                h.etcd
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |e| e.member_id.clone()),
+            ]
+            .map(|c| crate::ui::escape(&c).into_owned()),
+        );
+    }
+    let mut widths = [0usize; 5];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ");
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    if !state.bastions.is_empty() {
+        out.push_str("\nBASTION  HOST KEY\n");
+        for b in &state.bastions {
+            let _ = writeln!(
+                out,
+                "{}  {}",
+                crate::ui::escape(&b.id().to_string()),
+                crate::ui::escape(&b.host_key)
+            );
+        }
+    }
+    out
+}
+
+/// Machine IDs are 32 hex digits; 12 tell hosts apart, like short git hashes.
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+/// Every recorded field of one host, then the intents that concern it.
+pub fn host(state: &State, h: &HostState) -> String {
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let mut fields: Vec<(&str, String)> = vec![
+        ("address", h.address.clone()),
+        ("port", h.port.to_string()),
+        ("role", h.role.to_string()),
+        ("node name", opt(&h.node_name)),
+        ("machine-id", h.machine_id.clone()),
+        ("host key", h.host_key.clone()),
+        ("host public key", opt(&h.host_public_key)),
+    ];
+    match &h.etcd {
+        Some(e) => {
+            fields.push(("etcd member ID", e.member_id.clone()));
+            fields.push(("etcd peer URL", e.peer_url.clone()));
+        }
+        None => fields.push(("etcd member", "-".into())),
+    }
+    fields.push((
+        "k0s version",
+        opt(&h.k0s_version.as_ref().map(ToString::to_string)),
+    ));
+    fields.push(("install flags sha256", opt(&h.install_flags_sha256)));
+    fields.push(("config sha256", opt(&h.config_sha256)));
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+    let mut out = String::new();
+    for (k, v) in fields {
+        let _ = writeln!(out, "{:<width$} {}", format!("{k}:"), crate::ui::escape(&v));
+    }
+    let intents: Vec<_> = state
+        .intents
+        .iter()
+        .filter(|i| i.address == h.address && i.port == h.port)
+        .collect();
+    if !intents.is_empty() {
+        out.push_str("unfinished steps:\n");
+        for i in intents {
+            let line = format!("{} ({}), started {}", i.step, i.kind, i.started_at);
+            let _ = writeln!(out, "  {}", crate::ui::escape(&line));
+        }
+    }
+    out
+}

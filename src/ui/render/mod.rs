@@ -1,0 +1,61 @@
+//! Plan output: the human text (`text`), the versioned JSON, and Graphviz DOT of the step DAG.
+//! Rendering never decides anything.
+
+mod text;
+
+pub use text::text;
+
+use crate::plan::{Plan, StepKind};
+use std::fmt::Write as _;
+
+/// The versioned plan JSON (schema/plan.schema.json).
+pub fn json(plan: &Plan) -> String {
+    // Plain data of strings, numbers and vectors: serializing cannot fail.
+    serde_json::to_string_pretty(plan).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The JSON Schema of the plan JSON, as checked in under schema/.
+pub fn json_schema() -> String {
+    let schema = schemars::schema_for!(Plan);
+    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// The step DAG as Graphviz DOT: nodes `host: step`, membership changes highlighted.
+pub fn dot(plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "digraph plan {{");
+    let _ = writeln!(
+        out,
+        "  label={};",
+        quote(&format!("k0sform plan: {}", plan.cluster_name))
+    );
+    let _ = writeln!(out, "  rankdir=TB;");
+    let _ = writeln!(out, "  node [shape=box, fontname=\"monospace\"];");
+    for s in &plan.steps {
+        let mut label = format!("{}: {}", s.host, s.kind.name());
+        if let StepKind::RemoveMember { member_id, .. } = &s.kind {
+            label.push_str(&format!(" {member_id}"));
+        }
+        let style = if s.kind.is_membership_change() {
+            ", style=\"filled,bold\", fillcolor=\"#f4cccc\""
+        } else if matches!(s.kind, StepKind::WaitHealthy { .. }) {
+            ", shape=diamond"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "  s{} [label={}{style}];", s.id, quote(&label));
+    }
+    for s in &plan.steps {
+        for a in &s.after {
+            let _ = writeln!(out, "  s{a} -> s{};", s.id);
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}

@@ -1,0 +1,13 @@
+//! Fixtures shared by the test modules: the lab (`lab`, `e2e`), a plain sshd (`sshd`), a real etcd
+//! (`etcd`), child processes of this test binary (`child`), sample states (`states`), the rule
+//! for tests that need a lab, sshd or etcd (`prereq`, `require_lab!`), and the one way to run the
+//! k0sform binary (`bin`).
+
+pub mod bin;
+pub mod child;
+pub mod e2e;
+pub mod etcd;
+pub mod lab;
+pub mod prereq;
+pub mod sshd;
+pub mod states;
