@@ -1469,28 +1469,18 @@ fn validate_checks_extra_manifests() {
     let d = tempfile::tempdir().expect("tempdir");
     let head = "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: single\n    ssh: {address: 127.0.0.1}\n  k0s: {version: v1.33.4+k0s.0}\n";
     let spec = d.path().join("k0sctl.yaml");
-    std::fs::write(
-        &spec,
-        format!("{head}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"),
-    )
-    .unwrap();
-    let o = k0sform()
-        .current_dir(d.path())
-        .arg("validate")
-        .output()
-        .expect("runs");
+    let validate = |manifest: &str| {
+        std::fs::write(&spec, format!("{head}---\n{manifest}")).unwrap();
+        k0sform()
+            .current_dir(d.path())
+            .arg("validate")
+            .output()
+            .expect("runs")
+    };
+    let o = validate("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n");
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("manifest"), "{}", stderr(&o));
-    std::fs::write(
-        &spec,
-        format!("{head}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  namespace: x\n"),
-    )
-    .unwrap();
-    let o = k0sform()
-        .current_dir(d.path())
-        .arg("validate")
-        .output()
-        .expect("runs");
+    let o = validate("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  namespace: x\n");
     let all = format!("{}{}", stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(all.contains("k0sctl.yaml:12"), "{all}");
