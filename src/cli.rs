@@ -157,6 +157,10 @@ pub enum Command {
     Kubeconfig(KubeconfigArgs),
     /// Back up the cluster (`k0s backup` on a healthy controller) into a local archive
     Backup(BackupArgs),
+    /// The dynamic config (spec.k0s.dynamicConfig) through a healthy controller, as `k0sctl
+    /// config`
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Inspect or edit the state
     #[command(subcommand)]
     State(StateCommand),
@@ -541,6 +545,41 @@ pub struct GraphArgs {
     pub file: Option<PathBuf>,
     #[command(flatten)]
     pub target: TargetArgs,
+}
+
+#[derive(Debug, Subcommand, Clone)]
+pub enum ConfigCommand {
+    /// Edit the ClusterConfig object in $VISUAL or $EDITOR (else vi) and apply it, as `k0sctl
+    /// config edit`
+    #[command(after_help = CONFIG_EDIT_HELP)]
+    Edit(ConfigEditArgs),
+    /// Show the reconcile events of the ClusterConfig object, as `k0sctl config status`
+    Status(ConfigStatusArgs),
+}
+
+const CONFIG_EDIT_HELP: &str = "\
+How: as k0sctl (action/config_edit.go), `k0s kubectl -n kube-system get clusterconfig k0s -o yaml`
+on the first healthy controller, the YAML into a 0600 temporary file here, your editor on it,
+then what you saved is applied with `k0s kubectl apply -n kube-system -f -` there. Saved
+unchanged: nothing is applied and the command fails, as k0sctl's. Unlike k0sctl: the editor
+line runs through `sh -c` (so `EDITOR='code --wait'` works), it needs no terminal when $VISUAL
+or $EDITOR is set (a script can edit), and the saved file must be YAML (checked here, its line
+named) before anything is sent. The spec file is not changed: spec.k0s.config still says what
+a new cluster starts with; `plan` shows where the live object differs from it.";
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct ConfigEditArgs {
+    #[command(flatten)]
+    pub host_keys: HostKeyArgs,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct ConfigStatusArgs {
+    /// kubectl's output format (-o json, yaml, wide…), as k0sctl passes it on
+    #[arg(short = 'o', long = "output", value_name = "FORMAT")]
+    pub output: Option<String>,
+    #[command(flatten)]
+    pub host_keys: HostKeyArgs,
 }
 
 #[derive(Debug, Subcommand, Clone)]

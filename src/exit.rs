@@ -57,6 +57,7 @@ Environment:
   NO_COLOR               set and not empty: no colour (as -no-color)
   USER, LOGNAME          the user named in the state lock
   SHELL                  `completion` without a shell: completes for this one (as k0sctl)
+  VISUAL, EDITOR         the editor of `config edit` (else vi), as k0sctl
   HOME                   what ~ means in the spec's paths (keyPath, k0sBinaryPath, files)
   SSH_AUTH_SOCK          the ssh-agent whose keys the hosts' ssh uses (an encrypted keyPath it
                          holds is not asked for)

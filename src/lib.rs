@@ -6,6 +6,7 @@
 pub mod apply;
 pub mod binaries;
 pub mod cli;
+pub mod cluster_config;
 pub mod commands;
 pub mod download;
 pub mod escape;
@@ -16,6 +17,7 @@ pub mod hash;
 pub mod hostid;
 pub mod install_flags;
 pub mod k0s;
+pub mod manifests;
 pub mod ops;
 pub mod plan;
 pub mod private_file;

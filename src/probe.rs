@@ -67,6 +67,8 @@ pub struct HostProbe {
     /// A worker's token file (`desired::token_file`), reported on as decodable or not
     /// (`HostFacts::worker_token_file`).
     pub token_file: Option<String>,
+    /// A controller of a spec with `dynamicConfig`: also read the ClusterConfig object.
+    pub cluster_config: bool,
     /// Why the host must not be contacted at all (its recorded access is invalid).
     pub refused: Option<String>,
     /// How each hop of `target.bastion` is checked (hop order): the state's recorded bastion key,
@@ -145,6 +147,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             config: k0s::desired::config_file(h),
             known_binary: by_state.get(&id).and_then(|r| r.k0s_binary.clone()),
             token_file: (h.role == crate::spec::Role::Worker).then(|| k0s::desired::token_file(h)),
+            cluster_config: spec.k0s.dynamic_config && h.role.is_controller(),
             refused: None,
             bastions: bastion_trust(&h.ssh, state, &opts.replace),
             id,
@@ -183,6 +186,7 @@ pub fn plan_probes(spec: &Spec, state: &State, opts: &ProbeOptions) -> Vec<HostP
             config: k0s::desired::CONFIG_FILE.to_string(),
             known_binary: h.k0s_binary.clone(),
             token_file: None,
+            cluster_config: false,
             refused,
             id,
         });
@@ -382,7 +386,8 @@ pub async fn run_probe<T: Transport>(
         &p.staging,
     )
     .reading_config_at(&p.config)
-    .checking_token_file_at(p.token_file.as_deref().unwrap_or_default());
+    .checking_token_file_at(p.token_file.as_deref().unwrap_or_default())
+    .reading_cluster_config(p.cluster_config);
     let out = match transport.run(&p.id, command).await {
         Ok(o) => o,
         Err(e) => {

@@ -103,6 +103,11 @@ pub struct HostFacts {
     /// Never its content. None for other hosts and older probe files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_token_file: Option<TokenFileState>,
+    /// Running controllers of a spec with `dynamicConfig`: the `spec` of the ClusterConfig
+    /// object k0s works from (`kubectl -n kube-system get clusterconfig k0s`), checked to be a
+    /// mapping. Only compared with spec.k0s.config for the plan; never run or sent anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_config: Option<serde_json::Value>,
 }
 
 /// What a worker's token file holds, as far as k0s v1.35.1's start cares

@@ -124,6 +124,23 @@ fn yaml11_number(s: &str) -> bool {
                 && matches!(b[1].to_ascii_lowercase(), b'x' | b'o' | b'b')))
 }
 
+/// The value with every mapping's keys sorted (a canonical form to hash or compare).
+pub fn sorted(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&m[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

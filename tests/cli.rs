@@ -1425,3 +1425,64 @@ fn saved_plan_options_must_be_repeated_on_apply() {
         );
     }
 }
+
+/// `config edit` and `config status` need a cluster with dynamic config: without
+/// `spec.k0s.dynamicConfig` they say what to do instead, before connecting to any host.
+#[test]
+fn config_commands_need_dynamic_config() {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        d.path().join("k0sctl.yaml"),
+        "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: controller\n    ssh: {address: 127.0.0.1, port: 9}\n  k0s: {version: v1.33.4+k0s.0}\n",
+    )
+    .unwrap();
+    for sub in ["status", "edit"] {
+        let o = k0sform()
+            .current_dir(d.path())
+            .env("EDITOR", "true")
+            .args(["config", sub])
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("does not set spec.k0s.dynamicConfig: true"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let help = stdout(
+        &k0sform()
+            .args(["config", "edit", "--help"])
+            .output()
+            .expect("runs"),
+    );
+    assert!(
+        help.contains("k0s kubectl apply -n kube-system -f -"),
+        "{help}"
+    );
+}
+
+/// Extra manifests are part of the spec: `validate` accepts them and names one kubectl could
+/// not apply (no `metadata.name`) by file and line.
+#[test]
+fn validate_checks_extra_manifests() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let head = "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: single\n    ssh: {address: 127.0.0.1}\n  k0s: {version: v1.33.4+k0s.0}\n";
+    let spec = d.path().join("k0sctl.yaml");
+    let validate = |manifest: &str| {
+        std::fs::write(&spec, format!("{head}---\n{manifest}")).unwrap();
+        k0sform()
+            .current_dir(d.path())
+            .arg("validate")
+            .output()
+            .expect("runs")
+    };
+    let o = validate("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("manifest"), "{}", stderr(&o));
+    let o = validate("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  namespace: x\n");
+    let all = format!("{}{}", stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(all.contains("k0sctl.yaml:12"), "{all}");
+    assert!(all.contains("metadata.name is missing"), "{all}");
+}

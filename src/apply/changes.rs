@@ -38,6 +38,10 @@ pub enum StateChange {
     ForgetCluster,
     /// A host downloaded a URL `files:` source with no sha256 to check: the hash it computed.
     RecordDownload(crate::state::DownloadRecord),
+    /// A manifest was applied with this content: replaces the record of the same object.
+    RecordManifest(crate::manifests::ManifestRecord),
+    /// A manifest left the spec: the state forgets it (the object stays in the cluster).
+    ForgetManifest(crate::manifests::ManifestId),
 }
 
 impl StateChange {
@@ -84,7 +88,19 @@ impl StateChange {
                     state.cluster = Some(c.clone());
                 }
             }
-            StateChange::ForgetCluster => state.cluster = None,
+            StateChange::ForgetCluster => {
+                state.cluster = None;
+                state.manifests.clear();
+            }
+            StateChange::RecordManifest(r) => {
+                state
+                    .manifests
+                    .retain(|m| !m.manifest.same_object(&r.manifest));
+                state.manifests.push(r.clone());
+            }
+            StateChange::ForgetManifest(id) => {
+                state.manifests.retain(|m| !m.manifest.same_object(id))
+            }
             StateChange::RecordDownload(r) => state.record_download(r.clone()),
             StateChange::SetHostVersion { host, version } => {
                 if let Some(h) = state.host_mut(host) {

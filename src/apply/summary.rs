@@ -196,6 +196,16 @@ pub fn step_words(step: &Step, names: &HostNames) -> (String, &'static str, &'st
             "Recorded",
             "recording",
         ),
+        StepKind::ApplyManifest { manifest, .. } => (
+            format!("Applying manifest {manifest} (kubectl apply)"),
+            "Applied",
+            "applying",
+        ),
+        StepKind::ForgetManifest { manifest } => (
+            format!("Forgetting manifest {manifest} (left in the cluster)"),
+            "Forgotten",
+            "forgetting",
+        ),
         StepKind::ForgetHost => (
             "Removing the host from the state".into(),
             "Removed from the state",
@@ -283,6 +293,8 @@ pub fn step_label(step: &Step) -> String {
         StepKind::MoveHost { from } => format!("move_host from {from}"),
         StepKind::RecordHost => "record_host".to_string(),
         StepKind::RecordBastion { fingerprint, .. } => format!("record_bastion {fingerprint}"),
+        StepKind::ApplyManifest { manifest, .. } => format!("apply_manifest {manifest}"),
+        StepKind::ForgetManifest { manifest } => format!("forget_manifest {manifest}"),
         StepKind::ForgetHost => "forget_host".to_string(),
         StepKind::ForgetCluster => "forget_cluster".to_string(),
     }

@@ -3,6 +3,7 @@
 mod apply;
 mod backup;
 mod completion;
+mod config;
 mod graph;
 mod init;
 mod inputs;
@@ -39,6 +40,7 @@ fn connects(command: &Command) -> Option<&'static str> {
         Command::Graph(_) => "graph",
         Command::Kubeconfig(_) => "kubeconfig",
         Command::Backup(_) => "backup",
+        Command::Config(_) => "config",
         _ => return None,
     })
 }
@@ -65,5 +67,6 @@ fn dispatch(cli: Cli) -> Exit {
         Command::Graph(args) => graph::run(&cli.global, &args),
         Command::Kubeconfig(args) => kubeconfig::run(&cli.global, &args),
         Command::Backup(args) => backup::run(&cli.global, &args),
+        Command::Config(cmd) => config::run(&cli.global, &cmd),
     }
 }

@@ -644,5 +644,58 @@ pub fn restore(bin: &str, data_dir: &str, archive: &str, config_out: &str) -> Re
     .timeout(BACKUP)
 }
 
+/// `k0s kubectl apply -f -` with the admin kubeconfig, the manifest on stdin: k0sctl
+/// `phase/apply_manifests.go` runs `env KUBECONFIG=<dataDir>/pki/admin.conf k0s kubectl apply
+/// -f -` (configurer/linux.go `KubectlCmdf`), client-side apply, no other flag.
+pub fn kubectl_apply(bin: &str, data_dir: &str, manifest: Vec<u8>) -> RemoteCommand {
+    kubectl(bin, data_dir, &["apply", "-f", "-"])
+        .stdin(manifest)
+        .shown_as(format!("{bin} kubectl apply -f -"))
+}
+
+/// The dynamic config object as YAML: k0sctl `action/config_edit.go` runs `kubectl -n
+/// kube-system get clusterconfig k0s -o yaml` (read-only).
+pub fn get_cluster_config(bin: &str, data_dir: &str) -> RemoteCommand {
+    kubectl(
+        bin,
+        data_dir,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "clusterconfig",
+            "k0s",
+            "-o",
+            "yaml",
+        ],
+    )
+}
+
+/// The edited dynamic config applied back, on stdin: k0sctl `action/config_edit.go` runs
+/// `kubectl apply -n kube-system -f -`.
+pub fn apply_cluster_config(bin: &str, data_dir: &str, config: Vec<u8>) -> RemoteCommand {
+    kubectl(bin, data_dir, &["apply", "-n", "kube-system", "-f", "-"])
+        .stdin(config)
+        .shown_as(format!("{bin} kubectl apply -n kube-system -f -"))
+}
+
+/// The reconcile events of the dynamic config: k0sctl `action/config_status.go` runs `kubectl
+/// -n kube-system get event --field-selector involvedObject.name=k0s [-o FORMAT]`.
+pub fn cluster_config_events(bin: &str, data_dir: &str, output: Option<&str>) -> RemoteCommand {
+    let mut args = vec![
+        "-n".to_string(),
+        "kube-system".into(),
+        "get".into(),
+        "event".into(),
+        "--field-selector".into(),
+        "involvedObject.name=k0s".into(),
+    ];
+    if let Some(o) = output {
+        args.push("-o".into());
+        args.push(o.to_string());
+    }
+    kubectl(bin, data_dir, &args)
+}
+
 #[cfg(test)]
 mod tests;

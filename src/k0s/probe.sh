@@ -86,7 +86,7 @@ if [ -e "$bin" ]; then
   if [ -f "$cfg" ] && [ "${cfg_sha%% *}" != "$want_cfg" ]; then
     emit config_defaults t 10 "$bin" config create
   fi
-  if [ "$role" = controller ] && [ "$view" = 1 ]; then
+  if [ "$role" = controller ] && [ "$view" != 0 ]; then
     # The etcd member list runs beside the one kubectl for the four lists: one start of k0s
     # less on the path of every plan (and while etcd is down, the two 10 s bounds run at once).
     # The list waits in a private temp folder until the kubectl is done; without one, they run
@@ -126,6 +126,9 @@ if [ -e "$bin" ]; then
       emit nodes kc get nodes -o json
       emit control_nodes kc get controlnodes.autopilot.k0sproject.io -o json
     fi
+    # view=2 (dynamic config): the ClusterConfig object k0s works from, read-only (k0sctl
+    # action/config_edit.go reads it the same way).
+    [ "$view" = 2 ] && emit cluster_config kc -n kube-system get clusterconfig k0s -o json
   fi
 fi
 # A worker's token file ($9): does it hold what k0s decodes as a join token (k0s v1.35.1+k0s.0

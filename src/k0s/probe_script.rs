@@ -36,6 +36,10 @@ pub const CONFIG_PATH: &str = super::desired::CONFIG_FILE;
 /// Where the k0s.yaml path is in the probe's argv (the script's `$4`).
 const CONFIG_ARG: usize = 7;
 
+/// Where the view switch is in the probe's argv (the script's `$3`: 0, 1, or 2 = the view and
+/// the dynamic config object).
+const VIEW_ARG: usize = 6;
+
 /// Where a worker's token file path is in the probe's argv (the script's `$9`).
 const TOKEN_FILE_ARG: usize = 12;
 
@@ -85,6 +89,16 @@ impl ProbeCommand {
         self.reader.token_file = !path.is_empty();
         self
     }
+
+    /// With the view, a running controller also reports the dynamic config: the ClusterConfig
+    /// object's spec (`HostFacts::cluster_config`), read-only through its kubectl.
+    pub fn reading_cluster_config(mut self, yes: bool) -> Self {
+        if yes && self.command.argv[VIEW_ARG] == "1" {
+            self.command.argv[VIEW_ARG] = "2".into();
+            self.reader.cluster_config = true;
+        }
+        self
+    }
 }
 
 /// Reads one probe command's output: the sections framed with that command's nonce.
@@ -96,6 +110,8 @@ pub struct ProbeReader {
     known_binary: Option<BinaryRecord>,
     /// The script was given a token file to report on.
     token_file: bool,
+    /// The script was asked for the ClusterConfig object (`reading_cluster_config`).
+    cluster_config: bool,
 }
 
 /// The batched probe command for one host. `want_view`: ask a running controller for its view
@@ -150,6 +166,7 @@ pub fn probe(
             staging: staging.to_vec(),
             known_binary: known_binary.cloned(),
             token_file: false,
+            cluster_config: false,
         },
     }
 }
@@ -160,6 +177,12 @@ impl ProbeReader {
         let mut f = parse_probe(out, &self.nonce, &self.files, &self.staging)?;
         if self.token_file {
             f.worker_token_file = Some(parse_token_file(out, &self.nonce)?);
+        }
+        if self.cluster_config {
+            f.cluster_config = sections(out, &self.nonce)
+                .ok()
+                .and_then(|s| s.get("cluster_config").filter(|x| x.ok()).cloned())
+                .and_then(|x| super::parse::live_spec(&x.out));
         }
         // Not hashed on the host: its stat line is the recorded one, and so is its hash.
         if f.k0s_binary_sha256.is_none()

@@ -7,6 +7,7 @@
 
 pub mod apply;
 pub mod backup;
+pub mod config;
 mod controller;
 mod destroy;
 mod failure;

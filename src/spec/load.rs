@@ -371,6 +371,40 @@ fn classify(doc: &Doc, diags: &mut Vec<Diagnostic>) -> Option<DocKind> {
     Some(DocKind::Manifest)
 }
 
+/// A manifest document needs apiVersion, kind and metadata.name that the plan can show, and
+/// must not name the same object as an earlier one.
+fn check_manifest(doc: &Doc, earlier: &[Doc], diags: &mut Vec<Diagnostic>) {
+    let json = doc.node.to_json();
+    match crate::manifests::identify(&json) {
+        Err(e) => {
+            let (l, c) = doc.node.locate("metadata");
+            diags.push(
+                Diagnostic::error(&doc.file, "metadata", format!("a Kubernetes manifest: {e}"))
+                    .at(l, c),
+            );
+        }
+        Ok(id) => {
+            if let Some(first) = earlier.iter().find(|d| {
+                crate::manifests::identify(&d.node.to_json()).is_ok_and(|o| o.same_object(&id))
+            }) {
+                let (l, c) = doc.node.locate("metadata");
+                diags.push(
+                    Diagnostic::error(
+                        &doc.file,
+                        "metadata",
+                        format!(
+                            "manifest {id} is given twice (the first is in {}:{})",
+                            first.file.display(),
+                            first.node.line
+                        ),
+                    )
+                    .at(l, c),
+                );
+            }
+        }
+    }
+}
+
 /// The spec from the documents of `files`, in named phases: sort the documents, read the
 /// Cluster document against the schema, resolve it, validate it, merge the ClusterConfigs.
 fn assemble(
@@ -422,7 +456,7 @@ struct Documents {
 fn sort_documents(docs: Vec<Doc>, diags: &mut Vec<Diagnostic>) -> Documents {
     let mut cluster: Option<Doc> = None;
     let mut configs = Vec::new();
-    let mut manifests = Vec::new();
+    let mut manifests: Vec<Doc> = Vec::new();
     for doc in docs {
         match classify(&doc, diags) {
             Some(DocKind::Cluster) => {
@@ -442,19 +476,10 @@ fn sort_documents(docs: Vec<Doc>, diags: &mut Vec<Diagnostic>) -> Documents {
             }
             Some(DocKind::ClusterConfig) => configs.push(doc),
             Some(DocKind::Manifest) => {
-                // k0sctl `kubectl apply`s these at the end of apply; k0sform does not (yet).
-                let (l, c) = doc.node.locate("kind");
-                diags.push(
-                    Diagnostic::warning(
-                        &doc.file,
-                        "kind",
-                        "not applied: k0sform does not apply extra manifests (k0sctl \
-                         `kubectl apply`s them after the cluster is up); apply them yourself \
-                         or put them in spec.k0s.config's extensions",
-                    )
-                    .at(l, c),
-                );
-                manifests.push(doc.node.to_json())
+                // k0sctl `kubectl apply`s these at the end of apply (phase/apply_manifests.go);
+                // so does k0sform (`manifests`): each needs an identity the plan can name.
+                check_manifest(&doc, &manifests, diags);
+                manifests.push(doc)
             }
             None => {}
         }
@@ -462,7 +487,7 @@ fn sort_documents(docs: Vec<Doc>, diags: &mut Vec<Diagnostic>) -> Documents {
     Documents {
         cluster,
         configs,
-        manifests,
+        manifests: manifests.iter().map(|d| d.node.to_json()).collect(),
     }
 }
 
@@ -867,5 +892,28 @@ mod tests {
         assert_eq!(o["StrictHostKeyChecking"], "no");
         assert_eq!(o["ServerAliveInterval"], "30");
         assert_eq!(o["Ciphers"], "aes256-ctr");
+    }
+
+    #[test]
+    fn manifests_are_kept_with_an_identity_each() {
+        let head = "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nspec:\n  hosts:\n  - role: single\n    ssh: {address: 127.0.0.1}\n  k0s: {version: v1.33.4+k0s.0}\n";
+        let ok = format!(
+            "{head}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: apps}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: apps}}\ndata: {{k: v}}\n"
+        );
+        let l = load_str(&ok).expect("loads");
+        assert_eq!(l.spec.manifests.len(), 2);
+        assert!(l.warnings.iter().all(|w| !w.message.contains("manifest")));
+        let e = load_str(&format!(
+            "{head}---\napiVersion: v1\nkind: ConfigMap\ndata: {{k: v}}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("metadata.name is missing"), "{e}");
+        let e = load_str(&format!(
+            "{ok}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: apps}}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("ConfigMap apps/a is given twice"), "{e}");
     }
 }

@@ -78,7 +78,7 @@ pub(super) fn shown(bytes: &[u8]) -> String {
     if cut.len() < text.len() {
         cut.push('…');
     }
-    crate::ui::escape(&cut).into_owned()
+    crate::escape::escape(&cut).into_owned()
 }
 
 /// The first key after every key starting with `prefix` (etcd's `GetPrefixRangeEnd`).

@@ -35,6 +35,11 @@ pub struct State {
     /// port, path.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub downloads: Vec<DownloadRecord>,
+    /// The spec's extra manifests as last applied (`crate::manifests`), by object: a manifest
+    /// whose content hash is the one recorded is not applied again. Untrusted: checked, compared
+    /// and shown, never sent anywhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<crate::manifests::ManifestRecord>,
 }
 
 /// A URL `files:` source a host downloaded without a `sha256` in the spec: the hash the host
@@ -226,6 +231,7 @@ impl State {
             intents: Vec::new(),
             bastions: Vec::new(),
             downloads: Vec::new(),
+            manifests: Vec::new(),
         }
     }
 

@@ -13,6 +13,7 @@ mod hooks;
 mod install;
 mod join;
 mod join_token;
+mod manifests;
 mod moved;
 mod node_watch;
 mod record;

@@ -271,6 +271,12 @@ impl<T: Transport + 'static> K0sRunner<T> {
             StepKind::UploadFiles { files } => self.upload_files(ctx, host, files, gate).await,
             StepKind::MoveHost { from } => self.move_host(host, from).await,
             StepKind::RecordHost => self.record_host(ctx, host).await,
+            StepKind::ApplyManifest { manifest, sha256 } => {
+                self.apply_manifest(host, manifest, sha256).await
+            }
+            StepKind::ForgetManifest { manifest } => {
+                Ok(vec![StateChange::ForgetManifest(manifest.clone())])
+            }
             StepKind::ForgetHost => Ok(vec![StateChange::ForgetHost(host.clone())]),
             StepKind::ForgetCluster => Ok(vec![StateChange::ForgetCluster]),
             StepKind::RecordBastion {

@@ -226,21 +226,7 @@ fn same_value(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn sorted(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), sorted(&m[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-        other => other.clone(),
-    }
-}
+pub use crate::yaml::sorted;
 
 /// A normal form as YAML text (for diffs).
 pub fn render(v: &Value) -> String {

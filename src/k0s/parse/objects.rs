@@ -257,9 +257,32 @@ pub fn parse_uid(out: &str) -> Result<String, K0sError> {
     Ok(uid)
 }
 
+/// The `spec` of a ClusterConfig object as `kubectl get -o json` printed it; None when the
+/// answer is not a `k0s.k0sproject.io/v1beta1` ClusterConfig with a mapping as its spec.
+pub fn live_spec(json: &str) -> Option<serde_json::Value> {
+    let doc: serde_json::Value = serde_json::from_str(json).ok()?;
+    let is = |k: &str, want: &str| doc.get(k).and_then(|v| v.as_str()) == Some(want);
+    if !is("apiVersion", crate::spec::K0S_API_VERSION) || !is("kind", "ClusterConfig") {
+        return None;
+    }
+    doc.get("spec").filter(|s| s.is_object()).cloned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn live_spec_takes_only_a_cluster_config() {
+        let ok = r#"{"apiVersion": "k0s.k0sproject.io/v1beta1", "kind": "ClusterConfig", "spec": {"a": 1}}"#;
+        assert_eq!(live_spec(ok), Some(json!({"a": 1})));
+        assert_eq!(
+            live_spec(r#"{"apiVersion": "v1", "kind": "ConfigMap", "spec": {}}"#),
+            None
+        );
+        assert_eq!(live_spec("not json"), None);
+    }
 
     #[test]
     fn watched_node_lines_name_a_node_or_nothing() {

@@ -3,6 +3,7 @@
 //! Pure: no I/O, no clock; hosts are visited in sorted order so the same inputs give the same plan.
 
 mod cluster;
+mod config_drift;
 mod destroy;
 mod details;
 mod drain;
@@ -10,6 +11,7 @@ mod etc_environment;
 mod hooks;
 mod host_plan;
 mod hosts;
+mod manifests;
 mod quorum;
 mod refresh;
 mod removal;
@@ -120,6 +122,7 @@ impl Planner<'_> {
         self.intent_warnings();
         self.selector_warnings();
         self.partial_view_warnings();
+        self.config_drift_warnings();
         let (mut plans, mut refusals) = self.decide_hosts();
         if !self.opts.target.is_empty() {
             self.keep_targeted(&mut plans, &mut refusals);
@@ -130,13 +133,14 @@ impl Planner<'_> {
             ));
         }
         let (steps, step_owner, etcd) = self.build_steps(&plans)?;
-        let (steps, step_owner) = self.with_hooks(&plans, steps, step_owner);
+        let (mut steps, step_owner) = self.with_hooks(&plans, steps, step_owner);
         let hooks_not_run = self.hooks_not_run(&steps);
         self.two_member_restarts(&plans);
         self.unchecked_download_warning(&steps);
         let changes = self.host_changes(&plans, &steps, &step_owner);
+        let manifests = self.manifest_steps(&plans, &mut steps)?;
         dag_checked(&steps)?;
-        Ok(self.finish(
+        let mut plan = self.finish(
             PlanKind::Apply,
             PlanBody {
                 outside_changes,
@@ -146,7 +150,9 @@ impl Planner<'_> {
                 etcd,
                 hooks_not_run,
             },
-        ))
+        );
+        plan.manifests = manifests;
+        Ok(plan)
     }
 
     /// The plan of this run from its parts: the one place a `Plan` is assembled (the cluster's
@@ -174,6 +180,7 @@ impl Planner<'_> {
             first_contacts: Vec::new(),
             k0s_version: None,
             hooks_not_run: body.hooks_not_run,
+            manifests: Vec::new(),
         }
     }
 

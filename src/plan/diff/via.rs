@@ -81,4 +81,23 @@ impl Planner<'_> {
             })
             .cloned()
     }
+
+    /// The controller the spec's manifests are applied through once every other step is done:
+    /// the bootstrap host, else a healthy controller of the spec the plan leaves alone, else
+    /// any healthy controller of the spec the plan does not remove.
+    pub(super) fn manifests_via(&self, plans: &[HostPlan]) -> Option<HostId> {
+        let picker = self.via_picker(plans);
+        let removed: BTreeSet<&HostId> = plans
+            .iter()
+            .filter(|p| matches!(p.decision, Decision::Remove { .. }))
+            .map(|p| &self.hosts[p.idx].id)
+            .collect();
+        picker.base.clone().or_else(|| {
+            picker
+                .fallback
+                .iter()
+                .find(|id| !removed.contains(id) && self.spec.host(id).is_some())
+                .cloned()
+        })
+    }
 }

@@ -60,6 +60,10 @@ pub struct Plan {
     /// runs them only on hosts an apply changes, where k0sctl runs them at every apply.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks_not_run: Vec<HooksNotRun>,
+    /// The spec's extra manifests and those the state recorded that the spec lost, each with
+    /// what happens to it (`crate::manifests`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<crate::manifests::ManifestChange>,
 }
 
 /// A host's hooks that do not run because the plan changes nothing on the host.

@@ -148,6 +148,16 @@ pub enum StepKind {
         fingerprint: String,
         public_key: String,
     },
+    /// `k0s kubectl apply -f -` of a spec manifest through this controller (k0sctl
+    /// `phase/apply_manifests.go`), its content the one planned (`sha256`); then recorded.
+    ApplyManifest {
+        manifest: crate::manifests::ManifestId,
+        sha256: String,
+    },
+    /// The state forgets a manifest that left the spec; nothing in the cluster changes.
+    ForgetManifest {
+        manifest: crate::manifests::ManifestId,
+    },
     /// Drop the host from the state.
     ForgetHost,
     /// Drop the cluster's identity from the state (`destroy`, after the last host): the state
@@ -209,6 +219,8 @@ impl StepKind {
             StepKind::MoveHost { .. } => "move_host",
             StepKind::RecordHost => "record_host",
             StepKind::RecordBastion { .. } => "record_bastion",
+            StepKind::ApplyManifest { .. } => "apply_manifest",
+            StepKind::ForgetManifest { .. } => "forget_manifest",
             StepKind::ForgetHost => "forget_host",
             StepKind::ForgetCluster => "forget_cluster",
         }

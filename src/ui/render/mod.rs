@@ -1,6 +1,7 @@
 //! Plan output: the human text (`text`), the versioned JSON, and Graphviz DOT of the step DAG.
 //! Rendering never decides anything.
 
+mod manifests;
 mod text;
 
 pub use text::text;

@@ -262,6 +262,15 @@ fn hooks_and_warnings(p: &Painter, plan: &Plan, out: &mut String) {
         }
         out.push('\n');
     }
+    let manifests_via = plan.steps.iter().find_map(|s| match s.kind {
+        StepKind::ApplyManifest { .. } | StepKind::ForgetManifest { .. } => Some(&s.host),
+        _ => None,
+    });
+    out.push_str(&super::manifests::render(
+        &plan.manifests,
+        manifests_via,
+        plan.has_changes(),
+    ));
     for w in &plan.warnings {
         let _ = writeln!(out, "{}: {}", p.paint(YELLOW, "Warning"), escape(w));
     }
@@ -285,16 +294,21 @@ fn summary(plan: &Plan, out: &mut String) {
         destroy_summary(plan, out);
         return;
     }
-    let bastions = plan
+    let steps_txt = |is: &dyn Fn(&StepKind) -> bool, one: &str, many: &str| match plan
         .steps
         .iter()
-        .filter(|s| matches!(s.kind, StepKind::RecordBastion { .. }))
-        .count();
-    let bastions_txt = match bastions {
+        .filter(|s| is(&s.kind))
+        .count()
+    {
         0 => String::new(),
-        1 => " 1 bastion host key to record.".to_string(),
-        n => format!(" {n} bastion host keys to record."),
+        1 => format!(" 1 {one}."),
+        n => format!(" {n} {many}."),
     };
+    let bastions_txt = steps_txt(
+        &|k| matches!(k, StepKind::RecordBastion { .. }),
+        "bastion host key to record",
+        "bastion host keys to record",
+    );
     if plan.refresh_only {
         let _ = writeln!(
             out,
@@ -329,9 +343,14 @@ fn summary(plan: &Plan, out: &mut String) {
     } else {
         String::new()
     };
+    let manifests_txt = steps_txt(
+        &|k| matches!(k, StepKind::ApplyManifest { .. }),
+        "manifest to apply",
+        "manifests to apply",
+    );
     let _ = writeln!(
         out,
-        "Plan: {add} to add, {adopt_txt}{change} to change, {replace} to replace, {remove} to remove{move_txt}.{bastions_txt}"
+        "Plan: {add} to add, {adopt_txt}{change} to change, {replace} to replace, {remove} to remove{move_txt}.{bastions_txt}{manifests_txt}"
     );
     etcd_summary(plan, out);
 }
