@@ -98,6 +98,10 @@ pub struct HostFacts {
     /// Never its content. None for other hosts and older probe files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_token_file: Option<TokenFileState>,
+    /// The host's IPv4 addresses and the routes k0sctl looks at to find its private address
+    /// (`k0s::private_address`). None when `ip` printed nothing or older probe files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<crate::k0s::private_address::NetFacts>,
 }
 
 /// What a worker's token file holds, as far as k0s v1.35.1's start cares

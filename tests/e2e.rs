@@ -1345,6 +1345,7 @@ fn hostile_state_address_runs_nothing_through_an_old_ssh_client() {
             k0s_install_path: "/usr/local/bin/k0s".into(),
             data_dir: "/var/lib/k0s".into(),
             kubelet_root_dir: None,
+            private_address: None,
         }),
     });
     let text = state.to_canonical_json().expect("json");

@@ -290,6 +290,7 @@ impl<'a> Planner<'a> {
             if let Some(sh) = h.spec {
                 role_check(h, f, sh)?;
                 self.refuse_datastore_switch(h, f, sh)?;
+                self.refuse_peer_change(h, f, sh)?;
             }
             return Ok(Some(HostPlan::new(
                 idx,

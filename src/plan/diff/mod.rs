@@ -10,6 +10,7 @@ mod details;
 mod drain;
 mod hooks;
 mod hosts;
+mod peer;
 mod quorum;
 mod refresh;
 mod removal;
