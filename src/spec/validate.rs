@@ -666,79 +666,87 @@ pub fn check_k0s_version(v: &K0sVersion) -> Result<(), String> {
 }
 
 /// Split a k0sctl install flag into words the way the remote shell would have (k0sctl joins
-/// the flags with spaces into one command line): whitespace separates, quotes group and are
-/// removed, a backslash escapes the next character.
+/// the flags with spaces into one command line, `phase/install_*.go`): POSIX word splitting by
+/// the `shell-words` crate (whitespace separates, quotes group and are removed, a backslash
+/// escapes the next character, a trailing one is kept, as `sh` keeps it). No expansion happens: a flag with `$`, a glob or a `#` word is
+/// taken literally, where the remote shell would have expanded it (k0sctl quotes nothing).
 pub fn shell_words(s: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
+    shell_words::split(s).map_err(|_| match unclosed_quote(s) {
+        Some(q) => format!("unbalanced quotes in `{s}`: a {q} is not closed"),
+        None => format!("`{s}` cannot be split into words"),
+    })
+}
+
+/// Which quote a line that failed to split leaves open (for the error message only).
+fn unclosed_quote(s: &str) -> Option<char> {
+    let mut open: Option<char> = None;
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(x) => cur.push(x),
-                        None => {
-                            return Err(format!("unbalanced quotes in `{s}`: a ' is not closed"));
-                        }
-                    }
-                }
+        match (open, c) {
+            (Some('\''), '\'') | (Some('"'), '"') => open = None,
+            (None | Some('"'), '\\') => {
+                chars.next();
             }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(x @ ('"' | '\\' | '$' | '`')) => cur.push(x),
-                            Some(x) => {
-                                cur.push('\\');
-                                cur.push(x);
-                            }
-                            None => {
-                                return Err(format!(
-                                    "unbalanced quotes in `{s}`: a \" is not closed"
-                                ));
-                            }
-                        },
-                        Some(x) => cur.push(x),
-                        None => {
-                            return Err(format!("unbalanced quotes in `{s}`: a \" is not closed"));
-                        }
-                    }
-                }
-            }
-            '\\' => match chars.next() {
-                Some(x) => {
-                    in_word = true;
-                    cur.push(x);
-                }
-                None => return Err(format!("`{s}` ends with a lone backslash")),
-            },
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            c => {
-                in_word = true;
-                cur.push(c);
-            }
+            (None, '\'' | '"') => open = Some(c),
+            _ => {}
         }
     }
-    if in_word {
-        words.push(cur);
-    }
-    Ok(words)
+    open
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The split equals what `/bin/sh` makes of the same line (the remote shell k0sctl hands
+    /// the joined flags to), for lines of words, quotes, backslashes and blanks (no expansion
+    /// characters: those would make the shell, not the splitter, differ).
+    #[test]
+    fn words_match_the_shell() {
+        use proptest::prelude::*;
+        let line = proptest::collection::vec(
+            prop_oneof![
+                Just("a"),
+                Just("b="),
+                Just("-"),
+                Just(" "),
+                Just("  "),
+                Just("\t"),
+                Just("'"),
+                Just("\""),
+                Just("\\"),
+                Just("\\\""),
+                Just("\\'"),
+            ],
+            0..12,
+        )
+        .prop_map(|parts| parts.concat());
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases: 200,
+            ..ProptestConfig::default()
+        });
+        runner
+            .run(&line, |line| {
+                let out = std::process::Command::new("/bin/sh")
+                    .arg("-c")
+                    .arg(r#"eval "set -- $L" && for w; do printf '%s\0' "$w"; done"#)
+                    .env("L", &line)
+                    .output()
+                    .expect("/bin/sh runs");
+                let ours = shell_words(&line);
+                if out.status.success() {
+                    let sh: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                        .split_terminator('\0')
+                        .map(str::to_string)
+                        .collect();
+                    prop_assert_eq!(ours, Ok(sh), "line {:?}", line);
+                } else {
+                    prop_assert!(ours.is_err(), "sh refused {:?}, we split it", line);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
 
     #[test]
     fn words() {
