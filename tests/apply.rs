@@ -45,6 +45,7 @@ fn plan_of(steps: Vec<Step>) -> Plan {
         first_contacts: vec![],
         k0s_version: None,
         hooks_not_run: vec![],
+        private_addresses: vec![],
     }
 }
 

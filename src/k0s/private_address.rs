@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
 
-/// Section markers the probe prints around `ip`'s output.
+/// Section markers the probe prints around `ip`'s output (src/k0s/probe.sh `net`).
 pub const ADDR_MARK: &str = "@@net-addr";
 pub const ROUTE_MARK: &str = "@@net-route";
 pub const DEFAULT_MARK: &str = "@@net-default";
@@ -201,14 +201,6 @@ pub fn fill_detected(
         }
     }
 }
-
-/// The probe's shell lines: `ip`'s addresses, global routes and default route, with k0sctl's
-/// PATH (`sbinPath` in configurer/linux.go). Read-only; nothing printed when `ip` is missing.
-pub const PROBE_SH: &str = r#"PATH=/usr/local/sbin:/usr/sbin:/sbin:$PATH
-echo '@@net-addr'; ip -o -4 addr show scope global 2>/dev/null | head -n 256
-echo '@@net-route'; ip route list scope global 2>/dev/null | head -n 256
-echo '@@net-default'; ip route list 2>/dev/null | grep -m1 '^default'
-"#;
 
 #[cfg(test)]
 mod tests {

@@ -241,6 +241,21 @@ pub fn text(plan: &Plan, color: bool) -> String {
         }
         out.push('\n');
     }
+    if !plan.private_addresses.is_empty() {
+        out.push_str(
+            "Private addresses (no privateAddress in the spec; found as k0sctl finds them):\n",
+        );
+        for a in &plan.private_addresses {
+            let _ = writeln!(
+                out,
+                "  {}: {} ({})",
+                escape(&a.host.to_string()),
+                escape(&a.address),
+                escape(&a.found_on)
+            );
+        }
+        out.push('\n');
+    }
     for w in &plan.warnings {
         let _ = writeln!(out, "{}: {}", p.paint(YELLOW, "Warning"), escape(w));
     }

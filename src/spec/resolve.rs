@@ -257,7 +257,7 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
     {
         sink.error_key(
             &format!("{p}.privateInterface"),
-            &format!("{name:?} is not a network interface name (1-15 letters, digits, `_-.@`)"),
+            format!("{name:?} is not a network interface name (1-15 letters, digits, `_-.@`)"),
         );
     }
     let mut host = HostSpec::new(h.role, ssh, i + 1);

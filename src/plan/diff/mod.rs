@@ -174,6 +174,18 @@ impl Planner<'_> {
             first_contacts: Vec::new(),
             k0s_version: None,
             hooks_not_run: body.hooks_not_run,
+            private_addresses: self
+                .spec
+                .hosts
+                .iter()
+                .filter_map(|h| {
+                    Some(crate::plan::model::FoundAddress {
+                        host: h.id(),
+                        address: h.private_address.clone()?,
+                        found_on: h.private_address_detected_on.clone()?,
+                    })
+                })
+                .collect(),
         }
     }
 

@@ -47,12 +47,7 @@ impl Planner<'_> {
             .and_then(|st| st.etcd.as_ref())
             .map(|e| e.member_id.clone())
             .unwrap_or_else(|| "<member ID from `k0s etcd member-list`>".into());
-        let dd = &spec_host.data_dir;
-        let new_url = if new.contains(':') {
-            format!("https://[{new}]:2380")
-        } else {
-            format!("https://{new}:2380")
-        };
+        let update = etcdctl_member_update(&spec_host.data_dir, &member, new);
         Err(Refusal {
             kind: RefusalKind::PeerAddressChange,
             message: format!(
@@ -67,15 +62,27 @@ impl Planner<'_> {
                 ),
                 format!(
                     "{name}: to move it: 1. on a healthy controller, change the member's peer URL \
-                     with etcdctl (k0s's etcd client certificate): etcdctl \
-                     --endpoints=https://127.0.0.1:2379 --cacert={dd}/pki/etcd/ca.crt \
-                     --cert={dd}/pki/apiserver-etcd-client.crt \
-                     --key={dd}/pki/apiserver-etcd-client.key member update {member} \
-                     --peer-urls={new_url}; 2. set `privateAddress: {new}`; 3. k0sform apply \
+                     with etcdctl (k0s's etcd client certificate): {update}; 2. set \
+                     `privateAddress: {new}`; 3. k0sform apply \
                      (writes storage.etcd.peerAddress {new} into its k0s.yaml and restarts it, \
                      with the health gates)"
                 ),
             ],
         })
     }
+}
+
+/// The etcdctl line that changes member `member`'s peer URL to `new` (k0s's etcd client
+/// certificate under `data_dir`): the manual step of every peer-address refusal.
+pub(super) fn etcdctl_member_update(data_dir: &str, member: &str, new: &str) -> String {
+    let url = if new.contains(':') {
+        format!("https://[{new}]:2380")
+    } else {
+        format!("https://{new}:2380")
+    };
+    format!(
+        "etcdctl --endpoints=https://127.0.0.1:2379 --cacert={data_dir}/pki/etcd/ca.crt \
+         --cert={data_dir}/pki/apiserver-etcd-client.crt \
+         --key={data_dir}/pki/apiserver-etcd-client.key member update {member} --peer-urls={url}"
+    )
 }
