@@ -893,6 +893,22 @@ def spawn_service(unit, argv, extra_env):
         f.write(f"{p.pid}\n")
 
 
+def hide_network_tools():
+    """A host sharing this machine's network namespace has no network of its own: what `ip`
+    would show there (this machine's interfaces and routes) is not the host's. So `ip` is
+    hidden in it (an empty, non-executable file over it), and k0sctl-style private address
+    detection finds nothing there, as k0sctl on a host without `ip`: the SSH address is the
+    host's address, as the double's address file says."""
+    if os.path.exists(os.path.join(HOST_LAB_DIR, "net")):
+        return
+    empty = os.path.join(HOST_LAB_DIR, "no-ip")
+    open(empty, "w").close()
+    os.chmod(empty, 0o644)
+    for path in sorted({os.path.realpath(p) for p in ("/usr/bin/ip", "/usr/sbin/ip")}):
+        if os.path.exists(path):
+            libc_mount(empty, path, None, MS_BIND, None)
+
+
 def cmd_boot(a):
     hd = a.hostdir
     name = open(os.path.join(hd, "name")).read().strip()
@@ -902,6 +918,7 @@ def cmd_boot(a):
     for inside, sub, _ in DISK_MOUNTS:
         libc_mount(os.path.join(disk, sub), inside, None, MS_BIND, None)
     socket.sethostname(name)
+    hide_network_tools()
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     os.makedirs(SERVICE_RUN_DIR, exist_ok=True)
     os.chdir("/")
