@@ -5240,7 +5240,7 @@ fn k0sctl_cluster_on_private_networks_is_adopted_upgraded_and_a_controller_repla
         .expect(0);
     let r = plan_changes_nothing(&c, &["-detailed-exitcode"]);
     r.expect(0).contains("No changes").contains(&format!(
-        "{}:22: {} (eth1)",
+        "{}: {} (eth1)",
         c.lab.address("c2"),
         private_of(&c, "c2")
     ));
