@@ -2022,7 +2022,7 @@ fn reset_refused_for_implausible_recorded_paths() {
         k0s_install_path: "/usr/local/bin/k0s".into(),
         data_dir: "/".into(),
         kubelet_root_dir: None,
-        private_address: None,
+        cluster_address: None,
     });
     let plan = one_step(
         &c3,

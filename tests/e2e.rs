@@ -41,7 +41,12 @@ fn peer_urls(c: &Cluster, names: &[&str]) -> BTreeSet<String> {
 /// Every listed controller sees exactly `expected` members (by peer URL) and one identity.
 #[track_caller]
 fn assert_one_cluster(c: &Cluster, controllers: &[&str], expected: &[&str]) -> String {
-    let want = peer_urls(c, expected);
+    assert_one_cluster_of(c, controllers, peer_urls(c, expected))
+}
+
+/// Every listed controller sees exactly the members at the peer URLs `want`, and one identity.
+#[track_caller]
+fn assert_one_cluster_of(c: &Cluster, controllers: &[&str], want: BTreeSet<String>) -> String {
     let mut uids = BTreeSet::new();
     for name in controllers {
         let seen: BTreeSet<String> = c.members(name).into_values().collect();
@@ -1345,7 +1350,7 @@ fn hostile_state_address_runs_nothing_through_an_old_ssh_client() {
             k0s_install_path: "/usr/local/bin/k0s".into(),
             data_dir: "/var/lib/k0s".into(),
             kubelet_root_dir: None,
-            private_address: None,
+            cluster_address: None,
         }),
     });
     let text = state.to_canonical_json().expect("json");
@@ -2165,31 +2170,7 @@ fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
             addr[i]
         )
     };
-    let write = |host: &str, path: &str, text: &str| {
-        c.lab.ssh_ok(
-            host,
-            &format!("mkdir -p /etc/k0s && printf '%s' '{text}' > {path} && chmod 600 {path}"),
-        );
-    };
-    write("c1", "/etc/k0s/k0s.yaml", &k0sctl_config(0));
-    c.lab.ssh_ok(
-        "c1",
-        "k0s config validate --config=/etc/k0s/k0s.yaml && k0s install controller --data-dir=/var/lib/k0s --config=/etc/k0s/k0s.yaml && k0s start",
-    );
-    wait_api_ready(&c, "c1");
-    for (i, h) in [(1, "c2"), (2, "c3")] {
-        let token = c.lab.ssh_ok(
-            "c1",
-            "k0s token create --role=controller --expiry=30m0s --data-dir=/var/lib/k0s",
-        );
-        write(h, "/etc/k0s/k0stoken", token.trim());
-        write(h, "/etc/k0s/k0s.yaml", &k0sctl_config(i));
-        c.lab.ssh_ok(
-            h,
-            "k0s install controller --data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken --config=/etc/k0s/k0s.yaml && k0s start",
-        );
-        c.eventually(60, "controller joined", || c.members("c1").len() == i + 1);
-    }
+    controllers_as_k0sctl(&c, &k0sctl_config);
     join_worker_as_k0sctl(&c, "w1", "--labels=zone=a,app=x -l kubelet=2 ");
     let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
     // k0s recorded the worker's flags its own way: labels sorted, every log level.
@@ -2236,6 +2217,37 @@ fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
         uid
     );
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// c1, c2 and c3 built as k0sctl builds controllers: `config(i)` as /etc/k0s/k0s.yaml on the
+/// i-th, k0sctl's `k0s install controller` lines (`cluster/host.go` `K0sInstallFlags`), c2 and
+/// c3 joined one at a time with a controller token in /etc/k0s/k0stoken.
+fn controllers_as_k0sctl(c: &Cluster, config: &dyn Fn(usize) -> String) {
+    let write = |host: &str, path: &str, text: &str| {
+        c.lab.ssh_ok(
+            host,
+            &format!("mkdir -p /etc/k0s && printf '%s' '{text}' > {path} && chmod 600 {path}"),
+        );
+    };
+    write("c1", "/etc/k0s/k0s.yaml", &config(0));
+    c.lab.ssh_ok(
+        "c1",
+        "k0s config validate --config=/etc/k0s/k0s.yaml && k0s install controller --data-dir=/var/lib/k0s --config=/etc/k0s/k0s.yaml && k0s start",
+    );
+    wait_api_ready(c, "c1");
+    for (i, h) in [(1, "c2"), (2, "c3")] {
+        let token = c.lab.ssh_ok(
+            "c1",
+            "k0s token create --role=controller --expiry=30m0s --data-dir=/var/lib/k0s",
+        );
+        write(h, "/etc/k0s/k0stoken", token.trim());
+        write(h, "/etc/k0s/k0s.yaml", &config(i));
+        c.lab.ssh_ok(
+            h,
+            "k0s install controller --data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken --config=/etc/k0s/k0s.yaml && k0s start",
+        );
+        c.eventually(60, "controller joined", || c.members("c1").len() == i + 1);
+    }
 }
 
 /// `name` joins through c1 as k0sctl joins a worker: a token in /etc/k0s/k0stoken (0600), then
@@ -5149,7 +5161,10 @@ fn cloud_hosts(hosts: &[(&str, &str)], kind: &str) -> LabOptions {
 }
 
 fn private_of(c: &Cluster, name: &str) -> String {
-    c.lab.host(name).private_address.expect("a host with its own network")
+    c.lab
+        .host(name)
+        .private_address
+        .expect("a host with its own network")
 }
 
 /// Every listed controller sees the members at these private addresses, and one identity.
@@ -5159,14 +5174,7 @@ fn assert_members_at_private(c: &Cluster, controllers: &[&str]) -> String {
         .iter()
         .map(|n| format!("http://{}:2380", private_of(c, n)))
         .collect();
-    let mut uids = BTreeSet::new();
-    for name in controllers {
-        let seen: BTreeSet<String> = c.members(name).into_values().collect();
-        assert_eq!(seen, want, "{name} lists other members");
-        uids.insert(c.uid(name));
-    }
-    assert_eq!(uids.len(), 1, "controllers disagree on identity: {uids:?}");
-    uids.into_iter().next().unwrap_or_default()
+    assert_one_cluster_of(c, controllers, want)
 }
 
 /// Issue 27.2: a cluster k0sctl built on cloud-like hosts ('public' eth0 where SSH goes, a
@@ -5199,37 +5207,13 @@ fn k0sctl_cluster_on_private_networks_is_adopted_upgraded_and_a_controller_repla
         .iter()
         .map(|h| format!("    - {}\n    - {}\n", c.lab.address(h), private_of(&c, h)))
         .collect();
-    let k0sctl_config = |h: &str| {
+    let k0sctl_config = |i: usize| {
         format!(
             "# generated-by-k0sctl 2026-08-01T10:00:00Z\napiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nspec:\n  api:\n    sans:\n{sans}  storage:\n    etcd:\n      peerAddress: {}\n  telemetry:\n    enabled: false\n",
-            private_of(&c, h)
+            private_of(&c, ["c1", "c2", "c3"][i])
         )
     };
-    let write = |host: &str, path: &str, text: &str| {
-        c.lab.ssh_ok(
-            host,
-            &format!("mkdir -p /etc/k0s && printf '%s' '{text}' > {path} && chmod 600 {path}"),
-        );
-    };
-    write("c1", "/etc/k0s/k0s.yaml", &k0sctl_config("c1"));
-    c.lab.ssh_ok(
-        "c1",
-        "k0s install controller --data-dir=/var/lib/k0s --config=/etc/k0s/k0s.yaml && k0s start",
-    );
-    wait_api_ready(&c, "c1");
-    for (i, h) in [(1, "c2"), (2, "c3")] {
-        let token = c.lab.ssh_ok(
-            "c1",
-            "k0s token create --role=controller --expiry=30m0s --data-dir=/var/lib/k0s",
-        );
-        write(h, "/etc/k0s/k0stoken", token.trim());
-        write(h, "/etc/k0s/k0s.yaml", &k0sctl_config(h));
-        c.lab.ssh_ok(
-            h,
-            "k0s install controller --data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken --config=/etc/k0s/k0s.yaml && k0s start",
-        );
-        c.eventually(60, "controller joined", || c.members("c1").len() == i + 1);
-    }
+    controllers_as_k0sctl(&c, &k0sctl_config);
     for w in ["w1", "w2"] {
         join_worker_as_k0sctl_at(&c, w, "", &private_of(&c, w));
     }
@@ -5247,7 +5231,7 @@ fn k0sctl_cluster_on_private_networks_is_adopted_upgraded_and_a_controller_repla
     let after: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
     assert_eq!(before, after, "adoption changed a host");
     assert_eq!(
-        c.state_host("w1").expect("w1")["access"]["private_address"],
+        c.state_host("w1").expect("w1")["access"]["cluster_address"],
         private_of(&c, "w1").as_str(),
         "the state records the private address k0s uses"
     );

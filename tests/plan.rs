@@ -3795,7 +3795,7 @@ fn recorded_k0s_paths_are_shown_and_implausible_ones_refused() {
         k0s_install_path: bin.into(),
         data_dir: data_dir.into(),
         kubelet_root_dir: kubelet.map(Into::into),
-        private_address: None,
+        cluster_address: None,
     };
     let c03 = HostId::new("10.0.0.3", 22);
     let with = |case: &str, a: k0sform::state::HostAccess| {

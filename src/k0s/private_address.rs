@@ -190,7 +190,7 @@ pub fn fill_detected(
                 .host(&h.id())?
                 .access
                 .as_ref()?
-                .private_address
+                .cluster_address
                 .as_ref()?;
             let ip: std::net::IpAddr = rec.parse().ok()?;
             Some((ip.to_string(), "recorded in the state".to_string()))
