@@ -1521,6 +1521,10 @@ fn lab_netns_hosts_private_networks_nat_and_teardown() {
         format!("10.245.{k}.0/24 via 10.244.{k}.1 dev eth1 \n")
     );
     assert_eq!(w1.address, w1.private_address.clone().unwrap());
+    // A host sharing this machine's namespace has no network of its own: `ip` is hidden there
+    // (it would show this machine's), so address detection finds nothing, as without `ip`.
+    let o = lab.ssh("w2", "ip -o -4 addr show scope global");
+    assert!(!o.status.success() && stdout(&o).is_empty(), "{o:?}");
     // The other lab's hosts are on their own bridge.
     assert_ne!(other.host("c1").private_address, c1.private_address);
     // Hosts reach each other on the private network; not this machine, not the 'VPC' route,
