@@ -266,6 +266,84 @@ default via 203.0.113.1 dev ens3 proto dhcp
         assert!(!matches_private_pattern("default via 110.1.1.1 dev eth0"));
     }
 
+    /// Reached hosts get what they show (none without `ip`); an unreachable one keeps the
+    /// address the state recorded, if it is an IP address; a spec's privateAddress stands.
+    #[test]
+    fn fill_detected_takes_the_host_then_the_state() {
+        use crate::reality::{HostFacts, HostReality, Probe, Reality};
+        use crate::spec::{HostSpec, Role, Spec, SshTarget};
+        use crate::state::{HostAccess, HostState, State};
+        let mut spec = Spec::default();
+        for i in 1..=5 {
+            let h = HostSpec::new(
+                Role::Controller,
+                SshTarget::new(format!("127.0.0.{i}"), 22),
+                i,
+            );
+            spec.hosts.push(h);
+        }
+        spec.hosts[4].private_address = Some("10.9.9.9".into());
+        let mut reality = Reality::default();
+        let reached = |net: Option<NetFacts>| {
+            Probe::Reached(Box::new(HostFacts {
+                net,
+                ..HostFacts::default()
+            }))
+        };
+        let probes = [
+            reached(Some(parse_net(DUAL))),
+            reached(None),
+            Probe::Unreachable { error: "x".into() },
+            Probe::Unreachable { error: "x".into() },
+            reached(Some(parse_net(DUAL))),
+        ];
+        for (h, probe) in spec.hosts.iter().zip(probes) {
+            reality.hosts.push(HostReality { id: h.id(), probe });
+        }
+        let mut state = State::default();
+        for (i, rec) in [(3, "10.0.0.3"), (4, "10.0.0.4; reboot"), (2, "10.0.0.2")] {
+            let h = &spec.hosts[i - 1];
+            let mut access = HostAccess::of(h);
+            access.cluster_address = Some(rec.into());
+            state.upsert_host(HostState {
+                address: h.ssh.address.clone(),
+                port: 22,
+                role: Role::Controller,
+                node_name: None,
+                machine_id: "m".into(),
+                host_key: "k".into(),
+                host_public_key: None,
+                etcd: None,
+                k0s_version: None,
+                install_flags_sha256: None,
+                config_sha256: None,
+                k0s_binary: None,
+                access: Some(access),
+            });
+        }
+        fill_detected(&mut spec, &state, &reality);
+        let got: Vec<(Option<&str>, Option<&str>)> = spec
+            .hosts
+            .iter()
+            .map(|h| {
+                (
+                    h.private_address.as_deref(),
+                    h.private_address_detected_on.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("10.244.3.12"), Some("eth1")),
+                (None, None),
+                (Some("10.0.0.3"), Some("recorded in the state")),
+                (None, None),
+                (Some("10.9.9.9"), None),
+            ]
+        );
+    }
+
     #[test]
     fn hostile_output_is_validated() {
         let text = "@@net-addr
