@@ -498,12 +498,7 @@ def cmd_create(a):
     names = [n for n, _ in specs]
     if len(set(names)) != len(names):
         raise LabError("host names must be unique")
-    nets = {}
-    for item in a.net:
-        n, _, kind = item.partition("=")
-        if kind not in labnet.KINDS:
-            raise LabError(f"bad --net {item!r}: expected NAME=KIND, KIND one of {', '.join(labnet.KINDS)}")
-        nets[n] = kind
+    nets = labnet.parse_nets(a.net)
     for n in list(a.sudo_user) + ([a.bastion] if a.bastion else []) + list(nets):
         if n not in names:
             raise LabError(f"unknown host {n!r}")
@@ -516,20 +511,18 @@ def cmd_create(a):
     if nets:
         try:
             slot, _, net_fd = labnet.claim_slot()
-        except labnet.NetError as e:
+        except labnet.NetError:
             os.close(lock_fd)
-            raise LabError(str(e))
+            raise
         fds.append(net_fd)
     keeper = start_keeper(lab.dir, fds, a.owner_pid)
     for fd in fds:
         os.close(fd)
     with open(lock_path, "w") as f:
         json.dump({"dir": lab.dir, "keeper": keeper}, f)
-    state = {"hosts": {}, "range": prefix, "lock": lock_path,
-             "keeper_pid": keeper, "keeper_start": pid_start_time(keeper)}
-    if slot is not None:
-        state["net"] = {"slot": slot, "netns": []}
-    write_json(lab.state_path, state)
+    write_json(lab.state_path, {"hosts": {}, "range": prefix, "lock": lock_path, "keeper_pid": keeper,
+                                "keeper_start": pid_start_time(keeper),
+                                **({"net": {"slot": slot, "netns": []}} if slot is not None else {})})
     key = os.path.join(lab.dir, "id_ed25519")
     keygen(key, "k0sform-lab")
     info = {"dir": lab.dir, "range": prefix + ".0/24", "ssh_key": key,
@@ -539,9 +532,7 @@ def cmd_create(a):
         info["bastion"] = a.bastion
     try:
         if slot is not None:
-            info["net"] = {"slot": slot, "private_range": f"10.244.{slot}.0/24",
-                           "public_range": f"100.64.{slot}.0/24"}
-            labnet.create_bridges(slot)
+            info["net"] = labnet.create_bridges(slot)
         for i, (name, role) in enumerate(specs):
             h = {"name": name, "role": role, "address": f"{prefix}.{11 + i}", "port": 22}
             if name in a.sudo_user:
@@ -552,7 +543,7 @@ def cmd_create(a):
             lab.make_disk(h)
             info["hosts"].append(h)
         if slot is not None:
-            write_nat_rules(info)
+            labnet.write_lab_rules(info)
         write_json(lab.info_path, info)
         lab.write_client_files(info)
         with DirLock(lab.dir):
@@ -566,34 +557,9 @@ def cmd_create(a):
 def add_host_net(lab, slot, idx, h, kind):
     """Gives host h (index idx in the lab) its own network namespace of the given kind."""
     state = lab.state()
-    ns = labnet.netns_name(slot, idx)
-    state["net"]["netns"].append(ns)  # recorded first: a failure half-way is still torn down
+    state["net"]["netns"].append(labnet.netns_name(slot, idx))  # recorded first: torn down if half made
     write_json(lab.state_path, state)
-    try:
-        labnet.create_host(slot, idx, kind)
-    except labnet.NetError as e:
-        raise LabError(str(e))
-    h.update({"net": kind, "netns": ns, "private_address": labnet.private_address(slot, idx)})
-    if kind == "dual":
-        h["public_address"] = labnet.public_address(slot, idx)
-        h["address"] = h["public_address"]
-    elif kind == "private":
-        h["address"] = h["private_address"]
-
-
-def write_nat_rules(info):
-    """The lab's nft table: each `nat` host's SSH address DNAT'd to its private address."""
-    dnat = [(h["address"], h["private_address"]) for h in info["hosts"] if h.get("net") == "nat"]
-    try:
-        labnet.write_rules(info["net"]["slot"], dnat)
-    except labnet.NetError as e:
-        raise LabError(str(e))
-
-
-def remove_net(state):
-    net = state.get("net")
-    if net:
-        labnet.remove_all(net["slot"], net.get("netns", []))
+    h.update(labnet.create_host(slot, idx, kind))
 
 
 def teardown(lab):
@@ -601,7 +567,7 @@ def teardown(lab):
     for name in list(state["hosts"]):
         lab.power_off(name)
     state = lab.state()
-    remove_net(state)
+    labnet.remove_lab(state)
     if state.get("keeper_pid") and state["keeper_pid"] != os.getpid():
         kill_pid(state["keeper_pid"], state.get("keeper_start"), signal.SIGKILL)
         wait_dead(state["keeper_pid"])
@@ -698,7 +664,7 @@ def cmd_destroy(a):
             del info["bastion"]
         if gone.get("netns"):
             labnet.delete_host(gone["netns"])
-            write_nat_rules(info)
+            labnet.write_lab_rules(info)
         write_json(lab.info_path, info)
         lab.write_client_files(info)
 
@@ -893,22 +859,6 @@ def spawn_service(unit, argv, extra_env):
         f.write(f"{p.pid}\n")
 
 
-def hide_network_tools():
-    """A host sharing this machine's network namespace has no network of its own: what `ip`
-    would show there (this machine's interfaces and routes) is not the host's. So `ip` is
-    hidden in it (an empty, non-executable file over it), and k0sctl-style private address
-    detection finds nothing there, as k0sctl on a host without `ip`: the SSH address is the
-    host's address, as the double's address file says."""
-    if os.path.exists(os.path.join(HOST_LAB_DIR, "net")):
-        return
-    empty = os.path.join(HOST_LAB_DIR, "no-ip")
-    open(empty, "w").close()
-    os.chmod(empty, 0o644)
-    for path in sorted({os.path.realpath(p) for p in ("/usr/bin/ip", "/usr/sbin/ip")}):
-        if os.path.exists(path):
-            libc_mount(empty, path, None, MS_BIND, None)
-
-
 def cmd_boot(a):
     hd = a.hostdir
     name = open(os.path.join(hd, "name")).read().strip()
@@ -918,7 +868,7 @@ def cmd_boot(a):
     for inside, sub, _ in DISK_MOUNTS:
         libc_mount(os.path.join(disk, sub), inside, None, MS_BIND, None)
     socket.sethostname(name)
-    hide_network_tools()
+    labnet.hide_ip(HOST_LAB_DIR, lambda src, dst: libc_mount(src, dst, None, MS_BIND, None))
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     os.makedirs(SERVICE_RUN_DIR, exist_ok=True)
     os.chdir("/")
@@ -986,7 +936,7 @@ def cmd_keeper(a):
                     os.unlink(lock)
                 for hs in cached.get("hosts", {}).values():
                     wait_dead(hs.get("init_pid"))
-                remove_net(cached)
+                labnet.remove_lab(cached)
             if os.path.isdir(lab.dir):
                 cached["hosts"] = {}
                 write_json(lab.state_path, cached)
@@ -1040,7 +990,7 @@ def main(argv=None):
     }
     try:
         handlers[a.command](a)
-    except LabError as err:
+    except (LabError, labnet.NetError) as err:
         print(f"lab.py: {err}", file=sys.stderr)
         return 1
     return 0

@@ -46,6 +46,17 @@ def run(*args, check=True):
     return p
 
 
+def parse_nets(items):
+    """`--net NAME=KIND` arguments: {name: kind}."""
+    nets = {}
+    for item in items:
+        n, _, kind = item.partition("=")
+        if kind not in KINDS:
+            raise NetError(f"bad --net {item!r}: expected NAME=KIND, KIND one of {', '.join(KINDS)}")
+        nets[n] = kind
+    return nets
+
+
 def bridges(k):
     return f"k0slab{k}p", f"k0slab{k}u"
 
@@ -125,6 +136,7 @@ def create_bridges(k):
     # DNAT'd connections of this machine keep their loopback source until masqueraded in
     # postrouting; the route lookup in between needs route_localnet on the way out.
     set_sysctl(f"/proc/sys/net/ipv4/conf/{bridges(k)[0]}/route_localnet", "1")
+    return {"slot": k, "private_range": f"10.244.{k}.0/24", "public_range": f"100.64.{k}.0/24"}
 
 
 def add_link(k, idx, ns, side, inner, addr):
@@ -137,7 +149,7 @@ def add_link(k, idx, ns, side, inner, addr):
 
 
 def create_host(k, idx, kind):
-    """The host's namespace and interfaces; returns (netns, in-host addresses by interface)."""
+    """The host's namespace and interfaces; returns its lab.json fields."""
     if kind not in KINDS:
         raise NetError(f"unknown network kind {kind!r} (one of {', '.join(KINDS)})")
     ns = netns_name(k, idx)
@@ -152,7 +164,12 @@ def create_host(k, idx, kind):
         add_link(k, idx, ns, "p", "eth0", priv)
         dev = "eth0"
     run("ip", "-n", ns, "route", "add", f"10.245.{k}.0/24", "via", f"10.244.{k}.1", "dev", dev)
-    return ns
+    fields = {"net": kind, "netns": ns, "private_address": priv}
+    if kind == "dual":
+        fields["public_address"] = fields["address"] = public_address(k, idx)
+    elif kind == "private":
+        fields["address"] = priv
+    return fields
 
 
 def delete_host(ns):
@@ -192,6 +209,35 @@ def write_rules(k, dnat):
     p = subprocess.run(["nft", "-f", "-"], input="\n".join(lines) + "\n", capture_output=True, text=True)
     if p.returncode != 0:
         raise NetError(f"nft failed: {p.stderr.strip()}")
+
+
+def write_lab_rules(info):
+    """The lab's nft table from its lab.json: each `nat` host's SSH address DNAT'd."""
+    dnat = [(h["address"], h["private_address"]) for h in info["hosts"] if h.get("net") == "nat"]
+    write_rules(info["net"]["slot"], dnat)
+
+
+def remove_lab(state):
+    """Everything a lab's state.json says it created (nothing for a lab without a slot)."""
+    net = state.get("net")
+    if net:
+        remove_all(net["slot"], net.get("netns", []))
+
+
+def hide_ip(host_lab_dir, bind):
+    """At boot of a host sharing this machine's network namespace (no `net` file): it has no
+    network of its own, and what `ip` would show there (this machine's interfaces and routes)
+    is not the host's. So `ip` is hidden (`bind` mounts an empty, non-executable file over it),
+    and k0sctl-style private address detection finds nothing there, as on a host without `ip`:
+    the SSH address is the host's address, as the double's address file says."""
+    if os.path.exists(os.path.join(host_lab_dir, "net")):
+        return
+    empty = os.path.join(host_lab_dir, "no-ip")
+    open(empty, "w").close()
+    os.chmod(empty, 0o644)
+    for path in sorted({os.path.realpath(p) for p in ("/usr/bin/ip", "/usr/sbin/ip")}):
+        if os.path.exists(path):
+            bind(empty, path)
 
 
 def remove_all(k, namespaces=()):
