@@ -352,7 +352,8 @@ pub async fn plan_with(
         probe_out,
     )
     .await?;
-    crate::k0s::private_address::fill_detected(&mut loaded.spec, &state.state, &reality);
+    crate::k0s::private_address::fill_detected(&mut loaded.spec, &state.state, &reality)
+        .map_err(Failure::error)?;
     crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality);
     crate::k0s::desired::note_running_controllers(&mut loaded.spec, &reality);
     // A destroy installs nothing: no version to choose, no release to look up.
@@ -435,7 +436,8 @@ pub async fn rederive_saved(
     saved
         .verify(&state.sealed_view(), &loaded.sha256, &reality)
         .map_err(SavedPlanFailure::Stale)?;
-    crate::k0s::private_address::fill_detected(&mut loaded.spec, &state.state, &reality);
+    crate::k0s::private_address::fill_detected(&mut loaded.spec, &state.state, &reality)
+        .map_err(|e| SavedPlanFailure::Other(Failure::error(e)))?;
     crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality);
     crate::k0s::desired::note_running_controllers(&mut loaded.spec, &reality);
     // The version is chosen again, as for a plan: the file's choice must be the same

@@ -160,12 +160,13 @@ pub fn detect(
 /// `privateAddress` gets the one k0sctl would find on it, and `private_address_detected_on`
 /// says where. A host the probe did not reach keeps the private address the state recorded for
 /// it (validated: the state is untrusted), so an unreachable host's plan does not change its
-/// peer address.
+/// peer address. Two hosts with one private address are refused, as k0sctl refuses them after
+/// its detection (`phase/validate_hosts.go` `validateUniquePrivateAddress`).
 pub fn fill_detected(
     spec: &mut crate::spec::Spec,
     state: &crate::state::State,
     reality: &crate::reality::Reality,
-) {
+) -> Result<(), String> {
     let probes = reality.probe_index();
     for h in spec
         .hosts
@@ -200,6 +201,29 @@ pub fn fill_detected(
             h.private_address_detected_on = Some(on);
         }
     }
+    let mut seen: std::collections::BTreeMap<&str, &crate::spec::HostSpec> = Default::default();
+    for h in &spec.hosts {
+        let Some(a) = h.private_address.as_deref() else {
+            continue;
+        };
+        if let Some(first) = seen.insert(a, h) {
+            return Err(format!(
+                "private address {a} is not unique: {} and {} both have it ({}); set \
+                 privateAddress (or privateInterface) on them",
+                first.ssh.address,
+                h.ssh.address,
+                [first, h]
+                    .iter()
+                    .map(|x| match &x.private_address_detected_on {
+                        Some(on) => format!("{}: found on {on}", x.ssh.address),
+                        None => format!("{}: privateAddress", x.ssh.address),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -321,7 +345,7 @@ default via 203.0.113.1 dev ens3 proto dhcp
                 access: Some(access),
             });
         }
-        fill_detected(&mut spec, &state, &reality);
+        fill_detected(&mut spec, &state, &reality).unwrap();
         let got: Vec<(Option<&str>, Option<&str>)> = spec
             .hosts
             .iter()
@@ -341,6 +365,15 @@ default via 203.0.113.1 dev ens3 proto dhcp
                 (None, None),
                 (Some("10.9.9.9"), None),
             ]
+        );
+        // The same address found on two hosts is refused.
+        spec.hosts[1].private_address = None;
+        spec.hosts[3].private_address = None;
+        reality.hosts[1].probe = reached(Some(parse_net(DUAL)));
+        let err = fill_detected(&mut spec, &state, &reality).unwrap_err();
+        assert!(
+            err.starts_with("private address 10.244.3.12 is not unique: 127.0.0.1 and 127.0.0.2"),
+            "{err}"
         );
     }
 
