@@ -108,6 +108,10 @@ pub struct HostFacts {
     /// mapping. Only compared with spec.k0s.config for the plan; never run or sent anywhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_config: Option<serde_json::Value>,
+    /// The host's IPv4 addresses and the routes k0sctl looks at to find its private address
+    /// (`k0s::private_address`). None when `ip` printed nothing or older probe files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetFacts>,
 }
 
 /// What a worker's token file holds, as far as k0s v1.35.1's start cares
@@ -303,4 +307,25 @@ impl HostFacts {
             .as_ref()
             .is_some_and(|s| s.storage_type.as_deref() == Some("kine"))
     }
+}
+
+/// What the probe learned of a host's network, validated (`k0s::private_address::parse_net`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NetFacts {
+    /// Scope-global IPv4 addresses, `ip -o -4 addr show scope global` order.
+    #[serde(default)]
+    pub addresses: Vec<IfAddress>,
+    /// `dev` of the first `ip route list scope global` line matching k0sctl's private pattern.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_route_dev: Option<String>,
+    /// `dev` of the first `default` route of `ip route list`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_route_dev: Option<String>,
+}
+
+/// One IPv4 address of an interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct IfAddress {
+    pub interface: String,
+    pub address: String,
 }

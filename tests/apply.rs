@@ -46,6 +46,7 @@ fn plan_of(steps: Vec<Step>) -> Plan {
         k0s_version: None,
         hooks_not_run: vec![],
         manifests: vec![],
+        private_addresses: vec![],
     }
 }
 
@@ -2071,6 +2072,7 @@ fn reset_refused_for_implausible_recorded_paths() {
         k0s_install_path: "/usr/local/bin/k0s".into(),
         data_dir: "/".into(),
         kubelet_root_dir: None,
+        cluster_address: None,
     });
     let plan = one_step(
         &c3,

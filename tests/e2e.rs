@@ -32,7 +32,12 @@ fn peer_urls(c: &Cluster, names: &[&str]) -> BTreeSet<String> {
 /// Every listed controller sees exactly `expected` members (by peer URL) and one identity.
 #[track_caller]
 fn assert_one_cluster(c: &Cluster, controllers: &[&str], expected: &[&str]) -> String {
-    let want = peer_urls(c, expected);
+    assert_one_cluster_of(c, controllers, peer_urls(c, expected))
+}
+
+/// Every listed controller sees exactly the members at the peer URLs `want`, and one identity.
+#[track_caller]
+fn assert_one_cluster_of(c: &Cluster, controllers: &[&str], want: BTreeSet<String>) -> String {
     let mut uids = BTreeSet::new();
     for name in controllers {
         let seen: BTreeSet<String> = c.members(name).into_values().collect();
@@ -1336,6 +1341,7 @@ fn hostile_state_address_runs_nothing_through_an_old_ssh_client() {
             k0s_install_path: "/usr/local/bin/k0s".into(),
             data_dir: "/var/lib/k0s".into(),
             kubelet_root_dir: None,
+            cluster_address: None,
         }),
     });
     let text = state.to_canonical_json().expect("json");
@@ -2155,31 +2161,7 @@ fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
             addr[i]
         )
     };
-    let write = |host: &str, path: &str, text: &str| {
-        c.lab.ssh_ok(
-            host,
-            &format!("mkdir -p /etc/k0s && printf '%s' '{text}' > {path} && chmod 600 {path}"),
-        );
-    };
-    write("c1", "/etc/k0s/k0s.yaml", &k0sctl_config(0));
-    c.lab.ssh_ok(
-        "c1",
-        "k0s config validate --config=/etc/k0s/k0s.yaml && k0s install controller --data-dir=/var/lib/k0s --config=/etc/k0s/k0s.yaml && k0s start",
-    );
-    wait_api_ready(&c, "c1");
-    for (i, h) in [(1, "c2"), (2, "c3")] {
-        let token = c.lab.ssh_ok(
-            "c1",
-            "k0s token create --role=controller --expiry=30m0s --data-dir=/var/lib/k0s",
-        );
-        write(h, "/etc/k0s/k0stoken", token.trim());
-        write(h, "/etc/k0s/k0s.yaml", &k0sctl_config(i));
-        c.lab.ssh_ok(
-            h,
-            "k0s install controller --data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken --config=/etc/k0s/k0s.yaml && k0s start",
-        );
-        c.eventually(60, "controller joined", || c.members("c1").len() == i + 1);
-    }
+    controllers_as_k0sctl(&c, &k0sctl_config);
     join_worker_as_k0sctl(&c, "w1", "--labels=zone=a,app=x -l kubelet=2 ");
     let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
     // k0s recorded the worker's flags its own way: labels sorted, every log level.
@@ -2228,11 +2210,47 @@ fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
 
+/// c1, c2 and c3 built as k0sctl builds controllers: `config(i)` as /etc/k0s/k0s.yaml on the
+/// i-th, k0sctl's `k0s install controller` lines (`cluster/host.go` `K0sInstallFlags`), c2 and
+/// c3 joined one at a time with a controller token in /etc/k0s/k0stoken.
+fn controllers_as_k0sctl(c: &Cluster, config: &dyn Fn(usize) -> String) {
+    let write = |host: &str, path: &str, text: &str| {
+        c.lab.ssh_ok(
+            host,
+            &format!("mkdir -p /etc/k0s && printf '%s' '{text}' > {path} && chmod 600 {path}"),
+        );
+    };
+    write("c1", "/etc/k0s/k0s.yaml", &config(0));
+    c.lab.ssh_ok(
+        "c1",
+        "k0s config validate --config=/etc/k0s/k0s.yaml && k0s install controller --data-dir=/var/lib/k0s --config=/etc/k0s/k0s.yaml && k0s start",
+    );
+    wait_api_ready(c, "c1");
+    for (i, h) in [(1, "c2"), (2, "c3")] {
+        let token = c.lab.ssh_ok(
+            "c1",
+            "k0s token create --role=controller --expiry=30m0s --data-dir=/var/lib/k0s",
+        );
+        write(h, "/etc/k0s/k0stoken", token.trim());
+        write(h, "/etc/k0s/k0s.yaml", &config(i));
+        c.lab.ssh_ok(
+            h,
+            "k0s install controller --data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken --config=/etc/k0s/k0s.yaml && k0s start",
+        );
+        c.eventually(60, "controller joined", || c.members("c1").len() == i + 1);
+    }
+}
+
 /// `name` joins through c1 as k0sctl joins a worker: a token in /etc/k0s/k0stoken (0600), then
 /// `k0s install worker` with the user's `flags` first, the data dir, the token file and
 /// `--kubelet-extra-args=--node-ip=<private address>` (k0sctl `cluster/host.go`
 /// `K0sInstallFlags`); waits until its Node is Ready.
 fn join_worker_as_k0sctl(c: &Cluster, name: &str, flags: &str) {
+    join_worker_as_k0sctl_at(c, name, flags, &c.lab.address(name));
+}
+
+/// [`join_worker_as_k0sctl`] with `node_ip` (the private address k0sctl found) as `--node-ip`.
+fn join_worker_as_k0sctl_at(c: &Cluster, name: &str, flags: &str, node_ip: &str) {
     let token = c.lab.ssh_ok(
         "c1",
         "k0s token create --role=worker --expiry=10m0s --data-dir=/var/lib/k0s",
@@ -2240,9 +2258,8 @@ fn join_worker_as_k0sctl(c: &Cluster, name: &str, flags: &str) {
     c.lab.ssh_ok(
         name,
         &format!(
-            "mkdir -p /etc/k0s && printf '%s' '{}' > /etc/k0s/k0stoken && chmod 600 /etc/k0s/k0stoken && k0s install worker {flags}--data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken '--kubelet-extra-args=--node-ip={}' && k0s start",
+            "mkdir -p /etc/k0s && printf '%s' '{}' > /etc/k0s/k0stoken && chmod 600 /etc/k0s/k0stoken && k0s install worker {flags}--data-dir=/var/lib/k0s --token-file=/etc/k0s/k0stoken '--kubelet-extra-args=--node-ip={node_ip}' && k0s start",
             token.trim(),
-            c.lab.address(name)
         ),
     );
     c.eventually(60, &format!("{name} Ready"), || {
@@ -5536,4 +5553,159 @@ fn config_status_and_edit_through_a_controller() {
         "{}",
         r.text()
     );
+}
+
+/// Lab options putting every host of `hosts` in its own network namespace of `kind`.
+fn cloud_hosts(hosts: &[(&str, &str)], kind: &str) -> LabOptions {
+    hosts
+        .iter()
+        .fold(LabOptions::default(), |o, (n, _)| o.net(n, kind))
+}
+
+fn private_of(c: &Cluster, name: &str) -> String {
+    c.lab
+        .host(name)
+        .private_address
+        .expect("a host with its own network")
+}
+
+/// Every listed controller sees the members at these private addresses, and one identity.
+#[track_caller]
+fn assert_members_at_private(c: &Cluster, controllers: &[&str]) -> String {
+    let want: BTreeSet<String> = controllers
+        .iter()
+        .map(|n| format!("http://{}:2380", private_of(c, n)))
+        .collect();
+    assert_one_cluster_of(c, controllers, want)
+}
+
+/// Issue 27.2: a cluster k0sctl built on cloud-like hosts ('public' eth0 where SSH goes, a
+/// private network on eth1 with a global route) from a spec with no `privateAddress`: k0sctl
+/// found each host's private address (`configurer/linux.go` `PrivateInterface`: the private
+/// route's interface; `PrivateAddress`: its first IPv4 address) and wrote it as `peerAddress`,
+/// a SAN after each controller's address (`phase/configure_k0s.go`) and each worker's
+/// `--node-ip` (`cluster/host.go`). k0sform finds the same addresses: adoption is a no-op, the
+/// plan after it exits 0, an upgrade and a controller replacement succeed, and the replaced
+/// controller's join is awaited at its private address (where k0s registers it).
+#[test]
+fn k0sctl_cluster_on_private_networks_is_adopted_upgraded_and_a_controller_replaced() {
+    require_lab!();
+    let hosts = ["c1", "c2", "c3", "w1", "w2"];
+    let spec_opts = SpecOptions {
+        private_address: false,
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
+        k0s_config: Some("spec:\n  telemetry:\n    enabled: false".into()),
+        ..SpecOptions::default()
+    };
+    let mut c = Cluster::with(
+        THREE_PLUS_TWO,
+        cloud_hosts(THREE_PLUS_TWO, "dual"),
+        spec_opts,
+    );
+    for h in hosts {
+        c.lab.install_double(h);
+    }
+    let sans: String = ["c1", "c2", "c3"]
+        .iter()
+        .map(|h| format!("    - {}\n    - {}\n", c.lab.address(h), private_of(&c, h)))
+        .collect();
+    let k0sctl_config = |i: usize| {
+        format!(
+            "# generated-by-k0sctl 2026-08-01T10:00:00Z\napiVersion: k0s.k0sproject.io/v1beta1\nkind: ClusterConfig\nspec:\n  api:\n    sans:\n{sans}  storage:\n    etcd:\n      peerAddress: {}\n  telemetry:\n    enabled: false\n",
+            private_of(&c, ["c1", "c2", "c3"][i])
+        )
+    };
+    controllers_as_k0sctl(&c, &k0sctl_config);
+    for w in ["w1", "w2"] {
+        join_worker_as_k0sctl_at(&c, w, "", &private_of(&c, w));
+    }
+    let uid = assert_members_at_private(&c, &["c1", "c2", "c3"]);
+
+    let before: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
+    c.run(&["apply", "-refresh-only", "-auto-approve"])
+        .expect(0);
+    let r = plan_changes_nothing(&c, &["-detailed-exitcode"]);
+    r.expect(0).contains("No changes").contains(&format!(
+        "{}: {} (eth1)",
+        c.lab.address("c2"),
+        private_of(&c, "c2")
+    ));
+    let after: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
+    assert_eq!(before, after, "adoption changed a host");
+    assert_eq!(
+        c.state_host("w1").expect("w1")["access"]["cluster_address"],
+        private_of(&c, "w1").as_str(),
+        "the state records the private address k0s uses"
+    );
+
+    // An upgrade: every host, nothing else.
+    let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
+    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
+    c.spec_opts.k0s_binary = Some(newer);
+    c.write_spec(&hosts);
+    let r = plan_changes_nothing(&c, &[]);
+    r.expect(0)
+        .contains("v1.33.4+k0s.0 → v1.33.5+k0s.0")
+        .contains("Plan: 0 to add, 5 to change");
+    assert!(!r.text().contains("k0s.yaml differs"), "{}", r.text());
+    c.apply().contains("Apply complete");
+    for h in hosts {
+        assert_eq!(c.lab.ssh_ok(h, "k0s version").trim(), "v1.33.5+k0s.0");
+    }
+
+    // A controller rebuilt on the same network is replaced; its join is awaited at its
+    // private address, where k0s registers the member.
+    c.lab.wipe("c3");
+    c.run(&["apply", "-auto-approve", "-replace", &c.lab.address("c3")])
+        .expect(0);
+    assert_eq!(assert_members_at_private(&c, &["c1", "c2", "c3"]), uid);
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// Issue 27: a cluster bootstrapped from scratch where every SSH address is NAT'd (the lab's
+/// loopback address, DNAT'd to the host's private address; nothing on the host has it): each
+/// host's private address is found as k0sctl finds it and is the etcd peer address, the API's
+/// SAN and the worker's `--node-ip`; the next plan says "No changes". Then a `privateAddress`
+/// that would move a running controller's peer address is refused (exit 3) with the steps.
+#[test]
+fn bootstrap_behind_nat_uses_private_addresses_and_refuses_a_peer_address_change() {
+    require_lab!();
+    let c = Cluster::with(
+        THREE_PLUS_ONE,
+        cloud_hosts(THREE_PLUS_ONE, "nat"),
+        SpecOptions {
+            private_address: false,
+            ..SpecOptions::default()
+        },
+    );
+    bootstrap(&c);
+    assert_members_at_private(&c, &["c1", "c2", "c3"]);
+    let unit = c
+        .lab
+        .ssh_ok("w1", "cat /etc/systemd/system/k0sworker.service");
+    assert!(
+        unit.contains(&format!("--node-ip={}", private_of(&c, "w1"))),
+        "{unit}"
+    );
+    let cfg = c.lab.ssh_ok("c2", "cat /etc/k0s/k0s.yaml");
+    assert!(
+        cfg.contains(&format!("peerAddress: {}", private_of(&c, "c2"))),
+        "{cfg}"
+    );
+    plan_changes_nothing(&c, &["-detailed-exitcode"])
+        .expect(0)
+        .contains("No changes");
+
+    // privateAddress = the SSH address: the running member's peer address would change.
+    let mut c = c;
+    c.spec_opts.private_address = true;
+    c.write_spec(&["c1", "c2", "c3", "w1"]);
+    let r = plan_changes_nothing(&c, &[]);
+    r.expect(3)
+        .contains(&format!(
+            "runs etcd with peer address {}; the spec would make it {}, the spec's privateAddress",
+            private_of(&c, "c1"),
+            c.lab.address("c1")
+        ))
+        .contains("member update");
 }

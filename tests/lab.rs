@@ -1448,3 +1448,148 @@ fn double_gates_flags_by_version_and_fails_reset_as_k0s() {
     );
     lab.exec_ok("c1", "test ! -e /etc/systemd/system/k0scontroller.service");
 }
+
+/// Slot K of a lab with network namespaces (its bridges, netns and nft table are named after it).
+fn net_slot(lab: &Lab) -> u64 {
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.dir().join("lab.json")).unwrap())
+            .unwrap();
+    info["net"]["slot"].as_u64().expect("lab.json net.slot")
+}
+
+fn listening(lab: &Lab, host: &str, port: u16) -> String {
+    lab.exec_ok(host, &format!("ss -Hltn sport = :{port}"))
+}
+
+/// Hosts in their own network namespaces (labnet.py): a private network on the lab's bridge, an
+/// SSH address that is not on the host (DNAT), two interfaces; nothing reaches this machine or
+/// leaves it; k0s's default peer address is the first interface's and etcd listens there;
+/// parallel labs get their own slots; teardown leaves no bridge, namespace or nft table.
+#[test]
+fn lab_netns_hosts_private_networks_nat_and_teardown() {
+    require_lab!();
+    let hosts = [
+        ("c1", "controller"),
+        ("c2", "controller"),
+        ("w1", "worker"),
+        ("w2", "worker"),
+    ];
+    let opts = || {
+        LabOptions::default()
+            .net("c1", "nat")
+            .net("c2", "dual")
+            .net("w1", "private")
+    };
+    let (mut lab, mut other) = std::thread::scope(|s| {
+        let a = s.spawn(|| Lab::create_with(&hosts, opts()));
+        let b = s.spawn(|| Lab::create_with(&hosts, opts()));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let k = net_slot(&lab);
+    assert_ne!(k, net_slot(&other), "parallel labs share a network slot");
+    let (c1, c2, w1) = (lab.host("c1"), lab.host("c2"), lab.host("w1"));
+    let c1_priv = c1.private_address.clone().unwrap();
+    let c2_priv = c2.private_address.clone().unwrap();
+    let c2_pub = c2.public_address.clone().unwrap();
+    assert_eq!(c1_priv, format!("10.244.{k}.11"));
+    assert_eq!(c2_pub, format!("100.64.{k}.12"));
+    // nat: SSH at a loopback address that is not on the host.
+    assert!(c1.address.starts_with("127."), "{c1:?}");
+    let addrs = lab.ssh_ok("c1", "ip -4 -o addr show");
+    assert!(addrs.contains(&format!(" {c1_priv}/24 ")), "{addrs}");
+    assert!(!addrs.contains(&c1.address), "{addrs}");
+    assert_eq!(lab.ssh_ok("c1", "hostname"), "c1\n");
+    // dual: SSH at the public address on eth0, the private one on eth1.
+    assert_eq!(c2.address, c2_pub);
+    let addrs = lab.ssh_ok("c2", "ip -4 -o addr show");
+    assert!(
+        addrs.contains(&format!("eth0    inet {c2_pub}/24")),
+        "{addrs}"
+    );
+    assert!(
+        addrs.contains(&format!("eth1    inet {c2_priv}/24")),
+        "{addrs}"
+    );
+    assert_eq!(
+        lab.ssh_ok("c2", "ip route list scope global"),
+        format!("10.245.{k}.0/24 via 10.244.{k}.1 dev eth1 \n")
+    );
+    assert_eq!(w1.address, w1.private_address.clone().unwrap());
+    // A host sharing this machine's namespace has no network of its own: `ip` is hidden there
+    // (it would show this machine's), so address detection finds nothing, as without `ip`.
+    let o = lab.ssh("w2", "ip -o -4 addr show scope global");
+    assert!(!o.status.success() && stdout(&o).is_empty(), "{o:?}");
+    // The other lab's hosts are on their own bridge.
+    assert_ne!(other.host("c1").private_address, c1.private_address);
+    // Hosts reach each other on the private network; not this machine, not the 'VPC' route,
+    // not the other lab.
+    let probe = |to: &str| {
+        lab.exec(
+            "c1",
+            &format!("timeout 3 /usr/bin/python3 -c 'import socket; socket.create_connection((\"{to}\", 22), timeout=1)'"),
+        )
+        .status
+        .success()
+    };
+    assert!(probe(&c2_priv));
+    assert!(
+        !probe(&format!("10.244.{k}.1")),
+        "a host reaches this machine"
+    );
+    assert!(
+        !probe(&format!("10.245.{k}.9")),
+        "a host's traffic leaves the lab"
+    );
+    assert!(!probe(&other.host("c1").private_address.unwrap()));
+    assert!(!probe(&c2_pub), "c1 has no 'public' interface");
+    // k0s's default peer address (no peerAddress): the first interface's first address.
+    bootstrap(&lab, "c1");
+    start_joining(&lab, "c1", "c2", "controller");
+    wait_ready(&lab, "c2");
+    let peers: BTreeSet<String> = members(&lab, "c1")["members"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        peers,
+        set(&[
+            &format!("http://{c1_priv}:2380"),
+            &format!("http://{c2_pub}:2380")
+        ])
+    );
+    assert!(listening(&lab, "c1", 2380).contains(&format!("{c1_priv}:2380")));
+    assert!(listening(&lab, "c2", 2380).contains(&format!("{c2_pub}:2380")));
+    // Torn down: nothing of either lab is left on this machine.
+    let other_k = net_slot(&other);
+    lab.teardown();
+    other.teardown();
+    for k in [k, other_k] {
+        for br in [format!("k0slab{k}p"), format!("k0slab{k}u")] {
+            assert!(
+                !std::path::Path::new(&format!("/sys/class/net/{br}")).exists(),
+                "{br}"
+            );
+        }
+        let netns = std::fs::read_dir("/run/netns")
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        assert!(
+            !netns.iter().any(|n| n.starts_with(&format!("k0slab{k}-"))),
+            "{netns:?}"
+        );
+        let nft = std::process::Command::new("nft")
+            .args(["list", "table", "ip", &format!("k0slab_{k}")])
+            .output()
+            .unwrap();
+        assert!(
+            !nft.status.success(),
+            "nft table k0slab_{k} survived teardown"
+        );
+    }
+}

@@ -253,6 +253,9 @@ struct RealHostCase {
     /// `k0s config create` on this host (k0s's defaults), when the probe got it.
     #[serde(default)]
     defaults: Option<String>,
+    /// The etcd peer address `k0s status` reports (default: the spec's for the host).
+    #[serde(default)]
+    peer_address: Option<String>,
     /// The storage type `k0s status` reports (default: what the desired k0s.yaml gives).
     #[serde(default)]
     storage: Option<String>,
@@ -559,7 +562,10 @@ fn build(case: &Case) -> Inputs {
                     workloads,
                     single_node: single,
                     args,
-                    peer_address: storage_of(&spec, hs, controller).0,
+                    peer_address: r
+                        .peer_address
+                        .clone()
+                        .or(storage_of(&spec, hs, controller).0),
                     storage_type: r.storage.clone().or(storage_of(&spec, hs, controller).1),
                     invocation_id: None,
                 });
@@ -3942,6 +3948,7 @@ fn recorded_k0s_paths_are_shown_and_implausible_ones_refused() {
         k0s_install_path: bin.into(),
         data_dir: data_dir.into(),
         kubelet_root_dir: kubelet.map(Into::into),
+        cluster_address: None,
     };
     let c03 = HostId::new("10.0.0.3", 22);
     let with = |case: &str, a: k0sform::state::HostAccess| {

@@ -32,6 +32,7 @@ fn default_access(ssh: SshTarget) -> HostAccess {
         k0s_install_path: "/usr/local/bin/k0s".into(),
         data_dir: "/var/lib/k0s".into(),
         kubelet_root_dir: None,
+        cluster_address: None,
     }
 }
 
@@ -511,6 +512,7 @@ async fn state_access_cannot_run_local_commands() {
         k0s_install_path: "/usr/local/bin/k0s".into(),
         data_dir: "var/lib/k0s; id > /tmp/x".into(),
         kubelet_root_dir: None,
+        cluster_address: None,
     });
     state.upsert_host(hc);
 

@@ -12,6 +12,7 @@ pub mod facts;
 pub mod host_env;
 pub mod kubeconfig;
 pub mod parse;
+pub mod private_address;
 pub mod probe_script;
 pub mod quirks;
 pub mod redact;

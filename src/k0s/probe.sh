@@ -56,6 +56,16 @@ emit service_env service_env
 etc_environment() { if [ -f /etc/environment ]; then show /etc/environment; fi; }
 emit etc_environment etc_environment
 emit etcd_data test -e "$dd/etcd/member/snap/db"
+# The host's IPv4 addresses and routes, as k0sctl reads them to find its private address
+# (configurer/linux.go PrivateInterface, PrivateAddress; its PATH): k0s::private_address.
+net() (
+  PATH=/usr/local/sbin:/usr/sbin:/sbin:$PATH
+  echo '@@net-addr'; ip -o -4 addr show scope global 2>/dev/null | head -n 256
+  echo '@@net-route'; ip route list scope global 2>/dev/null | head -n 256
+  echo '@@net-default'; ip route list 2>/dev/null | grep -m1 '^default'
+  return 0
+)
+emit net net
 if [ -f "$cfg" ]; then
   begin config_sha256; cfg_sha=$(sha256sum "$cfg"); r=$?; printf '%s' "$cfg_sha"; end config_sha256 "$r"
   emit config cat "$cfg"

@@ -539,6 +539,10 @@ fn parse_probe(
         f.k0s_version = f.status.as_ref().map(|st| st.version.clone());
     }
     f.view = view(&s);
+    // Validated line by line (`private_address::parse_net`); nothing printed: no facts.
+    f.net = sec("net")
+        .map(|x| super::private_address::parse_net(&x.out))
+        .filter(|n| *n != Default::default());
     if !files.is_empty() {
         let text = s.get("files").map(|x| x.out.as_str()).unwrap_or_default();
         f.files = parse_files(files, text).map_err(ProbeError::Host)?;

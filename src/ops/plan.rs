@@ -67,7 +67,7 @@ pub async fn plan_with<T: Transport + Clone + 'static>(
     diff_seen(loaded, state, (reality, desired, staging), opts).await
 }
 
-/// Diff what was seen: the running storage and controllers noted in the spec, the k0s version
+/// Diff what was seen: the private addresses found on hosts without `privateAddress`, the running storage and controllers noted in the spec, the k0s version
 /// chosen (a destroy installs nothing: no version to choose, no release to look up).
 pub(super) async fn diff_seen(
     mut loaded: Loaded,
@@ -75,6 +75,8 @@ pub(super) async fn diff_seen(
     (reality, mut desired, staging): (Reality, Desired, BTreeMap<HostId, Vec<String>>),
     opts: &PlanOptions,
 ) -> Result<Planned, Failure> {
+    crate::k0s::private_address::fill_detected(&mut loaded.spec, &state.state, &reality)
+        .map_err(Failure::error)?;
     crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality);
     crate::k0s::desired::note_running_controllers(&mut loaded.spec, &reality);
     let resolved = if opts.destroy {

@@ -9,7 +9,7 @@
 //! `resolve` (k0sctl defaults, paths, unsupported fields) → `validate` (offline rules).
 //!
 //! k0sctl fields k0sform does not implement (decided and documented in `resolve.rs`):
-//! errors: `winRM`, `localhost`, `privateInterface`;
+//! errors: `winRM`, `localhost`;
 //! warnings (ignored, the cluster is still what the file describes): `os`, `connect`
 //! hooks, `openSSH.disableMultiplexing`, a `keyPath`/`configPath` that does not exist yet.
 
@@ -37,4 +37,6 @@ pub(crate) use validate::{
     TargetFinding, is_user_name, json_field_problem, peer_url_problem, recorded_field_problem,
     remote_path_problem, target_findings,
 };
-pub use validate::{check_k0s_version, is_object_name, shell_words, valid_env_name};
+pub use validate::{
+    check_k0s_version, is_object_name, shell_words, valid_env_name, valid_interface,
+};

@@ -89,6 +89,11 @@ pub struct HostSpec {
     pub role: Role,
     pub ssh: SshTarget,
     pub private_address: Option<String>,
+    /// `privateInterface`: where k0sctl looks for the private address when none is given.
+    pub private_interface: Option<String>,
+    /// Set when `private_address` was not in the spec but found on the host as k0sctl finds
+    /// it (`k0s::private_address`): the interface it is on.
+    pub private_address_detected_on: Option<String>,
     pub hostname: Option<String>,
     /// Extra `k0s install` flags as written.
     pub install_flags: Vec<String>,
@@ -189,6 +194,8 @@ impl HostSpec {
             role,
             ssh,
             private_address: None,
+            private_interface: None,
+            private_address_detected_on: None,
             hostname: None,
             install_flags: Vec::new(),
             environment: BTreeMap::new(),

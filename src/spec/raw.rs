@@ -61,10 +61,12 @@ pub struct RawHost {
     /// Run on the machine running k0sctl: not supported by k0sform.
     #[serde(default)]
     pub localhost: Option<RawLocalhost>,
-    /// Network interface to take the private address from (not supported: use privateAddress).
+    /// Network interface to take the private address from when privateAddress is not set
+    /// (default: the interface of the first private global route, else the default route's).
     #[serde(default)]
     pub private_interface: Option<String>,
-    /// IP address etcd peers and kubelet use (default: the SSH address).
+    /// IP address etcd peers and kubelet use (default: found on the host as k0sctl finds it,
+    /// else the SSH address).
     #[serde(default)]
     pub private_address: Option<String>,
     /// Node name override (lower-cased).

@@ -5,7 +5,7 @@
 //!
 //! Fields k0sctl knows that k0sform does not implement are reported here. The rule: an **error**
 //! where carrying on would make apply do something different from what the file asks and the
-//! user could not tell (winRM and localhost hosts, `privateInterface`);
+//! user could not tell (winRM and localhost hosts);
 //! a **warning** where the field is ignored and the outcome is still the cluster the file
 //! describes (`os`, `connect.before` hooks, `openSSH.disableMultiplexing`). k0sctl's own
 //! smoke-test files use several of the latter and must keep loading.
@@ -251,14 +251,18 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
             return None;
         }
     };
-    if set(&h.private_interface).is_some() {
+    let private_interface = set(&h.private_interface);
+    if let Some(name) = &private_interface
+        && !crate::spec::valid_interface(name)
+    {
         sink.error_key(
             &format!("{p}.privateInterface"),
-            "not supported by k0sform: it does not detect addresses from interfaces; set `privateAddress` instead",
+            format!("{name:?} is not a network interface name (1-15 letters, digits, `_-.@`)"),
         );
     }
     let mut host = HostSpec::new(h.role, ssh, i + 1);
     host.private_address = set(&h.private_address);
+    host.private_interface = private_interface;
     // As written: k0sctl passes it so in `--hostname-override` (kubelet lower-cases the Node
     // name: `HostSpec::node_name`).
     host.hostname = set(&h.hostname);

@@ -740,6 +740,16 @@ fn unclosed_quote(s: &str) -> Option<char> {
     open
 }
 
+/// A Linux interface name as `ip` prints it: 1–15 bytes, none of `/`, `:` (alias suffixes are
+/// cut off before), whitespace or control characters. k0sctl's own pattern is `\w+`.
+pub fn valid_interface(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 15
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '@'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,6 +52,7 @@ pub fn reach(h: &HostState, spec: &Spec) -> Result<Reach, Vec<String>> {
             k0s_install_path,
             data_dir,
             kubelet_root_dir,
+            cluster_address: _,
         }) => {
             for (field, v) in [
                 ("k0sInstallPath", Some(&k0s_install_path)),

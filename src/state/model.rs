@@ -180,6 +180,11 @@ pub struct HostAccess {
     pub data_dir: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet_root_dir: Option<String>,
+    /// The address k0s uses on the host (etcd peer address, SAN, `--node-ip`) when the spec
+    /// gave one or one was found on the host as k0sctl finds it (src/k0s, address detection).
+    /// None: the SSH address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_address: Option<String>,
 }
 
 impl HostAccess {
@@ -189,6 +194,7 @@ impl HostAccess {
             k0s_install_path: h.k0s_install_path.clone(),
             data_dir: h.data_dir.clone(),
             kubelet_root_dir: h.kubelet_root_dir.clone(),
+            cluster_address: h.private_address.clone(),
         }
     }
 }

@@ -22,6 +22,9 @@ import sys
 import time
 import uuid
 
+sys.dont_write_bytecode = True  # no __pycache__ beside labnet.py in the repo
+import labnet  # noqa: E402
+
 LAB_PY = os.path.abspath(__file__)
 RANGES_DIR = "/tmp/k0sform-lab-ranges"
 SUDO_USER = "k0slab"
@@ -143,6 +146,14 @@ def fingerprint(pub_path):
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
+def own_address(h):
+    """The address the host has on its first interface: the SSH address, except for a host in
+    its own network namespace (its 'public' address, else its private one)."""
+    if not h.get("net"):
+        return h["address"]
+    return h.get("public_address") or h["private_address"]
+
+
 def keygen(path, comment):
     for p in (path, path + ".pub"):
         if os.path.exists(p):
@@ -241,8 +252,11 @@ class Lab:
     def write_host_config(self, info, h):
         hd = self.host_dir(h["name"])
         addr = h["address"]
+        # A host in its own network namespace listens on all of its addresses, as a cloud
+        # machine's sshd does; the others share this machine's and keep to their own address.
+        listen = "0.0.0.0" if h.get("net") else addr
         cfg = f"""# sshd of simulated host {h['name']} (k0sform lab)
-ListenAddress {addr}:{h['port']}
+ListenAddress {listen}:{h['port']}
 HostKey {HOST_LAB_DIR}/ssh_host_ed25519_key
 PidFile /run/sshd.pid
 AuthorizedKeysFile {HOST_LAB_DIR}/authorized_keys/%u
@@ -268,6 +282,14 @@ Subsystem sftp /usr/lib/openssh/sftp-server
             f.write(addr + "\n")
         with open(os.path.join(hd, "name"), "w") as f:
             f.write(h["name"] + "\n")
+        # The double reads this: a host with its own network namespace finds its own addresses
+        # as k0s does (internal/pkg/iface); the others use `address` as their own.
+        net_file = os.path.join(hd, "net")
+        if h.get("net"):
+            with open(net_file, "w") as f:
+                f.write(h["net"] + "\n")
+        elif os.path.exists(net_file):
+            os.unlink(net_file)
         ak = os.path.join(hd, "authorized_keys")
         os.makedirs(ak, exist_ok=True)
         with open(info["ssh_key"] + ".pub") as f:
@@ -302,7 +324,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         with open(os.path.join(disk, "hosts"), "w") as f:
             f.write(
                 "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-                f"{h['address']}\t{h['name']}\n"
+                f"{own_address(h)}\t{h['name']}\n"
             )
         open(os.path.join(disk, "environment"), "w").close()
         keygen(os.path.join(hd, "ssh_host_ed25519_key"), f"root@{h['name']}")
@@ -315,12 +337,14 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         hs = state["hosts"].get(name)
         return bool(hs) and pid_alive(hs.get("init_pid")) and pid_start_time(hs["init_pid"]) == hs.get("init_start")
 
-    def spawn(self, name):
-        """Boot one host: unshare → `lab.py _boot` as PID 1 of the host's namespaces."""
+    def spawn(self, name, netns=None):
+        """Boot one host: unshare → `lab.py _boot` as PID 1 of the host's namespaces (inside its
+        network namespace, when it has one: nsenter execs unshare, so the PID is unshare's)."""
         hd = self.host_dir(name)
         logf = open(os.path.join(hd, "init.log"), "ab")
+        enter = ["nsenter", f"--net={labnet.NETNS_DIR}/{netns}", "--"] if netns else []
         p = subprocess.Popen(
-            ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--uts",
+            enter + ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--uts",
              "--propagation", "private", "--mount-proc",
              "/usr/bin/python3", LAB_PY, "_boot", hd],
             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, cwd="/",
@@ -351,10 +375,10 @@ Subsystem sftp /usr/lib/openssh/sftp-server
             if self.is_on(state, name):
                 continue
             h = self.host(info, name)
-            if not can_bind(h["address"], h["port"]):
+            if not h.get("net") and not can_bind(h["address"], h["port"]):
                 raise LabError(f"{h['address']}:{h['port']} is busy: cannot power on {name}")
             self.write_host_config(info, h)
-            unshare_pid = self.spawn(name)
+            unshare_pid = self.spawn(name, h.get("netns"))
             started.append((name, h, unshare_pid))
         for name, h, unshare_pid in started:
             init_pid = self.find_init(unshare_pid)
@@ -406,11 +430,8 @@ def claim_range():
     random.shuffle(candidates)
     for a, b in candidates[:2000]:
         path = os.path.join(RANGES_DIR, f"127.{a}.{b}.lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = labnet.try_lock(path)
+        if fd is None:
             continue
         # A leftover of a crashed run may still listen here; skip such ranges.
         if not all(can_bind(f"127.{a}.{b}.{i}", 22) for i in (10, 11, 12)):
@@ -420,12 +441,12 @@ def claim_range():
     raise LabError("no free 127.x.y.0/24 range")
 
 
-def start_keeper(lab_dir, lock_fd, owner):
-    args = ["/usr/bin/python3", LAB_PY, "_keeper", lab_dir, "--lock-fd", str(lock_fd)]
+def start_keeper(lab_dir, lock_fds, owner):
+    args = ["/usr/bin/python3", LAB_PY, "_keeper", lab_dir] + [f"--lock-fd={fd}" for fd in lock_fds]
     if owner:
         args += ["--owner", str(owner), "--owner-start", str(pid_start_time(owner))]
     p = subprocess.Popen(
-        args, pass_fds=[lock_fd], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        args, pass_fds=list(lock_fds), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=open(os.path.join(lab_dir, "keeper.log"), "ab"), start_new_session=True, cwd="/",
     )
     return p.pid
@@ -480,19 +501,31 @@ def cmd_create(a):
     names = [n for n, _ in specs]
     if len(set(names)) != len(names):
         raise LabError("host names must be unique")
-    for n in list(a.sudo_user) + ([a.bastion] if a.bastion else []):
+    nets = labnet.parse_nets(a.net)
+    for n in list(a.sudo_user) + ([a.bastion] if a.bastion else []) + list(nets):
         if n not in names:
             raise LabError(f"unknown host {n!r}")
     ensure_mount_points()
     if a.sudo_user:
         ensure_sudo_user()
     prefix, lock_path, lock_fd = claim_range()
-    keeper = start_keeper(lab.dir, lock_fd, a.owner_pid)
-    os.close(lock_fd)
+    fds = [lock_fd]
+    slot = None
+    if nets:
+        try:
+            slot, _, net_fd = labnet.claim_slot()
+        except labnet.NetError:
+            os.close(lock_fd)
+            raise
+        fds.append(net_fd)
+    keeper = start_keeper(lab.dir, fds, a.owner_pid)
+    for fd in fds:
+        os.close(fd)
     with open(lock_path, "w") as f:
         json.dump({"dir": lab.dir, "keeper": keeper}, f)
-    write_json(lab.state_path, {"hosts": {}, "range": prefix, "lock": lock_path,
-                                "keeper_pid": keeper, "keeper_start": pid_start_time(keeper)})
+    write_json(lab.state_path, {"hosts": {}, "range": prefix, "lock": lock_path, "keeper_pid": keeper,
+                                "keeper_start": pid_start_time(keeper),
+                                **({"net": {"slot": slot, "netns": []}} if slot is not None else {})})
     key = os.path.join(lab.dir, "id_ed25519")
     keygen(key, "k0sform-lab")
     info = {"dir": lab.dir, "range": prefix + ".0/24", "ssh_key": key,
@@ -501,13 +534,19 @@ def cmd_create(a):
     if a.bastion:
         info["bastion"] = a.bastion
     try:
+        if slot is not None:
+            info["net"] = labnet.create_bridges(slot)
         for i, (name, role) in enumerate(specs):
             h = {"name": name, "role": role, "address": f"{prefix}.{11 + i}", "port": 22}
             if name in a.sudo_user:
                 h["sudo_user"] = SUDO_USER
+            if name in nets:
+                add_host_net(lab, slot, i, h, nets[name])
             os.makedirs(lab.host_dir(name))
             lab.make_disk(h)
             info["hosts"].append(h)
+        if slot is not None:
+            labnet.write_lab_rules(info)
         write_json(lab.info_path, info)
         lab.write_client_files(info)
         with DirLock(lab.dir):
@@ -518,11 +557,20 @@ def cmd_create(a):
     print(json.dumps(info, indent=2))
 
 
+def add_host_net(lab, slot, idx, h, kind):
+    """Gives host h (index idx in the lab) its own network namespace of the given kind."""
+    state = lab.state()
+    state["net"]["netns"].append(labnet.netns_name(slot, idx))  # recorded first: torn down if half made
+    write_json(lab.state_path, state)
+    h.update(labnet.create_host(slot, idx, kind))
+
+
 def teardown(lab):
     state = lab.state()
     for name in list(state["hosts"]):
         lab.power_off(name)
     state = lab.state()
+    labnet.remove_lab(state)
     if state.get("keeper_pid") and state["keeper_pid"] != os.getpid():
         kill_pid(state["keeper_pid"], state.get("keeper_start"), signal.SIGKILL)
         wait_dead(state["keeper_pid"])
@@ -580,6 +628,8 @@ def cmd_readdress(a):
     with DirLock(lab.dir):
         info = lab.info()
         h = lab.host(info, a.name)
+        if h.get("net"):
+            raise LabError(f"{a.name} has its own network namespace: readdress is for the others")
         prefix = info["range"].split("/")[0].rsplit(".", 1)[0]
         used = {x["address"] for x in info["hosts"]}
         if a.address:
@@ -611,9 +661,13 @@ def cmd_destroy(a):
         lab.host(info, a.name)
         lab.power_off(a.name)
         shutil.rmtree(lab.host_dir(a.name), ignore_errors=True)
+        gone = lab.host(info, a.name)
         info["hosts"] = [h for h in info["hosts"] if h["name"] != a.name]
         if info.get("bastion") == a.name:
             del info["bastion"]
+        if gone.get("netns"):
+            labnet.delete_host(gone["netns"])
+            labnet.write_lab_rules(info)
         write_json(lab.info_path, info)
         lab.write_client_files(info)
 
@@ -629,7 +683,7 @@ def cmd_exec(a):
         raise LabError("exec needs a command after --")
     pid = state["hosts"][a.name]["init_pid"]
     env = {"PATH": CLEAN_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root", "LOGNAME": "root"}
-    os.execvpe("nsenter", ["nsenter", "-t", str(pid), "-m", "-u", "-p", "--wd=/", "--"] + cmd, env)
+    os.execvpe("nsenter", ["nsenter", "-t", str(pid), "-m", "-u", "-p", "-n", "--wd=/", "--"] + cmd, env)
 
 
 def cmd_hide(a):
@@ -655,7 +709,8 @@ def cmd_status(a):
     for h in info["hosts"]:
         on = lab.is_on(state, h["name"])
         pid = state["hosts"][h["name"]]["init_pid"] if on else "-"
-        print(f"{h['name']:<12} {h['role']:<18} {h['address']:<16} {'on' if on else 'off':<4} {pid}")
+        net = f" {h['net']} {h['private_address']}" if h.get("net") else ""
+        print(f"{h['name']:<12} {h['role']:<18} {h['address']:<16} {'on' if on else 'off':<4} {pid}{net}")
 
 
 def cmd_teardown_all(a):
@@ -685,6 +740,8 @@ def cmd_teardown_all(a):
             elif d:
                 live.add(d)
             os.close(fd)
+    # Network slots no live keeper holds (their lab folder may be gone with its state.json).
+    labnet.remove_stale_slots()
     # Host processes whose lab folder vanished (or whose lab is not live) are leftovers.
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -818,6 +875,7 @@ def cmd_boot(a):
             open(src, "w").close()
         libc_mount(src, inside, None, MS_BIND, None)
     socket.sethostname(name)
+    labnet.hide_ip(HOST_LAB_DIR, lambda src, dst: libc_mount(src, dst, None, MS_BIND, None))
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     os.makedirs(SERVICE_RUN_DIR, exist_ok=True)
     os.chdir("/")
@@ -883,6 +941,9 @@ def cmd_keeper(a):
                 lock = cached.get("lock")
                 if lock and os.path.exists(lock):
                     os.unlink(lock)
+                for hs in cached.get("hosts", {}).values():
+                    wait_dead(hs.get("init_pid"))
+                labnet.remove_lab(cached)
             if os.path.isdir(lab.dir):
                 cached["hosts"] = {}
                 write_json(lab.state_path, cached)
@@ -899,6 +960,8 @@ def main(argv=None):
                    help=f"hosts where user {SUDO_USER} (passwordless sudo) may log in")
     c.add_argument("--bastion", help="host that others are reached through (ProxyJump)")
     c.add_argument("--owner-pid", type=int, help="tear the lab down when this process dies")
+    c.add_argument("--net", nargs="*", default=[], action="extend", metavar="HOST=KIND",
+                   help="host in its own network namespace: KIND private, nat or dual (labnet.py)")
     for name in ("power-on", "power-off", "wipe", "destroy"):
         s = sub.add_parser(name)
         s.add_argument("dir")
@@ -923,7 +986,7 @@ def main(argv=None):
     b.add_argument("hostdir")
     k = sub.add_parser("_keeper")
     k.add_argument("dir")
-    k.add_argument("--lock-fd", type=int)
+    k.add_argument("--lock-fd", type=int, action="append")
     k.add_argument("--owner", type=int)
     k.add_argument("--owner-start", type=int)
     a = p.parse_args(argv)
@@ -934,7 +997,7 @@ def main(argv=None):
     }
     try:
         handlers[a.command](a)
-    except LabError as err:
+    except (LabError, labnet.NetError) as err:
         print(f"lab.py: {err}", file=sys.stderr)
         return 1
     return 0

@@ -24,13 +24,24 @@ pub struct LabHost {
     pub host_key_fingerprint: String,
     pub machine_id: String,
     pub sudo_user: Option<String>,
+    /// `private`, `nat` or `dual` for a host in its own network namespace
+    /// (`testdata/lab/labnet.py`), `None` for one sharing this machine's.
+    pub net: Option<String>,
+    /// The host's address on the lab's private bridge (10.244.K.x), for `net` hosts.
+    pub private_address: Option<String>,
+    /// The host's address on the lab's 'public' bridge (100.64.K.x), for `dual` hosts.
+    pub public_address: Option<String>,
 }
 
-/// Extra lab features: which hosts accept the sudo user, which host is the bastion.
+/// Extra lab features: which hosts accept the sudo user, which host is the bastion, which
+/// hosts have their own network namespace.
 #[derive(Debug, Clone, Default)]
 pub struct LabOptions {
     pub sudo_users: Vec<String>,
     pub bastion: Option<String>,
+    /// (host, kind): `private` (SSH at its private address), `nat` (SSH at a loopback address
+    /// this machine DNATs to the private one), `dual` ('public' eth0 with SSH, private eth1).
+    pub nets: Vec<(String, String)>,
 }
 
 impl LabOptions {
@@ -41,6 +52,12 @@ impl LabOptions {
 
     pub fn bastion(mut self, host: &str) -> Self {
         self.bastion = Some(host.to_string());
+        self
+    }
+
+    /// Host `host` in its own network namespace of kind `kind` (`private`, `nat`, `dual`).
+    pub fn net(mut self, host: &str, kind: &str) -> Self {
+        self.nets.push((host.to_string(), kind.to_string()));
         self
     }
 }
@@ -174,6 +191,9 @@ impl Lab {
         if let Some(b) = &opts.bastion {
             cmd.arg("--bastion").arg(b);
         }
+        for (host, kind) in &opts.nets {
+            cmd.arg("--net").arg(format!("{host}={kind}"));
+        }
         run_checked(cmd, "lab.py create");
         Lab {
             dir: Some(dir),
@@ -208,6 +228,9 @@ impl Lab {
                 host_key_fingerprint: field(h, "host_key_fingerprint"),
                 machine_id: field(h, "machine_id"),
                 sudo_user: h["sudo_user"].as_str().map(str::to_string),
+                net: h["net"].as_str().map(str::to_string),
+                private_address: h["private_address"].as_str().map(str::to_string),
+                public_address: h["public_address"].as_str().map(str::to_string),
             })
             .collect()
     }

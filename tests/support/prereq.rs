@@ -28,7 +28,7 @@ const PATH_DIRS: [&str; 6] = [
 
 /// What the lab, the sshd fixture and the etcd fixture run (Debian packages in
 /// `testdata/lab/setup`).
-const PROGRAMS: [&str; 9] = [
+const PROGRAMS: [&str; 10] = [
     "/usr/sbin/sshd",
     "/usr/bin/etcd",
     "/usr/bin/etcdctl",
@@ -38,6 +38,7 @@ const PROGRAMS: [&str; 9] = [
     "unshare",
     "nsenter",
     "ip",
+    "nft",
 ];
 
 thread_local! {

@@ -12,6 +12,7 @@ mod hooks;
 mod host_plan;
 mod hosts;
 mod manifests;
+mod peer;
 mod quorum;
 mod refresh;
 mod removal;
@@ -181,6 +182,18 @@ impl Planner<'_> {
             k0s_version: None,
             hooks_not_run: body.hooks_not_run,
             manifests: Vec::new(),
+            private_addresses: self
+                .spec
+                .hosts
+                .iter()
+                .filter_map(|h| {
+                    Some(crate::plan::model::FoundAddress {
+                        host: h.id(),
+                        address: h.private_address.clone()?,
+                        found_on: h.private_address_detected_on.clone()?,
+                    })
+                })
+                .collect(),
         }
     }
 

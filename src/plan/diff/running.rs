@@ -20,6 +20,7 @@ impl Planner<'_> {
     ) -> Result<HostPlan, Refusal> {
         let h = &self.hosts[idx];
         self.refuse_datastore_switch(h, f, spec_host)?;
+        self.refuse_peer_change(h, f, spec_host)?;
         // In the cluster: version, then config and flags.
         let running_version = f
             .status

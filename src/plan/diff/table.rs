@@ -138,12 +138,7 @@ impl<'a> Planner<'a> {
             .find(|o| o.id != h.id && self.cluster.healthy.contains(&o.id))
             .map(|o| format!("{} ({})", o.name(), o.id))
             .unwrap_or_else(|| "a healthy controller".into());
-        let dd = &spec_host.data_dir;
-        let new_url = if new.contains(':') {
-            format!("https://[{new}]:2380")
-        } else {
-            format!("https://{new}:2380")
-        };
+        let update = super::peer::etcdctl_member_update(&spec_host.data_dir, &member, &new);
         Err(Refusal {
             kind: RefusalKind::PeerAddressChange,
             message: format!(
@@ -155,10 +150,7 @@ impl<'a> Planner<'a> {
             details: vec![
                 format!(
                     "{name}: 1. on {via}, change the member's peer URL with etcdctl (k0s's etcd \
-                     client certificate): etcdctl --endpoints=https://127.0.0.1:2379 \
-                     --cacert={dd}/pki/etcd/ca.crt --cert={dd}/pki/apiserver-etcd-client.crt \
-                     --key={dd}/pki/apiserver-etcd-client.key member update {member} \
-                     --peer-urls={new_url}"
+                     client certificate): {update}"
                 ),
                 format!(
                     "{name}: 2. k0sform state mv {from} {}; 3. k0sform apply (writes \
@@ -290,6 +282,7 @@ impl<'a> Planner<'a> {
             if let Some(sh) = h.spec {
                 role_check(h, f, sh)?;
                 self.refuse_datastore_switch(h, f, sh)?;
+                self.refuse_peer_change(h, f, sh)?;
             }
             return Ok(Some(HostPlan::new(
                 idx,

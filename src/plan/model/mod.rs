@@ -64,6 +64,19 @@ pub struct Plan {
     /// what happens to it (`crate::manifests`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub manifests: Vec<crate::manifests::ManifestChange>,
+    /// Hosts without `privateAddress` whose private address k0s uses (peerAddress, SAN,
+    /// `--node-ip`) was found on the host as k0sctl finds it (`k0s::private_address`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub private_addresses: Vec<FoundAddress>,
+}
+
+/// A private address found on a host (or kept from the state for a host not reached).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FoundAddress {
+    pub host: HostId,
+    pub address: String,
+    /// The interface it is on, or "recorded in the state".
+    pub found_on: String,
 }
 
 /// A host's hooks that do not run because the plan changes nothing on the host.

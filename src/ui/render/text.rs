@@ -271,6 +271,21 @@ fn hooks_and_warnings(p: &Painter, plan: &Plan, out: &mut String) {
         manifests_via,
         plan.has_changes(),
     ));
+    if !plan.private_addresses.is_empty() {
+        out.push_str(
+            "Private addresses (no privateAddress in the spec; found as k0sctl finds them):\n",
+        );
+        for a in &plan.private_addresses {
+            let _ = writeln!(
+                out,
+                "  {}: {} ({})",
+                escape(&a.host.to_string()),
+                escape(&a.address),
+                escape(&a.found_on)
+            );
+        }
+        out.push('\n');
+    }
     for w in &plan.warnings {
         let _ = writeln!(out, "{}: {}", p.paint(YELLOW, "Warning"), escape(w));
     }
