@@ -3,9 +3,11 @@
 //! place a version string is parsed; every file, host answer and index that names a version
 //! goes through [`K0sVersion::parse`], and it is always printed with its leading `v`.
 //!
-//! Not the `semver` crate: k0sproject/version compares pre-releases as plain strings (`rc.10`
-//! sorts before `rc.2`, where semver compares numbers) and orders `+k0s.N` build numbers, which
-//! semver ignores. The ordering here is k0sctl's, so a downgrade k0sctl refuses is refused here.
+//! The numbers are a `semver::Version` and compare as semver compares them. The rest is not
+//! semver's: k0sproject/version compares pre-releases as plain strings (`rc.10` sorts before
+//! `rc.2`, where semver compares numeric identifiers as numbers, and semver refuses `rc.01`,
+//! which k0sctl accepts) and orders `+k0s.N` build numbers, which semver ignores for precedence.
+//! The ordering here is k0sctl's, so a downgrade k0sctl refuses is refused here.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::cmp::Ordering;
@@ -20,7 +22,9 @@ const MAX_LEN: usize = 64;
 /// other build metadata (a dev build's `-258-gdff90cee9a`) does not count.
 #[derive(Debug, Clone)]
 pub struct K0sVersion {
-    numbers: [u32; 3],
+    /// major.minor.patch, no pre-release, no build: semver's order is k0sproject/version's
+    /// segment order. Each number fits a `u32` ([`K0sVersion::parse`] checks).
+    core: semver::Version,
     /// After the `-`, before any `+`; empty for a release.
     pre: String,
     /// N of `+k0s.N`, when the build part has one.
@@ -70,6 +74,7 @@ impl K0sVersion {
         for (i, p) in parts.iter().enumerate() {
             numbers[i] = p.parse().map_err(|_| bad("number too large"))?;
         }
+        let [major, minor, patch] = numbers.map(u64::from);
         let idents_ok = |s: &str| !s.is_empty() && s.split('.').all(|p| !p.is_empty());
         if pre.is_some_and(|p| !idents_ok(p)) {
             return Err(bad("bad pre-release part"));
@@ -85,7 +90,7 @@ impl K0sVersion {
             .find(|w| w[0] == "k0s")
             .and_then(|w| w[1].parse().ok());
         Ok(K0sVersion {
-            numbers,
+            core: semver::Version::new(major, minor, patch),
             pre: pre.unwrap_or_default().to_string(),
             k0s,
             build: build.to_string(),
@@ -94,8 +99,9 @@ impl K0sVersion {
 
     /// (major, minor, patch).
     pub fn numbers(&self) -> (u32, u32, u32) {
-        let [a, b, c] = self.numbers;
-        (a, b, c)
+        // `parse` stores only numbers that fit a u32.
+        let n = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
+        (n(self.core.major), n(self.core.minor), n(self.core.patch))
     }
 
     /// Is this version at least `major.minor.patch`, pre-releases of that release included
@@ -111,8 +117,7 @@ impl K0sVersion {
 
 impl fmt::Display for K0sVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let [a, b, c] = self.numbers;
-        write!(f, "v{a}.{b}.{c}")?;
+        write!(f, "v{}", self.core)?;
         if !self.pre.is_empty() {
             write!(f, "-{}", self.pre)?;
         }
@@ -131,11 +136,11 @@ impl FromStr for K0sVersion {
 }
 
 impl Ord for K0sVersion {
-    /// k0sproject/version `Compare`: the numbers; then a release above its pre-releases, and
-    /// pre-releases as plain strings; then a `k0s.N` build above none, and by N.
+    /// k0sproject/version `Compare`: the numbers (semver's order); then a release above its
+    /// pre-releases, and pre-releases as plain strings; then a `k0s.N` build above none, and by N.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.numbers
-            .cmp(&other.numbers)
+        self.core
+            .cmp(&other.core)
             .then_with(|| match (self.pre.is_empty(), other.pre.is_empty()) {
                 (true, false) => Ordering::Greater,
                 (false, true) => Ordering::Less,
@@ -287,6 +292,101 @@ mod tests {
                 }
                 s
             })
+    }
+
+    #[test]
+    fn orders_as_k0sproject_versions_total_order_test() {
+        // version_test.go `generateVersionOrdering` (testdata/version-ordering.txt), the
+        // three-number spellings: one group per line, equal within a group, groups ascending.
+        let mut groups: Vec<Vec<K0sVersion>> = Vec::new();
+        for maj in 0..2 {
+            for min in 0..2 {
+                for pat in 0..2 {
+                    for pre in ["-0", "-z", ""] {
+                        for k0s in ["", "+k0s.0", "+k0s.1"] {
+                            let metas = if k0s.is_empty() {
+                                vec!["", "+0", "+z"]
+                            } else {
+                                vec![k0s]
+                            };
+                            groups.push(
+                                metas
+                                    .iter()
+                                    .map(|m| v(&format!("{maj}.{min}.{pat}{pre}{m}")))
+                                    .collect(),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        for (i, gi) in groups.iter().enumerate() {
+            for (j, gj) in groups.iter().enumerate() {
+                for (a, b) in gi.iter().flat_map(|a| gj.iter().map(move |b| (a, b))) {
+                    assert_eq!(a.cmp(b), i.cmp(&j), "{a} vs {b}");
+                }
+            }
+        }
+    }
+
+    /// The ordering before it used `semver`: the oracle for the property below.
+    fn old_cmp(a: &K0sVersion, b: &K0sVersion) -> Ordering {
+        a.numbers()
+            .cmp(&b.numbers())
+            .then_with(|| match (a.pre.is_empty(), b.pre.is_empty()) {
+                (true, false) => Ordering::Greater,
+                (false, true) => Ordering::Less,
+                _ => a.pre.cmp(&b.pre),
+            })
+            .then_with(|| a.k0s.cmp(&b.k0s))
+    }
+
+    type Parts = ((u32, u32, u32), Option<String>, Option<String>);
+
+    /// Any version `parse` accepts, weighted to the parts where semver and k0sctl could differ:
+    /// numeric, leading-zero and mixed pre-release identifiers, build metadata around `k0s.N`.
+    fn any_parts() -> impl Strategy<Value = Parts> {
+        let number = prop_oneof![8 => 0u32..2, 1 => Just(u32::MAX), 1 => any::<u32>()];
+        let ident = "[0-9]{1,3}|[a-z0-9-]{1,4}|alpha|beta|rc|k0s";
+        let idents = proptest::collection::vec(ident, 1..4).prop_map(|p| p.join("."));
+        (
+            (number.clone(), number.clone(), number),
+            proptest::option::of(idents.clone()),
+            proptest::option::of(idents),
+        )
+    }
+
+    fn format_parts(((a, b, c), pre, build): &Parts) -> String {
+        let mut s = format!("v{a}.{b}.{c}");
+        if let Some(p) = pre {
+            s += &format!("-{p}");
+        }
+        if let Some(b) = build {
+            s += &format!("+{b}");
+        }
+        s
+    }
+
+    proptest! {
+        // A failing case is printed; nothing is written into the source tree.
+        #![proptest_config(ProptestConfig {
+            cases: 2000,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+        #[test]
+        fn orders_as_before_semver(a in any_parts(), mut b in any_parts(), same in any::<bool>()) {
+            // Half the pairs share their numbers: then the pre-release and build decide.
+            if same {
+                b.0 = a.0;
+            }
+            let (a, b) = (format_parts(&a), format_parts(&b));
+            prop_assume!(a.len() <= MAX_LEN && b.len() <= MAX_LEN);
+            let (x, y) = (v(&a), v(&b));
+            prop_assert_eq!(x.cmp(&y), old_cmp(&x, &y), "{} vs {}", a, b);
+            prop_assert_eq!(x.cmp(&x), Ordering::Equal);
+            prop_assert_eq!(x.to_string(), a);
+        }
     }
 
     proptest! {

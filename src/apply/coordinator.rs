@@ -9,7 +9,7 @@ use super::{
     StepContext, StepError, StepRunner, WorkerMsg, change_counts, emit, step_info,
 };
 use crate::plan::Plan;
-use crate::plan::graph::check_acyclic;
+use crate::plan::graph::ReadySet;
 use crate::state::{Intent, State};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -94,12 +94,9 @@ pub async fn run_plan<R: StepRunner>(
     checkpoint: &mut dyn Checkpoint,
     cancel: &Cancel,
 ) -> Result<ApplyReport, ApplyError> {
-    // Ids are indexes, edges point at existing steps, no cycle (a cycle would leave steps
-    // pending forever).
-    check_acyclic(&plan.steps).map_err(|e| ApplyError::InvalidPlan(e.to_string()))?;
     let (tx, rx) = mpsc::unbounded_channel::<WorkerMsg>();
     let cancel_rx = cancel.subscribe();
-    let mut drain = Drain::new(plan, state, runner, opts, sink, checkpoint, tx);
+    let mut drain = Drain::new(plan, state, runner, opts, sink, checkpoint, tx)?;
     if cancel.level() >= CancelLevel::Graceful {
         set_stop(&mut drain.stop, Stop::Cancelled);
     }
@@ -123,6 +120,10 @@ struct Drain<'a, R: StepRunner> {
     parallelism: usize,
     begun: Instant,
     status: Vec<Status>,
+    /// Pending steps whose dependencies all succeeded (the DAG's ready-set).
+    ready: ReadySet,
+    /// Staging steps that have not succeeded: while there are any, only staging steps start.
+    staging_left: usize,
     tx: mpsc::UnboundedSender<WorkerMsg>,
     set: JoinSet<Result<Vec<StateChange>, StepError>>,
     tasks: HashMap<tokio::task::Id, usize>,
@@ -146,7 +147,11 @@ impl<'a, R: StepRunner> Drain<'a, R> {
         sink: &'a mut dyn EventSink,
         checkpoint: &'a mut dyn Checkpoint,
         tx: mpsc::UnboundedSender<WorkerMsg>,
-    ) -> Self {
+    ) -> Result<Self, ApplyError> {
+        // Ids are indexes, edges point at existing steps, no cycle (a cycle would leave steps
+        // pending forever).
+        let ready =
+            ReadySet::new(&plan.steps).map_err(|e| ApplyError::InvalidPlan(e.to_string()))?;
         let n = plan.steps.len();
         let parallelism = opts.parallelism.max(1);
         let begun = Instant::now();
@@ -158,7 +163,7 @@ impl<'a, R: StepRunner> Drain<'a, R> {
                 parallelism,
             },
         );
-        Drain {
+        Ok(Drain {
             plan,
             state,
             runner,
@@ -168,6 +173,8 @@ impl<'a, R: StepRunner> Drain<'a, R> {
             parallelism,
             begun,
             status: vec![Status::Pending; n],
+            ready,
+            staging_left: plan.steps.iter().filter(|s| s.kind.is_preflight()).count(),
             tx,
             set: JoinSet::new(),
             tasks: HashMap::new(),
@@ -180,7 +187,7 @@ impl<'a, R: StepRunner> Drain<'a, R> {
                 .still_running_every
                 .max(std::time::Duration::from_millis(1)),
             next_note: HashMap::new(),
-        }
+        })
     }
 
     fn info(&self, i: usize) -> StepInfo {
@@ -245,24 +252,15 @@ impl<'a, R: StepRunner> Drain<'a, R> {
         // verified on its host), nothing else starts, so a failed download or checksum
         // stops the run before it changed anything anywhere but /etc/environment (which a
         // host's download follows: it may set the proxy the download needs).
-        let staging = plan
-            .steps
-            .iter()
-            .zip(&self.status)
-            .any(|(s, st)| s.kind.is_preflight() && !matches!(st, Status::Succeeded));
-        for (i, step) in plan.steps.iter().enumerate() {
-            if self.set.len() >= self.parallelism {
+        let staging = self.staging_left > 0;
+        let mut from = 0;
+        while self.set.len() < self.parallelism {
+            let Some(i) = self.ready.next_from(from) else {
                 break;
-            }
+            };
+            from = i + 1;
+            let step = &plan.steps[i];
             if staging && !step.kind.is_preflight() {
-                continue;
-            }
-            if !matches!(self.status[i], Status::Pending)
-                || !step
-                    .after
-                    .iter()
-                    .all(|&p| matches!(self.status[p], Status::Succeeded))
-            {
                 continue;
             }
             // Membership changes one at a time, whatever edges the plan has.
@@ -273,6 +271,7 @@ impl<'a, R: StepRunner> Drain<'a, R> {
             if membership {
                 self.membership_running = Some(i);
             }
+            self.ready.started(i);
             let started = Instant::now();
             self.status[i] = Status::Running {
                 started,
@@ -379,6 +378,10 @@ impl<'a, R: StepRunner> Drain<'a, R> {
                     self.state.intents.retain(|x| x != it);
                 }
                 self.status[i] = Status::Succeeded;
+                self.ready.succeeded(i);
+                if self.plan.steps[i].kind.is_preflight() {
+                    self.staging_left -= 1;
+                }
                 if let Err(e) = self.save(format!("after step {i}")) {
                     set_stop(&mut self.stop, Stop::Checkpoint(e));
                 }

@@ -1,10 +1,12 @@
 //! The step DAG: `Plan::steps` with their `after` edges as a petgraph graph, the acyclicity
-//! check, and reachability (used to prove that membership changes are strictly ordered). The
-//! executor orders steps by their `after` edges itself.
+//! check, reachability (used to prove that membership changes are strictly ordered) and the
+//! executor's ready-set ([`ReadySet`]).
 
 use super::model::Step;
+use petgraph::Direction::Outgoing;
 use petgraph::algo::{has_path_connecting, toposort};
 use petgraph::graph::{DiGraph, NodeIndex};
+use std::collections::BTreeSet;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GraphError {
@@ -77,6 +79,56 @@ pub fn precedes(steps: &[Step], a: usize, b: usize) -> bool {
     }
 }
 
+/// The steps whose dependencies have all succeeded and that have not started (cargo's
+/// `DependencyQueue`): each step counts its `after` edges still waiting, and a step that
+/// succeeds counts down its successors in the graph. Linear in steps plus edges over a run.
+#[derive(Debug)]
+pub struct ReadySet {
+    graph: DiGraph<usize, ()>,
+    /// Per step: how many of its `after` edges point at a step that has not succeeded.
+    waiting: Vec<usize>,
+    /// Ready and not started, by id: the order the executor starts them in.
+    ready: BTreeSet<usize>,
+}
+
+impl ReadySet {
+    /// The DAG of `steps`, checked (ids are positions, edges point at steps, no cycle), with
+    /// the steps that wait for nothing ready.
+    pub fn new(steps: &[Step]) -> Result<ReadySet, GraphError> {
+        check_acyclic(steps)?;
+        let graph = build(steps)?;
+        // A repeated edge counts twice here and is counted down twice (once per graph edge).
+        let waiting: Vec<usize> = steps.iter().map(|s| s.after.len()).collect();
+        let ready = (0..steps.len()).filter(|&i| waiting[i] == 0).collect();
+        Ok(ReadySet {
+            graph,
+            waiting,
+            ready,
+        })
+    }
+
+    /// The lowest ready step with id `from` or higher.
+    pub fn next_from(&self, from: usize) -> Option<usize> {
+        self.ready.range(from..).next().copied()
+    }
+
+    /// Step `i` started: it is no longer ready.
+    pub fn started(&mut self, i: usize) {
+        self.ready.remove(&i);
+    }
+
+    /// Step `i` succeeded: the steps whose last unfinished dependency it was become ready.
+    pub fn succeeded(&mut self, i: usize) {
+        for next in self.graph.neighbors_directed(NodeIndex::new(i), Outgoing) {
+            let n = next.index();
+            self.waiting[n] = self.waiting[n].saturating_sub(1);
+            if self.waiting[n] == 0 {
+                self.ready.insert(n);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +157,37 @@ mod tests {
             check_acyclic(&dangling),
             Err(GraphError::UnknownStep { step: 0, after: 7 })
         );
+    }
+
+    #[test]
+    fn ready_set_counts_down_dependencies() {
+        // 0 → {1, 2} → 3, with 3 waiting for 1 twice (a repeated edge), and 4 free.
+        let steps = vec![
+            step(0, vec![]),
+            step(1, vec![0]),
+            step(2, vec![0]),
+            step(3, vec![1, 2, 1]),
+            step(4, vec![]),
+        ];
+        let mut r = ReadySet::new(&steps).unwrap();
+        let all = |r: &ReadySet| {
+            std::iter::successors(r.next_from(0), |&i| r.next_from(i + 1)).collect::<Vec<_>>()
+        };
+        assert_eq!(all(&r), [0, 4]);
+        r.started(0);
+        r.started(4);
+        assert_eq!(all(&r), [] as [usize; 0]);
+        r.succeeded(0);
+        assert_eq!(all(&r), [1, 2]);
+        assert_eq!(r.next_from(2), Some(2));
+        r.started(1);
+        r.started(2);
+        r.succeeded(2);
+        assert_eq!(all(&r), [] as [usize; 0]);
+        r.succeeded(1);
+        assert_eq!(all(&r), [3]);
+        let cyc = vec![step(0, vec![1]), step(1, vec![0])];
+        assert!(matches!(ReadySet::new(&cyc), Err(GraphError::Cycle { .. })));
     }
 
     #[test]
