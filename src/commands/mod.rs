@@ -6,6 +6,7 @@ mod completion;
 mod graph;
 mod init;
 mod inputs;
+mod k0sctl_day2;
 mod kubeconfig;
 mod logging;
 mod plan;
