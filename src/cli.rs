@@ -448,22 +448,48 @@ impl RunArgs {
     /// `-dry-run`, or k0sctl's `DRY_RUN` variable (cmd/flags.go `dryRunFlag`). A value that is
     /// not a Go boolean is refused, as k0sctl refuses it: it may have meant a dry run.
     pub fn dry_run(&self) -> Result<bool, String> {
-        if self.dry_run {
-            return Ok(true);
-        }
-        match std::env::var("DRY_RUN") {
-            Ok(v) if v.is_empty() => Ok(false),
-            Ok(v) => go_bool(&v).ok_or_else(|| {
-                format!("DRY_RUN={v:?} is not a boolean (true, false, 1, 0): refusing to guess whether this is a dry run")
-            }),
-            Err(_) => Ok(false),
-        }
+        dry_run_requested(self.dry_run)
     }
 
     /// The run's deadline: `-timeout`, none when 0 or not given.
     pub fn deadline(&self) -> Option<std::time::Duration> {
         self.timeout.filter(|d| !d.is_zero())
     }
+}
+
+/// `-dry-run` given (`flag`), or k0sctl's `DRY_RUN` variable (cmd/flags.go `dryRunFlag`, taken
+/// by apply, reset, kubeconfig and backup). A value that is not a Go boolean is refused.
+pub fn dry_run_requested(flag: bool) -> Result<bool, String> {
+    if flag {
+        return Ok(true);
+    }
+    match std::env::var("DRY_RUN") {
+        Ok(v) if v.is_empty() => Ok(false),
+        Ok(v) => go_bool(&v).ok_or_else(|| {
+            format!("DRY_RUN={v:?} is not a boolean (true, false, 1, 0): refusing to guess whether this is a dry run")
+        }),
+        Err(_) => Ok(false),
+    }
+}
+
+/// k0sctl's flags of `kubeconfig` and `backup` (cmd/kubeconfig.go, cmd/backup.go) with no
+/// k0sform spelling of their own (`commands::k0sctl_day2`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct K0sctlDay2Args {
+    /// Say what would run and exit, running, reading and writing nothing (k0sctl's --dry-run,
+    /// also DRY_RUN=true)
+    #[arg(long = "dry-run", help_heading = K0SCTL_HEADING)]
+    pub dry_run: bool,
+    /// k0sctl's --force: there is no check here to turn off, so it changes nothing (a note
+    /// says so)
+    #[arg(long = "force", help_heading = K0SCTL_HEADING)]
+    pub force: bool,
+    /// k0sctl's --no-redact: nothing here is redacted, so it changes nothing (a note says so)
+    #[arg(long = "no-redact", help_heading = K0SCTL_HEADING)]
+    pub no_redact: bool,
+    /// k0sctl's --timeout (Go syntax: 90s, 10m; 0: never)
+    #[arg(long = "timeout", value_name = "DURATION", value_parser = parse_go_duration, help_heading = K0SCTL_HEADING)]
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// k0sctl apply's flags (cmd/apply.go) with no k0sform spelling of their own.
@@ -511,6 +537,8 @@ pub struct KubeconfigArgs {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub host_keys: HostKeyArgs,
+    #[command(flatten)]
+    pub k0sctl: K0sctlDay2Args,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -528,6 +556,12 @@ pub struct BackupArgs {
     pub output: Option<PathBuf>,
     #[command(flatten)]
     pub host_keys: HostKeyArgs,
+    #[command(flatten)]
+    pub k0sctl: K0sctlDay2Args,
+    /// k0sctl's --concurrency: backup asks one controller at a time, so it changes nothing (a
+    /// note says so)
+    #[arg(long = "concurrency", value_name = "N", help_heading = K0SCTL_HEADING)]
+    pub concurrency: Option<usize>,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -1486,3 +1486,111 @@ fn validate_checks_extra_manifests() {
     assert!(all.contains("k0sctl.yaml:12"), "{all}");
     assert!(all.contains("metadata.name is missing"), "{all}");
 }
+
+/// Issue 30: `kubeconfig` and `backup` take k0sctl's flags of those commands (cmd/kubeconfig.go,
+/// cmd/backup.go), with one dash or two: each goes on to the host, and the ones that change
+/// nothing say so before it.
+#[test]
+fn kubeconfig_and_backup_take_k0sctls_flags() {
+    let u = Unreachable::new();
+    let common: &[(&[&str], Option<&str>)] = &[
+        (&["--force"], Some("-force (k0sctl) changes nothing")),
+        (
+            &["--no-redact"],
+            Some("-no-redact (k0sctl) changes nothing"),
+        ),
+        (&["--timeout", "10m"], None),
+        (&["--timeout=0"], None),
+        (&["--debug"], None),
+        (&["-d"], None),
+        (&["--trace"], None),
+    ];
+    let backup_only: &[(&[&str], Option<&str>)] = &[
+        (
+            &["--concurrency", "3"],
+            Some("-concurrency (k0sctl) changes nothing"),
+        ),
+        (
+            &["--timeout", "10m"],
+            Some("-timeout (k0sctl) is not applied to backup"),
+        ),
+    ];
+    for cmd in ["kubeconfig", "backup"] {
+        let extra = if cmd == "backup" { backup_only } else { &[] };
+        for (flags, note) in common.iter().chain(extra) {
+            for dashes in ["--", "-"] {
+                let mut args = vec![cmd.to_string()];
+                args.extend(flags.iter().map(|f| match f.strip_prefix("--") {
+                    Some(rest) => format!("{dashes}{rest}"),
+                    None => f.to_string(),
+                }));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let o = u.run(&args);
+                failed_connecting(&o, &format!("{args:?}"));
+                if let Some(note) = note {
+                    assert!(stderr(&o).contains(note), "{args:?}: {}", stderr(&o));
+                }
+            }
+        }
+    }
+    // k0sctl's kubeconfig -timeout (0: never) is no note: it bounds the run.
+    let o = u.run(&["kubeconfig", "--timeout", "10m"]);
+    assert!(!stderr(&o).contains("Note:"), "{}", stderr(&o));
+}
+
+/// Issue 30: k0sctl's `--dry-run` (or `DRY_RUN=true`) on `kubeconfig` and `backup` says what
+/// would run and exits 0 without reaching a host: no kubeconfig printed or written, no archive.
+#[test]
+fn kubeconfig_and_backup_dry_runs_run_and_write_nothing() {
+    let u = Unreachable::new();
+    let kc = u.path("kc");
+    let archive = u.path("b.tar.gz");
+    let kc_s = kc.to_str().expect("utf-8");
+    let archive_s = archive.to_str().expect("utf-8");
+    for (args, env) in [
+        (vec!["kubeconfig", "--dry-run"], None),
+        (vec!["kubeconfig", "-dry-run", "-out", kc_s], None),
+        (vec!["kubeconfig"], Some("true")),
+        (vec!["backup", "--dry-run", "-o", archive_s], None),
+        (vec!["backup", "-o", archive_s], Some("1")),
+        (vec!["backup", "-dry-run"], None),
+    ] {
+        let env: Vec<(&str, &str)> = env.map(|v| ("DRY_RUN", v)).into_iter().collect();
+        let o = u.run_env(&args, &env);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        assert!(err.contains("Dry run:"), "{args:?}: {err}");
+        assert!(
+            !err.contains("127.0.0.1"),
+            "{args:?} reached the host: {err}"
+        );
+        assert_eq!(stdout(&o), "", "{args:?}");
+    }
+    assert!(!kc.exists() && !archive.exists());
+    let o = u.run_env(&["backup"], &[("DRY_RUN", "maybe")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is not a boolean"), "{}", stderr(&o));
+}
+
+/// Issue 30: k0sctl's `kubeconfig --timeout D` bounds the run: against a host that takes the
+/// connection and never answers, it fails once D is reached.
+#[test]
+fn kubeconfig_timeout_bounds_the_run() {
+    let u = Unreachable::new();
+    // Accepted by the kernel (the backlog), never answered: SSH waits for a banner.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = silent.local_addr().expect("addr").port();
+    let spec = std::fs::read_to_string(u.path("k0sctl.yaml")).expect("spec");
+    let spec = spec.replace("port: 1\n", &format!("port: {port}\n"));
+    std::fs::write(u.path("k0sctl.yaml"), spec).expect("spec");
+    let started = std::time::Instant::now();
+    let o = u.run(&["kubeconfig", "-timeout", "2s"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("-timeout 2s reached: no kubeconfig was read"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert_eq!(stdout(&o), "");
+}

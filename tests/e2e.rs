@@ -3467,17 +3467,7 @@ fn timed_node_ops(c: &Cluster, via: &str) -> Vec<(f64, String, String)> {
 #[test]
 fn upgraded_worker_is_back_only_when_its_node_reports_ready_anew() {
     require_lab!();
-    let hosts = [("c1", "controller"), ("w1", "worker")];
-    let mut c = Cluster::with(
-        &hosts,
-        LabOptions::default(),
-        SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
-            ..SpecOptions::default()
-        },
-    );
-    bootstrap(&c);
-    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    let mut c = c1_w1_on_v1_33_4_ready();
     const LATENCY: f64 = 6.0;
     for h in ["c1", "w1"] {
         c.lab.exec_ok(
@@ -3487,10 +3477,7 @@ fn upgraded_worker_is_back_only_when_its_node_reports_ready_anew() {
             ),
         );
     }
-    let newer = c.lab.k0s_double_with_version("v1.33.5+k0s.0");
-    c.spec_opts.k0s_version = Some("v1.33.5+k0s.0".parse().unwrap());
-    c.spec_opts.k0s_binary = Some(newer);
-    c.write_spec(&["c1", "w1"]);
+    to_k0s_version(&mut c, "v1.33.5+k0s.0", &["c1", "w1"]);
     c.apply().contains("Apply complete");
 
     let ops = timed_node_ops(&c, "c1");
@@ -4628,9 +4615,7 @@ fn node_watches_on(c: &Cluster, host: &str) -> Vec<String> {
 #[test]
 fn worker_join_waits_on_a_node_watch_and_leaves_none_running() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
-    c.write_spec(&["c1"]);
-    bootstrap(&c);
+    let c = c1_up_w1_w2_to_join();
     c.lab
         .exec_ok("w1", "printf 'join_latency 1\\n' > /etc/k0s-lab/k0s-knobs");
     c.lab.exec_ok(
@@ -5708,4 +5693,197 @@ fn bootstrap_behind_nat_uses_private_addresses_and_refuses_a_peer_address_change
             c.lab.address("c1")
         ))
         .contains("member update");
+}
+
+/// c1 and w1 bootstrapped on v1.33.4+k0s.0, w1's Node Ready.
+fn c1_w1_on_v1_33_4_ready() -> Cluster {
+    let c = Cluster::with(
+        &[("c1", "controller"), ("w1", "worker")],
+        LabOptions::default(),
+        SpecOptions {
+            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
+            ..SpecOptions::default()
+        },
+    );
+    bootstrap(&c);
+    c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
+    c
+}
+
+/// Point the spec of `hosts` at k0s `version`, the double of that version as k0sBinaryPath.
+fn to_k0s_version(c: &mut Cluster, version: &str, hosts: &[&str]) {
+    c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version(version));
+    c.spec_opts.k0s_version = Some(version.parse().unwrap());
+    c.write_spec(hosts);
+}
+
+/// A lab of c1, w1 and w2 with c1 bootstrapped alone: the workers are still to join.
+fn c1_up_w1_w2_to_join() -> Cluster {
+    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker"), ("w2", "worker")]);
+    c.write_spec(&["c1"]);
+    bootstrap(&c);
+    c
+}
+
+/// Start k0sform with `args` in the background, its output to `<lab>/<name>.out`.
+fn spawn_run(c: &Cluster, args: &[&str], name: &str) -> (std::process::Child, std::path::PathBuf) {
+    let out = c.lab.dir().join(format!("{name}.out"));
+    let file = std::fs::File::create(&out).expect("output file");
+    let child = c
+        .command(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(file.try_clone().expect("output file"))
+        .stderr(file)
+        .spawn()
+        .expect("spawn k0sform");
+    (child, out)
+}
+
+/// Wait up to `secs` for a run of `spawn_run` to end, and assert that it succeeded; panics,
+/// killing it, if it is still running then.
+#[track_caller]
+fn succeeds_within(mut child: std::process::Child, out: &std::path::Path, secs: u64) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let status = loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    let text = std::fs::read_to_string(out).unwrap_or_default();
+    match status {
+        Some(s) => assert!(s.success(), "k0sform failed ({s}):\n{text}"),
+        None => panic!("k0sform still running after {secs}s:\n{text}"),
+    }
+}
+
+/// Issue 30: k0sctl's `--no-wait` given on the command line (the spec asks for the wait) ends
+/// a worker's join once its Node has registered: apply returns while the Node is NotReady.
+/// Without it, apply waits until the Node is Ready.
+#[test]
+fn k0sctl_no_wait_flag_ends_a_join_once_the_node_registers() {
+    require_lab!();
+    let c = c1_up_w1_w2_to_join();
+    // Read where `kubectl get` runs: on c1, every Node shows Ready=Unknown.
+    c.lab
+        .exec_ok("c1", "printf 'node_grace -1\\n' > /etc/k0s-lab/k0s-knobs");
+    c.write_spec(&["c1", "w1"]);
+    let (run, out) = spawn_run(&c, &["apply", "-auto-approve", "--no-wait"], "no-wait");
+    succeeds_within(run, &out, 120);
+    assert_eq!(c.nodes("c1").get("w1"), Some(&false), "{:?}", c.nodes("c1"));
+    assert!(c.state_host("w1").is_some(), "w1 is not recorded");
+
+    // Without the flag: w2's Node registers, NotReady, and apply keeps waiting for it.
+    c.write_spec(&["c1", "w1", "w2"]);
+    let (mut run, out) = spawn_run(&c, &["apply", "-auto-approve"], "wait");
+    c.eventually(120, "w2's Node", || c.nodes("c1").contains_key("w2"));
+    std::thread::sleep(std::time::Duration::from_secs(8));
+    assert!(
+        matches!(run.try_wait(), Ok(None)),
+        "apply ended while w2 was NotReady:\n{}",
+        std::fs::read_to_string(&out).unwrap_or_default()
+    );
+    assert_eq!(c.nodes("c1").get("w2"), Some(&false));
+    // The Nodes show Ready again: the join ends.
+    c.lab.exec_ok("c1", "rm /etc/k0s-lab/k0s-knobs");
+    succeeds_within(run, &out, 120);
+    assert_eq!(c.nodes("c1").get("w2"), Some(&true));
+}
+
+/// Issue 30: k0sctl's upgrade flags on the command line, the spec setting none of them:
+/// `--evict-taint` taints the worker's Node (cordoned) before its drain and removes the taint
+/// once it is back; `--no-drain` upgrades it without any cordon or drain;
+/// `--disable-downgrade-check` lets a downgrade be planned and applied.
+#[test]
+fn k0sctl_upgrade_flags_taint_skip_the_drain_and_allow_a_downgrade() {
+    require_lab!();
+    let hosts = ["c1", "w1"];
+    let mut c = c1_w1_on_v1_33_4_ready();
+    // The upgraded kubelet posts 4 s after k0s is up: the Node stays cordoned and tainted that long.
+    c.lab.exec_ok(
+        "w1",
+        "printf 'kubelet_latency 4\\n' > /etc/k0s-lab/k0s-knobs",
+    );
+    // w1's Node, if c1 answers (its own upgrade restarts it).
+    let w1_node = |c: &Cluster| -> Option<serde_json::Value> {
+        let out = c.lab.ssh(
+            "c1",
+            "KUBECONFIG=/var/lib/k0s/pki/admin.conf k0s kubectl get node w1 -o json",
+        );
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).ok())
+            .flatten()
+    };
+    let evict_taint = |node: &serde_json::Value| {
+        node["spec"]["taints"].as_array().and_then(|ts| {
+            ts.iter()
+                .find(|t| t["key"] == "k0sctl.k0sproject.io/evict")
+                .cloned()
+        })
+    };
+
+    // --evict-taint: seen on the cordoned Node while the upgrade runs, gone after.
+    to_k0s_version(&mut c, "v1.33.5+k0s.0", &hosts);
+    let (mut run, out) = spawn_run(
+        &c,
+        &[
+            "apply",
+            "-auto-approve",
+            "--evict-taint=k0sctl.k0sproject.io/evict=true:NoExecute",
+        ],
+        "evict-taint",
+    );
+    let mut tainted = None;
+    while matches!(run.try_wait(), Ok(None)) && tainted.is_none() {
+        if let Some(node) = w1_node(&c) {
+            tainted = evict_taint(&node).map(|t| (t, node["spec"]["unschedulable"].clone()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    succeeds_within(run, &out, 180);
+    let (taint, cordoned) = tainted.expect("the evict taint was never on w1's Node");
+    assert_eq!(
+        taint,
+        serde_json::json!({"key": "k0sctl.k0sproject.io/evict", "value": "true", "effect": "NoExecute"})
+    );
+    assert_eq!(cordoned, true, "tainted but not cordoned");
+    let ops = node_ops(&c, "c1");
+    let w1_ops: Vec<&str> = ops
+        .iter()
+        .filter(|(_, n, _)| n == "w1")
+        .map(|(v, _, _)| v.as_str())
+        .collect();
+    assert_eq!(
+        w1_ops,
+        ["cordon", "taint", "drain", "uncordon", "taint"],
+        "{ops:#?}"
+    );
+    let node = w1_node(&c).expect("w1's Node");
+    assert_eq!(evict_taint(&node), None, "{node}");
+    assert!(node["spec"]["unschedulable"].is_null(), "{node}");
+    runs_swapped_in(&c, &hosts, "v1.33.5+k0s.0");
+
+    // --no-drain: upgraded, and no Node operation at all.
+    to_k0s_version(&mut c, "v1.33.6+k0s.0", &hosts);
+    c.run(&["apply", "-auto-approve", "--no-drain"]).expect(0);
+    assert_eq!(node_ops(&c, "c1"), ops, "a Node operation with --no-drain");
+    runs_swapped_in(&c, &hosts, "v1.33.6+k0s.0");
+
+    // --disable-downgrade-check: refused without it, planned and applied with it.
+    to_k0s_version(&mut c, "v1.33.5+k0s.0", &hosts);
+    c.run(&["apply", "-auto-approve"])
+        .expect(1)
+        .contains("would be downgraded from v1.33.6+k0s.0 to v1.33.5+k0s.0");
+    runs_swapped_in(&c, &hosts, "v1.33.6+k0s.0");
+    c.run(&["apply", "-auto-approve", "--disable-downgrade-check"])
+        .expect(0)
+        .contains("would be downgraded from v1.33.6+k0s.0 to v1.33.5+k0s.0");
+    runs_swapped_in(&c, &hosts, "v1.33.5+k0s.0");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }

@@ -1,7 +1,8 @@
 //! `k0sform kubeconfig [-user N] [-cluster N] [-address URL] [-out FILE]
-//! [-trust-new-host-keys=B]`: the admin kubeconfig of a healthy controller on stdout, or written
-//! 0600 to FILE. Reads the state; never writes it.
+//! [-trust-new-host-keys=B]` (and k0sctl's flags, `k0sctl_day2`): the admin kubeconfig of a
+//! healthy controller on stdout, or written 0600 to FILE. Reads the state; never writes it.
 
+use super::k0sctl_day2;
 use crate::cli::{GlobalArgs, KubeconfigArgs};
 use crate::exit::Exit;
 use crate::ops;
@@ -10,13 +11,25 @@ use crate::ops::kubeconfig::{self, Overrides};
 pub fn run(global: &GlobalArgs, args: &KubeconfigArgs) -> Exit {
     ops::with_ssh(|transport| async move {
         let (loaded, ctx) = super::load_inputs(global)?;
+        if k0sctl_day2::notes(&args.k0sctl, "kubeconfig")? {
+            // As k0sctl's GetKubeconfig.DryRun: nothing read, no kubeconfig printed.
+            eprintln!(
+                "Dry run: the admin kubeconfig would be read from the first healthy controller; nothing was read or written."
+            );
+            return Ok(Exit::Success);
+        }
         let over = Overrides {
             user: args.user.clone(),
             cluster: args.cluster.clone(),
             address: args.address.clone(),
         };
         let refuse = args.host_keys.refuse_first_contact();
-        let kc = kubeconfig::fetch(&loaded.spec, &ctx.state, &transport, &over, refuse).await?;
+        let kc = k0sctl_day2::within(
+            args.k0sctl.timeout,
+            "no kubeconfig was read",
+            kubeconfig::fetch(&loaded.spec, &ctx.state, &transport, &over, refuse),
+        )
+        .await?;
         match &args.out {
             Some(path) => {
                 kubeconfig::write(path, &kc)?;

@@ -7,6 +7,7 @@ mod config;
 mod graph;
 mod init;
 mod inputs;
+mod k0sctl_day2;
 mod kubeconfig;
 mod logging;
 mod plan;
