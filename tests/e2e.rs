@@ -1,6 +1,6 @@
 //! End-to-end scenarios in the lab: real sshd, real OpenSSH client, real etcd, the k0s double.
 //! Each scenario starts from its own lab. They are the k0sctl #603 cases and the safety rules of
-//! DESIGN.md, run through the k0sform binary exactly as an operator would.
+//! testdata/reference/DESIGN.md, run through the k0sform binary exactly as an operator would.
 
 use crate::support::e2e::{self, Cluster};
 use crate::support::lab::{self, LabOptions, SpecOptions};

@@ -1,5 +1,5 @@
 //! Pins the test lab (hosts look like separate machines over real SSH) and the fidelity of the
-//! k0s test double against the samples in reference/k0s-cli.md, including the etcd membership
+//! k0s test double against the samples in testdata/reference/k0s-cli.md, including the etcd membership
 //! failures that must happen for real. Needs root; run with `cargo test --test k0sform lab::`.
 
 use crate::support::lab::{self, Lab, LabOptions, SpecOptions, stderr, stdout};

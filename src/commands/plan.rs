@@ -29,7 +29,7 @@ async fn plan(
         ..super::plan_options(&args.target)?
     };
     // The lock is held while the state is read and the hosts are probed, so a plan never reads
-    // a state an apply is half-way through (-lock=false skips it; DESIGN.md exit 4 when held).
+    // a state an apply is half-way through (-lock=false skips it; testdata/reference/DESIGN.md exit 4 when held).
     let loaded = ops::load_spec(&global.config)?;
     let store = super::open_store(global)?;
     let _lock = if args.lock {

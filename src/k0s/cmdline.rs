@@ -1,4 +1,4 @@
-//! k0s command lines (reference/k0s-cli.md). Each function returns a `RemoteCommand`: an argv run
+//! k0s command lines (testdata/reference/k0s-cli.md). Each function returns a `RemoteCommand`: an argv run
 //! as root with a timeout (k0s's etcd and kubectl calls have none of their own).
 
 use super::TokenRole;

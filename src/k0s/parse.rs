@@ -1,4 +1,4 @@
-//! Parsers of k0s output and classifiers of k0s error lines (reference/k0s-cli.md §1–5).
+//! Parsers of k0s output and classifiers of k0s error lines (testdata/reference/k0s-cli.md §1–5).
 
 use super::K0sError;
 use crate::reality::K0sStatus;
@@ -294,7 +294,7 @@ mod tests {
         }
     }
 
-    /// reference/k0s-cli.md §2, k0sctl issue #471 (v1.26.2), with the abbreviated parts filled in.
+    /// testdata/reference/k0s-cli.md §2, k0sctl issue #471 (v1.26.2), with the abbreviated parts filled in.
     const STATUS_SAMPLE: &str = r#"{
    "Version": "v1.26.2+k0s.1",
    "Pid": 719,

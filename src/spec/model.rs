@@ -1,5 +1,5 @@
 //! The resolved cluster spec: what the rest of k0sform reads after loading, defaulting and
-//! validation. Field meanings and defaults follow k0sctl (reference/k0sctl.md §1).
+//! validation. Field meanings and defaults follow k0sctl (testdata/reference/k0sctl.md §1).
 
 use crate::hostid::HostId;
 pub use crate::version::K0sVersion;

@@ -1,4 +1,4 @@
-//! The state file's model (DESIGN.md "Files"). Plain data; every write goes through `state::store`.
+//! The state file's model (testdata/reference/DESIGN.md "Files"). Plain data; every write goes through `state::store`.
 
 use crate::hostid::HostId;
 use crate::spec::Role;

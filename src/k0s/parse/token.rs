@@ -93,7 +93,7 @@ mod tests {
         base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap())
     }
 
-    /// reference/k0s-cli.md §3.4, as client-go writes it.
+    /// testdata/reference/k0s-cli.md §3.4, as client-go writes it.
     const TOKEN_KUBECONFIG: &str = "apiVersion: v1
 clusters:
 - cluster:

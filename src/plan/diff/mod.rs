@@ -1,4 +1,4 @@
-//! `diff`: the decision table of DESIGN.md. Spec, state, probed reality and the caller's desired
+//! `diff`: the decision table of testdata/reference/DESIGN.md. Spec, state, probed reality and the caller's desired
 //! facts go in; a plan (per-host changes with reasons, and a DAG of steps) or a refusal comes out.
 //! Pure: no I/O, no clock; hosts are visited in sorted order so the same inputs give the same plan.
 

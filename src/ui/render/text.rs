@@ -1,4 +1,4 @@
-//! The plan as people read it: the human text of DESIGN.md "Plan text" (colour only when the
+//! The plan as people read it: the human text of testdata/reference/DESIGN.md "Plan text" (colour only when the
 //! caller says so), in the order it is written: heading, notices, one block per change, hooks
 //! and warnings, summary. Names, reasons, details, diffs and warnings can carry text from hosts:
 //! they go through `escape`, so no host can write terminal controls above the `yes` prompt.
