@@ -2174,14 +2174,7 @@ fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
         "{unit}"
     );
 
-    let before: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
-    c.run(&["apply", "-refresh-only", "-auto-approve"])
-        .expect(0);
-    plan_changes_nothing(&c, &["-detailed-exitcode"])
-        .expect(0)
-        .contains("No changes");
-    let after: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
-    assert_eq!(before, after, "adoption changed a host");
+    adopt_changes_nothing(&c, &hosts);
     assert_eq!(c.state_json()["cluster"]["uid"], uid.as_str());
 
     // A version bump upgrades every host and nothing else: no config rewrite, no flag change.
@@ -2208,6 +2201,20 @@ fn cluster_built_by_k0sctl_is_adopted_and_plans_no_changes() {
         uid
     );
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// Adopt the running `hosts` with `apply -refresh-only` (exit 0): the next
+/// `plan -detailed-exitcode` exits 0 with "No changes", and no host changed.
+#[track_caller]
+fn adopt_changes_nothing(c: &Cluster, hosts: &[&str]) {
+    let before: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
+    c.run(&["apply", "-refresh-only", "-auto-approve"])
+        .expect(0);
+    plan_changes_nothing(c, &["-detailed-exitcode"])
+        .expect(0)
+        .contains("No changes");
+    let after: Vec<String> = hosts.iter().map(|h| c.host_snapshot(h)).collect();
+    assert_eq!(before, after, "adoption changed a host");
 }
 
 /// c1, c2 and c3 built as k0sctl builds controllers: `config(i)` as /etc/k0s/k0s.yaml on the
@@ -5885,5 +5892,81 @@ fn k0sctl_upgrade_flags_taint_skip_the_drain_and_allow_a_downgrade() {
         .expect(0)
         .contains("would be downgraded from v1.33.6+k0s.0 to v1.33.5+k0s.0");
     runs_swapped_in(&c, &hosts, "v1.33.5+k0s.0");
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
+}
+
+/// Issue 27.3: a cluster k0sctl built from a spec with no `spec.k0s.config`. k0sctl's base is
+/// the leader's existing k0s.yaml, else `k0s config create` on the leader (k0sctl
+/// `phase/configure_k0s.go` `Prepare`), extended by every controller's address in
+/// `spec.api.sans`; `configFor` then sets each controller's `storage.etcd.peerAddress` to its
+/// own (private) address, so every controller carries the leader's `api.address` and defaults.
+/// Adopted with `apply -refresh-only`, the next plan changes nothing; a version bump upgrades
+/// every host without rewriting k0s.yaml or changing a flag; a wiped controller is replaced.
+#[test]
+fn k0sctl_cluster_without_a_config_is_adopted_upgraded_and_a_controller_replaced() {
+    require_lab!();
+    let hosts = ["c1", "c2", "c3", "w1"];
+    let spec_opts = SpecOptions {
+        k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
+        k0s_config: None,
+        ..SpecOptions::default()
+    };
+    let mut c = Cluster::with(THREE_PLUS_ONE, LabOptions::default(), spec_opts);
+    for h in hosts {
+        c.lab.install_double(h);
+    }
+    // No k0s.yaml on the leader yet: the base is `k0s config create` there.
+    let base = c.lab.ssh_ok("c1", "k0s config create");
+    let addr: Vec<String> = ["c1", "c2", "c3"]
+        .iter()
+        .map(|h| c.lab.address(h))
+        .collect();
+    let sans: String = addr.iter().map(|a| format!("    - {a}\n")).collect();
+    let k0sctl_config = |i: usize| {
+        let own_sans = format!("    - {}\n", addr[0]);
+        let own_peer = format!("      peerAddress: {}\n", addr[0]);
+        assert_eq!(base.matches(&own_sans).count(), 1, "{base}");
+        assert_eq!(base.matches(&own_peer).count(), 1, "{base}");
+        let cfg = base.replacen(&own_sans, &sans, 1).replacen(
+            &own_peer,
+            &format!("      peerAddress: {}\n", addr[i]),
+            1,
+        );
+        format!("# generated-by-k0sctl 2026-08-01T10:00:0{i}Z\n{cfg}")
+    };
+    controllers_as_k0sctl(&c, &k0sctl_config);
+    join_worker_as_k0sctl(&c, "w1", "");
+    let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
+    let leader_api = format!("    address: {}\n", addr[0]);
+    assert!(
+        k0sctl_config(2).contains(&leader_api),
+        "{}",
+        k0sctl_config(2)
+    );
+
+    adopt_changes_nothing(&c, &hosts);
+
+    let r = plan_upgrade_to_v1_33_5(&mut c, &hosts);
+    assert!(!r.text().contains("k0s.yaml differs"), "{}", r.text());
+    assert!(!r.text().contains("install flags differ"), "{}", r.text());
+    c.apply().contains("Apply complete");
+    for (i, h) in ["c1", "c2", "c3"].iter().enumerate() {
+        assert_eq!(
+            c.lab.ssh_ok(h, "cat /etc/k0s/k0s.yaml"),
+            k0sctl_config(i),
+            "{h}: the upgrade rewrote k0sctl's k0s.yaml"
+        );
+    }
+    for h in hosts {
+        assert_eq!(c.lab.ssh_ok(h, "k0s version").trim(), "v1.33.5+k0s.0");
+    }
+
+    c.lab.wipe("c3");
+    c.run(&["apply", "-auto-approve", "-replace", &c.lab.address("c3")])
+        .expect(0);
+    assert_eq!(
+        assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]),
+        uid
+    );
     c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }

@@ -39,24 +39,80 @@ pub fn storage_type(spec: &Spec) -> String {
     resolved_storage_type(config, single)
 }
 
-/// k0sctl's base when `spec.k0s.config` is empty is the leader's existing k0s.yaml, and only
-/// without one `k0s config create` (k0sctl `phase/configure_k0s.go` `Prepare`). Of that file
-/// k0sform keeps the datastore: where the first running controller of the spec runs kine (a
-/// `single` host whose k0s.yaml has no `storage:` key, as earlier k0sform versions wrote it),
-/// the spec's config becomes `spec.storage.type: kine`, which k0s reads the same. Run after
-/// the probe, before planning; the planner and the executor then see the same spec.
-pub fn keep_running_storage(spec: &mut Spec, reality: &crate::reality::Reality) {
-    if spec.k0s.config.is_some() {
-        return;
+/// k0sctl's base when `spec.k0s.config` is empty (absent or `{}`) is the leader's existing
+/// k0s.yaml, and only without one `k0s config create` (k0sctl `phase/configure_k0s.go`
+/// `Prepare`). The leader is the first controller of the spec, not being reset, that runs k0s,
+/// else the first one (k0sctl `cluster/spec.go` `K0sLeader`). So on a cluster k0sctl built
+/// from such a spec every controller carries what `k0s config create` printed on the leader
+/// (its `api.address` included) and whatever was added to the leader's file by hand: that file
+/// becomes the spec's config here, and every controller's k0s.yaml is built on it as k0sctl
+/// builds it (SANs, peer address). A running leader without a k0s.yaml keeps its datastore:
+/// where it runs kine (a `single` host started with no config), the config becomes
+/// `spec.storage.type: kine`, which k0s reads the same. Not with `dynamicConfig` (k0sctl gives
+/// running clusters only the node part of the spec's own config there). Run after the probe,
+/// before planning; the planner and the executor then see the same spec. The file is host
+/// output: it must be a YAML mapping, and one a `-probe-out` file kept whole (not redacted).
+pub fn keep_running_storage(
+    spec: &mut Spec,
+    reality: &crate::reality::Reality,
+) -> Result<(), String> {
+    let empty = match &spec.k0s.config {
+        None => true,
+        Some(Value::Object(m)) => m.is_empty(),
+        Some(_) => false,
+    };
+    if !empty || spec.k0s.dynamic_config {
+        return Ok(());
     }
     let probes = reality.probe_index();
-    let leader = spec.controllers().filter(|h| !h.reset).find_map(|h| {
-        let f = probes.at(&h.ssh.address, h.ssh.port)?.facts()?;
-        f.status.as_ref()?.storage_type.clone()
-    });
-    if leader.as_deref() == Some("kine") {
-        spec.k0s.config = Some(serde_json::json!({"spec": {"storage": {"type": "kine"}}}));
-    }
+    let facts = |h: &HostSpec| probes.at(&h.ssh.address, h.ssh.port)?.facts();
+    let leader = spec
+        .controllers()
+        .filter(|h| !h.reset)
+        .find(|h| facts(h).is_some_and(|f| f.status.is_some()))
+        .or_else(|| spec.controllers().find(|h| !h.reset));
+    let Some(leader) = leader else {
+        return Ok(());
+    };
+    let Some(f) = facts(leader) else {
+        return Ok(());
+    };
+    let config = match (&f.config_text, &f.config_sha256) {
+        (Some(text), Some(_)) => {
+            let doc: Value = serde_saphyr::from_str(text).map_err(|e| {
+                format!(
+                    "{}: its k0s.yaml, the base of every controller's k0s.yaml while \
+                     spec.k0s.config is empty (as k0sctl), is not YAML: {}",
+                    leader.id(),
+                    crate::escape::escape(&e.to_string())
+                )
+            })?;
+            if !doc.is_object() {
+                return Err(format!(
+                    "{}: its k0s.yaml, the base of every controller's k0s.yaml while \
+                     spec.k0s.config is empty (as k0sctl), is not a mapping",
+                    leader.id()
+                ));
+            }
+            doc
+        }
+        (Some(_), None) => {
+            return Err(format!(
+                "{}: its k0s.yaml is the base of every controller's k0s.yaml while \
+                 spec.k0s.config is empty (as k0sctl), but the probe file has it redacted",
+                leader.id()
+            ));
+        }
+        (None, _) => {
+            let kine = f.status.as_ref().and_then(|s| s.storage_type.as_deref()) == Some("kine");
+            if !kine {
+                return Ok(());
+            }
+            serde_json::json!({"spec": {"storage": {"type": "kine"}}})
+        }
+    };
+    spec.k0s.config = Some(config);
+    Ok(())
 }
 
 /// Record whether a controller of the spec runs k0s (`K0sSpec::controllers_run`): with dynamic
@@ -430,9 +486,9 @@ mod tests {
             }],
         };
         let mut s = spec(vec![single.clone()], None);
-        keep_running_storage(&mut s, &reality("etcd"));
+        keep_running_storage(&mut s, &reality("etcd")).unwrap();
         assert_eq!(s.k0s.config, None);
-        keep_running_storage(&mut s, &reality("kine"));
+        keep_running_storage(&mut s, &reality("kine")).unwrap();
         assert_eq!(host_storage_type(&s, &single), "kine");
         assert!(!config_yaml(&s, &single).contains("etcd"));
         // A config of the spec's own is the user's word.
@@ -440,8 +496,62 @@ mod tests {
             vec![single.clone()],
             Some(json!({"spec": {"storage": {"type": "etcd"}}})),
         );
-        keep_running_storage(&mut s, &reality("kine"));
+        keep_running_storage(&mut s, &reality("kine")).unwrap();
         assert_eq!(host_storage_type(&s, &single), "etcd");
+    }
+
+    #[test]
+    fn the_running_leaders_k0s_yaml_is_the_base_without_a_config() {
+        use crate::reality::{HostFacts, HostReality, K0sStatus, Probe, Reality};
+        let c1 = host(Role::Controller, "10.0.0.1");
+        let c2 = host(Role::Controller, "10.0.0.2");
+        let facts = |running: bool, text: Option<&str>, sha: bool| {
+            Probe::Reached(Box::new(HostFacts {
+                status: running
+                    .then(|| K0sStatus::running("v1.33.4+k0s.0".parse().unwrap(), 1, "controller")),
+                config_text: text.map(str::to_string),
+                config_sha256: sha.then(|| "0".repeat(64)),
+                ..Default::default()
+            }))
+        };
+        let leader_yaml = "# generated-by-k0sctl\nspec:\n  api:\n    address: 10.0.0.1\n  telemetry:\n    enabled: false\n";
+        // c1 is not running: c2, the first running controller, is k0sctl's leader.
+        let reality = |c2_text: &str, sha: bool| Reality {
+            hosts: vec![
+                HostReality {
+                    id: c1.id(),
+                    probe: facts(false, Some("spec: {}\n"), true),
+                },
+                HostReality {
+                    id: c2.id(),
+                    probe: facts(true, Some(c2_text), sha),
+                },
+            ],
+        };
+        let mut s = spec(vec![c1.clone(), c2.clone()], Some(json!({})));
+        keep_running_storage(&mut s, &reality(leader_yaml, true)).unwrap();
+        for h in [&c1, &c2] {
+            let v = config_value(&s, h);
+            assert_eq!(v.pointer("/spec/api/address"), Some(&json!("10.0.0.1")));
+            assert_eq!(v.pointer("/spec/telemetry/enabled"), Some(&json!(false)));
+            assert_eq!(
+                v.pointer("/spec/api/sans"),
+                Some(&json!(["10.0.0.1", "10.0.0.2"]))
+            );
+        }
+        // A spec config of its own wins; host output that is not a mapping, or was redacted,
+        // is refused naming the leader.
+        let mut own = spec(vec![c1.clone(), c2.clone()], Some(json!({"spec": {}})));
+        keep_running_storage(&mut own, &reality(leader_yaml, true)).unwrap();
+        assert_eq!(own.k0s.config, Some(json!({"spec": {}})));
+        let mut s = spec(vec![c1.clone(), c2.clone()], None);
+        let err = keep_running_storage(&mut s, &reality("- a list\n", true)).unwrap_err();
+        assert!(
+            err.starts_with("10.0.0.2") && err.contains("not a mapping"),
+            "{err}"
+        );
+        let err = keep_running_storage(&mut s, &reality(leader_yaml, false)).unwrap_err();
+        assert!(err.contains("redacted"), "{err}");
     }
 
     #[test]

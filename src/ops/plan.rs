@@ -77,7 +77,8 @@ pub(super) async fn diff_seen(
 ) -> Result<Planned, Failure> {
     crate::k0s::private_address::fill_detected(&mut loaded.spec, &state.state, &reality)
         .map_err(Failure::error)?;
-    crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality);
+    crate::k0s::desired::keep_running_storage(&mut loaded.spec, &reality)
+        .map_err(Failure::error)?;
     crate::k0s::desired::note_running_controllers(&mut loaded.spec, &reality);
     let resolved = if opts.destroy {
         None
