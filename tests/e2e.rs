@@ -107,7 +107,7 @@ fn plan_upgrade_to_v1_33_5(c: &mut Cluster, hosts: &[&str]) -> e2e::Run {
     let r = plan_changes_nothing(c, &[]);
     r.expect(0)
         .contains("v1.33.4+k0s.0 → v1.33.5+k0s.0")
-        .contains("Plan: 0 to add, 4 to change");
+        .contains(&format!("Plan: 0 to add, {} to change", hosts.len()));
     r
 }
 
@@ -4685,7 +4685,7 @@ fn worker_join_waits_on_a_node_watch_and_leaves_none_running() {
 /// spec names the version without a `v` (valid for k0sctl). Adopted with `apply -refresh-only`,
 /// the next plan changes nothing: no switch to kine, no drain.
 #[test]
-fn single_etcd_host_built_by_k0sctl_without_a_config_is_adopted_and_plans_no_changes() {
+fn single_etcd_host_built_by_k0sctl_without_a_config_is_adopted_and_upgraded() {
     require_lab!();
     let spec_opts = SpecOptions {
         k0s_version: Some("1.33.4+k0s.0".into()),
@@ -4717,6 +4717,14 @@ fn single_etcd_host_built_by_k0sctl_without_a_config_is_adopted_and_plans_no_cha
         "v1.33.4+k0s.0"
     );
     assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
+    // Then an upgrade: the version changes, k0sctl's k0s.yaml stays, and nothing is left to do.
+    let mut c = c;
+    let r = plan_upgrade_to_v1_33_5(&mut c, &["s1"]);
+    assert!(!r.text().contains("k0s.yaml differs"), "{}", r.text());
+    c.apply().contains("Apply complete");
+    assert_eq!(c.lab.ssh_ok("s1", "k0s version").trim(), "v1.33.5+k0s.0");
+    assert_eq!(c.lab.ssh_ok("s1", "cat /etc/k0s/k0s.yaml"), cfg);
+    c.run(&["plan", "-detailed-exitcode"]).expect(0);
 }
 
 /// Issue 27: a new `single` host without `spec.k0s.config` is built as k0sctl builds it: on
