@@ -3842,7 +3842,16 @@ fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
 #[test]
 fn probe_out_redacts_the_config_secrets_and_says_so() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller")]);
+    // A config of the spec's own: without one the leader's k0s.yaml, hand edits included, is
+    // the base (as k0sctl), and the edit below would not be a difference to show.
+    let c = Cluster::with(
+        &[("c1", "controller")],
+        LabOptions::default(),
+        SpecOptions {
+            k0s_config: Some("spec:\n  telemetry:\n    enabled: false".into()),
+            ..SpecOptions::default()
+        },
+    );
     bootstrap(&c);
     c.lab.exec_ok(
         "c1",
