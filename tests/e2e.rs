@@ -188,14 +188,10 @@ fn controller_that_left_and_was_reset_by_hand_rejoins() {
     let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
     // As an operator would: etcd refuses a removal within seconds of the last membership
     // change (its strict reconfiguration check, "unhealthy cluster"); try again until it takes.
+    // A leave can also take effect and still fail ("etcdserver: server stopped": c1's etcd
+    // stops as it leaves, before it answers), so what counts is the member list.
     c.eventually(30, "c1 to leave etcd", || {
-        let o = c.lab.ssh("c1", "k0s etcd leave");
-        let err = String::from_utf8_lossy(&o.stderr).to_string();
-        assert!(
-            o.status.success() || err.contains("unhealthy cluster"),
-            "k0s etcd leave: {err}"
-        );
-        o.status.success()
+        c.lab.ssh("c1", "k0s etcd leave").status.success() || !c.members("c2").contains_key("c1")
     });
     c.lab.ssh_ok("c1", "k0s stop && k0s reset");
     c.eventually(30, "c1 gone from the member list", || {
