@@ -269,7 +269,6 @@ fn k0sctl_timeout_stops_starting_steps() {
     let started = std::time::Instant::now();
     let r = c.run(&["apply", "-auto-approve", "--timeout", "5s"]);
     assert_ne!(r.code, 0, "{}", r.text());
-    eprintln!("WRONGPIN {} {}", r.code, r.text());
     r.contains("-timeout 5s reached: no new step starts");
     assert!(started.elapsed() >= std::time::Duration::from_secs(5));
     c.lab.exec_ok("w1", "rm -f /etc/k0s-lab/k0s-knobs");
