@@ -232,17 +232,7 @@ async fn non_root_user_goes_through_sudo() {
     }
     let sshd = Sshd::start();
     let t = connected(&sshd, "k0slab").await;
-    let as_root = t.run(&sshd.id(), cmd(&["id", "-un"])).await.unwrap();
-    assert_eq!(
-        as_root.stdout_str().trim(),
-        "root",
-        "{}",
-        as_root.stderr_str()
-    );
-    let mut plain = cmd(&["id", "-un"]);
-    plain.root = false;
-    let as_user = t.run(&sshd.id(), plain).await.unwrap();
-    assert_eq!(as_user.stdout_str().trim(), "k0slab");
+    assert_root_through_sudo_else_k0slab(&t, &sshd.id()).await;
     // stdin and env survive sudo.
     let out = t
         .run(
@@ -272,9 +262,7 @@ async fn commands_run_under_a_non_posix_login_shell() {
     .unwrap();
     std::fs::set_permissions(&fishy, std::fs::Permissions::from_mode(0o755)).unwrap();
     let t = transport();
-    t.connect(&sshd.id(), &sshd.target("root"), None, false, &[])
-        .await
-        .unwrap();
+    connect_root(&t, &sshd, None).await;
     let out = t
         .run(
             &sshd.id(),

@@ -163,10 +163,7 @@ async fn lost_connection_is_unreachable_and_can_be_reopened() {
     require_lab!();
     let sshd = Sshd::start();
     let t = transport();
-    let info = t
-        .connect(&sshd.id(), &sshd.target("root"), None, false, &[])
-        .await
-        .unwrap();
+    let info = connect_root(&t, &sshd, None).await;
     // Cut the connection under the transport's feet: kill the master.
     let master = Command::new("pgrep")
         .arg("-f")
@@ -191,16 +188,7 @@ async fn lost_connection_is_unreachable_and_can_be_reopened() {
         "the dead connection is forgotten"
     );
     // Reconnect with the key just learned: strict from now on.
-    let again = t
-        .connect(
-            &sshd.id(),
-            &sshd.target("root"),
-            Some(&info.public_key),
-            false,
-            &[],
-        )
-        .await
-        .unwrap();
+    let again = connect_root(&t, &sshd, Some(&info.public_key)).await;
     assert_eq!(again.fingerprint, info.fingerprint);
     let out = t.run(&sshd.id(), cmd(&["echo", "back"])).await.unwrap();
     assert_eq!(out.stdout, b"back\n");

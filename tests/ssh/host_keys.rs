@@ -15,10 +15,7 @@ async fn first_contact_records_the_key_and_later_runs_check_it() {
     require_lab!();
     let sshd = Sshd::start();
     let t = transport();
-    let info = t
-        .connect(&sshd.id(), &sshd.target("root"), None, false, &[])
-        .await
-        .unwrap();
+    let info = connect_root(&t, &sshd, None).await;
     assert_eq!(info.fingerprint, sshd.host_fingerprint());
     assert_eq!(info.public_key, sshd.host_public_key());
     assert!(info.first_contact);
@@ -26,16 +23,7 @@ async fn first_contact_records_the_key_and_later_runs_check_it() {
 
     // Next run: the recorded key is trusted, nothing new.
     let t2 = transport();
-    let info2 = t2
-        .connect(
-            &sshd.id(),
-            &sshd.target("root"),
-            Some(&info.public_key),
-            false,
-            &[],
-        )
-        .await
-        .unwrap();
+    let info2 = connect_root(&t2, &sshd, Some(&info.public_key)).await;
     assert_eq!(info2.fingerprint, info.fingerprint);
     assert!(!info2.first_contact);
     // The pin, when it matches, is fine too.
@@ -176,19 +164,7 @@ async fn openssh_alias_from_config_path_and_user_from_config_decides_sudo() {
         std::fs::write(&cfg, text).unwrap();
         let t = transport();
         t.connect(&id, &target, None, false, &[]).await.unwrap();
-        let as_root = t.run(&id, cmd(&["id", "-un"])).await.unwrap();
-        assert_eq!(
-            as_root.stdout_str().trim(),
-            "root",
-            "{}",
-            as_root.stderr_str()
-        );
-        let mut plain = cmd(&["id", "-un"]);
-        plain.root = false;
-        assert_eq!(
-            t.run(&id, plain).await.unwrap().stdout_str().trim(),
-            "k0slab"
-        );
+        assert_root_through_sudo_else_k0slab(&t, &id).await;
         t.close_all().await;
     }
 }

@@ -12,7 +12,7 @@ use crate::support::sshd::*;
 use k0sform::hostid::HostId;
 use k0sform::spec::SshTarget;
 use k0sform::ssh::{SshOptions, SshTransport};
-use k0sform::transport::{FileAttrs, RemoteCommand, Transport, TransportError};
+use k0sform::transport::{ConnectedHost, FileAttrs, RemoteCommand, Transport, TransportError};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -48,6 +48,32 @@ async fn connected(sshd: &Sshd, user: &str) -> SshTransport {
         .await
         .unwrap();
     t
+}
+
+/// `t` connected to `sshd` as root, the host key checked against `recorded` (`None`: first
+/// contact).
+async fn connect_root(t: &SshTransport, sshd: &Sshd, recorded: Option<&str>) -> ConnectedHost {
+    t.connect(&sshd.id(), &sshd.target("root"), recorded, false, &[])
+        .await
+        .unwrap()
+}
+
+/// Logged in to `id` as `k0slab`: commands run as root (through sudo), and as `k0slab` when
+/// they are not for root.
+async fn assert_root_through_sudo_else_k0slab(t: &SshTransport, id: &HostId) {
+    let as_root = t.run(id, cmd(&["id", "-un"])).await.unwrap();
+    assert_eq!(
+        as_root.stdout_str().trim(),
+        "root",
+        "{}",
+        as_root.stderr_str()
+    );
+    let mut plain = cmd(&["id", "-un"]);
+    plain.root = false;
+    assert_eq!(
+        t.run(id, plain).await.unwrap().stdout_str().trim(),
+        "k0slab"
+    );
 }
 
 /// Whether this machine has the lab's sudo user `k0slab`.
