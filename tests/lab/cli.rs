@@ -5,6 +5,17 @@ use super::*;
 
 const NOT_RUNNING: &str = "Error: status: can't get \"status\" via \"/run/k0s/status.sock\": Get \"http://localhost/status\": dial unix /run/k0s/status.sock: connect: no such file or directory\n";
 
+/// `out` as k0s prints a JSON object: starting with `start` (its indentation), with exactly
+/// `keys` in that order; parsed.
+#[track_caller]
+fn json_object_of(out: &str, start: &str, keys: &[&str]) -> serde_json::Value {
+    assert!(out.starts_with(start), "{out}");
+    let v: serde_json::Value = serde_json::from_str(out).unwrap();
+    let got: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(got, keys);
+    v
+}
+
 #[test]
 fn double_cli_matches_reference() {
     require_lab!();
@@ -22,23 +33,18 @@ fn double_cli_matches_reference() {
         (Some(0), "v1.33.4+k0s.0\n".into(), String::new())
     );
     let (_, out, _) = run("k0s version -j");
-    assert!(
-        out.starts_with("{\n   \"k0s\": \"v1.33.4+k0s.0\",\n   \"runc\": "),
-        "{out}"
-    );
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(
-        keys,
-        [
+    let v = json_object_of(
+        &out,
+        "{\n   \"k0s\": \"v1.33.4+k0s.0\",\n   \"runc\": ",
+        &[
             "k0s",
             "runc",
             "containerd",
             "kubernetes",
             "kine",
             "etcd",
-            "konnectivity"
-        ]
+            "konnectivity",
+        ],
     );
     assert_eq!(v["kubernetes"], "v1.33.4");
     assert_eq!(run("k0s version --json").1, out);
@@ -129,15 +135,10 @@ fn double_cli_matches_reference() {
     wait_ready(&lab, "c1");
     let (code, out, _) = run("k0s status -o json");
     assert_eq!(code, Some(0));
-    assert!(
-        out.starts_with("{\n   \"Version\": \"v1.33.4+k0s.0\",\n   \"Pid\": "),
-        "{out}"
-    );
-    let st: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let keys: Vec<&str> = st.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(
-        keys,
-        [
+    let st = json_object_of(
+        &out,
+        "{\n   \"Version\": \"v1.33.4+k0s.0\",\n   \"Pid\": ",
+        &[
             "Version",
             "Pid",
             "PPid",
@@ -150,8 +151,8 @@ fn double_cli_matches_reference() {
             "Args",
             "WorkerToAPIConnectionStatus",
             "ClusterConfig",
-            "K0sVars"
-        ]
+            "K0sVars",
+        ],
     );
     assert_eq!(st["Role"], "controller");
     assert_eq!(st["Workloads"], true);

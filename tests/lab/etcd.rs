@@ -11,9 +11,8 @@ fn form_cluster(lab: &Lab, hosts: &[&str]) {
     }
 }
 
-#[test]
-fn double_three_controllers_reset_rejoin_and_peer_urls_exist() {
-    require_lab!();
+/// A lab of four controllers, c1, c2 and c3 formed into a cluster; c4 spare.
+fn three_of_four_controllers() -> Lab {
     let lab = Lab::create(&[
         ("c1", "controller"),
         ("c2", "controller"),
@@ -21,6 +20,13 @@ fn double_three_controllers_reset_rejoin_and_peer_urls_exist() {
         ("c4", "controller"),
     ]);
     form_cluster(&lab, &["c1", "c2", "c3"]);
+    lab
+}
+
+#[test]
+fn double_three_controllers_reset_rejoin_and_peer_urls_exist() {
+    require_lab!();
+    let lab = three_of_four_controllers();
     let three = set(&["c1", "c2", "c3"]);
     let identity = uid(&lab, "c1");
     for h in ["c1", "c2", "c3"] {
@@ -163,13 +169,7 @@ fn double_three_controllers_reset_rejoin_and_peer_urls_exist() {
 #[test]
 fn double_unhealthy_cluster_and_split_brain() {
     require_lab!();
-    let lab = Lab::create(&[
-        ("c1", "controller"),
-        ("c2", "controller"),
-        ("c3", "controller"),
-        ("c4", "controller"),
-    ]);
-    form_cluster(&lab, &["c1", "c2", "c3"]);
+    let lab = three_of_four_controllers();
     let identity = uid(&lab, "c1");
 
     // A voting member is down: adding a controller fails with `unhealthy cluster`.
