@@ -9,7 +9,7 @@ use super::*;
 #[test]
 fn host_key_pinned_in_k0sctl_form_accepts_only_that_key() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     bootstrap(&c);
     c.lab.wipe("w1");
     let key = |n: &str| {
@@ -203,7 +203,7 @@ fn bastion_host_key_is_recorded_and_checked() {
 #[test]
 fn first_contact_is_refused_before_any_command_runs() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     let names = ["c1", "w1"];
     for n in names {
         // No machine-id anywhere: the probe would write one.
@@ -355,7 +355,7 @@ fn kubeconfig_and_backup_refuse_first_contact_on_request() {
 #[test]
 fn state_recorded_proxy_command_is_ignored_and_reported() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     c.apply();
     c.write_spec(&["c1"]);
     let marker = c.lab.dir().join("pwned");
@@ -419,18 +419,8 @@ fn hostile_state_address_runs_nothing_through_an_old_ssh_client() {
     ssh.openssh = true;
     let mut state = k0sform::state::State::new();
     state.upsert_host(k0sform::state::HostState {
-        address: hostile,
-        port: 22,
-        role: k0sform::spec::Role::Worker,
         node_name: Some("w9".into()),
         machine_id: "0123456789abcdef0123456789abcdef".into(),
-        host_key: c1.host_key_fingerprint.clone(),
-        host_public_key: None,
-        etcd: None,
-        k0s_version: None,
-        install_flags_sha256: None,
-        config_sha256: None,
-        k0s_binary: None,
         access: Some(k0sform::state::HostAccess {
             ssh,
             k0s_install_path: "/usr/local/bin/k0s".into(),
@@ -438,6 +428,12 @@ fn hostile_state_address_runs_nothing_through_an_old_ssh_client() {
             kubelet_root_dir: None,
             cluster_address: None,
         }),
+        ..states::bare_host(
+            &hostile,
+            22,
+            k0sform::spec::Role::Worker,
+            &c1.host_key_fingerprint,
+        )
     });
     let text = state.to_canonical_json().expect("json");
     std::fs::write(&c.state, &text).expect("write state");
@@ -467,7 +463,7 @@ fn hostile_state_address_runs_nothing_through_an_old_ssh_client() {
 #[test]
 fn encrypted_key_asks_for_its_passphrase_once_or_fails_naming_host_and_key() {
     require_lab!();
-    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let mut c = Cluster::new(C1_W1);
     let dir = c.lab.dir().to_path_buf();
     let key = dir.join("locked_ed25519");
     let ok = std::process::Command::new("ssh-keygen")

@@ -217,14 +217,7 @@ fn k0sctl_built_controller_and_worker(c: &Cluster) {
 #[test]
 fn k0sctl_built_worker_upgraded_to_v1_35_1_k0s_0_gets_a_decodable_token_file() {
     require_lab!();
-    let mut c = Cluster::with(
-        &[("c1", "controller"), ("w1", "worker")],
-        LabOptions::default(),
-        SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".into()),
-            ..SpecOptions::default()
-        },
-    );
+    let mut c = c1_w1_at("v1.33.4+k0s.0");
     k0sctl_built_controller_and_worker(&c);
     assert_eq!(
         c.lab.ssh_ok("w1", "cat /etc/k0s/k0stoken"),
@@ -265,14 +258,7 @@ fn k0sctl_built_worker_upgraded_to_v1_35_1_k0s_0_gets_a_decodable_token_file() {
 #[test]
 fn k0sctl_built_worker_running_v1_35_1_k0s_0_gets_a_decodable_token_file_without_a_restart() {
     require_lab!();
-    let mut c = Cluster::with(
-        &[("c1", "controller"), ("w1", "worker")],
-        LabOptions::default(),
-        SpecOptions {
-            k0s_version: Some("v1.35.1+k0s.0".into()),
-            ..SpecOptions::default()
-        },
-    );
+    let mut c = c1_w1_at("v1.35.1+k0s.0");
     c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.35.1+k0s.0"));
     c.write_spec(&["c1", "w1"]);
     k0sctl_built_controller_and_worker(&c);

@@ -40,7 +40,7 @@ fn k0s_hashes(c: &Cluster, host: &str) -> usize {
 #[test]
 fn a_placed_k0s_binary_is_hashed_only_by_its_upload_check() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     let names = ["c1", "w1"];
     for n in names {
         log_hashes_on(&c, n);
@@ -83,14 +83,7 @@ fn a_placed_k0s_binary_is_hashed_only_by_its_upload_check() {
 #[test]
 fn use_existing_k0s_installs_the_binary_on_the_host() {
     require_lab!();
-    let mut c = Cluster::with(
-        &[("c1", "controller"), ("w1", "worker")],
-        LabOptions::default(),
-        SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
-            ..SpecOptions::default()
-        },
-    );
+    let mut c = c1_w1_at("v1.33.4+k0s.0");
     c.lab.install_double("w1");
     let sha = || c.lab.exec_ok("w1", "sha256sum /usr/local/bin/k0s");
     let placed = sha();
@@ -173,20 +166,12 @@ fn apply_fails_and_changes_nothing(c: &Cluster, names: &[&str], needle: &str) {
 #[test]
 fn hosts_download_k0s_from_a_release_mirror() {
     require_lab!();
-    let mut c = Cluster::with(
-        &[("c1", "controller"), ("w1", "worker")],
-        LabOptions::default(),
-        SpecOptions {
-            from_release: true,
-            ..SpecOptions::default()
-        },
+    let (mut c, mirror) = from_mirror(
+        C1_W1,
+        SpecOptions::default(),
+        &["v1.33.3+k0s.0", "v1.33.4+k0s.0", "v1.33.5+k0s.0"],
     );
-    let mirror = c.lab.start_mirror();
-    for v in ["v1.33.3+k0s.0", "v1.33.4+k0s.0", "v1.33.5+k0s.0"] {
-        mirror.publish(v, &c.lab.k0s_double_with_version(v));
-    }
     mirror.set_index("v1.33.4+k0s.0", "v1.33.5+k0s.0");
-    c.use_mirror(&mirror);
     let hosts = ["c1", "w1"];
 
     // New cluster without a version: the stable one, shown with where it came from.
@@ -266,15 +251,11 @@ fn hosts_download_k0s_from_a_release_mirror() {
 #[test]
 fn k0s_download_url_without_published_sums_plans_and_installs() {
     require_lab!();
-    let mut c = Cluster::with(
-        &[("c1", "controller"), ("w1", "worker")],
-        LabOptions::default(),
-        SpecOptions {
-            from_release: true,
-            k0s_version: Some("v1.33.4+k0s.0".into()),
-            ..SpecOptions::default()
-        },
-    );
+    let mut c = c1_w1_with(SpecOptions {
+        from_release: true,
+        k0s_version: Some("v1.33.4+k0s.0".into()),
+        ..SpecOptions::default()
+    });
     let mirror = c.lab.start_mirror();
     let v = "v1.33.4+k0s.0";
     mirror.publish(v, &c.lab.k0s_double_with_version(v));
@@ -333,11 +314,9 @@ fn k0s_download_url_without_published_sums_plans_and_installs() {
 #[test]
 fn upload_binary_downloads_once_locally_for_every_host() {
     require_lab!();
-    let mut c = Cluster::with(
+    let (c, mirror) = from_mirror(
         &[("c1", "controller"), ("w1", "worker"), ("w2", "worker")],
-        LabOptions::default(),
         SpecOptions {
-            from_release: true,
             k0s_version: Some("1.33.4+k0s.0".into()),
             host_yaml: ["c1", "w1", "w2"]
                 .iter()
@@ -345,13 +324,8 @@ fn upload_binary_downloads_once_locally_for_every_host() {
                 .collect(),
             ..SpecOptions::default()
         },
+        &["v1.33.4+k0s.0"],
     );
-    let mirror = c.lab.start_mirror();
-    mirror.publish(
-        "v1.33.4+k0s.0",
-        &c.lab.k0s_double_with_version("v1.33.4+k0s.0"),
-    );
-    c.use_mirror(&mirror);
     plan_changes_nothing(&c, &[])
         .expect(0)
         .contains("uploaded (sha256 ")
@@ -386,7 +360,7 @@ fn upload_binary_downloads_once_locally_for_every_host() {
 #[test]
 fn plan_hashes_the_k0s_binary_only_when_it_changed() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     bootstrap(&c);
     for h in ["c1", "w1"] {
         let rec = &c.state_host(h).expect("recorded")["k0s_binary"];
@@ -442,21 +416,8 @@ fn plan_hashes_the_k0s_binary_only_when_it_changed() {
 #[test]
 fn environment_goes_to_etc_environment_and_the_download_goes_through_its_proxy() {
     require_lab!();
-    let mut c = Cluster::with(
-        &[("c1", "controller"), ("w1", "worker")],
-        LabOptions::default(),
-        SpecOptions {
-            from_release: true,
-            ..SpecOptions::default()
-        },
-    );
-    let mirror = c.lab.start_mirror();
-    mirror.publish(
-        "v1.33.4+k0s.0",
-        &c.lab.k0s_double_with_version("v1.33.4+k0s.0"),
-    );
+    let (mut c, mirror) = from_mirror(C1_W1, SpecOptions::default(), &["v1.33.4+k0s.0"]);
     mirror.set_index("v1.33.4+k0s.0", "v1.33.4+k0s.0");
-    c.use_mirror(&mirror);
     let env = format!(
         "environment:\n  http_proxy: \"{}\"\n  NO_PROXY: 10.0.0.0/8\n  SECRET_TOKEN: s3cret-value\nhooks:\n  apply:\n    before:\n      - 'echo \"$$SECRET_TOKEN\" > /tmp/hook-saw'\n",
         mirror.url

@@ -67,12 +67,7 @@ fn bootstrap_three_controllers_two_workers_then_nothing_to_do() {
 #[test]
 fn unsafe_requests_are_refused_and_change_nothing() {
     require_lab!();
-    let c = Cluster::new(&[
-        ("c1", "controller"),
-        ("c2", "controller"),
-        ("c3", "controller"),
-    ]);
-    bootstrap(&c);
+    let c = three_controllers();
     let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
 
     // An unreachable host is named, exit 1.
@@ -145,7 +140,7 @@ fn unsafe_requests_are_refused_and_change_nothing() {
 #[test]
 fn concurrent_applies_one_waits_out() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     let mut first = c
         .command(&["apply", "-auto-approve"])
         .stdout(std::process::Stdio::piped())
@@ -210,37 +205,27 @@ fn no_op_apply_opens_one_session_per_host() {
             .map(|(n, s)| (n.to_string(), (1, s)))
             .collect()
     };
+    // An apply, with one connection to each host and `sessions` sessions.
+    let apply_with_sessions = |sessions: [usize; 3], what: &str| -> e2e::Run {
+        let mut r = None;
+        let counts = sshd_counts_during(&c, &names, || r = Some(c.apply()));
+        assert_eq!(counts, expect(sessions), "{what}");
+        r.unwrap()
+    };
 
-    let counts = sshd_counts_during(&c, &names, || {
-        c.apply().contains("No changes");
-    });
-    assert_eq!(
-        counts,
-        expect([1, 1, 1]),
-        "(connections, sessions) per host"
-    );
+    apply_with_sessions([1, 1, 1], "(connections, sessions) per host").contains("No changes");
 
     // A staging file a killed upload left beside w1's binary (planted from inside the host,
     // not over SSH): only w1 gets a second session, and the file is removed there.
     c.lab
         .exec_ok("w1", "touch /usr/local/bin/k0s.k0sform-Ab12Cd");
-    let mut r = None;
-    let counts = sshd_counts_during(&c, &names, || r = Some(c.apply()));
-    r.unwrap().contains(&format!(
+    apply_with_sessions([1, 2, 1], "(connections, sessions) per host").contains(&format!(
         "{}: cleaned up /usr/local/bin/k0s.k0sform-Ab12Cd, left by an earlier run",
         c.lab.address("w1")
     ));
-    assert_eq!(
-        counts,
-        expect([1, 2, 1]),
-        "(connections, sessions) per host"
-    );
     c.lab
         .exec_ok("w1", "test ! -e /usr/local/bin/k0s.k0sform-Ab12Cd");
-    let counts = sshd_counts_during(&c, &names, || {
-        c.apply().contains("No changes");
-    });
-    assert_eq!(counts, expect([1, 1, 1]), "nothing left to clean up");
+    apply_with_sessions([1, 1, 1], "nothing left to clean up").contains("No changes");
 
     // An interrupted join of w2 (its intent in the state) with a join token left behind and no
     // staging file: w2 gets the second session, the token becomes the placeholder.
@@ -252,15 +237,8 @@ fn no_op_apply_opens_one_session_per_host() {
         "kind": "join_worker", "started_at": "2026-01-01T00:00:00Z"
     }]);
     std::fs::write(&c.state, serde_json::to_string_pretty(&st).unwrap()).unwrap();
-    let mut r = None;
-    let counts = sshd_counts_during(&c, &names, || r = Some(c.apply()));
-    r.unwrap()
+    apply_with_sessions([1, 1, 2], "(connections, sessions) per host")
         .contains("cleaned up /etc/k0s/k0stoken, left by an earlier run");
-    assert_eq!(
-        counts,
-        expect([1, 1, 2]),
-        "(connections, sessions) per host"
-    );
     let token = c.lab.exec_ok("w2", "cat /etc/k0s/k0stoken");
     assert!(
         !token.contains("H4sIleftover") && !token.is_empty(),
@@ -359,7 +337,7 @@ fn controllers_joining_as_learners_join_one_after_the_others_promotion() {
 #[test]
 fn role_flip_of_a_running_host_is_refused_and_changes_nothing() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     bootstrap(&c);
     let spec = std::fs::read_to_string(&c.spec).unwrap();
     assert_eq!(spec.matches("- role: worker").count(), 1, "{spec}");
@@ -398,7 +376,7 @@ fn role_flip_of_a_running_host_is_refused_and_changes_nothing() {
 #[test]
 fn join_without_wait_completes_when_the_node_registers_but_is_not_ready() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     c.write_spec(&["c1"]);
     bootstrap(&c);
     // Read where `kubectl get` runs: on c1, every Node shows Ready=Unknown.
@@ -477,7 +455,7 @@ fn single_host_runs_kine_and_plans_no_changes() {
 #[test]
 fn terminal_confirmations_guard_apply_and_destroy() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     let r = c.run_on_terminal(&["apply"], "no");
     assert_ne!(r.code, 0);
     r.contains("Do you want to perform these actions?")
@@ -629,7 +607,7 @@ fn single_kine_host_without_a_config_keeps_kine() {
 #[test]
 fn options_concurrency_limit_sets_hosts_at_once() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     write_spec_with_options(&c, &["c1", "w1"], "concurrency:\n  limit: 1\n");
     let r = c.run(&["apply", "-auto-approve", "-json", "--no-wait"]);
     let begin = begin_event(&r.expect(0).stdout);

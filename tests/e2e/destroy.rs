@@ -252,7 +252,7 @@ fn destroy_killed_part_way_resumes_and_unreachable_hosts_need_exclude() {
 #[test]
 fn destroy_killed_after_a_reset_removes_the_binary_when_run_again() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     bootstrap(&c);
     let lineage = c.state_json()["lineage"].clone();
     let args = ["destroy", "-auto-approve"];
@@ -331,12 +331,7 @@ fn destroy_killed_after_a_reset_removes_the_binary_when_run_again() {
 #[test]
 fn destroy_removes_an_etcd_member_no_host_owns_first() {
     require_lab!();
-    let c = Cluster::new(&[
-        ("c1", "controller"),
-        ("c2", "controller"),
-        ("c3", "controller"),
-    ]);
-    bootstrap(&c);
+    let c = three_controllers();
     let c1 = c.lab.address("c1");
     // An address of the lab's own range that no host has.
     let x = format!("{}.250", c1.rsplit_once('.').expect("IPv4").0);

@@ -154,14 +154,10 @@ fn connect_after_hooks_run_during_apply_not_during_plan() {
             "hooks:\n  connect:\n    after: ['echo \"connect.after $(test -e /etc/systemd/system/k0sworker.service && echo installed || echo absent)\" >> {LOG}']\n  apply:\n    before: ['echo apply.before >> {LOG}']\n"
         ),
     );
-    let c = Cluster::with(
-        &[("c1", "controller"), ("w1", "worker")],
-        LabOptions::default(),
-        SpecOptions {
-            host_yaml,
-            ..SpecOptions::default()
-        },
-    );
+    let c = c1_w1_with(SpecOptions {
+        host_yaml,
+        ..SpecOptions::default()
+    });
     let log = || {
         c.lab
             .exec_ok("w1", &format!("cat {LOG} 2>/dev/null || true"))

@@ -8,12 +8,7 @@ use super::*;
 #[test]
 fn apply_killed_at_any_point_converges() {
     require_lab!();
-    let c = Cluster::new(&[
-        ("c1", "controller"),
-        ("c2", "controller"),
-        ("c3", "controller"),
-        ("w1", "worker"),
-    ]);
+    let c = Cluster::new(THREE_PLUS_ONE);
     let mut kills = 0;
     for marker in [
         "Bootstrapping the cluster",

@@ -12,7 +12,7 @@ use super::*;
 #[test]
 fn install_flags_move_config_token_kubelet_dir_and_node_name() {
     require_lab!();
-    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let mut c = Cluster::new(C1_W1);
     c.spec_opts.host_yaml.insert(
         "c1".into(),
         "installFlags:\n- --config=/etc/k0s/custom.yaml".into(),
@@ -73,14 +73,7 @@ fn install_flags_move_config_token_kubelet_dir_and_node_name() {
 #[test]
 fn drain_with_skip_wait_for_delete_timeout_passes_kubectl_seconds() {
     require_lab!();
-    let mut c = Cluster::with(
-        &[("c1", "controller"), ("w1", "worker")],
-        LabOptions::default(),
-        SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".into()),
-            ..SpecOptions::default()
-        },
-    );
+    let mut c = c1_w1_at("v1.33.4+k0s.0");
     let hosts = ["c1", "w1"];
     let options = "drain:\n  skipWaitForDeleteTimeout: 30s\n  gracePeriod: 0s\n  timeout: 5s\n";
     write_spec_with_options(&c, &hosts, options);
@@ -142,7 +135,7 @@ fn token_like_words(text: &str) -> Vec<String> {
 #[test]
 fn k0sctl_pipeline_flags_and_the_debug_log() {
     require_lab!();
-    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let mut c = Cluster::new(C1_W1);
     c.spec_opts.host_yaml.insert(
         "w1".into(),
         "environment:\n  HTTPS_PROXY: http://u:pr0xy-s3cret@proxy.invalid:3128".into(),
@@ -262,7 +255,7 @@ fn k0sctl_pipeline_flags_and_the_debug_log() {
 #[test]
 fn k0sctl_timeout_stops_starting_steps() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     // w1's Node registers 30 s after its join: the run is still going when the timeout comes.
     c.lab
         .exec_ok("w1", "printf 'join_latency 30\\n' > /etc/k0s-lab/k0s-knobs");
@@ -283,7 +276,7 @@ fn k0sctl_timeout_stops_starting_steps() {
 #[test]
 fn hostname_and_the_same_hostname_override_flag_build_one_node_name() {
     require_lab!();
-    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let mut c = Cluster::new(C1_W1);
     let w1 = |name: &str| {
         format!(
             "hostname: node-a\ninstallFlags:\n- '--kubelet-extra-args=\"--max-pods=50 --hostname-override={name}\"'"

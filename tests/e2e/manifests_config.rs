@@ -81,7 +81,7 @@ const SETTINGS_JSON: &str = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":
 #[test]
 fn extra_manifests_are_applied_once_then_only_when_changed() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     let settings = |color: &str| SETTINGS_DOC.replace("COLOR", color);
     write_spec_with_docs(
         &c,

@@ -19,6 +19,7 @@ mod upgrades;
 use crate::support::e2e::{self, Cluster};
 use crate::support::lab::{self, LabOptions, SpecOptions};
 use crate::support::prereq::require_lab;
+use crate::support::states;
 use std::collections::{BTreeMap, BTreeSet};
 
 const THREE_PLUS_TWO: &[(&str, &str)] = &[
@@ -35,6 +36,17 @@ const THREE_PLUS_ONE: &[(&str, &str)] = &[
     ("c3", "controller"),
     ("w1", "worker"),
 ];
+
+/// Controllers c1, c2 and c3 in a new lab, bootstrapped into one cluster.
+fn three_controllers() -> Cluster {
+    let c = Cluster::new(&[
+        ("c1", "controller"),
+        ("c2", "controller"),
+        ("c3", "controller"),
+    ]);
+    bootstrap(&c);
+    c
+}
 
 fn peer_urls(c: &Cluster, names: &[&str]) -> BTreeSet<String> {
     names
@@ -266,17 +278,19 @@ fn write_spec_with_options(c: &Cluster, hosts: &[&str], options: &str) {
 
 /// The Node operations the double logged on a controller: (verb, node, outcome) in order.
 fn node_ops(c: &Cluster, via: &str) -> Vec<(String, String, String)> {
+    kubectl_log(c, via)
+        .into_iter()
+        .filter_map(|w| Some((w.get(1)?.clone(), w.get(2)?.clone(), w.last()?.clone())))
+        .collect()
+}
+
+/// The lines of the double's kubectl log on `via` (/var/lib/k0s/logs/kubectl.log), each as
+/// its words.
+fn kubectl_log(c: &Cluster, via: &str) -> Vec<Vec<String>> {
     let out = c.lab.ssh(via, "cat /var/lib/k0s/logs/kubectl.log");
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            Some((
-                w.get(1)?.to_string(),
-                w.get(2)?.to_string(),
-                w.last()?.to_string(),
-            ))
-        })
+        .map(|l| l.split_whitespace().map(String::from).collect())
         .collect()
 }
 
@@ -373,16 +387,49 @@ fn begin_event(stdout: &str) -> serde_json::Value {
         .expect("a begin event")
 }
 
-/// c1 and w1 bootstrapped on v1.33.4+k0s.0, w1's Node Ready.
-fn c1_w1_on_v1_33_4_ready() -> Cluster {
-    let c = Cluster::with(
-        &[("c1", "controller"), ("w1", "worker")],
+/// A controller c1 and a worker w1.
+const C1_W1: &[(&str, &str)] = &[("c1", "controller"), ("w1", "worker")];
+
+/// c1 and w1 in a new lab, the spec written with these options; nothing applied.
+fn c1_w1_with(spec_opts: SpecOptions) -> Cluster {
+    Cluster::with(C1_W1, LabOptions::default(), spec_opts)
+}
+
+/// c1 and w1 in a new lab, the spec naming k0s `version`; nothing applied.
+fn c1_w1_at(version: &str) -> Cluster {
+    c1_w1_with(SpecOptions {
+        k0s_version: Some(version.into()),
+        ..SpecOptions::default()
+    })
+}
+
+/// `hosts` in a new lab getting k0s from the lab's release mirror (`from_release`, with the
+/// other spec options as given), `versions` published there and k0sform's release and
+/// version lookups pointed at it.
+fn from_mirror(
+    hosts: &[(&str, &str)],
+    spec_opts: SpecOptions,
+    versions: &[&str],
+) -> (Cluster, lab::Mirror) {
+    let mut c = Cluster::with(
+        hosts,
         LabOptions::default(),
         SpecOptions {
-            k0s_version: Some("v1.33.4+k0s.0".parse().unwrap()),
-            ..SpecOptions::default()
+            from_release: true,
+            ..spec_opts
         },
     );
+    let mirror = c.lab.start_mirror();
+    for v in versions {
+        mirror.publish(v, &c.lab.k0s_double_with_version(v));
+    }
+    c.use_mirror(&mirror);
+    (c, mirror)
+}
+
+/// c1 and w1 bootstrapped on v1.33.4+k0s.0, w1's Node Ready.
+fn c1_w1_on_v1_33_4_ready() -> Cluster {
+    let c = c1_w1_at("v1.33.4+k0s.0");
     bootstrap(&c);
     c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
     c

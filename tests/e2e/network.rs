@@ -10,7 +10,7 @@ use super::*;
 #[test]
 fn readdressed_worker_is_moved_never_removed_and_joined() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     bootstrap(&c);
     let old = c.lab.address("w1");
     let before = c.state_host("w1").expect("w1 recorded");
@@ -109,11 +109,7 @@ fn pure_move_through_a_saved_plan_and_refresh_only() {
         private_address: false,
         ..SpecOptions::default()
     };
-    let c = Cluster::with(
-        &[("c1", "controller"), ("w1", "worker")],
-        LabOptions::default(),
-        spec_opts,
-    );
+    let c = c1_w1_with(spec_opts);
     bootstrap(&c);
     let pid = || {
         c.lab

@@ -7,12 +7,7 @@ use super::*;
 #[test]
 fn controller_that_left_and_was_reset_by_hand_rejoins() {
     require_lab!();
-    let c = Cluster::new(&[
-        ("c1", "controller"),
-        ("c2", "controller"),
-        ("c3", "controller"),
-    ]);
-    bootstrap(&c);
+    let c = three_controllers();
     let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
     // As an operator would: etcd refuses a removal within seconds of the last membership
     // change (its strict reconfiguration check, "unhealthy cluster"); try again until it takes.
@@ -51,12 +46,7 @@ fn controller_that_left_and_was_reset_by_hand_rejoins() {
 #[test]
 fn controller_removed_from_spec_leaves_the_cluster_then_rejoins_fresh() {
     require_lab!();
-    let c = Cluster::new(&[
-        ("c1", "controller"),
-        ("c2", "controller"),
-        ("c3", "controller"),
-        ("w1", "worker"),
-    ]);
+    let c = Cluster::new(THREE_PLUS_ONE);
     bootstrap(&c);
     let uid = assert_one_cluster(&c, &["c1", "c2", "c3"], &["c1", "c2", "c3"]);
     let old_id = c.state_host("c1").expect("c1")["etcd"]["member_id"].clone();
@@ -230,27 +220,35 @@ fn removed_host_is_reset_with_its_own_login_and_paths() {
     assert!(c.state_host("w1").is_none());
 }
 
-/// etcd keeps the hostname's case, the EtcdMember object of k0s ≥ 1.34.1 does not: a controller
-/// with capitals in its hostname is still removed from etcd when it leaves the spec (members are
-/// matched by peer URL, not by name).
-#[test]
-fn controller_with_capitals_in_its_hostname_leaves_etcd_when_removed() {
-    require_lab!();
+/// Ctl-A and Ctl-B (controllers) and Ctl-C (`role_c`, with `yaml_c` in its spec entry), whose
+/// hostnames have capitals, bootstrapped on k0s v1.34.1+k0s.0 into one cluster.
+fn capitals_on_v1_34_1(role_c: &str, yaml_c: Option<&str>) -> Cluster {
     let hosts = [
         ("Ctl-A", "controller"),
         ("Ctl-B", "controller"),
-        ("Ctl-C", "controller"),
+        ("Ctl-C", role_c),
     ];
     let mut c = Cluster::new(&hosts);
-    c.spec_opts.k0s_version = Some("v1.34.1+k0s.0".parse().unwrap());
-    c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.34.1+k0s.0"));
-    c.write_spec(&["Ctl-A", "Ctl-B", "Ctl-C"]);
+    if let Some(yaml) = yaml_c {
+        c.spec_opts.host_yaml.insert("Ctl-C".into(), yaml.into());
+    }
+    to_k0s_version(&mut c, "v1.34.1+k0s.0", &["Ctl-A", "Ctl-B", "Ctl-C"]);
     bootstrap(&c);
     assert_one_cluster(
         &c,
         &["Ctl-A", "Ctl-B", "Ctl-C"],
         &["Ctl-A", "Ctl-B", "Ctl-C"],
     );
+    c
+}
+
+/// etcd keeps the hostname's case, the EtcdMember object of k0s ≥ 1.34.1 does not: a controller
+/// with capitals in its hostname is still removed from etcd when it leaves the spec (members are
+/// matched by peer URL, not by name).
+#[test]
+fn controller_with_capitals_in_its_hostname_leaves_etcd_when_removed() {
+    require_lab!();
+    let c = capitals_on_v1_34_1("controller", None);
     let names: BTreeSet<String> = c.members("Ctl-A").into_keys().collect();
     assert!(names.contains("Ctl-C"), "etcd keeps the case: {names:?}");
     assert!(
@@ -281,24 +279,7 @@ fn controller_with_capitals_in_its_hostname_leaves_etcd_when_removed() {
 #[test]
 fn removed_controller_with_a_hostname_override_leaves_no_objects_behind() {
     require_lab!();
-    let hosts = [
-        ("Ctl-A", "controller"),
-        ("Ctl-B", "controller"),
-        ("Ctl-C", "controller+worker"),
-    ];
-    let mut c = Cluster::new(&hosts);
-    c.spec_opts.k0s_version = Some("v1.34.1+k0s.0".parse().unwrap());
-    c.spec_opts.k0s_binary = Some(c.lab.k0s_double_with_version("v1.34.1+k0s.0"));
-    c.spec_opts
-        .host_yaml
-        .insert("Ctl-C".into(), "hostname: kube-c".into());
-    c.write_spec(&["Ctl-A", "Ctl-B", "Ctl-C"]);
-    bootstrap(&c);
-    assert_one_cluster(
-        &c,
-        &["Ctl-A", "Ctl-B", "Ctl-C"],
-        &["Ctl-A", "Ctl-B", "Ctl-C"],
-    );
+    let c = capitals_on_v1_34_1("controller+worker", Some("hostname: kube-c"));
     c.eventually(60, "EtcdMember objects", || {
         c.objects("Ctl-A", "etcdmembers") == ["ctl-a", "ctl-b", "ctl-c"]
     });
@@ -329,7 +310,7 @@ fn removed_controller_with_a_hostname_override_leaves_no_objects_behind() {
 #[test]
 fn removal_completes_with_a_warning_when_reset_clean_up_fails() {
     require_lab!();
-    let c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let c = Cluster::new(C1_W1);
     bootstrap(&c);
     c.eventually(60, "w1 Ready", || c.nodes("c1").get("w1") == Some(&true));
     c.lab.exec_ok(

@@ -320,20 +320,12 @@ fn upgrade_drains_workers_in_batches_and_a_failed_drain_stops() {
 #[test]
 fn saved_plan_version_is_chosen_again_at_apply() {
     require_lab!();
-    let mut c = Cluster::with(
+    let (c, mirror) = from_mirror(
         &[("c1", "controller")],
-        LabOptions::default(),
-        SpecOptions {
-            from_release: true,
-            ..SpecOptions::default()
-        },
+        SpecOptions::default(),
+        &["v1.33.4+k0s.0", "v1.33.5+k0s.0"],
     );
-    let mirror = c.lab.start_mirror();
-    for v in ["v1.33.4+k0s.0", "v1.33.5+k0s.0"] {
-        mirror.publish(v, &c.lab.k0s_double_with_version(v));
-    }
     mirror.set_index("v1.33.4+k0s.0", "v1.33.5+k0s.0");
-    c.use_mirror(&mirror);
     let file = c.lab.dir().join("version.plan");
     let file = file.to_str().expect("utf-8");
     c.run(&["plan", "-out", file])
@@ -358,15 +350,13 @@ fn saved_plan_version_is_chosen_again_at_apply() {
 
 /// The Node operations on `via` with their times (the double's kubectl.log): (time, verb, node).
 fn timed_node_ops(c: &Cluster, via: &str) -> Vec<(f64, String, String)> {
-    let out = c.lab.ssh(via, "cat /var/lib/k0s/logs/kubectl.log");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
+    kubectl_log(c, via)
+        .into_iter()
+        .filter_map(|w| {
             Some((
                 w.first()?.parse().ok()?,
-                w.get(1)?.to_string(),
-                w.get(2)?.to_string(),
+                w.get(1)?.clone(),
+                w.get(2)?.clone(),
             ))
         })
         .collect()
@@ -424,7 +414,7 @@ fn upgraded_worker_is_back_only_when_its_node_reports_ready_anew() {
 #[test]
 fn environment_change_reinstalls_the_service_and_unchanged_plans_nothing() {
     require_lab!();
-    let mut c = Cluster::new(&[("c1", "controller"), ("w1", "worker")]);
+    let mut c = Cluster::new(C1_W1);
     let env = |token: &str| {
         format!("environment:\n  HTTP_PROXY: http://proxy.invalid:3128\n  TOKEN: {token}")
     };
