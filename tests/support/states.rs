@@ -1,5 +1,5 @@
 //! Sample states for the state store tests: every field filled in, four hosts (two on one address),
-//! one unfinished step.
+//! one unfinished step; and a bare host entry to fill in.
 
 use k0sform::spec::Role;
 use k0sform::state::{ClusterState, EtcdMemberState, HostState, Intent, State};
@@ -26,6 +26,19 @@ pub fn host(address: &str, port: u16, role: Role, n: u32) -> HostState {
         k0s_binary: None,
         access: None,
     }
+}
+
+/// Host `address:port` as a state file may record it: its role and host key, none of the
+/// optional fields, no machine ID.
+pub fn bare_host(address: &str, port: u16, role: Role, host_key: &str) -> HostState {
+    let entry = serde_json::json!({
+        "address": address,
+        "port": port,
+        "role": role,
+        "machine_id": "",
+        "host_key": host_key,
+    });
+    serde_json::from_value(entry).expect("a host entry")
 }
 
 /// A state with every field filled in: controllers 127.0.0.1, 127.0.0.1:2222 (also a worker)
