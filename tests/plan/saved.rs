@@ -314,12 +314,12 @@ fn resealed_plan_cannot_grant_replace_or_exclude() {
         vec![addr.clone()]
     );
 
-    let mut evil = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    let mut evil = saved_plan(&i);
     evil.options.exclude = vec![addr.clone()];
     evil.seal();
     assert!(evil.options_for_apply(&PlanOptions::default()).is_err());
     // Narrowing options come from the file; a stricter host-key rule from either side.
-    let mut narrow = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    let mut narrow = saved_plan(&i);
     narrow.options.target = vec![addr.clone()];
     narrow.options.refresh_only = true;
     let strict = PlanOptions {
@@ -333,27 +333,39 @@ fn resealed_plan_cannot_grant_replace_or_exclude() {
     );
 }
 
+/// The plan of `i`, saved.
+fn saved_plan(i: &Inputs) -> SavedPlan {
+    SavedPlan::new(run(i).unwrap(), &i.state, "aaaa", &i.reality)
+}
+
+/// A saved plan of `i` resealed with `set` done to its options (as anyone editing the file
+/// could): `apply FILE` without `flag` is refused naming it; with it (`set` done to the command
+/// line's options) it is taken (`get`); a plan saved without it is refused with it.
+fn check_resealed_flag_is_repeated(
+    i: &Inputs,
+    flag: &str,
+    set: fn(&mut PlanOptions),
+    get: fn(&PlanOptions) -> bool,
+) {
+    let mut evil = saved_plan(i);
+    set(&mut evil.options);
+    evil.seal();
+    let e = evil.options_for_apply(&PlanOptions::default()).unwrap_err();
+    let refusal = format!("made with {flag} but apply was run without it");
+    assert!(e.to_string().contains(&refusal), "{e}");
+    let mut cli = PlanOptions::default();
+    set(&mut cli);
+    assert!(get(&evil.options_for_apply(&cli).unwrap()), "{flag} taken");
+    let plain = saved_plan(i);
+    assert!(plain.options_for_apply(&cli).is_err(), "{flag} added");
+}
+
 /// `-no-drain` in a saved plan (resealed) would restart hosts under their pods: `apply FILE`
 /// must be given it again, and a plan made with drains cannot lose them either.
 #[test]
 fn saved_plan_cannot_switch_drains_off() {
     let i = case_inputs("upgrade");
-    let mut evil = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
-    evil.options.no_drain = true;
-    evil.seal();
-    let e = evil.options_for_apply(&PlanOptions::default()).unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("made with -no-drain but apply was run without it"),
-        "{e}"
-    );
-    let cli = PlanOptions {
-        no_drain: true,
-        ..Default::default()
-    };
-    assert!(evil.options_for_apply(&cli).unwrap().no_drain);
-    let plain = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
-    assert!(plain.options_for_apply(&cli).is_err());
+    check_resealed_flag_is_repeated(&i, "-no-drain", |o| o.no_drain = true, |o| o.no_drain);
 }
 
 /// Issue 28, item 4: `-restore-from` and `-allow-downgrade` in a saved plan (resealed) choose
@@ -372,7 +384,7 @@ fn saved_plan_cannot_choose_the_archive_or_a_downgrade() {
         restore: r,
         ..Default::default()
     };
-    let mut evil = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    let mut evil = saved_plan(&i);
     evil.options.restore = Some(archive("/b/backup.tar.gz", "11", Some("10.0.0.1")));
     evil.seal();
     for (cli, needle) in [
@@ -399,24 +411,15 @@ fn saved_plan_cannot_choose_the_archive_or_a_downgrade() {
     let disk = archive("/b/backup.tar.gz", "11", Some("10.0.0.1"));
     let o = evil.options_for_apply(&with(Some(disk.clone()))).unwrap();
     assert_eq!(o.restore, Some(disk.clone()));
-    let plain = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
+    let plain = saved_plan(&i);
     assert!(plain.options_for_apply(&with(Some(disk))).is_err());
 
-    let mut evil = SavedPlan::new(run(&i).unwrap(), &i.state, "aaaa", &i.reality);
-    evil.options.allow_downgrade = true;
-    evil.seal();
-    let e = evil.options_for_apply(&PlanOptions::default()).unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("made with -allow-downgrade but apply was run without it"),
-        "{e}"
+    check_resealed_flag_is_repeated(
+        &i,
+        "-allow-downgrade",
+        |o| o.allow_downgrade = true,
+        |o| o.allow_downgrade,
     );
-    let cli = PlanOptions {
-        allow_downgrade: true,
-        ..Default::default()
-    };
-    assert!(evil.options_for_apply(&cli).unwrap().allow_downgrade);
-    assert!(plain.options_for_apply(&cli).is_err());
 }
 
 /// Issue 28, item 4: the k0s version a saved plan chose (the spec names none) is never taken
