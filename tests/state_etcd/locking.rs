@@ -5,12 +5,25 @@ use super::*;
 // ---------------------------------------------------------------------------------------------
 // Locking
 
+/// `state rm 127.0.1.1` waiting up to 20 s for the lock succeeds, from serial `from`.
+fn rm_waiting_for_the_lock(url: &str, from: u64) {
+    let (code, out, stderr) = k0sform(&[
+        "-lock-timeout=20s",
+        "-state",
+        url,
+        "state",
+        "rm",
+        "127.0.1.1",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let serials = format!("serial {from} -> {}", from + 1);
+    assert!(out.contains(&serials), "{out}");
+}
+
 #[test]
 fn force_unlock_removes_only_the_lock_with_that_id_and_fences_the_old_holder() {
     require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/force");
-    create(&url, &sample_state());
+    let (etcd, url) = etcd_with_sample_state("/k0sform/force");
     let mut holder = spawn_child("hold-then-write", &url, 30);
     let id = holder.wait_for("READY");
     assert_eq!(load(&url).serial, 2, "the holder's first checkpoint");
@@ -61,9 +74,7 @@ fn force_unlock_removes_only_the_lock_with_that_id_and_fences_the_old_holder() {
 #[test]
 fn lease_revoked_from_outside_refuses_the_next_write() {
     require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/revoke");
-    create(&url, &sample_state());
+    let (etcd, url) = etcd_with_sample_state("/k0sform/revoke");
     let mut s = store(&url);
     let g = s.lock("apply", Duration::ZERO).unwrap();
     let mut st = s.load().unwrap().unwrap();
@@ -87,9 +98,7 @@ fn lease_revoked_from_outside_refuses_the_next_write() {
 #[test]
 fn killed_holder_frees_the_lock_when_its_lease_expires() {
     require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/kill");
-    create(&url, &sample_state());
+    let (_etcd, url) = etcd_with_sample_state("/k0sform/kill");
     let mut holder = spawn_child("hold-then-write", &url, 2);
     let id = holder.wait_for("READY");
     holder.say("write");
@@ -102,16 +111,7 @@ fn killed_holder_frees_the_lock_when_its_lease_expires() {
     assert_eq!(code, 4, "{stderr}");
     assert!(stderr.contains(&id), "{stderr}");
     // ... and once the 2 s lease expires the next run gets it, working from the last checkpoint.
-    let (code, out, stderr) = k0sform(&[
-        "-lock-timeout=20s",
-        "-state",
-        &url,
-        "state",
-        "rm",
-        "127.0.1.1",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(out.contains("serial 3 -> 4"), "{out}");
+    rm_waiting_for_the_lock(&url, 3);
     let waited = killed_at.elapsed();
     // The lease was last renewed up to a third of its TTL before the kill.
     assert!(waited >= Duration::from_millis(1000), "{waited:?}");
@@ -133,9 +133,7 @@ fn killed_holder_frees_the_lock_when_its_lease_expires() {
 #[test]
 fn etcd_stopped_gives_a_clear_error_and_work_continues_when_it_returns() {
     require_lab!();
-    let mut etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/down");
-    create(&url, &sample_state());
+    let (mut etcd, url) = etcd_with_sample_state("/k0sform/down");
     let mut s = EtcdStore::open(&url, &opts(Duration::from_secs(2))).unwrap();
     let g = s.lock("apply", Duration::ZERO).unwrap();
     let mut st = s.load().unwrap().unwrap();
@@ -165,14 +163,5 @@ fn etcd_stopped_gives_a_clear_error_and_work_continues_when_it_returns() {
     assert_eq!(st.serial, 2, "the last stored write");
     assert_eq!(st.hosts[0].node_name.as_deref(), Some("before"));
     // The lock of the store that lost etcd is released or expires; then writes go on.
-    let (code, out, stderr) = k0sform(&[
-        "-lock-timeout=20s",
-        "-state",
-        &url,
-        "state",
-        "rm",
-        "127.0.1.1",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(out.contains("serial 2 -> 3"), "{out}");
+    rm_waiting_for_the_lock(&url, 2);
 }

@@ -50,6 +50,14 @@ fn create(url: &str, state: &State) -> u64 {
     serial
 }
 
+/// A real etcd holding `sample_state()` at `prefix`: the server and the state's URL.
+fn etcd_with_sample_state(prefix: &str) -> (EtcdServer, String) {
+    let etcd = EtcdServer::start();
+    let url = etcd.url(prefix);
+    create(&url, &sample_state());
+    (etcd, url)
+}
+
 fn load(url: &str) -> State {
     store(url).load().unwrap().expect("a state")
 }

@@ -2,6 +2,21 @@
 
 use super::*;
 
+/// `k0sform -state STATE state push [-force] FILE`.
+fn push(state: &str, file: &std::path::Path, force: bool) -> (i32, String, String) {
+    let mut args = vec!["-state", state, "state", "push"];
+    if force {
+        args.push("-force");
+    }
+    args.push(file.to_str().unwrap());
+    k0sform(&args)
+}
+
+/// `k0sform -state STATE state pull`.
+fn pull(state: &str) -> (i32, String, String) {
+    k0sform(&["-state", state, "state", "pull"])
+}
+
 #[test]
 fn push_pull_and_migration_keep_lineage_and_serial() {
     require_lab!();
@@ -16,10 +31,10 @@ fn push_pull_and_migration_keep_lineage_and_serial() {
 
     // local -> etcd, as the README says: `state pull > f && -state etcd://… state push f`.
     let pulled = dir.path().join("pulled.json");
-    let (code, out, err) = k0sform(&["-state", local_s, "state", "pull"]);
+    let (code, out, err) = pull(local_s);
     assert_eq!(code, 0, "{err}");
     std::fs::write(&pulled, &out).unwrap();
-    let (code, msg, err) = k0sform(&["-state", &url, "state", "push", pulled.to_str().unwrap()]);
+    let (code, msg, err) = push(&url, &pulled, false);
     assert_eq!(code, 0, "{err}");
     assert!(msg.contains("serial 7"), "{msg}");
     let remote = load(&url);
@@ -27,11 +42,11 @@ fn push_pull_and_migration_keep_lineage_and_serial() {
         (remote.lineage.as_str(), remote.serial),
         (st.lineage.as_str(), 7)
     );
-    let (code, remote_pull, _) = k0sform(&["-state", &url, "state", "pull"]);
+    let (code, remote_pull, _) = pull(&url);
     assert_eq!(code, 0);
     assert_eq!(remote_pull, out, "byte for byte the same state");
     // Pushing the same again changes nothing.
-    let (code, msg, _) = k0sform(&["-state", &url, "state", "push", pulled.to_str().unwrap()]);
+    let (code, msg, _) = push(&url, &pulled, false);
     assert_eq!(code, 0);
     assert!(msg.contains("already holds"), "{msg}");
 
@@ -41,7 +56,7 @@ fn push_pull_and_migration_keep_lineage_and_serial() {
     assert_eq!(load(&url).serial, 8);
 
     // The old file (serial 7) is refused now; so is another lineage; -force overrides.
-    let (code, _, err) = k0sform(&["-state", &url, "state", "push", pulled.to_str().unwrap()]);
+    let (code, _, err) = push(&url, &pulled, false);
     assert_eq!(code, 1);
     assert!(
         err.contains("older serial 7") && err.contains("-force"),
@@ -51,7 +66,7 @@ fn push_pull_and_migration_keep_lineage_and_serial() {
     let mut o = sample_state();
     o.serial = 50;
     std::fs::write(&other, o.to_canonical_json().unwrap()).unwrap();
-    let (code, _, err) = k0sform(&["-state", &url, "state", "push", other.to_str().unwrap()]);
+    let (code, _, err) = push(&url, &other, false);
     assert_eq!(code, 1);
     assert!(
         err.contains(&o.lineage) && err.contains(&st.lineage),
@@ -61,17 +76,11 @@ fn push_pull_and_migration_keep_lineage_and_serial() {
 
     // etcd -> local (a new file), keeping lineage and serial.
     let back = dir.path().join("back.json");
-    let (code, out8, _) = k0sform(&["-state", &url, "state", "pull"]);
+    let (code, out8, _) = pull(&url);
     assert_eq!(code, 0);
     let f8 = dir.path().join("eight.json");
     std::fs::write(&f8, &out8).unwrap();
-    let (code, _, err) = k0sform(&[
-        "-state",
-        back.to_str().unwrap(),
-        "state",
-        "push",
-        f8.to_str().unwrap(),
-    ]);
+    let (code, _, err) = push(back.to_str().unwrap(), &f8, false);
     assert_eq!(code, 0, "{err}");
     let local_back = LocalStore::new(&back).load().unwrap().unwrap();
     assert_eq!(
@@ -80,35 +89,15 @@ fn push_pull_and_migration_keep_lineage_and_serial() {
     );
     assert_eq!(std::fs::read_to_string(&back).unwrap(), out8);
     // The local backend refuses an older serial too.
-    let (code, _, err) = k0sform(&[
-        "-state",
-        back.to_str().unwrap(),
-        "state",
-        "push",
-        pulled.to_str().unwrap(),
-    ]);
+    let (code, _, err) = push(back.to_str().unwrap(), &pulled, false);
     assert_eq!(code, 1);
     assert!(err.contains("older serial 7"), "{err}");
 
     // Forced: the serial keeps growing past the stored one, so saved plans go stale.
-    let (code, msg, err) = k0sform(&[
-        "-state",
-        &url,
-        "state",
-        "push",
-        "-force",
-        other.to_str().unwrap(),
-    ]);
+    let (code, msg, err) = push(&url, &other, true);
     assert_eq!(code, 0, "{err}");
     assert!(msg.contains("serial 50"), "{msg}");
-    let (code, msg, err) = k0sform(&[
-        "-state",
-        &url,
-        "state",
-        "push",
-        "-force",
-        pulled.to_str().unwrap(),
-    ]);
+    let (code, msg, err) = push(&url, &pulled, true);
     assert_eq!(code, 0, "{err}");
     assert!(msg.contains("serial 51"), "{msg}");
     // Every pushed version is in the history.
@@ -118,9 +107,7 @@ fn push_pull_and_migration_keep_lineage_and_serial() {
 #[test]
 fn k0sform_state_variable_selects_the_store() {
     require_lab!();
-    let etcd = EtcdServer::start();
-    let url = etcd.url("/k0sform/env");
-    create(&url, &sample_state());
+    let (etcd, url) = etcd_with_sample_state("/k0sform/env");
     let (code, out, err) = k0sform_env(&["state", "list"], &[("K0SFORM_STATE", &url)]);
     assert_eq!(code, 0, "{err}");
     assert!(
