@@ -307,14 +307,40 @@ fn learner_cluster() -> (Fake, Spec, State, HostId, HostId) {
     let (fake, mut spec, state, _) = three_controllers();
     let (c1, c4) = (host(1), host(4));
     spec.hosts.push(spec_host(Role::Controller, &c4, "c4", 4));
-    {
-        let mut w = fake.world();
-        w.add_host(&c4, "c4");
-        for h in w.hosts.values_mut() {
-            h.version = Some("v1.35.5+k0s.0".parse().unwrap());
-        }
-    }
+    fake.world().add_host(&c4, "c4");
+    run_everywhere(&fake, "v1.35.5+k0s.0");
     (fake, spec, state, c1, c4)
+}
+
+/// Every host of `fake` runs k0s `version`.
+fn run_everywhere(fake: &Fake, version: &str) {
+    for h in fake.world().hosts.values_mut() {
+        h.version = Some(version.parse().unwrap());
+    }
+}
+
+/// c4 joins via c1, the one step of a plan, run with `o`.
+fn join_c4(
+    (fake, spec, state): (&Fake, &Spec, State),
+    c1: &HostId,
+    c4: &HostId,
+    o: ExecOptions,
+) -> Applied {
+    let plan = one_step(c4, StepKind::JoinController { via: c1.clone() });
+    apply_with(fake, &plan, spec, state, o)
+}
+
+/// c4 joins via c1 and its join ends only once the fake has promoted it (its count of probes
+/// that still show c4 a learner is down to 0); `ended_early` says what it means if not.
+fn assert_join_waits_for_promotion(
+    (fake, spec, state): (&Fake, &Spec, State),
+    c1: &HostId,
+    c4: &HostId,
+    ended_early: &str,
+) {
+    let r = join_c4((fake, spec, state), c1, c4, opts(2));
+    r.result.as_ref().expect("joined");
+    assert_eq!(fake.world().learners[&c4.address], 0, "{ended_early}");
 }
 
 /// Issue 13: on k0s v1.35.5+ a joined controller is a learner until the leader promotes it
@@ -324,13 +350,11 @@ fn learner_cluster() -> (Fake, Spec, State, HostId, HostId) {
 fn controller_join_waits_until_the_learner_is_promoted() {
     let (fake, spec, state, c1, c4) = learner_cluster();
     fake.world().learners.insert(c4.address.clone(), 5);
-    let plan = one_step(&c4, StepKind::JoinController { via: c1.clone() });
-    let r = apply_with(&fake, &plan, &spec, state, opts(2));
-    r.result.as_ref().expect("joined");
-    assert_eq!(
-        fake.world().learners[&c4.address],
-        0,
-        "the step ended before c4's EtcdMember object showed it promoted"
+    assert_join_waits_for_promotion(
+        (&fake, &spec, state),
+        &c1,
+        &c4,
+        "the step ended before c4's EtcdMember object showed it promoted",
     );
 }
 
@@ -339,11 +363,10 @@ fn controller_join_waits_until_the_learner_is_promoted() {
 fn controller_join_fails_clearly_when_the_learner_is_never_promoted() {
     let (fake, spec, state, c1, c4) = learner_cluster();
     fake.world().learners.insert(c4.address.clone(), usize::MAX);
-    let plan = one_step(&c4, StepKind::JoinController { via: c1.clone() });
     let mut o = opts(2);
     o.wait_timeout = Duration::from_millis(200);
     o.poll_interval = Duration::from_millis(20);
-    let r = apply_with(&fake, &plan, &spec, state, o);
+    let r = join_c4((&fake, &spec, state), &c1, &c4, o);
     let report = r.failure();
     let (_, why) = &report.summary.failed[0];
     assert!(
@@ -352,15 +375,9 @@ fn controller_join_fails_clearly_when_the_learner_is_never_promoted() {
     );
     // Before v1.35.5 nothing waits for a promotion: members join as voters.
     let (fake, spec, state, c1, c4) = learner_cluster();
-    {
-        let mut w = fake.world();
-        w.learners.insert(c4.address.clone(), usize::MAX);
-        for h in w.hosts.values_mut() {
-            h.version = Some("v1.35.4+k0s.0".parse().unwrap());
-        }
-    }
-    let plan = one_step(&c4, StepKind::JoinController { via: c1.clone() });
-    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    fake.world().learners.insert(c4.address.clone(), usize::MAX);
+    run_everywhere(&fake, "v1.35.4+k0s.0");
+    let r = join_c4((&fake, &spec, state), &c1, &c4, opts(2));
     r.result.as_ref().expect("joined");
 }
 
@@ -379,11 +396,9 @@ fn real_member_id(fake: &Fake, h: &HostId) -> String {
 /// `probes` more probes (k0s's labels written, its status not yet).
 fn rejoin_over_earlier_object(probes: usize) -> (Fake, Spec, State, HostId, Plan) {
     let (fake, spec, state, c1, c4) = learner_cluster();
+    run_everywhere(&fake, "v1.35.4+k0s.0");
     {
         let mut w = fake.world();
-        for h in w.hosts.values_mut() {
-            h.version = Some("v1.35.4+k0s.0".parse().unwrap());
-        }
         w.invocations = true;
         w.relabelled_stale = true;
         w.stale_objects
@@ -449,13 +464,11 @@ fn controller_join_is_not_ended_by_the_object_of_its_earlier_life() {
         w.stale_objects
             .insert(c4.address.clone(), ("5555666677778888".into(), 1));
     }
-    let plan = one_step(&c4, StepKind::JoinController { via: c1 });
-    let r = apply_with(&fake, &plan, &spec, state, opts(2));
-    r.result.as_ref().expect("joined");
-    assert_eq!(
-        fake.world().learners[&c4.address],
-        0,
-        "the step ended on the earlier life's Joined=True, before c4 was promoted"
+    assert_join_waits_for_promotion(
+        (&fake, &spec, state),
+        &c1,
+        &c4,
+        "the step ended on the earlier life's Joined=True, before c4 was promoted",
     );
 }
 
@@ -467,10 +480,9 @@ fn join_refused_while_a_member_is_still_a_learner() {
     fake.world()
         .learners
         .insert(host(3).address.clone(), usize::MAX);
-    let plan = one_step(&c4, StepKind::JoinController { via: c1.clone() });
     let mut o = opts(2);
     o.health_grace = Duration::from_millis(20);
-    let r = apply_with(&fake, &plan, &spec, state, o);
+    let r = join_c4((&fake, &spec, state), &c1, &c4, o);
     let reason = r.refusal();
     assert!(
         reason.contains("\"c3\"") && reason.contains("not a voter yet"),
