@@ -193,27 +193,39 @@ fn remove_member_gives_up_when_etcd_keeps_refusing() {
     assert_eq!(fake.world().members.len(), 3, "nothing removed");
 }
 
-#[test]
-fn reset_refused_when_machine_id_differs() {
-    let (fake, spec, state, _) = three_controllers();
-    let c3 = host(3);
-    fake.world().hosts.get_mut(&c3).unwrap().machine_id = "mid-rebuilt".into();
+/// The reset of c3 as recorded (machine-id `mid-c3`), the one step of a plan.
+fn reset_c3(fake: &Fake, spec: &Spec, state: State, uninstall: bool) -> Applied {
     let plan = one_step(
-        &c3,
+        &host(3),
         StepKind::ResetHost {
             machine_id: "mid-c3".into(),
-            uninstall: false,
+            uninstall,
         },
     );
-    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    apply_with(fake, &plan, spec, state, opts(2))
+}
+
+/// `r` was refused (exit 3) before any command ran on c3, which still runs: the reason.
+fn refused_before_touching_c3<'a>(fake: &Fake, r: &'a Applied) -> &'a str {
+    let c3 = host(3);
     let reason = r.refusal();
     assert_eq!(r.exit_code(), 3);
-    assert!(reason.contains("mid-rebuilt"), "{reason}");
     assert!(
         fake.calls().iter().all(|c| c.host != c3),
         "no command ran on the host"
     );
     assert!(fake.world().hosts[&c3].running);
+    reason
+}
+
+#[test]
+fn reset_refused_when_machine_id_differs() {
+    let (fake, spec, state, _) = three_controllers();
+    let c3 = host(3);
+    fake.world().hosts.get_mut(&c3).unwrap().machine_id = "mid-rebuilt".into();
+    let r = reset_c3(&fake, &spec, state, false);
+    let reason = refused_before_touching_c3(&fake, &r);
+    assert!(reason.contains("mid-rebuilt"), "{reason}");
 }
 
 /// Issue 28: a host known only to the state whose recorded data dir is `/` is never reset
@@ -231,39 +243,19 @@ fn reset_refused_for_implausible_recorded_paths() {
         kubelet_root_dir: None,
         cluster_address: None,
     });
-    let plan = one_step(
-        &c3,
-        StepKind::ResetHost {
-            machine_id: "mid-c3".into(),
-            uninstall: false,
-        },
-    );
-    let r = apply_with(&fake, &plan, &spec, state, opts(2));
-    let reason = r.refusal();
-    assert_eq!(r.exit_code(), 3);
+    let r = reset_c3(&fake, &spec, state, false);
+    let reason = refused_before_touching_c3(&fake, &r);
     assert!(
         reason.contains("access.dataDir: `/` is the root directory"),
         "{reason}"
     );
-    assert!(
-        fake.calls().iter().all(|c| c.host != c3),
-        "no command ran on the host"
-    );
-    assert!(fake.world().hosts[&c3].running);
 }
 
 #[test]
 fn reset_stops_then_resets_the_recorded_machine() {
     let (fake, spec, state, _) = three_controllers();
     let c3 = host(3);
-    let plan = one_step(
-        &c3,
-        StepKind::ResetHost {
-            machine_id: "mid-c3".into(),
-            uninstall: false,
-        },
-    );
-    let r = apply_with(&fake, &plan, &spec, state, opts(2));
+    let r = reset_c3(&fake, &spec, state, false);
     r.result.expect("reset");
     let words = words_on(&fake, &c3);
     let stop = words.iter().position(|w| w == "stop").expect("stopped");
@@ -288,14 +280,7 @@ fn destroy_reset_removes_binary_and_config_after_the_reset() {
                 .files
                 .insert(f.into(), (b"x".to_vec(), 0o600));
         }
-        let plan = one_step(
-            &c3,
-            StepKind::ResetHost {
-                machine_id: "mid-c3".into(),
-                uninstall,
-            },
-        );
-        let r = apply_with(&fake, &plan, &spec, state, opts(2));
+        let r = reset_c3(&fake, &spec, state, uninstall);
         r.result.expect("reset");
         let runs: Vec<Vec<String>> = fake
             .calls()
