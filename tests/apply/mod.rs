@@ -17,7 +17,7 @@ use std::time::Duration;
 use fake::{CallKind, Fake};
 use k0sform::apply::{Remote, execute};
 use k0sform::k0s::{TokenRole, desired};
-use k0sform::spec::{HostSpec, K0sSpec, Options, Role, Spec, SshTarget};
+use k0sform::spec::{HostSpec, K0sSpec, Role, Spec, SshTarget};
 use k0sform::state::{EtcdMemberState, HostState};
 use k0sform::ui::{EventSink, HumanSink, JsonSink};
 
@@ -245,14 +245,9 @@ fn spec_of(hosts: &[(u8, Role, &str)]) -> Spec {
             .collect(),
         k0s: K0sSpec {
             version: Some("v1.33.4+k0s.0".parse().unwrap()),
-            version_channel: None,
-            dynamic_config: false,
-            config: None,
-            controllers_run: false,
+            ..K0sSpec::default()
         },
-        options: Options::default(),
-        manifests: vec![],
-        env_values: vec![],
+        ..Spec::default()
     }
 }
 
