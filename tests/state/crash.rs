@@ -18,6 +18,18 @@ fn generation_of(s: &State) -> u64 {
     generation
 }
 
+/// A new folder with a state file `s.json` of generation 1 (a new lineage): the folder, the
+/// file and the lineage.
+fn first_generation() -> (tempfile::TempDir, PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let lineage = uuid::Uuid::new_v4().to_string();
+    let mut first = generation_state(&lineage, 1);
+    first.serial = 0;
+    create(&path, &first);
+    (dir, path, lineage)
+}
+
 /// A small xorshift generator: no rand crate needed, the seed is printed to reproduce a run.
 struct Rng(u64);
 impl Rng {
@@ -128,13 +140,8 @@ fn writer_killed_at_random_moments_leaves_old_or_new_state() {
 /// temp file: rename(2) of its backup link onto the backup is then a no-op that keeps the link.
 #[test]
 fn a_backup_linked_to_the_state_file_leaves_no_temp_file_on_the_next_write() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.json");
+    let (dir, path, lineage) = first_generation();
     let backup = dir.path().join("s.json.backup");
-    let lineage = uuid::Uuid::new_v4().to_string();
-    let mut first = generation_state(&lineage, 1);
-    first.serial = 0;
-    create(&path, &first);
     let before = std::fs::read(&path).unwrap();
     let _ = std::fs::remove_file(&backup);
     std::fs::hard_link(&path, &backup).unwrap();
@@ -156,12 +163,7 @@ fn a_backup_linked_to_the_state_file_leaves_no_temp_file_on_the_next_write() {
 
 #[test]
 fn writer_killed_at_each_stage_leaves_old_or_new_state() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.json");
-    let lineage = uuid::Uuid::new_v4().to_string();
-    let mut first = generation_state(&lineage, 1);
-    first.serial = 0;
-    create(&path, &first);
+    let (dir, path, lineage) = first_generation();
     // A second clean write so that a backup exists before the crashes.
     {
         let mut store = LocalStore::new(&path);
@@ -214,12 +216,7 @@ fn writer_killed_at_each_stage_leaves_old_or_new_state() {
 
 #[test]
 fn every_write_stage_is_observed_in_order_and_readers_see_old_or_new() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.json");
-    let lineage = uuid::Uuid::new_v4().to_string();
-    let mut first = generation_state(&lineage, 1);
-    first.serial = 0;
-    create(&path, &first);
+    let (_dir, path, lineage) = first_generation();
 
     let seen: Arc<Mutex<Vec<(WriteStage, u64)>>> = Arc::default();
     let mut store = LocalStore::new(&path);
