@@ -2,6 +2,14 @@
 
 use super::*;
 
+/// After a command changed the state file at `path`: its backup is `before` (the file before
+/// the change); the state now.
+fn changed_keeping_a_backup(path: &Path, before: &[u8]) -> State {
+    let backup = std::fs::read(format!("{}.backup", path.display())).unwrap();
+    assert_eq!(backup, before, "the backup is the file before the change");
+    LocalStore::new(path).load().unwrap().unwrap()
+}
+
 #[test]
 fn state_commands() {
     let dir = tempfile::tempdir().unwrap();
@@ -108,11 +116,7 @@ unfinished steps:
         out.contains("Removed host 127.0.0.1:2222 from the state (serial 1 -> 2)"),
         "{out}"
     );
-    assert_eq!(
-        std::fs::read(format!("{}.backup", path.display())).unwrap(),
-        before
-    );
-    let now = LocalStore::new(&path).load().unwrap().unwrap();
+    let now = changed_keeping_a_backup(&path, &before);
     assert_eq!(now.serial, 2);
     assert_eq!(now.hosts.len(), 3);
     assert!(now.hosts.iter().all(|h| h.port != 2222));
@@ -157,11 +161,7 @@ fn state_mv_moves_a_record_and_refuses_what_it_cannot() {
         out.contains("etcd peer URL is still recorded as https://127.0.0.2:2380"),
         "{out}"
     );
-    assert_eq!(
-        std::fs::read(format!("{}.backup", path.display())).unwrap(),
-        before
-    );
-    let now = LocalStore::new(&path).load().unwrap().unwrap();
+    let now = changed_keeping_a_backup(&path, &before);
     assert_eq!(now.serial, 2);
     assert!(now.host(&HostId::new("127.0.0.2", 22)).is_none());
     let moved = now.host(&HostId::new("127.0.0.9", 22)).expect("moved");
