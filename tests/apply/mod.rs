@@ -2,6 +2,7 @@
 //! check scheduling (order, overlap, membership serialization, failure handling, intents,
 //! interrupts); part 2 runs the real k0s step runner against a fake `Transport`.
 
+use crate::support::schema_files;
 use k0sform::apply::{
     ApplyError, Cancel, ExecOptions, StateChange, StepContext, StepError, StepRunner, intent_for,
     needs_intent, run_plan,
@@ -438,17 +439,8 @@ fn first(words: &[String], prefix: &str) -> usize {
 /// Regenerate with `K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform apply::events_schema_is_fresh`.
 #[test]
 fn events_schema_is_fresh() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/events.schema.json");
     let now = k0sform::ui::events_json_schema();
-    if std::env::var_os("K0SFORM_UPDATE_SCHEMA").is_some() {
-        std::fs::write(&path, &now).unwrap();
-    }
-    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        checked_in == now,
-        "schema/events.schema.json is stale; regenerate with \
-         `K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform apply::events_schema_is_fresh`"
-    );
+    schema_files::checked_in("events.schema.json", &now, "apply::events_schema_is_fresh");
     // Every line's type is one the schema names, and format_version is required.
     let text = now.clone();
     for t in [

@@ -2,6 +2,7 @@
 //! `-input=false` and what `--help` promises (every environment variable k0sform reads).
 
 use crate::support::bin;
+use crate::support::schema_files;
 use assert_cmd::Command;
 use std::path::Path;
 
@@ -23,14 +24,10 @@ fn stderr(o: &std::process::Output) -> String {
 
 #[test]
 fn validate_schema_is_fresh() {
-    let path = Path::new("schema/validate.schema.json");
     let now = k0sform::spec::validate_json_schema();
-    if std::env::var_os("K0SFORM_UPDATE_SCHEMA").is_some() {
-        std::fs::write(path, &now).expect("write schema");
-    }
-    let checked_in = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(
-        checked_in == now,
-        "schema/validate.schema.json is stale: run `K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform cli::validate_schema_is_fresh`"
+    schema_files::checked_in(
+        "validate.schema.json",
+        &now,
+        "cli::validate_schema_is_fresh",
     );
 }

@@ -2,6 +2,7 @@
 //! of spec, state and reality, and the expected outcome), insta snapshots of every case's text,
 //! JSON and DOT, proptest properties over generated clusters, and the plan schema's freshness.
 
+use crate::support::schema_files;
 use k0sform::hash::sha256_hex;
 use k0sform::hostid::HostId;
 use k0sform::k0s::desired;
@@ -368,18 +369,8 @@ fn case_inputs(name: &str) -> Inputs {
 
 #[test]
 fn plan_schema_is_fresh() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/plan.schema.json");
     let now = render::json_schema();
-    if std::env::var_os("K0SFORM_UPDATE_SCHEMA").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &now).unwrap();
-    }
-    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        checked_in == now,
-        "schema/plan.schema.json is stale; regenerate with \
-         `K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform plan::plan_schema_is_fresh`"
-    );
+    schema_files::checked_in("plan.schema.json", &now, "plan::plan_schema_is_fresh");
     // And every case's JSON has the schema's top-level fields.
     let schema: serde_json::Value = serde_json::from_str(&now).unwrap();
     let required = schema["required"].as_array().unwrap();

@@ -8,6 +8,7 @@
 
 use crate::support::bin;
 use crate::support::child::ChildProc;
+use crate::support::schema_files;
 use crate::support::states::{host, sample_state};
 
 use k0sform::hostid::HostId;
@@ -178,19 +179,10 @@ fn k0sform(args: &[&str], cwd: &Path) -> (i32, String, String) {
 
 #[test]
 fn state_schema_is_up_to_date() {
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/state.schema.json");
-    let generated = state::json_schema();
-    if std::env::var_os("K0SFORM_UPDATE_SCHEMA").is_some() {
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::write(&file, &generated).unwrap();
-        return;
-    }
-    let current = std::fs::read_to_string(&file).unwrap_or_default();
-    assert!(
-        current == generated,
-        "{} is stale: it no longer matches the State type. Regenerate it with\n    \
-         K0SFORM_UPDATE_SCHEMA=1 cargo test --test k0sform state::state_schema_is_up_to_date",
-        file.display()
+    let current = schema_files::checked_in(
+        "state.schema.json",
+        &state::json_schema(),
+        "state::state_schema_is_up_to_date",
     );
     // The checked-in schema describes real files: a written state has every required field.
     let schema: serde_json::Value = serde_json::from_str(&current).unwrap();
