@@ -3,24 +3,20 @@
 //! interrupts); part 2 runs the real k0s step runner against a fake `Transport`.
 
 use crate::support::schema_files;
+use fake::{CallKind, Fake};
 use k0sform::apply::{
-    ApplyError, Cancel, ExecOptions, StateChange, StepContext, StepError, StepRunner, intent_for,
-    needs_intent, run_plan,
+    ApplyError, Cancel, ExecOptions, Remote, StateChange, StepContext, StepError, StepRunner,
+    execute, intent_for, needs_intent, run_plan,
 };
 use k0sform::hostid::HostId;
+use k0sform::k0s::{TokenRole, desired};
 use k0sform::plan::{ClusterAction, Plan, QuorumSummary, Step, StepKind};
-use k0sform::state::State;
-use k0sform::ui::{ApplyEvent, VecSink};
+use k0sform::spec::{HostSpec, K0sSpec, Role, Spec, SshTarget};
+use k0sform::state::{EtcdMemberState, HostState, State};
+use k0sform::ui::{ApplyEvent, EventSink, HumanSink, JsonSink, VecSink};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use fake::{CallKind, Fake};
-use k0sform::apply::{Remote, execute};
-use k0sform::k0s::{TokenRole, desired};
-use k0sform::spec::{HostSpec, K0sSpec, Role, Spec, SshTarget};
-use k0sform::state::{EtcdMemberState, HostState};
-use k0sform::ui::{EventSink, HumanSink, JsonSink};
 
 mod execution;
 mod fake;

@@ -343,7 +343,7 @@ struct Inputs {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Saved plans.
+// The inputs of one case, for the tests that change them.
 
 /// insta looks for snapshots in `snapshots/` beside the file that asserts; the plan's are in
 /// tests/snapshots/ with every other module's (`k0sform__plan__<file>__<name>.snap`). Keep the
