@@ -758,25 +758,32 @@ const VALUES: Fields = Fields {
     plain: plain_value,
 };
 
-proptest! {
-    #![proptest_config(config())]
+/// Two properties of one kind of `Fields`: a generated hostile value in any of its state fields
+/// (`$state_test`) and in any of its saved-plan fields (`$plan_test`).
+macro_rules! hostile_fields_props {
+    ($fields:expr, $values:expr, $state_test:ident, $plan_test:ident) => {
+        proptest! {
+            #![proptest_config(config())]
 
-    #[test]
-    fn state_reader_refuses_hostile_field_values(
-        field in proptest::sample::select(STATE_VALUE_FIELDS),
-        value in hostile_value(),
-    ) {
-        VALUES.in_state(field, value);
-    }
+            #[test]
+            fn $state_test(field in proptest::sample::select($fields.state), value in $values) {
+                $fields.in_state(field, value);
+            }
 
-    #[test]
-    fn saved_plan_reader_refuses_hostile_field_values(
-        field in proptest::sample::select(PLAN_VALUE_FIELDS),
-        value in hostile_value(),
-    ) {
-        VALUES.in_plan(field, value);
-    }
+            #[test]
+            fn $plan_test(field in proptest::sample::select($fields.plan), value in $values) {
+                $fields.in_plan(field, value);
+            }
+        }
+    };
 }
+
+hostile_fields_props!(
+    VALUES,
+    hostile_value(),
+    state_reader_refuses_hostile_field_values,
+    saved_plan_reader_refuses_hostile_field_values
+);
 
 #[test]
 fn known_hostile_values_are_refused_in_every_field() {
@@ -806,25 +813,12 @@ fn redact_config(bytes: Vec<u8>) {
     });
 }
 
-proptest! {
-    #![proptest_config(config())]
-
-    #[test]
-    fn state_reader_refuses_hostile_addresses(
-        field in proptest::sample::select(STATE_ADDRESS_FIELDS),
-        address in hostile_address(),
-    ) {
-        ADDRESSES.in_state(field, address);
-    }
-
-    #[test]
-    fn saved_plan_reader_refuses_hostile_addresses(
-        field in proptest::sample::select(PLAN_ADDRESS_FIELDS),
-        address in hostile_address(),
-    ) {
-        ADDRESSES.in_plan(field, address);
-    }
-}
+hostile_fields_props!(
+    ADDRESSES,
+    hostile_address(),
+    state_reader_refuses_hostile_addresses,
+    saved_plan_reader_refuses_hostile_addresses
+);
 
 #[test]
 fn known_hostile_addresses_are_refused_in_every_field() {
