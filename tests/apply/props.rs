@@ -1,8 +1,8 @@
 //! Properties of the coordinator over random DAGs (acyclic by construction).
 
 use super::*;
+use crate::support::proptest_files;
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 
 /// Random DAGs, acyclic by construction: a step may only wait for lower ids.
 fn dag() -> impl Strategy<Value = (Plan, Script, usize)> {
@@ -44,13 +44,7 @@ fn dag() -> impl Strategy<Value = (Plan, Script, usize)> {
 }
 
 proptest! {
-    // Regressions in props.proptest-regressions beside this file: proptest's default
-    // (SourceParallel) would look for them in <repo>/proptest-regressions/, as tests/ has a lib.rs.
-    #![proptest_config(ProptestConfig {
-        cases: 64,
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(proptest_files::regressions_beside_source(64))]
     #[test]
     fn scheduling_invariants((plan, script, parallelism) in dag()) {
         let fails = script.fail.clone();

@@ -1,8 +1,8 @@
 //! Properties over generated clusters.
 
 use super::*;
+use crate::support::proptest_files;
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 
 /// What happened to a host since the state was written.
 #[derive(Debug, Clone, Copy)]
@@ -174,13 +174,7 @@ fn scenario(ctrl: &[(Fate, bool)], workers: &[Fate], fresh_cluster: bool) -> Cas
 }
 
 proptest! {
-    // Regressions in props.proptest-regressions beside this file: proptest's default
-    // (SourceParallel) would look for them in <repo>/proptest-regressions/, as tests/ has a lib.rs.
-    #![proptest_config(ProptestConfig {
-        cases: 256,
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(proptest_files::regressions_beside_source(256))]
 
     #[test]
     fn plans_are_safe_deterministic_and_converge(
