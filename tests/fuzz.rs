@@ -565,12 +565,6 @@ const STATE_ADDRESS_FIELDS: &[&str] = &[
 ];
 
 /// The seed state with recorded access through a bastion, `field` set to `address`: refused
-/// naming the field in a message without raw controls, or accepted as a plain address.
-fn state_with_address(field: &'static str, address: String) {
-    state_with(field, address, |_, a| plain_address(a));
-}
-
-/// The seed state with recorded access through a bastion, `field` set to `address`: refused
 /// naming the field in a message without raw controls, or accepted when `plain(field, value)`.
 fn state_with(field: &'static str, address: String, plain: fn(&str, &str) -> bool) {
     within(format!("state {field} = {address:?}"), move || {
@@ -609,10 +603,47 @@ const PLAN_ADDRESS_FIELDS: &[&str] = &[
     "identities[0].host.address",
 ];
 
-/// The seed plan with `field` set to `address`, sealed again: refused naming the field in a
-/// message without raw controls, or accepted as a plain address and rendered without any.
-fn plan_with_address(field: &'static str, address: String) {
-    plan_with(field, address, |_, a| plain_address(a));
+/// The fields of a state and of a saved plan that hold one kind of value, and what an accepted
+/// value may be (`plain(field, value)`).
+struct Fields {
+    state: &'static [&'static str],
+    plan: &'static [&'static str],
+    plain: fn(&str, &str) -> bool,
+}
+
+impl Fields {
+    /// `state_with` for one of these fields.
+    fn in_state(&self, field: &'static str, value: String) {
+        state_with(field, value, self.plain);
+    }
+
+    /// `plan_with` for one of these fields.
+    fn in_plan(&self, field: &'static str, value: String) {
+        plan_with(field, value, self.plain);
+    }
+
+    /// Each of `values` in every one of these fields, of the state and of the saved plan.
+    fn in_every_field(&self, values: &[&str]) {
+        for value in values {
+            for field in self.state {
+                self.in_state(field, value.to_string());
+            }
+            for field in self.plan {
+                self.in_plan(field, value.to_string());
+            }
+        }
+    }
+}
+
+/// Addresses: accepted only as plain addresses (and then rendered without raw controls).
+const ADDRESSES: Fields = Fields {
+    state: STATE_ADDRESS_FIELDS,
+    plan: PLAN_ADDRESS_FIELDS,
+    plain: plain_address_in,
+};
+
+fn plain_address_in(_field: &str, a: &str) -> bool {
+    plain_address(a)
 }
 
 /// The seed plan with `field` set to `address`, sealed again: refused naming the field in a
@@ -714,61 +745,58 @@ const STATE_VALUE_FIELDS: &[&str] = &[
     "intents[0].peer_url",
 ];
 
-/// `state_with` for the fields above, accepted when `plain_value`.
-fn state_with_value(field: &'static str, value: String) {
-    state_with(field, value, plain_value);
-}
-
 const PLAN_VALUE_FIELDS: &[&str] = &[
     "identities[0].machine_id",
     "identities[0].host_key",
     "identities[0].member_id",
 ];
 
-/// `plan_with` for the fields above, accepted when `plain_value`.
-fn plan_with_value(field: &'static str, value: String) {
-    plan_with(field, value, plain_value);
+/// Peer URLs, IDs, names, fingerprints and users: accepted when `plain_value`.
+const VALUES: Fields = Fields {
+    state: STATE_VALUE_FIELDS,
+    plan: PLAN_VALUE_FIELDS,
+    plain: plain_value,
+};
+
+/// Two properties of one kind of `Fields`: a generated hostile value in any of its state fields
+/// (`$state_test`) and in any of its saved-plan fields (`$plan_test`).
+macro_rules! hostile_fields_props {
+    ($fields:expr, $values:expr, $state_test:ident, $plan_test:ident) => {
+        proptest! {
+            #![proptest_config(config())]
+
+            #[test]
+            fn $state_test(field in proptest::sample::select($fields.state), value in $values) {
+                $fields.in_state(field, value);
+            }
+
+            #[test]
+            fn $plan_test(field in proptest::sample::select($fields.plan), value in $values) {
+                $fields.in_plan(field, value);
+            }
+        }
+    };
 }
 
-proptest! {
-    #![proptest_config(config())]
-
-    #[test]
-    fn state_reader_refuses_hostile_field_values(
-        field in proptest::sample::select(STATE_VALUE_FIELDS),
-        value in hostile_value(),
-    ) {
-        state_with_value(field, value);
-    }
-
-    #[test]
-    fn saved_plan_reader_refuses_hostile_field_values(
-        field in proptest::sample::select(PLAN_VALUE_FIELDS),
-        value in hostile_value(),
-    ) {
-        plan_with_value(field, value);
-    }
-}
+hostile_fields_props!(
+    VALUES,
+    hostile_value(),
+    state_reader_refuses_hostile_field_values,
+    saved_plan_reader_refuses_hostile_field_values
+);
 
 #[test]
 fn known_hostile_values_are_refused_in_every_field() {
-    for value in [
+    VALUES.in_every_field(&[
         "https://10.0.0.1:2380 --data-dir=/",
         "--peer-address=x",
         "\u{1b}[1A\u{1b}[2KNo changes",
         "$(reboot)",
         "",
-    ] {
-        for field in STATE_VALUE_FIELDS {
-            state_with_value(field, value.to_string());
-        }
-        for field in PLAN_VALUE_FIELDS {
-            plan_with_value(field, value.to_string());
-        }
-    }
-    state_with_value("hosts[0].etcd.peer_url", "https://[fd00::1]:2380".into());
-    state_with_value("hosts[0].etcd.peer_url", "http://c1.example:2380".into());
-    plan_with_value("identities[0].machine_id", "0123456789abcdef".into());
+    ]);
+    VALUES.in_state("hosts[0].etcd.peer_url", "https://[fd00::1]:2380".into());
+    VALUES.in_state("hosts[0].etcd.peer_url", "http://c1.example:2380".into());
+    VALUES.in_plan("identities[0].machine_id", "0123456789abcdef".into());
 }
 
 // Redaction of a host's k0s.yaml (its text comes from the host).
@@ -785,44 +813,24 @@ fn redact_config(bytes: Vec<u8>) {
     });
 }
 
-proptest! {
-    #![proptest_config(config())]
-
-    #[test]
-    fn state_reader_refuses_hostile_addresses(
-        field in proptest::sample::select(STATE_ADDRESS_FIELDS),
-        address in hostile_address(),
-    ) {
-        state_with_address(field, address);
-    }
-
-    #[test]
-    fn saved_plan_reader_refuses_hostile_addresses(
-        field in proptest::sample::select(PLAN_ADDRESS_FIELDS),
-        address in hostile_address(),
-    ) {
-        plan_with_address(field, address);
-    }
-}
+hostile_fields_props!(
+    ADDRESSES,
+    hostile_address(),
+    state_reader_refuses_hostile_addresses,
+    saved_plan_reader_refuses_hostile_addresses
+);
 
 #[test]
 fn known_hostile_addresses_are_refused_in_every_field() {
-    for address in [
+    ADDRESSES.in_every_field(&[
         "x'$(id)'",
         "-oProxyCommand=id",
         "\u{1b}[1A\u{1b}[2KNo changes",
         "a%hb",
         "",
-    ] {
-        for field in STATE_ADDRESS_FIELDS {
-            state_with_address(field, address.to_string());
-        }
-        for field in PLAN_ADDRESS_FIELDS {
-            plan_with_address(field, address.to_string());
-        }
-    }
-    state_with_address("hosts[0].address", "k0s.example.com".into());
-    plan_with_address("plan.steps[0].host.address", "10.0.0.7".into());
+    ]);
+    ADDRESSES.in_state("hosts[0].address", "k0s.example.com".into());
+    ADDRESSES.in_plan("plan.steps[0].host.address", "10.0.0.7".into());
 }
 
 proptest! {

@@ -69,16 +69,6 @@ fn no_long_files_or_functions() {
     );
 }
 
-/// Test files not split into folders yet (issue 29): another branch splits them. The lead
-/// empties this list when that branch is merged.
-const NOT_YET_SPLIT: &[&str] = &[
-    "tests/plan.rs",
-    "tests/apply.rs",
-    "tests/cli.rs",
-    "tests/state.rs",
-    "tests/state_etcd.rs",
-];
-
 #[test]
 fn no_long_test_files() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -89,7 +79,7 @@ fn no_long_test_files() {
     for file in &files {
         let shown = file.strip_prefix(manifest).unwrap().display().to_string();
         let lines = std::fs::read_to_string(file).unwrap().lines().count();
-        if lines > MAX_FILE_LINES && !NOT_YET_SPLIT.contains(&shown.as_str()) {
+        if lines > MAX_FILE_LINES {
             offenders.push(format!("{shown}: {lines} lines (at most {MAX_FILE_LINES})"));
         }
     }

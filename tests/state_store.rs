@@ -2,8 +2,8 @@
 //! is written once against the public `StateStore` API (stores opened with `state::open`, as the
 //! commands do) and run for the local file (`state_store::local::*`) and for a real etcd
 //! (`state_store::etcd::*`, lab tests). What only one backend has (the local file's crash safety,
-//! backup and permissions; etcd's lease, fencing, history size, TLS) stays in `state.rs` and
-//! `state_etcd.rs`.
+//! backup and permissions; etcd's lease, fencing, history size, TLS) stays in `state/` and
+//! `state_etcd/`.
 //!
 //! Child processes are this test binary run again with K0SFORM_STORE_TEST_CHILD set: see
 //! `child_process_entry`.
