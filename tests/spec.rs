@@ -571,7 +571,7 @@ fn validate_command_prints_diagnostics_and_summary() {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+    #![proptest_config(crate::support::proptest_files::regressions_beside_source(512))]
 
     /// Damaged specs never panic the loader, failures always carry an error, and every position
     /// points inside the file that was read.
