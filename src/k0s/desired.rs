@@ -2,7 +2,7 @@
 //! the `k0s install` service arguments. Pure functions; the planner compares them with what the
 //! probe saw, the executor writes and installs exactly these.
 
-use super::install_flags::{self, FlagUse};
+use crate::install_flags::{self, FlagUse};
 use crate::spec::{HostSpec, Role, Spec};
 use serde_json::{Map, Value};
 
