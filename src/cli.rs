@@ -378,6 +378,23 @@ pub struct DestroyArgs {
 }
 
 impl DestroyArgs {
+    /// `destroy` is `apply -destroy`, confirmed by typing the cluster's name: its flags as
+    /// `apply` takes them.
+    pub fn as_apply(&self) -> ApplyArgs {
+        ApplyArgs {
+            plan_file: None,
+            target: self.target_args(),
+            destroy: true,
+            // k0sctl reset's --force is its confirmation bypass (action/reset.go).
+            auto_approve: self.auto_approve || self.force,
+            json: self.json,
+            kubeconfig_out: None,
+            show_secrets: false,
+            run: self.run.clone(),
+            k0sctl: Default::default(),
+        }
+    }
+
     /// The host selection flags, as `apply` takes them.
     pub fn target_args(&self) -> TargetArgs {
         TargetArgs {

@@ -23,11 +23,11 @@ pub fn run(global: &GlobalArgs, args: &BackupArgs) -> Exit {
             };
             eprintln!(
                 "Dry run: `k0s backup` would run on the first healthy controller and the archive be written to {}; nothing was run or written.",
-                crate::ui::escape_lines(&dest)
+                crate::escape::escape_lines(&dest)
             );
             return Ok(Exit::Success);
         }
-        let mut progress = |line: String| eprintln!("{}", crate::ui::escape_lines(&line));
+        let mut progress = |line: String| eprintln!("{}", crate::escape::escape_lines(&line));
         let refuse = args.host_keys.refuse_first_contact();
         let saved = ops::backup::take_to(
             &loaded.spec,
@@ -39,7 +39,7 @@ pub fn run(global: &GlobalArgs, args: &BackupArgs) -> Exit {
         .await?;
         eprintln!(
             "Backup of cluster \"{}\" taken on {}: {} ({} bytes)",
-            crate::ui::escape_lines(&loaded.spec.name),
+            crate::escape::escape_lines(&loaded.spec.name),
             saved.host,
             saved.path.display(),
             saved.bytes

@@ -2,6 +2,7 @@
 //! earlier runs left settled, the steps run with the state checkpointed after each one.
 
 use super::{Failure, Planned, StateCtx, desired_and_reality, diff_seen, hosts_at_once};
+use crate::apply::event::EventSink;
 use crate::apply::{Cancel, ExecOptions, Remote};
 use crate::exit::Exit;
 use crate::hostid::HostId;
@@ -10,7 +11,6 @@ use crate::probe::{self, ProbeOptions};
 use crate::spec::{Loaded, Spec};
 use crate::state::{LockGuard, State};
 use crate::transport::Transport;
-use crate::ui::EventSink;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -69,7 +69,7 @@ pub fn lock(ctx: &mut StateCtx, operation: &str, timeout: Duration) -> Result<Lo
 }
 
 /// Load, probe and diff (as `plan`, without `-probe-in`/`-probe-out`), within `deadline`.
-pub async fn plan<T: Transport + Clone + 'static>(
+async fn plan<T: Transport + Clone + 'static>(
     loaded: Loaded,
     ctx: StateCtx,
     transport: &T,
@@ -82,7 +82,7 @@ pub async fn plan<T: Transport + Clone + 'static>(
 
 /// `apply FILE`: the saved plan `saved` (read from `file`) derived again, within `deadline`;
 /// stale or altered → exit 5.
-pub async fn rederive<T: Transport + Clone + 'static>(
+async fn rederive<T: Transport + Clone + 'static>(
     (file, saved): (&Path, &plan::SavedPlan),
     loaded: Loaded,
     ctx: StateCtx,
@@ -98,6 +98,25 @@ pub async fn rederive<T: Transport + Clone + 'static>(
         ),
         SavedPlanFailure::Other(f) => f,
     })
+}
+
+/// The plan `apply` runs: the saved plan in `plan_file` derived again (`rederive`), else one
+/// made now (`plan`), within `deadline`.
+pub async fn plan_or_rederive<T: Transport + Clone + 'static>(
+    plan_file: Option<&Path>,
+    loaded: Loaded,
+    ctx: StateCtx,
+    transport: &T,
+    with: (&PlanOptions, usize),
+    deadline: &Deadline,
+) -> Result<Planned, Failure> {
+    match plan_file {
+        Some(file) => {
+            let saved = super::read_saved(file)?;
+            rederive((file, &saved), loaded, ctx, transport, with, deadline).await
+        }
+        None => plan(loaded, ctx, transport, with, deadline).await,
+    }
 }
 
 /// Why `apply FILE` will not run a saved plan.
@@ -172,7 +191,7 @@ pub async fn run<T: Transport + Clone + 'static>(
         .collect();
     resolve_intents(&mut planned)?;
     for note in settle_leftovers(&planned, transport, &interrupted_joins, opts.parallelism).await {
-        eprintln!("{}", crate::ui::escape(&note));
+        eprintln!("{}", crate::escape::escape(&note));
     }
     if planned.plan.destroy && !planned.plan.has_changes() {
         super::destroy::forget_empty_cluster(&mut planned)?;
