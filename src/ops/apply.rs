@@ -1,7 +1,7 @@
 //! `apply`: the plan made (or a saved plan derived again and compared) under the lock, what
 //! earlier runs left settled, the steps run with the state checkpointed after each one.
 
-use super::{Failure, Planned, StateCtx, desired_and_reality, diff_seen, hosts_at_once};
+use super::{Deadline, Failure, Planned, StateCtx, desired_and_reality, diff_seen, hosts_at_once};
 use crate::apply::event::EventSink;
 use crate::apply::{Cancel, ExecOptions, Remote};
 use crate::exit::Exit;
@@ -15,48 +15,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
-
-/// `-timeout` (k0sctl's --timeout), counted from the start of the run.
-#[derive(Debug, Clone, Copy)]
-pub struct Deadline {
-    started: Instant,
-    limit: Option<Duration>,
-}
-
-impl Deadline {
-    /// From now; `None`: no limit.
-    pub fn starting_now(limit: Option<Duration>) -> Self {
-        Deadline {
-            started: Instant::now(),
-            limit,
-        }
-    }
-
-    /// Planning under the deadline: reached there, the run fails before any host changed.
-    async fn planning<T>(
-        &self,
-        planning: impl std::future::Future<Output = T>,
-    ) -> Result<T, Failure> {
-        let Some(d) = self.limit else {
-            return Ok(planning.await);
-        };
-        let reached = || {
-            Failure::error(format!(
-                "-timeout {} reached while planning; no host was changed",
-                humantime::format_duration(d)
-            ))
-        };
-        // Already past: planning does not start (tokio's timeout polls the work before its timer,
-        // and work that ends on the timer's first turn would win the race).
-        if Instant::now() >= self.started + d {
-            return Err(reached());
-        }
-        tokio::time::timeout_at(self.started + d, planning)
-            .await
-            .map_err(|_| reached())
-    }
-}
 
 /// Take the state's lock for `operation` and read the state again under it: another run may
 /// have written since it was first read.
@@ -68,6 +26,9 @@ pub fn lock(ctx: &mut StateCtx, operation: &str, timeout: Duration) -> Result<Lo
     Ok(guard)
 }
 
+/// Reached while planning, the run fails before any host changed.
+const PLANNING: &str = " while planning; no host was changed";
+
 /// Load, probe and diff (as `plan`, without `-probe-in`/`-probe-out`), within `deadline`.
 async fn plan<T: Transport + Clone + 'static>(
     loaded: Loaded,
@@ -77,7 +38,7 @@ async fn plan<T: Transport + Clone + 'static>(
     deadline: &Deadline,
 ) -> Result<Planned, Failure> {
     let planning = super::plan_with(loaded, ctx, transport, (opts, parallelism), None, None);
-    deadline.planning(planning).await?
+    deadline.bounded(planning, PLANNING).await?
 }
 
 /// `apply FILE`: the saved plan `saved` (read from `file`) derived again, within `deadline`;
@@ -91,13 +52,16 @@ async fn rederive<T: Transport + Clone + 'static>(
     deadline: &Deadline,
 ) -> Result<Planned, Failure> {
     let rederiving = rederive_saved(saved, loaded, ctx, transport, (cli, parallelism));
-    deadline.planning(rederiving).await?.map_err(|e| match e {
-        SavedPlanFailure::Stale(stale) => Failure::new(
-            Exit::StalePlan,
-            format!("{}: {stale}; run `k0sform plan` again", file.display()),
-        ),
-        SavedPlanFailure::Other(f) => f,
-    })
+    deadline
+        .bounded(rederiving, PLANNING)
+        .await?
+        .map_err(|e| match e {
+            SavedPlanFailure::Stale(stale) => Failure::new(
+                Exit::StalePlan,
+                format!("{}: {stale}; run `k0sform plan` again", file.display()),
+            ),
+            SavedPlanFailure::Other(f) => f,
+        })
 }
 
 /// The plan `apply` runs: the saved plan in `plan_file` derived again (`rederive`), else one
@@ -316,8 +280,7 @@ async fn execute<T: Transport + Clone + 'static>(
 /// -timeout (k0sctl's --timeout): when it is reached, as one Ctrl-C: nothing new starts,
 /// running steps finish and are recorded, the run fails.
 fn interrupt_at(deadline: &Deadline, cancel: &Cancel) -> Option<tokio::task::JoinHandle<()>> {
-    let d = deadline.limit?;
-    let at = deadline.started + d;
+    let (at, d) = deadline.at()?;
     let cancel = cancel.clone();
     Some(tokio::spawn(async move {
         tokio::time::sleep_until(at).await;

@@ -9,6 +9,7 @@ pub mod apply;
 pub mod backup;
 pub mod config;
 mod controller;
+mod deadline;
 mod destroy;
 mod failure;
 pub mod init;
@@ -22,6 +23,7 @@ pub mod state;
 
 pub use apply::{Reprober, settle_leftovers};
 pub use controller::healthy_controller;
+pub use deadline::Deadline;
 pub use failure::Failure;
 pub use inputs::{
     StateCtx, desired, hosts_at_once, load_spec, load_state, mirror, open_store, restore_archive,

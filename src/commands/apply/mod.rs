@@ -7,7 +7,7 @@ mod k0sctl;
 use super::prompt::approve;
 use crate::cli::{ApplyArgs, DestroyArgs, GlobalArgs};
 use crate::exit::Exit;
-use crate::ops::{self, Failure, apply::Deadline};
+use crate::ops::{self, Deadline, Failure};
 use crate::ssh::SshTransport;
 use crate::ui;
 
