@@ -326,7 +326,7 @@ fn object_entry<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{K0sSpec, Options, SshTarget};
+    use crate::spec::{K0sSpec, SshTarget};
     use serde_json::json;
 
     pub(super) fn host(role: Role, addr: &str) -> HostSpec {
@@ -339,15 +339,10 @@ mod tests {
             user: "admin".into(),
             hosts,
             k0s: K0sSpec {
-                version: None,
-                version_channel: None,
-                dynamic_config: false,
                 config,
-                controllers_run: false,
+                ..K0sSpec::default()
             },
-            options: Options::default(),
-            manifests: vec![],
-            env_values: vec![],
+            ..Spec::default()
         }
     }
 
