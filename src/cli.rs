@@ -15,80 +15,46 @@ pub struct Cli {
 }
 
 #[derive(Debug, Args, Clone)]
+// The help heading of every option here (it would also reach args `Cli` added after them: none).
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Switch to DIR before doing anything else (as Terraform's -chdir): relative paths, the
     /// default spec and state are then found there
-    #[arg(
-        long = "chdir",
-        global = true,
-        help_heading = "Global options",
-        value_name = "DIR"
-    )]
+    #[arg(long = "chdir", global = true, value_name = "DIR")]
     pub chdir: Option<PathBuf>,
     /// Spec file or folder (repeatable; default k0sctl.yaml, then k0sctl.yml)
-    #[arg(
-        short = 'c',
-        long = "config",
-        global = true,
-        help_heading = "Global options",
-        value_name = "PATH"
-    )]
+    #[arg(short = 'c', long = "config", global = true, value_name = "PATH")]
     pub config: Vec<PathBuf>,
     /// State file, or etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds:// for TLS); also
     /// K0SFORM_STATE (default k0sform.state.json beside the spec)
-    #[arg(
-        long = "state",
-        global = true,
-        help_heading = "Global options",
-        value_name = "PATH|URL"
-    )]
+    #[arg(long = "state", global = true, value_name = "PATH|URL")]
     pub state: Option<PathBuf>,
     /// CA certificate of the etcd holding the state (etcds://; also K0SFORM_ETCD_CACERT)
-    #[arg(
-        long = "etcd-cacert",
-        global = true,
-        help_heading = "Global options",
-        value_name = "FILE"
-    )]
+    #[arg(long = "etcd-cacert", global = true, value_name = "FILE")]
     pub etcd_cacert: Option<PathBuf>,
     /// Client certificate for the state etcd (also K0SFORM_ETCD_CERT)
-    #[arg(
-        long = "etcd-cert",
-        global = true,
-        help_heading = "Global options",
-        value_name = "FILE"
-    )]
+    #[arg(long = "etcd-cert", global = true, value_name = "FILE")]
     pub etcd_cert: Option<PathBuf>,
     /// Client key for the state etcd (also K0SFORM_ETCD_KEY)
-    #[arg(
-        long = "etcd-key",
-        global = true,
-        help_heading = "Global options",
-        value_name = "FILE"
-    )]
+    #[arg(long = "etcd-key", global = true, value_name = "FILE")]
     pub etcd_key: Option<PathBuf>,
     /// How long to wait for the state lock (e.g. 30s, 2m)
-    #[arg(long = "lock-timeout", global = true, help_heading = "Global options", value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    #[arg(long = "lock-timeout", global = true, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
     pub lock_timeout: std::time::Duration,
     /// No colour in output (also NO_COLOR)
-    #[arg(long = "no-color", global = true, help_heading = "Global options")]
+    #[arg(long = "no-color", global = true)]
     pub no_color: bool,
     /// -input=false: never ask a question (apply without -auto-approve then fails)
-    #[arg(long = "input", global = true, help_heading = "Global options", value_name = "BOOL", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long = "input", global = true, value_name = "BOOL", default_value = "true", action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub input: bool,
     /// More logging (repeat for more; also K0SFORM_LOG)
-    #[arg(short = 'v', long = "verbose", global = true, help_heading = "Global options", action = clap::ArgAction::Count)]
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Debug logging on stderr, as -vv (k0sctl's --debug/-d; also DEBUG=true)
-    #[arg(
-        short = 'd',
-        long = "debug",
-        global = true,
-        help_heading = "Global options"
-    )]
+    #[arg(short = 'd', long = "debug", global = true)]
     pub debug: bool,
     /// Trace logging on stderr, as -vvv (k0sctl's --trace; also TRACE=true)
-    #[arg(long = "trace", global = true, help_heading = "Global options")]
+    #[arg(long = "trace", global = true)]
     pub trace: bool,
 }
 
@@ -378,6 +344,23 @@ pub struct DestroyArgs {
 }
 
 impl DestroyArgs {
+    /// `destroy` is `apply -destroy`, confirmed by typing the cluster's name: its flags as
+    /// `apply` takes them.
+    pub fn as_apply(&self) -> ApplyArgs {
+        ApplyArgs {
+            plan_file: None,
+            target: self.target_args(),
+            destroy: true,
+            // k0sctl reset's --force is its confirmation bypass (action/reset.go).
+            auto_approve: self.auto_approve || self.force,
+            json: self.json,
+            kubeconfig_out: None,
+            show_secrets: false,
+            run: self.run.clone(),
+            k0sctl: Default::default(),
+        }
+    }
+
     /// The host selection flags, as `apply` takes them.
     pub fn target_args(&self) -> TargetArgs {
         TargetArgs {

@@ -5,6 +5,7 @@
 mod support;
 
 mod apply;
+mod backup_timeout;
 mod cli;
 mod e2e;
 mod fuzz;

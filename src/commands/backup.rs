@@ -4,10 +4,12 @@
 
 use crate::cli::{BackupArgs, GlobalArgs};
 use crate::exit::Exit;
-use crate::ops::{self, Failure, backup::Destination};
+use crate::ops::{self, Deadline, Failure, backup::Destination};
 use std::path::PathBuf;
 
 pub fn run(global: &GlobalArgs, args: &BackupArgs) -> Exit {
+    // k0sctl's --timeout: the whole run (cmd/flags.go), as `ops::backup` says.
+    let deadline = Deadline::starting_now(args.k0sctl.timeout);
     ops::with_ssh(|transport| async move {
         let (loaded, ctx) = super::load_inputs(global)?;
         let to = match (&args.output, &args.out) {
@@ -23,23 +25,18 @@ pub fn run(global: &GlobalArgs, args: &BackupArgs) -> Exit {
             };
             eprintln!(
                 "Dry run: `k0s backup` would run on the first healthy controller and the archive be written to {}; nothing was run or written.",
-                crate::ui::escape_lines(&dest)
+                crate::escape::escape_lines(&dest)
             );
             return Ok(Exit::Success);
         }
-        let mut progress = |line: String| eprintln!("{}", crate::ui::escape_lines(&line));
+        let mut progress = |line: String| eprintln!("{}", crate::escape::escape_lines(&line));
         let refuse = args.host_keys.refuse_first_contact();
-        let saved = ops::backup::take_to(
-            &loaded.spec,
-            &ctx.state,
-            &transport,
-            (&to, refuse),
-            &mut progress,
-        )
-        .await?;
+        let with = (&to, refuse, &deadline);
+        let saved = ops::backup::take_to(&loaded.spec, &ctx.state, &transport, with, &mut progress);
+        let saved = saved.await?;
         eprintln!(
             "Backup of cluster \"{}\" taken on {}: {} ({} bytes)",
-            crate::ui::escape_lines(&loaded.spec.name),
+            crate::escape::escape_lines(&loaded.spec.name),
             saved.host,
             saved.path.display(),
             saved.bytes
@@ -54,11 +51,6 @@ fn k0sctl_notes(args: &BackupArgs) -> Result<bool, Failure> {
     if args.concurrency.is_some() {
         eprintln!(
             "Note: -concurrency (k0sctl) changes nothing: backup asks one controller at a time."
-        );
-    }
-    if args.k0sctl.timeout.is_some_and(|d| !d.is_zero()) {
-        eprintln!(
-            "Note: -timeout (k0sctl) is not applied to backup: stopping it part way would leave its copy, with the CA keys, on the controller."
         );
     }
     super::k0sctl_day2::notes(&args.k0sctl, "backup")

@@ -16,14 +16,10 @@ pub fn run(global: &GlobalArgs, args: &GraphArgs) -> Exit {
         };
     }
     ops::with_ssh(|transport| async move {
-        let planned = super::plan_now(
-            global,
-            (&args.target, &super::plan_options(&args.target)?),
-            &transport,
-            None,
-            None,
-        )
-        .await?;
+        let opts = super::plan_options(&args.target, false, false)?;
+        let inputs = super::load_inputs(global)?;
+        let with = (&args.target, &opts);
+        let planned = super::plan_now(inputs, with, &transport, (None, None)).await?;
         print!("{}", render::dot(&planned.plan));
         Ok(Exit::Success)
     })

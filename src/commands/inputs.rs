@@ -1,40 +1,27 @@
-//! What the global flags name: the state's store, the spec and the state, the plan options.
+//! What the flags name: the spec and the state (in the store `ops::open_store` opens), the
+//! plan options.
 
 use crate::cli::{GlobalArgs, TargetArgs};
 use crate::ops::{self, Failure, Planned};
 use crate::plan::PlanOptions;
 use crate::spec;
 use crate::ssh::SshTransport;
-use crate::state::{EtcdOptions, StateError, StateStore};
-use std::path::{Path, PathBuf};
-
-/// Where the state is: `-state`, else `K0SFORM_STATE`, else beside the spec (`-c`).
-pub(super) fn state_location(global: &GlobalArgs) -> PathBuf {
-    crate::state::default_path(global.state.as_deref(), &global.config)
-}
-
-/// The store the command line names: the state's location and the `--etcd-*` TLS flags.
-pub(super) fn open_store(global: &GlobalArgs) -> Result<Box<dyn StateStore>, StateError> {
-    let opts = EtcdOptions::from_flags(
-        global.etcd_cacert.as_deref(),
-        global.etcd_cert.as_deref(),
-        global.etcd_key.as_deref(),
-    );
-    let location = state_location(global);
-    if let Some(w) = crate::state::transport_warning(&location) {
-        eprintln!("Warning: {w}");
-    }
-    crate::state::open(&location, &opts)
-}
+use std::path::Path;
 
 /// The spec `-c` names, then the state in the store the command line names.
 pub(super) fn load_inputs(global: &GlobalArgs) -> Result<(spec::Loaded, ops::StateCtx), Failure> {
     let loaded = ops::load_spec(&global.config)?;
-    let state = ops::load_state(open_store(global)?)?;
+    let state = ops::load_state(ops::open_store(global)?)?;
     Ok((loaded, state))
 }
 
-pub(super) fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
+/// The plan options the command line gives: the host selection flags, `-show-secrets` and
+/// `-destroy`.
+pub(super) fn plan_options(
+    t: &TargetArgs,
+    show_secrets: bool,
+    destroy: bool,
+) -> Result<PlanOptions, Failure> {
     Ok(PlanOptions {
         replace: t.replace.clone(),
         target: t.target.clone(),
@@ -47,8 +34,8 @@ pub(super) fn plan_options(t: &TargetArgs) -> Result<PlanOptions, Failure> {
             Some(p) => Some(ops::restore_archive(p)?),
             None => None,
         },
-        show_secrets: false,
-        destroy: false,
+        show_secrets,
+        destroy,
     })
 }
 
@@ -69,23 +56,15 @@ pub(super) fn refuse_with_destroy(t: &TargetArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Load, probe and diff, as `plan` and `graph` do.
+/// Probe and diff the spec and the state, as `plan` and `graph` do: `-parallelism` hosts at
+/// once, else the spec's limit.
 pub(super) async fn plan_now(
-    global: &GlobalArgs,
+    (loaded, state): (spec::Loaded, ops::StateCtx),
     (t, opts): (&TargetArgs, &PlanOptions),
     transport: &SshTransport,
-    probe_in: Option<&Path>,
-    probe_out: Option<&Path>,
+    (probe_in, probe_out): (Option<&Path>, Option<&Path>),
 ) -> Result<Planned, Failure> {
-    let (loaded, state) = load_inputs(global)?;
     let parallelism = ops::hosts_at_once(t.parallelism, &loaded.spec, state.state.hosts.len());
-    ops::plan_with(
-        loaded,
-        state,
-        transport,
-        (opts, parallelism),
-        probe_in,
-        probe_out,
-    )
-    .await
+    let with = (opts, parallelism);
+    ops::plan_with(loaded, state, transport, with, probe_in, probe_out).await
 }

@@ -5,10 +5,12 @@
 use super::k0sctl_day2;
 use crate::cli::{GlobalArgs, KubeconfigArgs};
 use crate::exit::Exit;
-use crate::ops;
 use crate::ops::kubeconfig::{self, Overrides};
+use crate::ops::{self, Deadline};
 
 pub fn run(global: &GlobalArgs, args: &KubeconfigArgs) -> Exit {
+    // k0sctl's --timeout: the whole run (cmd/flags.go); reached, nothing is printed or written.
+    let deadline = Deadline::starting_now(args.k0sctl.timeout);
     ops::with_ssh(|transport| async move {
         let (loaded, ctx) = super::load_inputs(global)?;
         if k0sctl_day2::notes(&args.k0sctl, "kubeconfig")? {
@@ -24,12 +26,10 @@ pub fn run(global: &GlobalArgs, args: &KubeconfigArgs) -> Exit {
             address: args.address.clone(),
         };
         let refuse = args.host_keys.refuse_first_contact();
-        let kc = k0sctl_day2::within(
-            args.k0sctl.timeout,
-            "no kubeconfig was read",
-            kubeconfig::fetch(&loaded.spec, &ctx.state, &transport, &over, refuse),
-        )
-        .await?;
+        let fetching = kubeconfig::fetch(&loaded.spec, &ctx.state, &transport, &over, refuse);
+        let kc = deadline
+            .bounded(fetching, ": no kubeconfig was read")
+            .await??;
         match &args.out {
             Some(path) => {
                 kubeconfig::write(path, &kc)?;

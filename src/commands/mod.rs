@@ -19,9 +19,8 @@ mod version;
 
 use crate::cli::{Cli, Command};
 use crate::exit::Exit;
-use inputs::{
-    load_inputs, open_store, plan_now, plan_options, refuse_with_destroy, state_location,
-};
+use crate::ops::{open_store, state_location};
+use inputs::{load_inputs, plan_now, plan_options, refuse_with_destroy};
 
 pub fn run(cli: Cli) -> Exit {
     let log = connects(&cli.command).and_then(crate::runlog::start);

@@ -3,7 +3,6 @@
 use crate::cli::{GlobalArgs, PlanArgs};
 use crate::exit::Exit;
 use crate::ops::{self, Failure};
-use crate::plan::PlanOptions;
 use crate::ui::render;
 
 pub fn run(global: &GlobalArgs, args: &PlanArgs) -> Exit {
@@ -23,11 +22,7 @@ async fn plan(
     if args.destroy {
         super::refuse_with_destroy(&args.target)?;
     }
-    let opts = PlanOptions {
-        show_secrets: args.show_secrets,
-        destroy: args.destroy,
-        ..super::plan_options(&args.target)?
-    };
+    let opts = super::plan_options(&args.target, args.show_secrets, args.destroy)?;
     // The lock is held while the state is read and the hosts are probed, so a plan never reads
     // a state an apply is half-way through (-lock=false skips it; testdata/reference/DESIGN.md exit 4 when held).
     let loaded = ops::load_spec(&global.config)?;
@@ -42,21 +37,9 @@ async fn plan(
     } else {
         None
     };
-    let state = ops::load_state(store)?;
-    let parallelism = ops::hosts_at_once(
-        args.target.parallelism,
-        &loaded.spec,
-        state.state.hosts.len(),
-    );
-    let planned = ops::plan_with(
-        loaded,
-        state,
-        transport,
-        (&opts, parallelism),
-        args.probe_in.as_deref(),
-        args.probe_out.as_deref(),
-    )
-    .await?;
+    let inputs = (loaded, ops::load_state(store)?);
+    let probe = (args.probe_in.as_deref(), args.probe_out.as_deref());
+    let planned = super::plan_now(inputs, (&args.target, &opts), transport, probe).await?;
     if args.json {
         print!("{}", render::json(&planned.plan));
     } else {

@@ -4,6 +4,15 @@
 use crate::ops::Failure;
 use std::io::{BufRead, IsTerminal, Write};
 
+/// Confirm `plan` before it runs: a destroy by typing the cluster's name, anything else `yes`.
+pub fn approve(input: bool, json: bool, plan: &crate::plan::Plan) -> Result<(), Failure> {
+    if plan.destroy {
+        confirm_destroy(input, json, &plan.cluster_name)
+    } else {
+        confirm(input, json)
+    }
+}
+
 /// Ask for the cluster's name before destroying it; refuse without a terminal or with
 /// `-input=false`.
 pub fn confirm_destroy(input: bool, json: bool, cluster: &str) -> Result<(), Failure> {
@@ -19,7 +28,7 @@ pub fn confirm_destroy(input: bool, json: bool, cluster: &str) -> Result<(), Fai
     }
     let question = format!(
         "\nDo you really want to destroy cluster \"{}\"?\n  Every host above is stopped and reset (k0s reset: etcd data, certificates, containers); this cannot be undone.\n  Only the cluster's name will be accepted to approve.\n\n  Enter the cluster's name: ",
-        crate::ui::escape(cluster)
+        crate::escape::escape(cluster)
     );
     let answer = ask(&question, json)?;
     if answer.trim_end_matches(['\n', '\r']) != cluster || cluster.is_empty() {

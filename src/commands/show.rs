@@ -35,7 +35,7 @@ fn show(global: &GlobalArgs, args: &ShowArgs) -> Result<(), Failure> {
                     .map_err(|e| Failure::error(e.to_string()))?;
                 println!("{text}");
             } else {
-                print!("{}", super::state::render_list(&ctx.state));
+                print!("{}", crate::ui::state::list(&ctx.state));
             }
             Ok(())
         }

@@ -2,7 +2,7 @@
 //! the `k0s install` service arguments. Pure functions; the planner compares them with what the
 //! probe saw, the executor writes and installs exactly these.
 
-use super::install_flags::{self, FlagUse};
+use crate::install_flags::{self, FlagUse};
 use crate::spec::{HostSpec, Role, Spec};
 use serde_json::{Map, Value};
 
@@ -326,7 +326,7 @@ fn object_entry<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{K0sSpec, Options, SshTarget};
+    use crate::spec::{K0sSpec, SshTarget};
     use serde_json::json;
 
     pub(super) fn host(role: Role, addr: &str) -> HostSpec {
@@ -339,15 +339,10 @@ mod tests {
             user: "admin".into(),
             hosts,
             k0s: K0sSpec {
-                version: None,
-                version_channel: None,
-                dynamic_config: false,
                 config,
-                controllers_run: false,
+                ..K0sSpec::default()
             },
-            options: Options::default(),
-            manifests: vec![],
-            env_values: vec![],
+            ..Spec::default()
         }
     }
 

@@ -7,8 +7,7 @@
 use crate::hash::is_hex;
 use crate::reality::HostFacts;
 
-// The spec's rule, also used here and by `parse` (k0s outputs) under this path.
-pub use crate::spec::is_object_name;
+use crate::spec::is_object_name;
 
 /// A peer URL or address: a scheme, a host name or IP and a port, nothing else.
 fn is_peer(s: &str) -> bool {
@@ -70,7 +69,7 @@ pub fn check(f: &HostFacts) -> Result<(), String> {
         }
     }
     if let Some(v) = f.k0s_binary_stat.as_deref()
-        && !super::is_binary_stat(v)
+        && !crate::state::is_binary_stat(v)
     {
         return bad("a k0s binary stat line", v);
     }

@@ -303,7 +303,7 @@ fn admin_kubeconfig(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{HostSpec, K0sSpec, Options, Role, SshTarget};
+    use crate::spec::{HostSpec, K0sSpec, Role, SshTarget};
     use serde_json::json;
 
     fn spec(config: Option<Value>) -> Spec {
@@ -316,15 +316,10 @@ mod tests {
                 1,
             )],
             k0s: K0sSpec {
-                version: None,
-                version_channel: None,
-                dynamic_config: false,
                 config,
-                controllers_run: false,
+                ..K0sSpec::default()
             },
-            options: Options::default(),
-            manifests: Vec::new(),
-            env_values: Vec::new(),
+            ..Spec::default()
         }
     }
 

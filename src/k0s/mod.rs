@@ -19,8 +19,6 @@ pub mod redact;
 pub mod release;
 pub mod token_file;
 
-// `desired` reads installFlags through this path.
-pub use crate::install_flags;
 pub use cmdline::*;
 pub use parse::*;
 pub use probe_script::{
@@ -28,8 +26,6 @@ pub use probe_script::{
     peer_url_host, probe,
 };
 pub use token_file::placeholder_token;
-// Where the probe (`parse`, `probe_script`) and `facts` read a binary's stat line from.
-pub use crate::state::is_binary_stat;
 
 use serde::{Deserialize, Serialize};
 

@@ -180,7 +180,7 @@ pub fn parse_started_at(out: &str) -> Result<(i64, &str), K0sError> {
 pub fn parse_moved_binary_stat(out: &str) -> Option<String> {
     let first = out.lines().next()?;
     let stat = first.strip_prefix(super::cmdline::MOVED_STAT_PREFIX)?;
-    super::is_binary_stat(stat).then(|| stat.to_string())
+    crate::state::is_binary_stat(stat).then(|| stat.to_string())
 }
 
 /// k0s failures the tool reacts to, recognised from the `Error: …` line (and etcd's texts).

@@ -11,8 +11,8 @@
 //! [`detect`] decides, purely. Without `ip` on the host k0sctl detects nothing and uses the
 //! SSH address; so does k0sform (no fallback that k0sctl would not take).
 
-pub use crate::reality::{IfAddress, NetFacts};
-pub use crate::spec::valid_interface;
+use crate::reality::{IfAddress, NetFacts};
+use crate::spec::valid_interface;
 use std::net::Ipv4Addr;
 
 /// Section markers the probe prints around `ip`'s output (src/k0s/probe.sh `net`).

@@ -504,7 +504,7 @@ fn parse_probe(
     f.k0s_version = text("version").and_then(|v| parse_version(&v).ok());
     f.k0s_binary_sha256 = text("binary_sha256").and_then(|v| first_word(&v));
     // A line of another shape (another `stat`) is not kept: the binary is then hashed each time.
-    f.k0s_binary_stat = text("binary_stat").filter(|v| super::is_binary_stat(v));
+    f.k0s_binary_stat = text("binary_stat").filter(|v| crate::state::is_binary_stat(v));
     f.service = service_kind(&text("units").unwrap_or_default());
     if f.service.is_some() {
         let env = sec("service_env")

@@ -1,7 +1,8 @@
 //! `apply`: the plan made (or a saved plan derived again and compared) under the lock, what
 //! earlier runs left settled, the steps run with the state checkpointed after each one.
 
-use super::{Failure, Planned, StateCtx, desired_and_reality, diff_seen, hosts_at_once};
+use super::{Deadline, Failure, Planned, StateCtx, desired_and_reality, diff_seen, hosts_at_once};
+use crate::apply::event::EventSink;
 use crate::apply::{Cancel, ExecOptions, Remote};
 use crate::exit::Exit;
 use crate::hostid::HostId;
@@ -10,53 +11,10 @@ use crate::probe::{self, ProbeOptions};
 use crate::spec::{Loaded, Spec};
 use crate::state::{LockGuard, State};
 use crate::transport::Transport;
-use crate::ui::EventSink;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
-
-/// `-timeout` (k0sctl's --timeout), counted from the start of the run.
-#[derive(Debug, Clone, Copy)]
-pub struct Deadline {
-    started: Instant,
-    limit: Option<Duration>,
-}
-
-impl Deadline {
-    /// From now; `None`: no limit.
-    pub fn starting_now(limit: Option<Duration>) -> Self {
-        Deadline {
-            started: Instant::now(),
-            limit,
-        }
-    }
-
-    /// Planning under the deadline: reached there, the run fails before any host changed.
-    async fn planning<T>(
-        &self,
-        planning: impl std::future::Future<Output = T>,
-    ) -> Result<T, Failure> {
-        let Some(d) = self.limit else {
-            return Ok(planning.await);
-        };
-        let reached = || {
-            Failure::error(format!(
-                "-timeout {} reached while planning; no host was changed",
-                humantime::format_duration(d)
-            ))
-        };
-        // Already past: planning does not start (tokio's timeout polls the work before its timer,
-        // and work that ends on the timer's first turn would win the race).
-        if Instant::now() >= self.started + d {
-            return Err(reached());
-        }
-        tokio::time::timeout_at(self.started + d, planning)
-            .await
-            .map_err(|_| reached())
-    }
-}
 
 /// Take the state's lock for `operation` and read the state again under it: another run may
 /// have written since it was first read.
@@ -68,8 +26,11 @@ pub fn lock(ctx: &mut StateCtx, operation: &str, timeout: Duration) -> Result<Lo
     Ok(guard)
 }
 
+/// Reached while planning, the run fails before any host changed.
+const PLANNING: &str = " while planning; no host was changed";
+
 /// Load, probe and diff (as `plan`, without `-probe-in`/`-probe-out`), within `deadline`.
-pub async fn plan<T: Transport + Clone + 'static>(
+async fn plan<T: Transport + Clone + 'static>(
     loaded: Loaded,
     ctx: StateCtx,
     transport: &T,
@@ -77,12 +38,12 @@ pub async fn plan<T: Transport + Clone + 'static>(
     deadline: &Deadline,
 ) -> Result<Planned, Failure> {
     let planning = super::plan_with(loaded, ctx, transport, (opts, parallelism), None, None);
-    deadline.planning(planning).await?
+    deadline.bounded(planning, PLANNING).await?
 }
 
 /// `apply FILE`: the saved plan `saved` (read from `file`) derived again, within `deadline`;
 /// stale or altered → exit 5.
-pub async fn rederive<T: Transport + Clone + 'static>(
+async fn rederive<T: Transport + Clone + 'static>(
     (file, saved): (&Path, &plan::SavedPlan),
     loaded: Loaded,
     ctx: StateCtx,
@@ -91,13 +52,35 @@ pub async fn rederive<T: Transport + Clone + 'static>(
     deadline: &Deadline,
 ) -> Result<Planned, Failure> {
     let rederiving = rederive_saved(saved, loaded, ctx, transport, (cli, parallelism));
-    deadline.planning(rederiving).await?.map_err(|e| match e {
-        SavedPlanFailure::Stale(stale) => Failure::new(
-            Exit::StalePlan,
-            format!("{}: {stale}; run `k0sform plan` again", file.display()),
-        ),
-        SavedPlanFailure::Other(f) => f,
-    })
+    deadline
+        .bounded(rederiving, PLANNING)
+        .await?
+        .map_err(|e| match e {
+            SavedPlanFailure::Stale(stale) => Failure::new(
+                Exit::StalePlan,
+                format!("{}: {stale}; run `k0sform plan` again", file.display()),
+            ),
+            SavedPlanFailure::Other(f) => f,
+        })
+}
+
+/// The plan `apply` runs: the saved plan in `plan_file` derived again (`rederive`), else one
+/// made now (`plan`), within `deadline`.
+pub async fn plan_or_rederive<T: Transport + Clone + 'static>(
+    plan_file: Option<&Path>,
+    loaded: Loaded,
+    ctx: StateCtx,
+    transport: &T,
+    with: (&PlanOptions, usize),
+    deadline: &Deadline,
+) -> Result<Planned, Failure> {
+    match plan_file {
+        Some(file) => {
+            let saved = super::read_saved(file)?;
+            rederive((file, &saved), loaded, ctx, transport, with, deadline).await
+        }
+        None => plan(loaded, ctx, transport, with, deadline).await,
+    }
 }
 
 /// Why `apply FILE` will not run a saved plan.
@@ -172,7 +155,7 @@ pub async fn run<T: Transport + Clone + 'static>(
         .collect();
     resolve_intents(&mut planned)?;
     for note in settle_leftovers(&planned, transport, &interrupted_joins, opts.parallelism).await {
-        eprintln!("{}", crate::ui::escape(&note));
+        eprintln!("{}", crate::escape::escape(&note));
     }
     if planned.plan.destroy && !planned.plan.has_changes() {
         super::destroy::forget_empty_cluster(&mut planned)?;
@@ -297,8 +280,7 @@ async fn execute<T: Transport + Clone + 'static>(
 /// -timeout (k0sctl's --timeout): when it is reached, as one Ctrl-C: nothing new starts,
 /// running steps finish and are recorded, the run fails.
 fn interrupt_at(deadline: &Deadline, cancel: &Cancel) -> Option<tokio::task::JoinHandle<()>> {
-    let d = deadline.limit?;
-    let at = deadline.started + d;
+    let (at, d) = deadline.at()?;
     let cancel = cancel.clone();
     Some(tokio::spawn(async move {
         tokio::time::sleep_until(at).await;

@@ -3,10 +3,19 @@
 //! copy removed. The controller's `hooks.backup.before`/`after` run around it, as k0sctl runs
 //! them around its backup phase (k0sctl `phase/backup.go`). The archive holds the cluster's CA
 //! keys: it is only ever written as a 0600 file.
+//!
+//! `-timeout` (`Deadline`) as in k0sctl, whose `--timeout` is a deadline on the context of the
+//! whole run (cmd/flags.go `timeoutFlag`): connecting and probing take that context and stop at
+//! it (phase/connect.go, phase/gather_k0s_facts.go), and the phase manager checks it before each
+//! phase (phase/manager.go `Run`: "context canceled before entering phase"). Its Backup phase
+//! takes no context (phase/backup.go `Run(_ context.Context)`): once begun, `k0s backup` and the
+//! download run to the end (stopped part way, the copy with the CA keys would stay on the
+//! controller), and the deadline is checked again after it, where k0sctl fails entering its
+//! next phase and removes the archive it wrote (cmd/backup.go).
 
 use crate::hostid::HostId;
 use crate::k0s::{self, backup as remote};
-use crate::ops::{self, Failure};
+use crate::ops::{self, Deadline, Failure};
 use crate::spec::{HostSpec, Spec};
 use crate::state::State;
 use crate::transport::{CommandOutput, RemoteCommand, Transport};
@@ -32,7 +41,7 @@ pub async fn take<T: Transport + Clone + 'static>(
     spec: &Spec,
     state: &State,
     transport: &T,
-    (out_dir, refuse_first_contact): (&Path, bool),
+    (out_dir, refuse_first_contact, deadline): (&Path, bool, &Deadline),
     progress: &mut dyn FnMut(String),
 ) -> Result<Saved, Failure> {
     if !out_dir.is_dir() {
@@ -41,8 +50,8 @@ pub async fn take<T: Transport + Clone + 'static>(
             out_dir.display()
         )));
     }
-    let (host, _) =
-        ops::healthy_controller(spec, state, transport, "back up", refuse_first_contact).await?;
+    let finding = ops::healthy_controller(spec, state, transport, "back up", refuse_first_contact);
+    let (host, _) = deadline.bounded(finding, BEFORE).await??;
     let id = host.id();
     let path = out_dir.join(remote::archive_name(
         &spec.name,
@@ -57,6 +66,7 @@ pub async fn take<T: Transport + Clone + 'static>(
     // Written beside its final name, 0600 from the start; removed unless it is committed. Made
     // first: a folder it cannot be written to fails the backup before anything runs on the host.
     let mut file = crate::private_file::Pending::new(&path).map_err(cannot_write)?;
+    deadline.check(BEFORE)?;
     progress(format!("{id}: backing up"));
     run_hooks(transport, spec, host, "before", progress).await?;
     let dir = format!("/tmp/k0sform-backup-{}", uuid::Uuid::new_v4().simple());
@@ -69,6 +79,10 @@ pub async fn take<T: Transport + Clone + 'static>(
     }
     let (bytes, sha256) = taken?;
     check_archive(&file, &id).await?;
+    // Not kept (`file` is removed when dropped), as k0sctl removes it.
+    deadline.check(&format!(
+        " while `k0s backup` ran on {id}: it ran to the end and its copy on the host was removed; the archive is not kept"
+    ))?;
     file.commit().map_err(cannot_write)?;
     run_hooks(transport, spec, host, "after", progress).await?;
     Ok(Saved {
@@ -78,6 +92,10 @@ pub async fn take<T: Transport + Clone + 'static>(
         host: id,
     })
 }
+
+/// Reached before `k0s backup` began: nothing ran on the controller.
+const BEFORE: &str =
+    " before the backup began: nothing was run on a controller, no archive written";
 
 /// Where the archive goes.
 pub enum Destination {
@@ -93,32 +111,20 @@ pub async fn take_to<T: Transport + Clone + 'static>(
     spec: &Spec,
     state: &State,
     transport: &T,
-    (to, refuse_first_contact): (&Destination, bool),
+    (to, refuse_first_contact, deadline): (&Destination, bool, &Deadline),
     progress: &mut dyn FnMut(String),
 ) -> Result<Saved, Failure> {
     let file = match to {
         Destination::Folder(dir) => {
-            return take(
-                spec,
-                state,
-                transport,
-                (dir, refuse_first_contact),
-                progress,
-            )
-            .await;
+            let with = (dir.as_path(), refuse_first_contact, deadline);
+            return take(spec, state, transport, with, progress).await;
         }
         Destination::File(file) => file,
     };
     let scratch = scratch_beside(file)?;
     let dir = scratch.path().to_path_buf();
-    let mut saved = take(
-        spec,
-        state,
-        transport,
-        (&dir, refuse_first_contact),
-        progress,
-    )
-    .await?;
+    let with = (dir.as_path(), refuse_first_contact, deadline);
+    let mut saved = take(spec, state, transport, with, progress).await?;
     std::fs::rename(&saved.path, file).map_err(|e| {
         Failure::error(format!(
             "cannot write the backup to {}: {e}",

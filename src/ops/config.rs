@@ -3,13 +3,13 @@
 //! `action/config_edit.go` do (`crate::cluster_config` holds the object's pure parts).
 
 use super::Failure;
+use crate::escape::escape_lines;
 use crate::k0s;
 use crate::ops;
 use crate::spec::{HostSpec, Spec};
 use crate::ssh::SshTransport;
 use crate::state::State;
 use crate::transport::{CommandOutput, Transport};
-use crate::ui::escape_lines;
 use std::path::Path;
 
 /// `config` needs a cluster with dynamic config: without it k0s has no ClusterConfig object

@@ -42,7 +42,7 @@ impl Failure {
     /// k0sctl's "apply failed - log file saved to …" (cmd/apply.go).
     pub fn exit(self) -> Exit {
         if !self.message.is_empty() {
-            let message = crate::ui::escape_lines(&self.message);
+            let message = crate::escape::escape_lines(&self.message);
             eprintln!("Error: {message}");
             crate::runlog::line(&format!("error: {message:?}"));
             if let Some(log) = crate::runlog::path() {

@@ -2,10 +2,11 @@
 //! the release endpoints.
 
 use super::Failure;
+use crate::cli::GlobalArgs;
 use crate::k0s::release::Mirror;
 use crate::plan::{Desired, DesiredHost, LocalBinary};
 use crate::spec::{self, Loaded, Spec};
-use crate::state::{State, StateStore};
+use crate::state::{EtcdOptions, State, StateError, StateStore};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -50,6 +51,25 @@ impl StateCtx {
         }
         seen
     }
+}
+
+/// Where the state is: `-state`, else `K0SFORM_STATE`, else beside the spec (`-c`).
+pub fn state_location(global: &GlobalArgs) -> PathBuf {
+    crate::state::default_path(global.state.as_deref(), &global.config)
+}
+
+/// The store the command line names: the state's location and the `--etcd-*` TLS flags.
+pub fn open_store(global: &GlobalArgs) -> Result<Box<dyn StateStore>, StateError> {
+    let opts = EtcdOptions::from_flags(
+        global.etcd_cacert.as_deref(),
+        global.etcd_cert.as_deref(),
+        global.etcd_key.as_deref(),
+    );
+    let location = state_location(global);
+    if let Some(w) = crate::state::transport_warning(&location) {
+        eprintln!("Warning: {w}");
+    }
+    crate::state::open(&location, &opts)
 }
 
 /// Read the state from `store`.
@@ -130,7 +150,7 @@ pub fn mirror() -> Result<Mirror, Failure> {
     let m = Mirror::from_env().map_err(Failure::error)?;
     WARNED.call_once(|| {
         for w in m.warnings() {
-            eprintln!("{}", crate::ui::escape_lines(&w));
+            eprintln!("{}", crate::escape::escape_lines(&w));
         }
     });
     Ok(m)

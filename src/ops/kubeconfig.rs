@@ -21,6 +21,17 @@ pub struct Overrides {
     pub address: Option<String>,
 }
 
+impl From<&crate::cli::K0sctlApplyArgs> for Overrides {
+    /// k0sctl apply's `--kubeconfig-user`, `--kubeconfig-cluster`, `--kubeconfig-api-address`.
+    fn from(k: &crate::cli::K0sctlApplyArgs) -> Self {
+        Overrides {
+            user: k.kubeconfig_user.clone(),
+            cluster: k.kubeconfig_cluster.clone(),
+            address: k.kubeconfig_api_address.clone(),
+        }
+    }
+}
+
 /// Fetch the admin kubeconfig from the first healthy controller and rebuild it from its allowed
 /// fields: server from `-address`, else k0sctl's rules with that controller's address; names
 /// from the overrides, else `metadata.name` and `metadata.user`. An answer holding anything

@@ -9,6 +9,7 @@ pub mod apply;
 pub mod backup;
 pub mod config;
 mod controller;
+mod deadline;
 mod destroy;
 mod failure;
 pub mod init;
@@ -17,13 +18,16 @@ pub mod kubeconfig;
 mod plan;
 mod refresh;
 mod runtime;
+pub mod spec_flags;
 pub mod state;
 
 pub use apply::{Reprober, settle_leftovers};
 pub use controller::healthy_controller;
+pub use deadline::Deadline;
 pub use failure::Failure;
 pub use inputs::{
-    StateCtx, desired, hosts_at_once, load_spec, load_state, mirror, restore_archive,
+    StateCtx, desired, hosts_at_once, load_spec, load_state, mirror, open_store, restore_archive,
+    state_location,
 };
 pub use plan::{Planned, plan_with, read_saved, release_sources, save_plan};
 pub use refresh::{reality, staging_destinations};

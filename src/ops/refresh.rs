@@ -92,7 +92,7 @@ pub async fn reality<T: Transport + Clone + 'static>(
             let hosts: Vec<String> = redacted.iter().map(|h| h.to_string()).collect();
             eprintln!(
                 "{}",
-                crate::ui::escape_lines(&format!(
+                crate::escape::escape_lines(&format!(
                     "Note: {}: the k0s.yaml of {} is saved with its secrets redacted (its \"redacted\" field says so)",
                     p.display(),
                     hosts.join(", ")

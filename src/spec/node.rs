@@ -71,6 +71,12 @@ impl Node {
     /// The node at a dotted path like `spec.hosts[1].ssh.port`, or the deepest existing
     /// ancestor: the best place to point at for a field that is wrong or missing.
     pub fn locate(&self, path: &str) -> (u32, u32) {
+        let node = self.walk(path).unwrap_or_else(|ancestor| ancestor);
+        (node.line, node.column)
+    }
+
+    /// The node at a dotted path (`Ok`), else the deepest existing ancestor (`Err`).
+    fn walk(&self, path: &str) -> Result<&Node, &Node> {
         let mut node = self;
         for seg in path_segments(path) {
             let next = match seg {
@@ -80,12 +86,9 @@ impl Node {
                     _ => None,
                 },
             };
-            match next {
-                Some(n) => node = n,
-                None => break,
-            }
+            node = next.ok_or(node)?;
         }
-        (node.line, node.column)
+        Ok(node)
     }
 
     /// Like `locate`, but for a key that exists, point at the key rather than its value.
@@ -93,20 +96,9 @@ impl Node {
         if let Some((parent, last)) = path.rsplit_once('.')
             && !last.contains('[')
         {
-            let mut node = self;
-            for seg in path_segments(parent) {
-                let next = match seg {
-                    Seg::Key(k) => node.get(k),
-                    Seg::Index(i) => match &node.kind {
-                        NodeKind::Seq(items) => items.get(i),
-                        _ => None,
-                    },
-                };
-                match next {
-                    Some(n) => node = n,
-                    None => return self.locate(path),
-                }
-            }
+            let Ok(node) = self.walk(parent) else {
+                return self.locate(path);
+            };
             if let Some(k) = node.key(last) {
                 return (k.line, k.column);
             }

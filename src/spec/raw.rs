@@ -22,25 +22,20 @@ pub struct RawCluster {
     pub spec: Option<RawClusterSpec>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawMetadata {
     /// Cluster name (default `k0s-cluster`).
-    #[serde(default)]
     pub name: Option<String>,
     /// User name in the kubeconfig `k0sform kubeconfig` writes (default `admin`).
-    #[serde(default)]
     pub user: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawClusterSpec {
-    #[serde(default)]
     pub hosts: Option<Vec<RawHost>>,
-    #[serde(default)]
     pub k0s: Option<RawK0s>,
-    #[serde(default)]
     pub options: Option<RawOptions>,
 }
 
@@ -212,10 +207,9 @@ pub enum RawLocalhost {
     Block(RawLocalhostBlock),
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawLocalhostBlock {
-    #[serde(default)]
     pub enabled: Option<bool>,
 }
 
@@ -228,39 +222,29 @@ impl RawLocalhost {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawUploadFile {
     /// A label for messages.
-    #[serde(default)]
     pub name: Option<String>,
     /// Local file, directory or glob (relative to the spec file's folder; a glob's matches keep
     /// their path below the glob's base under `dstDir`), or an http(s) URL the host downloads
     /// (k0sctl's tokens: `%v` k0s version, `%p` architecture, `%x` binary extension, `%%`).
-    #[serde(default)]
     pub src: Option<String>,
     /// k0sform's extension: the sha256 a URL `src` must have (k0sctl checks none). Without it
     /// the download is not verified; the state records the hash the host computed.
-    #[serde(default)]
     pub sha256: Option<String>,
     /// Inline content instead of `src`.
-    #[serde(default)]
     pub data: Option<String>,
     /// Remote directory.
-    #[serde(default)]
     pub dst_dir: Option<String>,
     /// Remote file name (single file or data).
-    #[serde(default)]
     pub dst: Option<String>,
     /// File mode, e.g. `"0644"` (quote it: unquoted 0644 is the decimal number 644 in YAML 1.2).
-    #[serde(default)]
     pub perm: Option<Perm>,
     /// Mode of created directories (default `0755`).
-    #[serde(default)]
     pub dir_perm: Option<Perm>,
-    #[serde(default)]
     pub user: Option<String>,
-    #[serde(default)]
     pub group: Option<String>,
 }
 
@@ -274,121 +258,89 @@ pub enum Perm {
 
 /// `hooks.<action>.<before|after>: [shell lines]`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawHooks {
-    #[serde(default)]
     pub connect: Option<RawHookStages>,
-    #[serde(default)]
     pub apply: Option<RawHookStages>,
-    #[serde(default)]
     pub install: Option<RawHookStages>,
-    #[serde(default)]
     pub upgrade: Option<RawHookStages>,
-    #[serde(default)]
     pub reset: Option<RawHookStages>,
-    #[serde(default)]
     pub backup: Option<RawHookStages>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawHookStages {
-    #[serde(default)]
     pub before: Option<Vec<String>>,
-    #[serde(default)]
     pub after: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawK0s {
     /// k0s version, e.g. `v1.33.4+k0s.0`. Unset: keep what runs (k0sform looks nothing up online).
-    #[serde(default)]
     pub version: Option<String>,
     /// `stable` or `latest` (only used by k0sctl's online lookup).
-    #[serde(default)]
     pub version_channel: Option<String>,
     /// Use k0s dynamic configuration.
-    #[serde(default)]
     pub dynamic_config: Option<bool>,
     /// k0s ClusterConfig (free form).
-    #[serde(default)]
     pub config: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawOptions {
-    #[serde(default)]
     pub wait: Option<RawWait>,
-    #[serde(default)]
     pub drain: Option<RawDrain>,
-    #[serde(default)]
     pub evict_taint: Option<RawEvictTaint>,
-    #[serde(default)]
     pub concurrency: Option<RawConcurrency>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawWait {
     /// Wait for nodes to become ready (default true).
-    #[serde(default)]
     pub enabled: Option<bool>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawDrain {
     /// Drain nodes before disruptive steps (default true).
-    #[serde(default)]
     pub enabled: Option<bool>,
     /// Go duration, e.g. `2m` (default).
-    #[serde(default)]
     pub grace_period: Option<String>,
     /// Go duration, e.g. `5m` (default).
-    #[serde(default)]
     pub timeout: Option<String>,
-    #[serde(default)]
     pub force: Option<bool>,
-    #[serde(default)]
     pub ignore_daemon_sets: Option<bool>,
-    #[serde(default)]
     pub delete_empty_dir_data: Option<bool>,
-    #[serde(default)]
     pub pod_selector: Option<String>,
     /// Go duration.
-    #[serde(default)]
     pub skip_wait_for_delete_timeout: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawEvictTaint {
     /// Taint nodes before draining them (default false).
-    #[serde(default)]
     pub enabled: Option<bool>,
     /// Default `k0sctl.k0sproject.io/evict=true`.
-    #[serde(default)]
     pub taint: Option<String>,
     /// Default `NoExecute`.
-    #[serde(default)]
     pub effect: Option<String>,
-    #[serde(default)]
     pub controller_workers: Option<bool>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawConcurrency {
     /// Hosts worked on at once (default 30, 0 = unlimited).
-    #[serde(default)]
     pub limit: Option<u32>,
     /// Share of workers disrupted at once, percent (default 10).
-    #[serde(default)]
     pub worker_disruption_percent: Option<u32>,
     /// Uploads at once (default 5).
-    #[serde(default)]
     pub uploads: Option<u32>,
 }
 

@@ -45,7 +45,7 @@ pub fn reach(h: &HostState, spec: &Spec) -> Result<Reach, Vec<String>> {
     let recorded = h.access.clone();
     let from_state = recorded.is_some();
     let mut dropped = Vec::new();
-    let mut problems = Vec::new();
+    let mut problems = recorded_path_problems(h);
     let (mut ssh, bin, data_dir, kubelet) = match recorded {
         Some(HostAccess {
             ssh,
@@ -53,18 +53,7 @@ pub fn reach(h: &HostState, spec: &Spec) -> Result<Reach, Vec<String>> {
             data_dir,
             kubelet_root_dir,
             cluster_address: _,
-        }) => {
-            for (field, v) in [
-                ("k0sInstallPath", Some(&k0s_install_path)),
-                ("dataDir", Some(&data_dir)),
-                ("kubeletRootDir", kubelet_root_dir.as_ref()),
-            ] {
-                if let Some(e) = v.and_then(|v| crate::spec::k0s_path_problem(field, v)) {
-                    problems.push(format!("access.{field}: {e}"));
-                }
-            }
-            (ssh, k0s_install_path, data_dir, kubelet_root_dir)
-        }
+        }) => (ssh, k0s_install_path, data_dir, kubelet_root_dir),
         None => {
             let ssh = match template {
                 Some(t) => SshTarget {

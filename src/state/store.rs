@@ -246,6 +246,17 @@ impl LocalStore {
         sibling(&self.path, ".lock")
     }
 
+    /// `read_current` for a write: refused unless this process holds the lock.
+    fn read_current_locked(&self) -> Result<Option<Vec<u8>>, StateError> {
+        if !self.lock_held.load(Ordering::SeqCst) {
+            return Err(StateError::NotLocked {
+                path: self.path.clone(),
+                lock_path: self.lock_path(),
+            });
+        }
+        self.read_current()
+    }
+
     /// The stored bytes, `None` when there is no state file yet.
     fn read_current(&self) -> Result<Option<Vec<u8>>, StateError> {
         read_no_follow(&self.path)
@@ -540,13 +551,7 @@ impl StateStore for LocalStore {
                 reason: reason.clone(),
             });
         }
-        if !self.lock_held.load(Ordering::SeqCst) {
-            return Err(StateError::NotLocked {
-                path: self.path.clone(),
-                lock_path: self.lock_path(),
-            });
-        }
-        let current_bytes = self.read_current()?;
+        let current_bytes = self.read_current_locked()?;
         let current = match &current_bytes {
             Some(b) => Some(parse(&self.path, b).inspect_err(|e| {
                 self.refused = Some(e.to_string());
@@ -584,13 +589,7 @@ impl StateStore for LocalStore {
     }
 
     fn push(&mut self, state: &State, force: bool) -> Result<WriteOutcome, StateError> {
-        if !self.lock_held.load(Ordering::SeqCst) {
-            return Err(StateError::NotLocked {
-                path: self.path.clone(),
-                lock_path: self.lock_path(),
-            });
-        }
-        let current_bytes = self.read_current()?;
+        let current_bytes = self.read_current_locked()?;
         // A file that cannot be read is only replaced when forced (it is kept as the backup).
         let current = match &current_bytes {
             Some(b) => match parse(&self.path, b) {

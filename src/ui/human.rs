@@ -3,9 +3,9 @@
 //! indicatif progress bar on stderr only when stderr is a terminal. Hosts go by their names.
 
 use super::{
-    ApplyEvent, ApplyOutcome, ApplySummary, EventSink, StepInfo, escape, format_elapsed,
-    format_whole_secs,
+    ApplyEvent, ApplyOutcome, ApplySummary, EventSink, StepInfo, format_elapsed, format_whole_secs,
 };
+use crate::escape::escape;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::Write;
 

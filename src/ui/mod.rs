@@ -6,8 +6,8 @@
 mod human;
 mod json;
 pub mod render;
+pub mod state;
 
-pub use crate::escape::{escape, escape_lines};
 // The events and sinks are the executor's; named here too, where their renderers are.
 pub use crate::apply::event::{
     ApplyEvent, ApplyOutcome, ApplySummary, ChangeCounts, EVENTS_FORMAT_VERSION, EventLine,
@@ -45,6 +45,16 @@ pub fn stdout_color() -> bool {
         std::io::stdout().is_terminal(),
         std::env::var_os("NO_COLOR").as_deref(),
     )
+}
+
+/// Where `apply`'s events go: JSON lines with `-json`, else human lines on stdout (with a
+/// progress bar when stderr is a terminal).
+pub fn apply_sink(json: bool, color: bool) -> Box<dyn EventSink> {
+    if json {
+        Box::new(JsonSink::new(std::io::stdout()))
+    } else {
+        Box::new(HumanSink::new(std::io::stdout(), color, stderr_is_tty()))
+    }
 }
 
 /// A live progress bar is drawn only when stderr is a terminal.

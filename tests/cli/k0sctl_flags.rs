@@ -497,16 +497,10 @@ fn kubeconfig_and_backup_take_k0sctls_flags() {
         (&["-d"], None),
         (&["--trace"], None),
     ];
-    let backup_only: &[(&[&str], Option<&str>)] = &[
-        (
-            &["--concurrency", "3"],
-            Some("-concurrency (k0sctl) changes nothing"),
-        ),
-        (
-            &["--timeout", "10m"],
-            Some("-timeout (k0sctl) is not applied to backup"),
-        ),
-    ];
+    let backup_only: &[(&[&str], Option<&str>)] = &[(
+        &["--concurrency", "3"],
+        Some("-concurrency (k0sctl) changes nothing"),
+    )];
     for cmd in ["kubeconfig", "backup"] {
         let extra = if cmd == "backup" { backup_only } else { &[] };
         for (flags, note) in common.iter().chain(extra) {
@@ -525,9 +519,11 @@ fn kubeconfig_and_backup_take_k0sctls_flags() {
             }
         }
     }
-    // k0sctl's kubeconfig -timeout (0: never) is no note: it bounds the run.
-    let o = u.run(&["kubeconfig", "--timeout", "10m"]);
-    assert!(!stderr(&o).contains("Note:"), "{}", stderr(&o));
+    // k0sctl's -timeout (0: never) is no note: it bounds the run.
+    for cmd in ["kubeconfig", "backup"] {
+        let o = u.run(&[cmd, "--timeout", "10m"]);
+        assert!(!stderr(&o).contains("Note:"), "{}", stderr(&o));
+    }
 }
 
 /// Issue 30: k0sctl's `--dry-run` (or `DRY_RUN=true`) on `kubeconfig` and `backup` says what

@@ -13,7 +13,7 @@ pub fn force_unlock(global: &GlobalArgs, args: &ForceUnlockArgs) -> Exit {
         Ok(s) => s,
         Err(e) => return Failure::from(e).exit(),
     };
-    let escape = crate::ui::escape;
+    let escape = crate::escape::escape;
     match store.force_unlock(&args.id) {
         Ok(ForceUnlockOutcome::NotLocked { stale }) => {
             match stale {

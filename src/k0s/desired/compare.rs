@@ -226,7 +226,7 @@ fn same_value(a: &Value, b: &Value) -> bool {
     }
 }
 
-pub use crate::yaml::sorted;
+use crate::yaml::sorted;
 
 /// A normal form as YAML text (for diffs).
 pub fn render(v: &Value) -> String {

@@ -216,7 +216,7 @@ pub fn parse_cluster_objects(out: &str) -> Result<ClusterObjects, K0sError> {
 /// line from the host is only ever a name to look up, never trusted further.
 pub fn parse_watched_node(line: &str) -> Option<&str> {
     let name = line.trim_end_matches(['\r', '\n']).strip_prefix("node/")?;
-    crate::k0s::facts::is_object_name(name).then_some(name)
+    crate::spec::is_object_name(name).then_some(name)
 }
 
 /// Names of the objects of a `kubectl get … -o json` list, sorted; empty when unreadable.

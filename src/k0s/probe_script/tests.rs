@@ -432,7 +432,7 @@ fn binary_is_hashed_only_when_its_stat_line_changed() {
     let (first, hashed) = run(None);
     assert!(hashed, "nothing recorded: hashed");
     let rec = first.binary_record().expect("a hash and a stat line");
-    assert!(crate::k0s::is_binary_stat(&rec.stat), "{}", rec.stat);
+    assert!(crate::state::is_binary_stat(&rec.stat), "{}", rec.stat);
 
     let (again, hashed) = run(Some(&rec));
     assert!(!hashed, "an unchanged binary was hashed again");

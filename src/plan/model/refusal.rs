@@ -70,3 +70,33 @@ impl Refusal {
         self.exit().code()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::RefusalKind::*;
+    use crate::exit::Exit;
+
+    /// DESIGN.md "Commands and exit codes" and README "Exit codes": 3 for what is unsafe to act
+    /// on, 1 for what the operator fixes in the spec or the network (as an unreachable host, the
+    /// design's decision table). A downgrade is fixed in the spec (or allowed with
+    /// `-allow-downgrade`): exit 1, as README ("refused (exit 1, naming the hosts)") says.
+    #[test]
+    fn each_refusal_exits_as_documented() {
+        for (kind, exit) in [
+            (SplitBrain, Exit::Refused),
+            (NoController, Exit::Refused),
+            (Quorum, Exit::Refused),
+            (HostKeyChanged, Exit::Refused),
+            (UnknownIdentity, Exit::Refused),
+            (Restore, Exit::Refused),
+            (PeerAddressChange, Exit::Refused),
+            (RoleChange, Exit::Refused),
+            (DatastoreSwitch, Exit::Refused),
+            (Unreachable, Exit::Error),
+            (NoK0sBinary, Exit::Error),
+            (Downgrade, Exit::Error),
+        ] {
+            assert_eq!(kind.exit(), exit, "{kind:?}");
+        }
+    }
+}

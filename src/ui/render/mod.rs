@@ -6,8 +6,27 @@ mod text;
 
 pub use text::text;
 
+use super::EventSink as _;
 use crate::plan::{Plan, StepKind};
 use std::fmt::Write as _;
+use std::io::IsTerminal;
+
+/// The plan before `apply` runs it: as text on stdout, or with `-json` as a `planned` event line
+/// on stdout, and then as text on stderr when that is a terminal and a `yes` will be asked for
+/// (`asks`), so the person answering sees what they approve.
+pub fn before_apply(plan: &Plan, json: bool, asks: bool, color: bool) {
+    if !json {
+        print!("{}", text(plan, color));
+        return;
+    }
+    super::JsonSink::new(std::io::stdout()).event(&super::ApplyEvent::Planned {
+        plan: Box::new(plan.clone()),
+    });
+    if asks && std::io::stderr().is_terminal() {
+        let color = color && super::stderr_is_tty();
+        eprint!("{}", text(plan, color));
+    }
+}
 
 /// The versioned plan JSON (schema/plan.schema.json).
 pub fn json(plan: &Plan) -> String {

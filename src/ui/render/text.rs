@@ -114,59 +114,57 @@ fn heading(plan: &Plan, out: &mut String) {
 /// What the run found before any change: changes made outside k0sform, hosts and bastions
 /// whose keys are trusted on first contact, objects neither the spec nor the state knows.
 fn notices(plan: &Plan, out: &mut String) {
-    if !plan.outside_changes.is_empty() {
-        out.push_str("Changed outside k0sform:\n");
-        for c in &plan.outside_changes {
-            let _ = writeln!(
-                out,
-                "  {} {} ({}): {}",
-                c.role,
-                escape(&c.name),
-                c.host,
-                escape(&c.changes.join(", "))
-            );
+    let outside = plan.outside_changes.iter().map(|c| {
+        let changes = escape(&c.changes.join(", ")).into_owned();
+        format!("{} {} ({}): {changes}", c.role, escape(&c.name), c.host)
+    });
+    section(out, "Changed outside k0sform:", outside);
+    let first = plan.first_contacts.iter().map(|f| {
+        let name = if f.name.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", escape(&f.name))
+        };
+        format!(
+            "{name}({}): first contact: trusting {}",
+            f.host,
+            escape(&f.fingerprint)
+        )
+    });
+    let title = "First contact (no key recorded in the state, no ssh.hostKey pin):";
+    section(out, title, first);
+    let bastion_keys = plan.steps.iter().filter_map(|s| match &s.kind {
+        StepKind::RecordBastion { fingerprint, .. } => {
+            Some(format!("+ bastion ({}): {}", s.host, escape(fingerprint)))
         }
-        out.push('\n');
-    }
-    if !plan.first_contacts.is_empty() {
-        out.push_str("First contact (no key recorded in the state, no ssh.hostKey pin):\n");
-        for f in &plan.first_contacts {
-            let name = if f.name.is_empty() {
-                String::new()
-            } else {
-                format!("{} ", escape(&f.name))
-            };
-            let _ = writeln!(
-                out,
-                "  {name}({}): first contact: trusting {}",
-                f.host,
-                escape(&f.fingerprint)
-            );
-        }
-        out.push('\n');
-    }
-    let bastion_keys: Vec<(&HostId, &String)> = plan
-        .steps
+        _ => None,
+    });
+    let title = "Bastion host keys to record in the state (checked strictly from then on):";
+    section(out, title, bastion_keys);
+    let drift = plan
+        .drift
         .iter()
-        .filter_map(|s| match &s.kind {
-            StepKind::RecordBastion { fingerprint, .. } => Some((&s.host, fingerprint)),
-            _ => None,
-        })
-        .collect();
-    if !bastion_keys.is_empty() {
-        out.push_str("Bastion host keys to record in the state (checked strictly from then on):\n");
-        for (host, fingerprint) in bastion_keys {
-            let _ = writeln!(out, "  + bastion ({host}): {}", escape(fingerprint));
-        }
-        out.push('\n');
+        .map(|d| format!("{}, seen by {}", escape(&d.what), hosts(&d.seen_by)));
+    section(
+        out,
+        "Not known to k0sctl.yaml or the state (left alone):",
+        drift,
+    );
+}
+
+/// A titled block of the plan text: the title, one line a row (indented by two), a blank line;
+/// nothing without rows.
+fn section(out: &mut String, title: &str, rows: impl Iterator<Item = String>) {
+    let mut rows = rows.peekable();
+    if rows.peek().is_none() {
+        return;
     }
-    if !plan.drift.is_empty() {
-        out.push_str("Not known to k0sctl.yaml or the state (left alone):\n");
-        for d in &plan.drift {
-            let _ = writeln!(out, "  {}, seen by {}", escape(&d.what), hosts(&d.seen_by));
-        }
-        out.push('\n');
+    out.push_str(title);
+    out.push('\n');
+    for row in rows {
+        let _ = writeln!(out, "  {row}");
     }
+    out.push('\n');
 }
 
 /// One host's change: why, the sign line, its details and its k0s.yaml diff.
@@ -247,21 +245,17 @@ fn change(p: &Painter, plan: &Plan, c: &HostChange, out: &mut String) {
 
 /// Hooks that will not run, and the plan's warnings.
 fn hooks_and_warnings(p: &Painter, plan: &Plan, out: &mut String) {
-    if !plan.hooks_not_run.is_empty() {
-        out.push_str(
-            "Hooks not run (nothing changes on their host; k0sctl runs apply and connect hooks at every apply):\n",
-        );
-        for h in &plan.hooks_not_run {
-            let _ = writeln!(
-                out,
-                "  {} ({}): {}",
-                escape(&h.name),
-                escape(&h.host.to_string()),
-                escape(&h.hooks.join(", "))
-            );
-        }
-        out.push('\n');
-    }
+    let hooks = plan.hooks_not_run.iter().map(|h| {
+        let (host, hooks) = (h.host.to_string(), h.hooks.join(", "));
+        format!(
+            "{} ({}): {}",
+            escape(&h.name),
+            escape(&host),
+            escape(&hooks)
+        )
+    });
+    let title = "Hooks not run (nothing changes on their host; k0sctl runs apply and connect hooks at every apply):";
+    section(out, title, hooks);
     let manifests_via = plan.steps.iter().find_map(|s| match s.kind {
         StepKind::ApplyManifest { .. } | StepKind::ForgetManifest { .. } => Some(&s.host),
         _ => None,
@@ -271,21 +265,17 @@ fn hooks_and_warnings(p: &Painter, plan: &Plan, out: &mut String) {
         manifests_via,
         plan.has_changes(),
     ));
-    if !plan.private_addresses.is_empty() {
-        out.push_str(
-            "Private addresses (no privateAddress in the spec; found as k0sctl finds them):\n",
-        );
-        for a in &plan.private_addresses {
-            let _ = writeln!(
-                out,
-                "  {}: {} ({})",
-                escape(&a.host.to_string()),
-                escape(&a.address),
-                escape(&a.found_on)
-            );
-        }
-        out.push('\n');
-    }
+    let private = plan.private_addresses.iter().map(|a| {
+        let host = a.host.to_string();
+        format!(
+            "{}: {} ({})",
+            escape(&host),
+            escape(&a.address),
+            escape(&a.found_on)
+        )
+    });
+    let title = "Private addresses (no privateAddress in the spec; found as k0sctl finds them):";
+    section(out, title, private);
     for w in &plan.warnings {
         let _ = writeln!(out, "{}: {}", p.paint(YELLOW, "Warning"), escape(w));
     }

@@ -1,8 +1,11 @@
-//! The state as `state list`, `state show` and `show` print it: for people, every value a
-//! state file holds shown escaped.
+//! The state as `state list`, `state show` and `show` print it, and what `state rm|mv|push`
+//! did: for people, every value a state file holds shown escaped.
 
-use crate::state::{HostState, State};
+use crate::escape::escape;
+use crate::ops::state::{Moved, Pushed, Removed};
+use crate::state::{HostState, State, WriteOutcome};
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// One line per host under a header; columns padded so they line up.
 pub fn list(state: &State) -> String {
@@ -23,7 +26,7 @@ pub fn list(state: &State) -> String {
                     .as_ref()
                     .map_or_else(|| "-".into(), |e| e.member_id.clone()),
             ]
-            .map(|c| crate::ui::escape(&c).into_owned()),
+            .map(|c| escape(&c).into_owned()),
         );
     }
     let mut widths = [0usize; 5];
@@ -51,8 +54,8 @@ pub fn list(state: &State) -> String {
             let _ = writeln!(
                 out,
                 "{}  {}",
-                crate::ui::escape(&b.id().to_string()),
-                crate::ui::escape(&b.host_key)
+                escape(&b.id().to_string()),
+                escape(&b.host_key)
             );
         }
     }
@@ -92,7 +95,7 @@ pub fn host(state: &State, h: &HostState) -> String {
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     let mut out = String::new();
     for (k, v) in fields {
-        let _ = writeln!(out, "{:<width$} {}", format!("{k}:"), crate::ui::escape(&v));
+        let _ = writeln!(out, "{:<width$} {}", format!("{k}:"), escape(&v));
     }
     let intents: Vec<_> = state
         .intents
@@ -103,8 +106,54 @@ pub fn host(state: &State, h: &HostState) -> String {
         out.push_str("unfinished steps:\n");
         for i in intents {
             let line = format!("{} ({}), started {}", i.step, i.kind, i.started_at);
-            let _ = writeln!(out, "  {}", crate::ui::escape(&line));
+            let _ = writeln!(out, "  {}", escape(&line));
         }
     }
     out
+}
+
+/// `state rm`: what was removed, and where the previous version is kept.
+pub fn removed(r: &Removed) -> String {
+    let w = &r.written;
+    let mut out = format!(
+        "Removed host {} from the state (serial {} -> {}). The previous version is kept in {}.\n",
+        r.id, w.before, w.after, w.history
+    );
+    if r.unfinished_steps {
+        out.push_str(
+            "Note: the state still records unfinished steps for this host (see `state pull`).\n",
+        );
+    }
+    out
+}
+
+/// `state mv`: from where to where, and the etcd peer URL still recorded for the host.
+pub fn moved(m: &Moved) -> String {
+    let w = &m.written;
+    let mut out = format!(
+        "Moved host {} to {} in the state (serial {} -> {}). The previous version is kept in {}.\n",
+        m.from, m.to, w.before, w.after, w.history
+    );
+    if let Some(p) = &m.peer_url {
+        let _ = writeln!(
+            out,
+            "Note: its etcd peer URL is still recorded as {}; `apply` records the one the cluster shows.",
+            escape(p)
+        );
+    }
+    out
+}
+
+/// `state push`: what the store at `location` did with `file`.
+pub fn pushed(p: &Pushed, file: &Path, location: &str) -> String {
+    let lineage = &p.state.lineage;
+    match p.outcome {
+        WriteOutcome::Unchanged { serial } => format!(
+            "{location} already holds this state (lineage {lineage}, serial {serial}); nothing written.\n"
+        ),
+        WriteOutcome::Written { serial } => format!(
+            "Pushed {} to {location}: lineage {lineage}, serial {serial}.\n",
+            file.display()
+        ),
+    }
 }
