@@ -5,7 +5,6 @@
 mod support;
 
 mod apply;
-mod backup_timeout;
 mod cli;
 mod e2e;
 mod fuzz;

@@ -4,6 +4,7 @@
 
 mod access;
 mod adoption;
+mod backup_timeout;
 mod binaries;
 mod bootstrap;
 mod destroy;
