@@ -1,0 +1,303 @@
+//! `localhost` hosts (k0sctl's `localhost: {enabled: true}`, issue 30): the spec loads them as
+//! rig reports them (127.0.0.1), and in the lab k0sform runs INSIDE a host (its own mount, PID
+//! and UTS namespaces: /etc/machine-id, /usr/local/bin, /etc/k0s, /var/lib/k0s, /root, /srv and
+//! /tmp are that host's) with a spec naming that host `localhost`, so "this machine" is the lab
+//! host and its commands run there without SSH.
+
+use crate::support::lab::{self, Lab, LabOptions};
+use crate::support::prereq::require_lab;
+use k0sform::spec::{self, LoadOptions, Role};
+use std::path::{Path, PathBuf};
+
+const HEAD: &str = "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata:\n  name: local\nspec:\n  hosts:\n";
+
+fn load(text: &str) -> Result<spec::Loaded, spec::Diagnostics> {
+    let d = tempfile::tempdir().expect("tempdir");
+    let p = d.path().join("k0sctl.yaml");
+    std::fs::write(&p, text).expect("write spec");
+    let env = |_: &str| None;
+    spec::load_with(
+        &[p],
+        &LoadOptions {
+            env: &env,
+            stdin: None,
+        },
+    )
+}
+
+/// Both of k0sctl's spellings load; the host is 127.0.0.1 port 22, as rig's localhost
+/// connection reports it (`IPAddress`), and `privateAddress`/`privateInterface` are kept.
+#[test]
+fn localhost_hosts_load_as_127_0_0_1() {
+    for form in ["localhost: true", "localhost:\n        enabled: true"] {
+        let text = format!(
+            "{HEAD}    - role: controller+worker\n      {form}\n      privateAddress: 10.0.0.5\n      privateInterface: eth1\n    - role: worker\n      ssh:\n        address: 10.0.0.6\n  k0s:\n    version: v1.33.4+k0s.0\n"
+        );
+        let loaded = load(&text).unwrap_or_else(|e| panic!("{form}: {e}"));
+        let h = &loaded.spec.hosts[0];
+        assert!(h.ssh.localhost, "{form}");
+        assert_eq!((h.ssh.address.as_str(), h.ssh.port), ("127.0.0.1", 22));
+        assert_eq!(h.role, Role::ControllerWorker);
+        assert_eq!(h.private_address.as_deref(), Some("10.0.0.5"));
+        assert_eq!(h.private_interface.as_deref(), Some("eth1"));
+        assert!(!loaded.spec.hosts[1].ssh.localhost);
+    }
+    // `enabled: false` is no localhost host: the host then has no connection.
+    let e = load(&format!(
+        "{HEAD}    - role: single\n      localhost:\n        enabled: false\n  k0s:\n    version: v1.33.4+k0s.0\n"
+    ))
+    .expect_err("no connection");
+    assert!(e.to_string().contains("no connection"), "{e}");
+}
+
+/// A localhost host next to an SSH host at 127.0.0.1 port 22 is the same host twice.
+#[test]
+fn a_localhost_host_and_an_ssh_host_on_127_0_0_1_collide() {
+    let e = load(&format!(
+        "{HEAD}    - role: controller\n      ssh:\n        address: 127.0.0.1\n    - role: worker\n      localhost: true\n  k0s:\n    version: v1.33.4+k0s.0\n"
+    ))
+    .expect_err("duplicate");
+    assert!(
+        e.to_string()
+            .contains("spec.hosts[1].localhost: duplicate host 127.0.0.1"),
+        "{e}"
+    );
+}
+
+// ---- the lab: k0sform inside a host ----
+
+/// The lab host's private folder k0sform works in (spec, state, keys, binaries), as the host
+/// sees it, and where that is on this machine.
+const WORK: &str = "/srv/k0sform";
+
+struct Inside {
+    lab: Lab,
+    host: String,
+}
+
+impl Inside {
+    fn new(lab: Lab, host: &str) -> Inside {
+        let i = Inside {
+            lab,
+            host: host.to_string(),
+        };
+        i.lab
+            .exec_ok(host, &format!("mkdir -p {WORK} && chmod 755 {WORK}"));
+        i
+    }
+
+    /// `path` inside host `name` (under /srv or /root), as a path on this machine.
+    fn outside(&self, name: &str, path: &str) -> PathBuf {
+        let (disk, rest) = path
+            .strip_prefix("/srv/")
+            .map(|r| ("srv", r))
+            .or_else(|| path.strip_prefix("/root/").map(|r| ("root", r)))
+            .expect("a path under /srv or /root");
+        self.lab
+            .dir()
+            .join("hosts")
+            .join(name)
+            .join("disk")
+            .join(disk)
+            .join(rest)
+    }
+
+    /// Put `data` at `path` (under /srv or /root) inside the host k0sform runs in.
+    fn put(&self, path: &str, data: &[u8], mode: u32) {
+        let p = self.outside(&self.host, path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, data).expect("write");
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .expect("chmod");
+    }
+
+    /// Copy the local file `from` to `path` inside the host.
+    fn copy(&self, from: &Path, path: &str) {
+        let data = std::fs::read(from).expect("read");
+        self.put(path, &data, 0o755);
+    }
+
+    fn spec(&self, hosts: &str, version: Option<&str>) {
+        let version = version
+            .map(|v| format!("    version: {v}\n"))
+            .unwrap_or_default();
+        let text = format!("{HEAD}{hosts}  k0s:\n{version}    config: {{}}\n");
+        self.put(&format!("{WORK}/k0sctl.yaml"), text.as_bytes(), 0o644);
+    }
+
+    /// Run k0sform inside the host with `args` after `-c SPEC -state STATE`, as `user` (None:
+    /// root). Its release lookups go to a closed loopback port: nothing leaves the machine.
+    fn k0sform_as(&self, user: Option<&str>, args: &str) -> crate::support::e2e::Run {
+        let bin = env!("CARGO_BIN_EXE_k0sform");
+        let line = format!(
+            "cd {WORK} && {} env NO_COLOR=1 HOME={WORK} XDG_CACHE_HOME={WORK}/cache \
+             K0SFORM_K0S_DOWNLOAD_URL=http://127.0.0.1:9/releases K0SFORM_K0S_VERSION_URL=http://127.0.0.1:9 \
+             {bin} -c {WORK}/k0sctl.yaml -state {WORK}/k0sform.state.json -no-color {args}",
+            user.map(|u| format!("runuser -u {u} --"))
+                .unwrap_or_default()
+        );
+        let o = self.lab.exec(&self.host, &line);
+        crate::support::e2e::Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: lab::stdout(&o),
+            stderr: lab::stderr(&o),
+        }
+    }
+
+    fn k0sform(&self, args: &str) -> crate::support::e2e::Run {
+        self.k0sform_as(None, args)
+    }
+
+    fn state(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(
+            self.outside(&self.host, &format!("{WORK}/k0sform.state.json")),
+        )
+        .expect("state file");
+        serde_json::from_str(&text).expect("state JSON")
+    }
+
+    fn k0s_version(&self) -> String {
+        self.lab
+            .exec_ok(&self.host, "/usr/local/bin/k0s version")
+            .trim()
+            .to_string()
+    }
+}
+
+/// The host entry of a spec for a `localhost` host with `role` and the k0s binary at `bin`
+/// (inside the host).
+fn local_host(role: &str, bin: &str, extra: &str) -> String {
+    format!(
+        "    - role: {role}\n      localhost:\n        enabled: true\n      k0sBinaryPath: {bin}\n{extra}"
+    )
+}
+
+/// k0sctl's common localhost use: one `controller+worker` on the machine it runs on. Applied
+/// without SSH (the host's sshd sees no connection), recorded with its machine-id and no host
+/// key, planned again with no changes, upgraded, and destroyed.
+#[test]
+fn a_localhost_controller_worker_is_applied_upgraded_and_destroyed() {
+    require_lab!();
+    let lab = Lab::create(&[("c1", "controller")]);
+    let i = Inside::new(lab, "c1");
+    i.copy(&lab::k0s_double_path(), &format!("{WORK}/k0s"));
+    // The host's own address: a lab host sharing this machine's network namespace has the lab
+    // address as its address (the double listens there, as k0s on its first public address);
+    // k0sctl's detection would find it on a real machine (README "Hosts with their own network").
+    let own = format!("      privateAddress: {}\n", i.lab.address("c1"));
+    i.spec(
+        &local_host("controller+worker", &format!("{WORK}/k0s"), &own),
+        Some("v1.33.4+k0s.0"),
+    );
+    let sshd_before = i.lab.sshd_log("c1").matches("Accepted publickey").count();
+
+    let plan = i.k0sform("plan");
+    plan.expect(0);
+    plan.contains(
+        "localhost: controller+worker (127.0.0.1) is this machine; its commands run here as root",
+    );
+    assert_eq!(
+        plan.text().matches("is this machine").count(),
+        1,
+        "{}",
+        plan.text()
+    );
+    i.k0sform("apply -auto-approve").expect(0);
+    assert_eq!(i.k0s_version(), "v1.33.4+k0s.0");
+    let st = i.state();
+    let h = &st["hosts"][0];
+    assert_eq!(h["address"], "127.0.0.1");
+    assert_eq!(h["host_key"], "local");
+    assert!(h.get("host_public_key").is_none(), "{h}");
+    assert_eq!(h["access"]["ssh"]["localhost"], true);
+    let mid = i.lab.exec_ok("c1", "cat /etc/machine-id");
+    assert_eq!(h["machine_id"], mid.trim());
+    assert_eq!(
+        i.lab.sshd_log("c1").matches("Accepted publickey").count(),
+        sshd_before,
+        "k0sform connected over SSH"
+    );
+
+    i.k0sform("plan -detailed-exitcode").expect(0);
+
+    // An upgrade: another binary with a newer version.
+    let newer = i.lab.k0s_double_with_version("v1.33.5+k0s.0");
+    i.copy(&newer, &format!("{WORK}/k0s-new"));
+    i.spec(
+        &local_host("controller+worker", &format!("{WORK}/k0s-new"), &own),
+        Some("v1.33.5+k0s.0"),
+    );
+    i.k0sform("apply -auto-approve").expect(0);
+    assert_eq!(i.k0s_version(), "v1.33.5+k0s.0");
+    i.k0sform("plan -detailed-exitcode").expect(0);
+
+    // Identity: with no SSH host key, the machine-id is the host. Another one is refused, as a
+    // changed host key is for an SSH host, until -replace names it.
+    i.lab.exec_ok(
+        "c1",
+        "echo 0123456789abcdef0123456789abcdef > /etc/machine-id",
+    );
+    i.k0sform("plan")
+        .expect(3)
+        .contains("is not the recorded machine (machine-id changed)")
+        .contains("run with -replace 127.0.0.1");
+    // (-replace then plans a replacement; of the only controller that is refused for want of
+    // another controller to remove its member through, as for an SSH host.)
+    i.lab
+        .exec_ok("c1", &format!("echo {} > /etc/machine-id", mid.trim()));
+    i.k0sform("plan -detailed-exitcode").expect(0);
+
+    i.k0sform("destroy -auto-approve").expect(0);
+    let left = i.lab.exec(
+        "c1",
+        "test -e /usr/local/bin/k0s || test -e /etc/k0s/k0s.yaml",
+    );
+    assert!(!left.status.success(), "k0s left on the host after destroy");
+}
+
+/// Not root: commands that need root go through `sudo -n` (rig's `RegisterSudo`), and a user
+/// without a passwordless sudo right gets the same `Sudo` error as over SSH.
+#[test]
+fn a_localhost_host_runs_root_commands_through_sudo() {
+    require_lab!();
+    let lab = Lab::create_with(
+        &[("c1", "controller")],
+        LabOptions::default().sudo_user("c1"),
+    );
+    let i = Inside::new(lab, "c1");
+    i.copy(&lab::k0s_double_path(), &format!("{WORK}/k0s"));
+    let own = format!("      privateAddress: {}\n", i.lab.address("c1"));
+    i.spec(&local_host("single", &format!("{WORK}/k0s"), &own), None);
+    i.lab
+        .exec_ok("c1", &format!("chown -R {} {WORK}", lab::SUDO_USER));
+    let sudo = Some(lab::SUDO_USER);
+    i.k0sform_as(sudo, "plan")
+        .expect(0)
+        .contains("its commands run here through `sudo -n`");
+    i.k0sform_as(sudo, "apply -auto-approve").expect(0);
+    assert_eq!(i.k0s_version(), "v1.33.4+k0s.0");
+    // Placed by root, through sudo.
+    assert_eq!(
+        i.lab
+            .exec_ok("c1", "stat -c %U /usr/local/bin/k0s /etc/k0s/k0s.yaml"),
+        "root\nroot\n"
+    );
+    i.k0sform_as(sudo, "plan -detailed-exitcode").expect(0);
+
+    // `nobody` has no sudo right: the probe stops with the Sudo error, nothing runs.
+    i.lab.exec_ok("c1", "mkdir -p /srv/nobody && cp /srv/k0sform/k0sctl.yaml /srv/nobody/ && chown -R nobody /srv/nobody");
+    let bin = env!("CARGO_BIN_EXE_k0sform");
+    let o = i.lab.exec(
+        "c1",
+        &format!(
+            "cd /srv/nobody && runuser -u nobody -- env NO_COLOR=1 HOME=/srv/nobody XDG_CACHE_HOME=/srv/nobody/cache \
+             {bin} -c k0sctl.yaml -state k0sform.state.json -no-color plan"
+        ),
+    );
+    let text = format!("{}{}", lab::stdout(&o), lab::stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("cannot run commands as root with `sudo -n`"),
+        "{text}"
+    );
+}
