@@ -301,3 +301,62 @@ fn a_localhost_host_runs_root_commands_through_sudo() {
         "{text}"
     );
 }
+
+/// One run, two links: the `localhost` controller's commands run here, the worker is reached
+/// over SSH (its key recorded), and joins the controller at its private address.
+#[test]
+fn a_localhost_controller_and_an_ssh_worker_in_one_run() {
+    require_lab!();
+    let lab = Lab::create(&[("c1", "controller"), ("w1", "worker")]);
+    let i = Inside::new(lab, "c1");
+    i.copy(&lab::k0s_double_path(), &format!("{WORK}/k0s"));
+    let key = std::fs::read(i.lab.key_path()).expect("lab key");
+    i.put(&format!("{WORK}/id"), &key, 0o600);
+    let w1 = i.lab.host("w1");
+    let hosts = format!(
+        "{}    - role: worker\n      ssh:\n        address: {}\n        port: {}\n        user: root\n        keyPath: {WORK}/id\n      k0sBinaryPath: {WORK}/k0s\n",
+        local_host(
+            "controller",
+            &format!("{WORK}/k0s"),
+            &format!("      privateAddress: {}\n", i.lab.address("c1"))
+        ),
+        w1.address,
+        w1.port
+    );
+    i.spec(&hosts, Some("v1.33.4+k0s.0"));
+    let c1_sshd = i.lab.sshd_log("c1").matches("Accepted publickey").count();
+    i.k0sform("apply -auto-approve").expect(0);
+    let st = i.state();
+    let recorded: Vec<(String, String)> = st["hosts"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .map(|h| {
+            (
+                h["address"].as_str().unwrap_or_default().to_string(),
+                h["host_key"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            ("127.0.0.1".to_string(), "local".to_string()),
+            (w1.address.clone(), w1.host_key_fingerprint.clone()),
+        ]
+    );
+    assert!(
+        i.lab.sshd_log("w1").contains("Accepted publickey"),
+        "the worker was not reached over SSH"
+    );
+    assert_eq!(
+        i.lab.sshd_log("c1").matches("Accepted publickey").count(),
+        c1_sshd,
+        "the localhost controller was reached over SSH"
+    );
+    assert_eq!(
+        i.lab.exec_ok("w1", "/usr/local/bin/k0s version").trim(),
+        "v1.33.4+k0s.0"
+    );
+    i.k0sform("plan -detailed-exitcode").expect(0);
+}
