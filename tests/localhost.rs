@@ -191,8 +191,10 @@ fn a_localhost_controller_worker_is_applied_upgraded_and_destroyed() {
     );
     let sshd_before = i.lab.sshd_log("c1").matches("Accepted publickey").count();
 
-    let plan = i.k0sform("plan");
+    // No SSH key to trust on first use: nothing for -trust-new-host-keys=false to refuse.
+    let plan = i.k0sform("plan -trust-new-host-keys=false");
     plan.expect(0);
+    assert!(!plan.text().contains("First contact"), "{}", plan.text());
     plan.contains(
         "localhost: controller+worker (127.0.0.1) is this machine; its commands run here as root",
     );
@@ -358,5 +360,54 @@ fn a_localhost_controller_and_an_ssh_worker_in_one_run() {
         i.lab.exec_ok("w1", "/usr/local/bin/k0s version").trim(),
         "v1.33.4+k0s.0"
     );
+    i.k0sform("plan -detailed-exitcode").expect(0);
+}
+
+/// A host k0sform recorded over SSH that the spec now names `localhost` (k0sform now runs on
+/// it) is the same machine, found by its machine-id: its record moves to 127.0.0.1, nothing is
+/// reset, removed or added. (Its k0s.yaml gains the SAN 127.0.0.1, as k0sctl adds every
+/// controller's address: a reconfigure.)
+#[test]
+fn a_host_recorded_over_ssh_becomes_the_localhost_host() {
+    require_lab!();
+    let cluster = crate::support::e2e::Cluster::new(&[("c1", "controller")]);
+    cluster.apply();
+    let state = std::fs::read(&cluster.state).expect("state");
+    let crate::support::e2e::Cluster { lab, .. } = cluster;
+    let i = Inside::new(lab, "c1");
+    i.put(&format!("{WORK}/k0sform.state.json"), &state, 0o600);
+    i.copy(&lab::k0s_double_path(), &format!("{WORK}/k0s"));
+    let own = format!("      privateAddress: {}\n", i.lab.address("c1"));
+    i.spec(
+        &local_host("controller", &format!("{WORK}/k0s"), &own),
+        None,
+    );
+    let text = std::fs::read_to_string(i.outside("c1", &format!("{WORK}/k0sctl.yaml")))
+        .expect("spec")
+        .replace("name: local", "name: lab");
+    i.put(&format!("{WORK}/k0sctl.yaml"), text.as_bytes(), 0o644);
+
+    let plan = i.k0sform("plan");
+    plan.expect(0).contains("has moved to 127.0.0.1");
+    for never in [
+        "will be removed",
+        "will be added",
+        "will be replaced",
+        "reset",
+    ] {
+        assert!(!plan.text().contains(never), "{never}:\n{}", plan.text());
+    }
+    i.k0sform("apply -auto-approve").expect(0);
+    let st = i.state();
+    let hosts = st["hosts"].as_array().expect("hosts");
+    assert_eq!(hosts.len(), 1, "{st}");
+    assert_eq!(hosts[0]["address"], "127.0.0.1");
+    assert_eq!(
+        hosts[0]["machine_id"],
+        i.lab.exec_ok("c1", "cat /etc/machine-id").trim()
+    );
+    // Recorded as reached locally now: no SSH key kept beside it.
+    assert_eq!(hosts[0]["host_key"], "local");
+    assert!(hosts[0].get("host_public_key").is_none(), "{st}");
     i.k0sform("plan -detailed-exitcode").expect(0);
 }

@@ -256,6 +256,10 @@ pub fn refuse_first_contact_keys(
     let mut first_contacts = Vec::new();
     let mut bastions: BTreeMap<&HostId, &str> = BTreeMap::new();
     for (id, c) in connected {
+        // A `localhost` host offers no key to trust: its machine-id identifies it.
+        if c.fingerprint == crate::transport::LOCAL_HOST_KEY {
+            continue;
+        }
         let pinned = by_spec.get(id).is_some_and(|s| s.ssh.host_key.is_some());
         let recorded = by_state
             .get(id)
@@ -310,6 +314,10 @@ fn host_first_contacts(
         let Some(Probe::Reached(facts)) = by_probe.get(&h.id) else {
             continue;
         };
+        // A `localhost` host offers no key to trust: its machine-id identifies it.
+        if facts.host_key == crate::transport::LOCAL_HOST_KEY {
+            continue;
+        }
         let pinned = by_spec.get(&h.id).is_some_and(|s| s.ssh.host_key.is_some());
         let recorded = by_state
             .get(&h.id)
