@@ -64,6 +64,38 @@ fn a_localhost_host_and_an_ssh_host_on_127_0_0_1_collide() {
     );
 }
 
+/// A state cannot make a host this machine: `localhost` in a recorded `access` (a host that
+/// left the spec) is dropped, with a note, and the host is reached over SSH at its address.
+#[test]
+fn a_state_cannot_make_a_host_local() {
+    let loaded = load(&format!(
+        "{HEAD}    - role: controller\n      ssh:\n        address: 10.0.0.1\n  k0s:\n    version: v1.33.4+k0s.0\n"
+    ))
+    .expect("spec");
+    let host: k0sform::state::HostState = serde_json::from_value(serde_json::json!({
+        "address": "10.0.0.9", "port": 22, "role": "worker",
+        "machine_id": "0123456789abcdef0123456789abcdef", "host_key": "local",
+        "access": {
+            "ssh": {"address": "10.0.0.9", "port": 22, "user": "root", "key_path": null,
+                    "config_path": null, "options": {}, "bastion": null, "host_key": null,
+                    "openssh": false, "localhost": true},
+            "k0s_install_path": "/usr/local/bin/k0s", "data_dir": "/var/lib/k0s"
+        }
+    }))
+    .expect("host state");
+    let reach = k0sform::state::access::reach(&host, &loaded.spec).expect("valid access");
+    assert!(!reach.ssh.localhost);
+    assert_eq!(reach.ssh.address, "10.0.0.9");
+    assert_eq!(reach.dropped.len(), 1, "{:?}", reach.dropped);
+    assert!(
+        reach.dropped[0].starts_with(
+            "access.ssh.localhost is ignored: only the spec can make a host this machine"
+        ),
+        "{:?}",
+        reach.dropped
+    );
+}
+
 // ---- the lab: k0sform inside a host ----
 
 /// The lab host's private folder k0sform works in (spec, state, keys, binaries), as the host
