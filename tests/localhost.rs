@@ -254,6 +254,16 @@ fn a_localhost_controller_worker_is_applied_upgraded_and_destroyed() {
 
     i.k0sform("plan -detailed-exitcode").expect(0);
 
+    // kubeconfig and backup go through the same link: the API at the controller's address,
+    // 127.0.0.1, as k0sctl's `KubeAPIURL` (leader `Address()`).
+    i.k0sform("kubeconfig")
+        .expect(0)
+        .contains("server: \"https://127.0.0.1:6443\"");
+    i.lab.exec_ok("c1", &format!("mkdir -p {WORK}/backups"));
+    i.k0sform(&format!("backup -out {WORK}/backups")).expect(0);
+    let archives = i.lab.exec_ok("c1", &format!("ls {WORK}/backups"));
+    assert!(archives.contains("k0s_backup"), "{archives}");
+
     // An upgrade: another binary with a newer version.
     let newer = i.lab.k0s_double_with_version("v1.33.5+k0s.0");
     i.copy(&newer, &format!("{WORK}/k0s-new"));
