@@ -430,7 +430,9 @@ fn a_host_recorded_over_ssh_becomes_the_localhost_host() {
     i.put(&format!("{WORK}/k0sctl.yaml"), text.as_bytes(), 0o644);
 
     let plan = i.k0sform("plan");
-    plan.expect(0).contains("has moved to 127.0.0.1");
+    plan.expect(0)
+        .contains("has moved to 127.0.0.1: it answers with the machine-id")
+        .contains("(reached on this machine, without SSH now)");
     for never in [
         "will be removed",
         "will be added",

@@ -85,11 +85,24 @@ impl<'a> Planner<'a> {
         self.check_peer_move(idx, &from, f, st, spec_host)?;
         let moved = reason(
             ReasonCode::Moved,
-            format!(
-                "it answers with the machine-id {} and host key {} recorded at {from}",
-                short(&st.machine_id),
-                short_key(&st.host_key)
-            ),
+            if st.host_key == f.host_key {
+                format!(
+                    "it answers with the machine-id {} and host key {} recorded at {from}",
+                    short(&st.machine_id),
+                    short_key(&st.host_key)
+                )
+            } else {
+                // Reached locally now, or recorded so (`transport::host_keys_differ`).
+                format!(
+                    "it answers with the machine-id {} recorded at {from} (reached {} now)",
+                    short(&st.machine_id),
+                    if f.host_key == LOCAL_HOST_KEY {
+                        "on this machine, without SSH"
+                    } else {
+                        "over SSH"
+                    }
+                )
+            },
         );
         let mut plan = match self.decide_recorded(idx, f, st, spec_host)? {
             Some(p) => p,
