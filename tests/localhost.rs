@@ -9,7 +9,7 @@ use crate::support::prereq::require_lab;
 use k0sform::spec::{self, LoadOptions, Role};
 use std::path::{Path, PathBuf};
 
-const HEAD: &str = "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata:\n  name: local\nspec:\n  hosts:\n";
+const HEAD: &str = "apiVersion: k0sctl.k0sproject.io/v1beta1\nkind: Cluster\nmetadata:\n  name: lab\nspec:\n  hosts:\n";
 
 fn load(text: &str) -> Result<spec::Loaded, spec::Diagnostics> {
     let d = tempfile::tempdir().expect("tempdir");
@@ -102,13 +102,13 @@ fn a_state_cannot_make_a_host_local() {
 /// sees it, and where that is on this machine.
 const WORK: &str = "/srv/k0sform";
 
-struct Inside {
-    lab: Lab,
+struct Inside<'a> {
+    lab: &'a Lab,
     host: String,
 }
 
-impl Inside {
-    fn new(lab: Lab, host: &str) -> Inside {
+impl<'a> Inside<'a> {
+    fn new(lab: &'a Lab, host: &str) -> Inside<'a> {
         let i = Inside {
             lab,
             host: host.to_string(),
@@ -211,7 +211,7 @@ fn local_host(role: &str, bin: &str, extra: &str) -> String {
 fn a_localhost_controller_worker_is_applied_upgraded_and_destroyed() {
     require_lab!();
     let lab = Lab::create(&[("c1", "controller")]);
-    let i = Inside::new(lab, "c1");
+    let i = Inside::new(&lab, "c1");
     i.copy(&lab::k0s_double_path(), &format!("{WORK}/k0s"));
     // The host's own address: a lab host sharing this machine's network namespace has the lab
     // address as its address (the double listens there, as k0s on its first public address);
@@ -308,7 +308,7 @@ fn a_localhost_host_runs_root_commands_through_sudo() {
         &[("c1", "controller")],
         LabOptions::default().sudo_user("c1"),
     );
-    let i = Inside::new(lab, "c1");
+    let i = Inside::new(&lab, "c1");
     i.copy(&lab::k0s_double_path(), &format!("{WORK}/k0s"));
     let own = format!("      privateAddress: {}\n", i.lab.address("c1"));
     i.spec(&local_host("single", &format!("{WORK}/k0s"), &own), None);
@@ -352,7 +352,7 @@ fn a_localhost_host_runs_root_commands_through_sudo() {
 fn a_localhost_controller_and_an_ssh_worker_in_one_run() {
     require_lab!();
     let lab = Lab::create(&[("c1", "controller"), ("w1", "worker")]);
-    let i = Inside::new(lab, "c1");
+    let i = Inside::new(&lab, "c1");
     i.copy(&lab::k0s_double_path(), &format!("{WORK}/k0s"));
     let key = std::fs::read(i.lab.key_path()).expect("lab key");
     i.put(&format!("{WORK}/id"), &key, 0o600);
@@ -415,8 +415,7 @@ fn a_host_recorded_over_ssh_becomes_the_localhost_host() {
     let cluster = crate::support::e2e::Cluster::new(&[("c1", "controller")]);
     cluster.apply();
     let state = std::fs::read(&cluster.state).expect("state");
-    let crate::support::e2e::Cluster { lab, .. } = cluster;
-    let i = Inside::new(lab, "c1");
+    let i = Inside::new(&cluster.lab, "c1");
     i.put(&format!("{WORK}/k0sform.state.json"), &state, 0o600);
     i.copy(&lab::k0s_double_path(), &format!("{WORK}/k0s"));
     let own = format!("      privateAddress: {}\n", i.lab.address("c1"));
@@ -424,10 +423,6 @@ fn a_host_recorded_over_ssh_becomes_the_localhost_host() {
         &local_host("controller", &format!("{WORK}/k0s"), &own),
         None,
     );
-    let text = std::fs::read_to_string(i.outside("c1", &format!("{WORK}/k0sctl.yaml")))
-        .expect("spec")
-        .replace("name: local", "name: lab");
-    i.put(&format!("{WORK}/k0sctl.yaml"), text.as_bytes(), 0o644);
 
     let plan = i.k0sform("plan");
     plan.expect(0)
@@ -454,4 +449,47 @@ fn a_host_recorded_over_ssh_becomes_the_localhost_host() {
     assert_eq!(hosts[0]["host_key"], "local");
     assert!(hosts[0].get("host_public_key").is_none(), "{st}");
     i.k0sform("plan -detailed-exitcode").expect(0);
+}
+
+/// The reverse: a host recorded as the localhost host that a spec (run elsewhere) reaches over
+/// SSH. It has no SSH key on record, so its key is a first contact (shown, and refused with
+/// -trust-new-host-keys=false), and its machine-id moves the record to its SSH address.
+#[test]
+fn the_localhost_host_recorded_is_reached_over_ssh_later() {
+    require_lab!();
+    let cluster = crate::support::e2e::Cluster::new(&[("c1", "controller")]);
+    let i = Inside::new(&cluster.lab, "c1");
+    i.copy(&lab::k0s_double_path(), &format!("{WORK}/k0s"));
+    let own = format!("      privateAddress: {}\n", i.lab.address("c1"));
+    i.spec(
+        &local_host("controller", &format!("{WORK}/k0s"), &own),
+        None,
+    );
+    i.k0sform("apply -auto-approve").expect(0);
+    let state =
+        std::fs::read(i.outside("c1", &format!("{WORK}/k0sform.state.json"))).expect("state");
+    std::fs::write(&cluster.state, state).expect("state outside");
+
+    let c1 = cluster.lab.host("c1");
+    cluster
+        .run(&["plan", "-trust-new-host-keys=false"])
+        .expect(3)
+        .contains(&format!(
+            "{}: offers {}",
+            c1.address, c1.host_key_fingerprint
+        ));
+    let plan = cluster.run(&["plan"]);
+    plan.expect(0)
+        .contains(&format!("has moved to {}", c1.address))
+        .contains("(reached over SSH now)")
+        .contains("First contact");
+    for never in ["will be removed", "will be added", "will be replaced"] {
+        assert!(!plan.text().contains(never), "{never}:\n{}", plan.text());
+    }
+    cluster.apply();
+    let h = cluster
+        .state_host("c1")
+        .expect("c1 recorded at its SSH address");
+    assert_eq!(h["host_key"], c1.host_key_fingerprint.as_str());
+    cluster.run(&["plan", "-detailed-exitcode"]).expect(0);
 }

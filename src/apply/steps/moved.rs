@@ -39,6 +39,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             from: from.clone(),
             to: host.clone(),
             access: self.spec_host(host).map(HostAccess::of),
+            host_key: facts.host_key.clone(),
             host_public_key: facts.host_public_key.clone(),
         }])
     }
