@@ -358,7 +358,7 @@ pub async fn connect_host<T: Transport>(transport: &T, p: &HostProbe) -> Connect
     if p.recorded_key.is_none()
         && !p.accept_changed
         && let Some(rec) = &p.recorded_fingerprint
-        && rec != &connected.fingerprint
+        && crate::transport::host_keys_differ(rec, &connected.fingerprint)
     {
         transport.close(&p.id).await;
         return Err(Probe::HostKeyChanged {
@@ -399,7 +399,8 @@ pub async fn run_probe<T: Transport>(
     match reader.parse(&out) {
         Ok(mut facts) => {
             facts.host_key = connected.fingerprint;
-            facts.host_public_key = Some(connected.public_key);
+            // A `localhost` host has no key (`transport::LOCAL_HOST_KEY`).
+            facts.host_public_key = Some(connected.public_key).filter(|k| !k.is_empty());
             facts.bastions = connected
                 .bastions
                 .into_iter()

@@ -221,7 +221,17 @@ pub enum TransportError {
     Other { host: HostId, message: String },
 }
 
-/// The key a host was accepted with.
+pub use crate::spec::LOCAL_HOST_KEY;
+
+/// Do a recorded and an offered host key (fingerprints, or `LOCAL_HOST_KEY`) say the host is
+/// another machine? Not when either side is `LOCAL_HOST_KEY`: a host reached locally and over
+/// SSH has no two keys to compare, and its machine-id decides (a host that moves between the
+/// two keeps its record when the machine-id is the recorded one).
+pub fn host_keys_differ(recorded: &str, offered: &str) -> bool {
+    recorded != offered && recorded != LOCAL_HOST_KEY && offered != LOCAL_HOST_KEY
+}
+
+/// The key a host was accepted with (`LOCAL_HOST_KEY` and no key for a `localhost` host).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectedHost {
     /// `SHA256:…`

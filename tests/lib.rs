@@ -9,6 +9,7 @@ mod cli;
 mod e2e;
 mod fuzz;
 mod lab;
+mod localhost;
 mod module_graph;
 mod plan;
 mod probe;

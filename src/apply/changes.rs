@@ -14,11 +14,13 @@ pub enum StateChange {
     /// Drop the host from the state.
     ForgetHost(HostId),
     /// The host's record moves from `from` to `to` (everything kept but the address, its
-    /// access settings and the key text, which the fresh probe gives).
+    /// access settings and the key, which the fresh probe gives: a host that became or stopped
+    /// being the `localhost` host gets `LOCAL_HOST_KEY`, or the SSH key trusted now).
     MoveHost {
         from: HostId,
         to: HostId,
         access: Option<crate::state::HostAccess>,
+        host_key: String,
         host_public_key: Option<String>,
     },
     /// Insert or replace a bastion's recorded host key.
@@ -59,6 +61,7 @@ impl StateChange {
                 from,
                 to,
                 access,
+                host_key,
                 host_public_key,
             } => {
                 if state.host(to).is_some() {
@@ -69,6 +72,11 @@ impl StateChange {
                     h.port = to.port;
                     if access.is_some() {
                         h.access = access.clone();
+                    }
+                    if !host_key.is_empty() && *host_key != h.host_key {
+                        // Reached locally now, or over SSH now (`transport::host_keys_differ`).
+                        h.host_key = host_key.clone();
+                        h.host_public_key = None;
                     }
                     if host_public_key.is_some() {
                         h.host_public_key = host_public_key.clone();

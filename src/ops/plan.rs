@@ -87,6 +87,9 @@ pub(super) async fn diff_seen(
     };
     let mut plan = plan::diff(&loaded.spec, &state.state, &reality, &desired, opts)?;
     plan.k0s_version = resolved;
+    if let Some(h) = loaded.spec.hosts.iter().find(|h| h.ssh.localhost) {
+        plan.warnings.push(localhost_note(h));
+    }
     Ok(Planned {
         loaded,
         state,
@@ -95,6 +98,19 @@ pub(super) async fn diff_seen(
         staging,
         plan,
     })
+}
+
+/// What the plan says once about the `localhost` host: it is this machine, how its commands
+/// run, and where k0sform is stricter than k0sctl with it.
+fn localhost_note(h: &crate::spec::HostSpec) -> String {
+    format!(
+        "localhost: {} ({}) is this machine; its commands run here {}, not over SSH. With no SSH \
+         host key its machine-id is its identity: a changed machine-id is refused unless -replace \
+         names it (k0sctl does not check)",
+        h.role,
+        h.id(),
+        crate::ssh::local_runs_as()
+    )
 }
 
 /// The desired facts (local files hashed), the probed (or read) reality, and where the probe

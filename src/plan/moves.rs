@@ -1,6 +1,8 @@
 //! Address moves: a host of the spec that the state does not know at its address, but that
 //! offers the machine-id AND the SSH host key of a host the state recorded at an address the
-//! spec no longer names, is that recorded host at a new address (DHCP, re-IP). Its record
+//! spec no longer names, is that recorded host at a new address (DHCP, re-IP). A host that
+//! became (or stopped being) the `localhost` host has no two keys to compare: its machine-id,
+//! read on this machine, decides (`transport::host_keys_differ`). Its record
 //! follows it (node name, etcd member ID, identity), instead of a removal plus a join. Pure.
 
 use super::model::PlanOptions;
@@ -74,7 +76,10 @@ pub fn find_moves(
         };
         let matches: Vec<&&crate::state::HostState> = gone
             .iter()
-            .filter(|g| g.machine_id == f.machine_id.trim() && g.host_key == f.host_key)
+            .filter(|g| {
+                g.machine_id == f.machine_id.trim()
+                    && !crate::transport::host_keys_differ(&g.host_key, &f.host_key)
+            })
             .collect();
         match matches.as_slice() {
             [] => {}

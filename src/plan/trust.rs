@@ -14,6 +14,7 @@ use crate::hostid::{HostId, HostIndex};
 use crate::reality::{Probe, Reality};
 use crate::spec::{HostSpec, Spec, SshTarget};
 use crate::state::State;
+use crate::transport::LOCAL_HOST_KEY;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub(super) struct Review {
@@ -256,10 +257,14 @@ pub fn refuse_first_contact_keys(
     let mut first_contacts = Vec::new();
     let mut bastions: BTreeMap<&HostId, &str> = BTreeMap::new();
     for (id, c) in connected {
+        // A `localhost` host offers no key to trust: its machine-id identifies it.
+        if c.fingerprint == LOCAL_HOST_KEY {
+            continue;
+        }
         let pinned = by_spec.get(id).is_some_and(|s| s.ssh.host_key.is_some());
-        let recorded = by_state
-            .get(id)
-            .is_some_and(|s| !s.host_key.is_empty() && !opts.is_replaced(id));
+        let recorded = by_state.get(id).is_some_and(|s| {
+            !s.host_key.is_empty() && s.host_key != LOCAL_HOST_KEY && !opts.is_replaced(id)
+        });
         if !pinned && !recorded && !moved_keys.contains(c.fingerprint.as_str()) {
             first_contacts.push(FirstContact {
                 host: (*id).clone(),
@@ -304,17 +309,30 @@ fn host_first_contacts(
     let by_state = state.host_index();
     let by_probe = reality.probe_index();
     let (moves, _) = super::moves::find_moves(spec, state, reality, opts);
-    let moved_to: BTreeSet<&HostId> = moves.iter().map(|m| &m.to).collect();
+    // Only a move matched on a recorded SSH key vouches for the key: one from the localhost
+    // host matched on its machine-id alone (`transport::host_keys_differ`).
+    let moved_to: BTreeSet<&HostId> = moves
+        .iter()
+        .filter(|m| {
+            by_state
+                .get(&m.from)
+                .is_some_and(|s| s.host_key != LOCAL_HOST_KEY)
+        })
+        .map(|m| &m.to)
+        .collect();
     let mut first_contacts = Vec::new();
     for h in &reality.hosts {
         let Some(Probe::Reached(facts)) = by_probe.get(&h.id) else {
             continue;
         };
+        // A `localhost` host offers no key to trust: its machine-id identifies it.
+        if facts.host_key == LOCAL_HOST_KEY {
+            continue;
+        }
         let pinned = by_spec.get(&h.id).is_some_and(|s| s.ssh.host_key.is_some());
-        let recorded = by_state
-            .get(&h.id)
-            .is_some_and(|s| !s.host_key.is_empty() && !opts.is_replaced(&h.id))
-            || moved_to.contains(&h.id);
+        let recorded = by_state.get(&h.id).is_some_and(|s| {
+            !s.host_key.is_empty() && s.host_key != LOCAL_HOST_KEY && !opts.is_replaced(&h.id)
+        }) || moved_to.contains(&h.id);
         if !pinned && !recorded {
             first_contacts.push(FirstContact {
                 host: h.id.clone(),

@@ -9,7 +9,7 @@
 //! `resolve` (k0sctl defaults, paths, unsupported fields) → `validate` (offline rules).
 //!
 //! k0sctl fields k0sform does not implement (decided and documented in `resolve.rs`):
-//! errors: `winRM`, `localhost`;
+//! errors: `winRM`;
 //! warnings (ignored, the cluster is still what the file describes): `os`, `connect`
 //! hooks, `openSSH.disableMultiplexing`, a `keyPath`/`configPath` that does not exist yet.
 

@@ -76,6 +76,13 @@ pub struct SshTarget {
     /// address may be a `Host` alias from it). `user`/`port` hold k0sctl's defaults (root, 22)
     /// when the block does not set them.
     pub openssh: bool,
+    /// `localhost: true` (or `{enabled: true}`): the host is the machine k0sform runs on, and
+    /// its commands run here (`ssh::local`), as root or through `sudo -n`, never over SSH. The
+    /// address is 127.0.0.1 and the port 22, as k0sctl reports them (rig
+    /// `protocol/localhost/connection.go` `IPAddress`, k0sctl `cluster/host.go` `Address`); the
+    /// other connection fields are unused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub localhost: bool,
 }
 
 impl SshTarget {
@@ -183,9 +190,27 @@ impl SshTarget {
             bastion: None,
             host_key: None,
             openssh: false,
+            localhost: false,
+        }
+    }
+
+    /// The target of a `localhost` host: this machine, at the address k0sctl gives it.
+    pub fn local() -> Self {
+        SshTarget {
+            localhost: true,
+            ..SshTarget::new(LOCALHOST_ADDRESS, 22)
         }
     }
 }
+
+/// The address of a `localhost` host, as rig reports it (`protocol/localhost/connection.go`
+/// `IPAddress`) and k0sctl uses it (SANs, join address, private address detection).
+pub const LOCALHOST_ADDRESS: &str = "127.0.0.1";
+
+/// The "host key" of a `localhost` host, recorded as the state's `host_key`: it is reached
+/// without SSH, so it has no key, and its machine-id alone says which machine it is
+/// (`transport::host_keys_differ`).
+pub const LOCAL_HOST_KEY: &str = "local";
 
 impl HostSpec {
     /// A host with k0sctl's defaults for everything but role and SSH target (handy in tests).

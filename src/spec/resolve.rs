@@ -5,7 +5,7 @@
 //!
 //! Fields k0sctl knows that k0sform does not implement are reported here. The rule: an **error**
 //! where carrying on would make apply do something different from what the file asks and the
-//! user could not tell (winRM and localhost hosts);
+//! user could not tell (winRM hosts);
 //! a **warning** where the field is ignored and the outcome is still the cluster the file
 //! describes (`os`, `connect.before` hooks, `openSSH.disableMultiplexing`). k0sctl's own
 //! smoke-test files use several of the latter and must keep loading.
@@ -221,13 +221,20 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
              with k0sctl",
         );
     }
-    if h.localhost.as_ref().is_some_and(RawLocalhost::enabled) {
-        sink.error_key(
-            &format!("{p}.localhost"),
-            "localhost hosts are not supported: k0sform reaches every host over SSH (use `ssh` with address 127.0.0.1)",
-        );
-    }
+    let localhost = h.localhost.as_ref().is_some_and(RawLocalhost::enabled);
     let ssh = match (&h.ssh, &h.open_ssh) {
+        // rig refuses a host with more than one protocol ("multiple protocols configured for a
+        // single client", `compositeconfig.go` `configuredConfig`), and so does k0sform.
+        (Some(_), _) | (_, Some(_)) if localhost => {
+            let other = if h.ssh.is_some() { "ssh" } else { "openSSH" };
+            sink.error_key(
+                &format!("{p}.localhost"),
+                format!("a host has one connection: set `localhost` or `{other}`, not both"),
+            );
+            return None;
+        }
+        // This machine (rig `protocol/localhost`): its commands run here, not over SSH.
+        _ if localhost => SshTarget::local(),
         (Some(s), None) => resolve_ssh(s, env),
         (None, Some(o)) => resolve_openssh(o, &format!("{p}.openSSH"), env, sink),
         (Some(s), Some(_)) => {
@@ -242,10 +249,7 @@ fn resolve_host(h: &RawHost, i: usize, env: &Env, sink: &mut Sink) -> Option<Hos
             let written = ["ssh", "openSSH"]
                 .iter()
                 .any(|k| sink.node.locate(&format!("{p}.{k}")) != sink.node.locate(&p));
-            if !written
-                && h.win_rm.is_none()
-                && !h.localhost.as_ref().is_some_and(RawLocalhost::enabled)
-            {
+            if !written && h.win_rm.is_none() {
                 sink.error(&p, "no connection: set `ssh` (or `openSSH`) for this host");
             }
             return None;

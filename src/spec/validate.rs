@@ -32,14 +32,7 @@ pub(crate) fn validate(spec: &Spec, complete: bool, sink: &mut Sink) {
         let key = (h.ssh.address.to_lowercase(), h.ssh.port);
         if let Some(first) = ids.insert(key, h.index) {
             ids.insert((h.ssh.address.to_lowercase(), h.ssh.port), first);
-            sink.error(
-                &format!("{p}.{}.address", conn(h)),
-                format!(
-                    "duplicate host {}: already used by spec.hosts[{}] (a host is its address and port)",
-                    h.id(),
-                    first - 1
-                ),
-            );
+            duplicate_host(spec, h, first, sink);
         }
         if let Some(n) = h.node_name()
             && let Some(first) = names.insert(n.clone(), h.index)
@@ -111,12 +104,53 @@ pub(crate) fn validate(spec: &Spec, complete: bool, sink: &mut Sink) {
     }
 }
 
+/// `h` has the address and port of `spec.hosts[first - 1]`: said for what `h` is.
+fn duplicate_host(spec: &Spec, h: &HostSpec, first: usize, sink: &mut Sink) {
+    let p = host_path(h);
+    let local = |i: usize| spec.hosts.get(i - 1).is_some_and(|f| f.ssh.localhost);
+    if h.ssh.localhost && local(first) {
+        // Both would be this machine: k0sctl refuses them as two hosts with one hostname
+        // (and one machine-id) in `phase/validate_hosts.go`; k0sform says why at once.
+        sink.error_key(
+            &format!("{p}.localhost"),
+            format!(
+                "only one host can be `localhost` (this machine): spec.hosts[{}] already is",
+                first - 1
+            ),
+        );
+    } else if h.ssh.localhost {
+        sink.error_key(
+                &format!("{p}.localhost"),
+                format!(
+                    "duplicate host {}: already used by spec.hosts[{}] (a `localhost` host is 127.0.0.1 port 22)",
+                    h.id(),
+                    first - 1
+                ),
+            );
+    } else {
+        sink.error(
+                &format!("{p}.{}.address", conn(h)),
+                format!(
+                    "duplicate host {}: already used by spec.hosts[{}] (a host is its address and port)",
+                    h.id(),
+                    first - 1
+                ),
+            );
+    }
+}
+
 fn host_path(h: &HostSpec) -> String {
     format!("spec.hosts[{}]", h.index - 1)
 }
 
 fn conn(h: &HostSpec) -> &'static str {
-    if h.ssh.openssh { "openSSH" } else { "ssh" }
+    if h.ssh.localhost {
+        "localhost"
+    } else if h.ssh.openssh {
+        "openSSH"
+    } else {
+        "ssh"
+    }
 }
 
 fn validate_host(h: &HostSpec, sink: &mut Sink) {
@@ -513,6 +547,8 @@ pub(crate) fn recorded_field_problem(key: &str, v: &str) -> Option<String> {
         }
         // An empty `host_key` is a state's way to say no key is recorded (a first contact).
         "host_key" if v.is_empty() => None,
+        // A `localhost` host's: reached without SSH, it has no key.
+        "host_key" if v == LOCAL_HOST_KEY => None,
         "host_key" | "fingerprint" if !is_fingerprint(v) => {
             bad("a host key fingerprint (`SHA256:` and base64)")
         }

@@ -24,6 +24,21 @@ pub(super) struct HostConn {
     pub(super) sessions: tokio::sync::Semaphore,
 }
 
+/// A `localhost` host of this run (`super::local`): who k0sform runs as here, and whether root
+/// commands go through `sudo -n`. Its commands are processes here, not sessions.
+pub(super) struct LocalHost {
+    pub(super) host: HostId,
+    pub(super) user: String,
+    pub(super) sudo: bool,
+}
+
+/// How a host's commands run: a session of its SSH master, or a process on this machine (a
+/// `localhost` host).
+pub(super) enum Link {
+    Ssh(std::sync::Arc<HostConn>),
+    Local(std::sync::Arc<LocalHost>),
+}
+
 impl Drop for HostConn {
     fn drop(&mut self) {
         // Best effort on paths that skipped `close`: kill the master, drop its socket.

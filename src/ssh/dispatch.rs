@@ -1,5 +1,6 @@
 //! `Transport` for `SshTransport`: each call handed to the file that does it (`master`, `exec`,
-//! `upload`).
+//! `upload`). A `localhost` host (`SshTarget::localhost`) is connected by `local`, and its
+//! commands then run on this machine; every other host goes over SSH, in the same run.
 
 use super::exec::Input;
 use super::hostkey::{BastionTrust, ConnectedHost};
@@ -20,6 +21,9 @@ impl Transport for SshTransport {
         accept_changed: bool,
         bastions: &[BastionTrust],
     ) -> Result<ConnectedHost, TransportError> {
+        if target.localhost {
+            return self.open_local(host);
+        }
         self.open(host, target, recorded_key, accept_changed, bastions)
             .await
     }

@@ -2,7 +2,7 @@
 //! command), the remote `timeout` with a local one behind it, a lost master told apart from a
 //! failed command, and `sudo -n` refusals turned into a typed error.
 
-use super::conn::HostConn;
+use super::conn::{HostConn, Link};
 use super::other;
 use super::session::SshTransport;
 use crate::hostid::HostId;
@@ -126,7 +126,7 @@ impl SshTransport {
         stdout: Output<'_>,
     ) -> Result<(CommandOutput, Option<(u64, String)>), TransportError> {
         let Prepared {
-            conn,
+            link,
             sudo,
             line,
             shown,
@@ -134,7 +134,7 @@ impl SshTransport {
         tracing::debug!(%host, command = ?shown, "run");
         let started = Instant::now();
         let result = self
-            .exec_checked(host, cmd, (&conn, sudo, &line, &shown), (stdin, stdout))
+            .exec_checked(host, cmd, (&link, sudo, &line, &shown), (stdin, stdout))
             .await;
         // The debug log's record of the command (`runlog`): its exit code, or why there is none.
         let ms = started.elapsed().as_millis();
@@ -157,14 +157,24 @@ impl SshTransport {
         &self,
         host: &HostId,
         cmd: &RemoteCommand,
-        (conn, sudo, line, shown): (&std::sync::Arc<HostConn>, bool, &str, &str),
+        (link, sudo, line, shown): (&Link, bool, &str, &str),
         (stdin, stdout): (Input<'_>, Output<'_>),
     ) -> Result<(CommandOutput, Option<(u64, String)>), TransportError> {
         let remote_secs = quote::remote_timeout_secs(cmd.timeout);
         let started = Instant::now();
         let limit = Duration::from_secs(remote_secs) + LOCAL_TIMEOUT_GRACE;
-        let result =
-            tokio::time::timeout(limit, conn.exec(line, stdin, (stdout, cmd.output_limit))).await;
+        let output = (stdout, cmd.output_limit);
+        let (conn, user) = match link {
+            Link::Ssh(conn) => (Some(conn), conn.user.as_str()),
+            Link::Local(local) => (None, local.user.as_str()),
+        };
+        let result = tokio::time::timeout(limit, async {
+            match link {
+                Link::Ssh(conn) => conn.exec(line, stdin, output).await,
+                Link::Local(local) => local.exec(line, stdin, output).await,
+            }
+        })
+        .await;
         let timed_out = || TransportError::Timeout {
             host: host.clone(),
             command: shown.to_string(),
@@ -176,8 +186,10 @@ impl SshTransport {
                 // The master is gone (host down, network cut): forget it, so a later `connect`
                 // opens a new one instead of failing forever. Nothing is retried here: the
                 // command may have run.
-                self.forget(host, conn);
-                conn.shutdown().await;
+                if let Some(conn) = conn {
+                    self.forget(host, conn);
+                    conn.shutdown().await;
+                }
                 return Err(e);
             }
             Ok(r) => r?,
@@ -189,8 +201,8 @@ impl SshTransport {
         {
             return Err(timed_out());
         }
-        if sudo {
-            check_sudo(conn, &out)?;
+        if sudo && let Some(e) = sudo_denied(host, user, &out) {
+            return Err(e);
         }
         Ok((out, copied))
     }
@@ -199,26 +211,37 @@ impl SshTransport {
 /// Longest stdout line `run_streaming` passes on; longer ones are dropped whole.
 const LINE_LIMIT: usize = 4096;
 
-/// A command ready to send: the host's connection, whether it goes through sudo, the line sent
-/// and the text logs show.
+/// A command ready to send: the host's link, whether it goes through sudo, the line sent and
+/// the text logs show.
 struct Prepared {
-    conn: std::sync::Arc<HostConn>,
+    link: Link,
     sudo: bool,
     line: String,
     shown: String,
 }
 
 impl SshTransport {
+    /// The same command line for both links (`quote`: `sudo -n`, `timeout`, `env`, quoting):
+    /// sshd hands it to the login shell, this machine's `/bin/sh` runs it for a local host.
     fn prepare(&self, host: &HostId, cmd: &RemoteCommand) -> Result<Prepared, TransportError> {
-        let conn = self.conn(host)?;
-        let sudo = cmd.root && conn.sudo;
+        let (link, sudo) = match self.local(host) {
+            Some(local) => {
+                let sudo = cmd.root && local.sudo;
+                (Link::Local(local), sudo)
+            }
+            None => {
+                let conn = self.conn(host)?;
+                let sudo = cmd.root && conn.sudo;
+                (Link::Ssh(conn), sudo)
+            }
+        };
         let line = quote::command_line(cmd, sudo).map_err(|e| other(host, e.to_string()))?;
         let shown = match &cmd.shown_as {
             Some(s) => s.clone(),
             None => display_command(&cmd.argv),
         };
         Ok(Prepared {
-            conn,
+            link,
             sudo,
             line,
             shown,
@@ -234,10 +257,13 @@ impl SshTransport {
         lines: tokio::sync::mpsc::Sender<String>,
     ) -> Result<Option<i32>, TransportError> {
         let Prepared {
-            conn, line, shown, ..
+            link, line, shown, ..
         } = self.prepare(host, cmd)?;
         tracing::debug!(%host, command = ?shown, "stream");
-        let status = conn.stream(&line, lines).await;
+        let status = match &link {
+            Link::Ssh(conn) => conn.stream(&line, lines).await,
+            Link::Local(local) => local.stream(&line, lines).await,
+        };
         match &status {
             Ok(Some(code)) => tracing::debug!(%host, command = ?shown, exit_code = code, "exit"),
             Ok(None) => {
@@ -257,7 +283,6 @@ impl HostConn {
         line: &str,
         lines: tokio::sync::mpsc::Sender<String>,
     ) -> Result<Option<i32>, TransportError> {
-        use tokio::io::AsyncBufReadExt;
         let _session = self.sessions.acquire().await.ok();
         let mut child = self
             .spawn(line, openssh::Stdio::piped(), openssh::Stdio::null())
@@ -267,46 +292,8 @@ impl HostConn {
         let Some(stdout) = child.stdout().take() else {
             return Err(other(&self.host, "no stdout to read".to_string()));
         };
-        let mut reader = tokio::io::BufReader::new(stdout);
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            // At most one byte past the limit per read: a host cannot make k0sform hold more.
-            let n = (&mut reader)
-                .take(LINE_LIMIT as u64 + 1)
-                .read_until(b'\n', &mut buf)
-                .await
-                .map_err(|e| other(&self.host, format!("reading output: {e}")))?;
-            if n == 0 {
-                break;
-            }
-            if buf.last() != Some(&b'\n') {
-                // An overlong line: skip to its end.
-                if buf.len() > LINE_LIMIT {
-                    let mut rest = Vec::new();
-                    loop {
-                        rest.clear();
-                        let m = (&mut reader)
-                            .take(LINE_LIMIT as u64)
-                            .read_until(b'\n', &mut rest)
-                            .await
-                            .map_err(|e| other(&self.host, format!("reading output: {e}")))?;
-                        if m == 0 || rest.last() == Some(&b'\n') {
-                            break;
-                        }
-                    }
-                    continue;
-                }
-            } else {
-                buf.pop();
-            }
-            if lines
-                .send(String::from_utf8_lossy(&buf).into_owned())
-                .await
-                .is_err()
-            {
-                return Ok(None);
-            }
+        if !forward_lines(&self.host, stdout, &lines).await? {
+            return Ok(None);
         }
         drop(_stdin);
         self.exit_status(child).await
@@ -384,63 +371,12 @@ impl HostConn {
             _ => openssh::Stdio::piped(),
         };
         let mut child = self.spawn(line, stdin, openssh::Stdio::piped()).await?;
-        let stdin = child.stdin().take();
-        let stdout = child.stdout().take();
-        let stderr = child.stderr().take();
-        let feed = async {
-            let Some(mut w) = stdin else {
-                return Ok(());
-            };
-            let fed = async {
-                match input {
-                    Input::None => {}
-                    Input::Bytes(b) => w.write_all(b).await?,
-                    Input::File(p) => {
-                        let mut f = tokio::fs::File::open(p).await?;
-                        tokio::io::copy(&mut f, &mut w).await?;
-                    }
-                }
-                w.shutdown().await
-            };
-            match fed.await {
-                // A command that exits without reading all its input breaks the pipe: not our
-                // error.
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Stop::Feed(e)),
-                _ => Ok(()),
-            }
-        };
-        let stdout = async {
-            match output {
-                Output::Collect => read_capped(stdout, limit).await.map(|b| (b, None)),
-                Output::Into(w) => copy_capped(stdout, limit, w)
-                    .await
-                    .map(|c| (Vec::new(), Some(c))),
-            }
-        };
-        // The first stream over the limit ends the wait at once: the command may well keep
-        // writing on the other one. It is not waited for (its remote `timeout` still holds).
-        let (_, (stdout, copied), stderr) =
-            match tokio::try_join!(feed, stdout, read_capped(stderr, OUTPUT_LIMIT)) {
-                Ok(all) => all,
-                Err(Stop::Over(limit)) => {
-                    return Err(other(
-                        &self.host,
-                        format!(
-                            "the command wrote more than {} of output; k0sform stopped reading it",
-                            size(limit)
-                        ),
-                    ));
-                }
-                Err(Stop::Write(e)) => {
-                    return Err(other(&self.host, format!("writing its output here: {e}")));
-                }
-                Err(Stop::Read(e)) => {
-                    return Err(other(&self.host, format!("reading output: {e}")));
-                }
-                Err(Stop::Feed(e)) => {
-                    return Err(other(&self.host, format!("sending input: {e}")));
-                }
-            };
+        let streams = (
+            child.stdin().take(),
+            child.stdout().take(),
+            child.stderr().take(),
+        );
+        let (stdout, copied, stderr) = pump(&self.host, streams, input, (output, limit)).await?;
         let status = self.exit_status(child).await?;
         Ok((
             CommandOutput {
@@ -453,10 +389,120 @@ impl HostConn {
     }
 }
 
-fn check_sudo(conn: &HostConn, out: &CommandOutput) -> Result<(), TransportError> {
-    match sudo_denied(&conn.host, &conn.user, out) {
-        Some(e) => Err(e),
-        None => Ok(()),
+/// Send each line of `stdout` to `lines` as it comes (`Transport::run_lines`): without the
+/// newline, overlong lines dropped whole. `false` when `lines` was closed. Shared by SSH
+/// sessions and local processes (`super::local`).
+pub(super) async fn forward_lines<R: tokio::io::AsyncRead + Unpin>(
+    host: &HostId,
+    stdout: R,
+    lines: &tokio::sync::mpsc::Sender<String>,
+) -> Result<bool, TransportError> {
+    use tokio::io::AsyncBufReadExt;
+    let mut reader = tokio::io::BufReader::new(stdout);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        // At most one byte past the limit per read: a host cannot make k0sform hold more.
+        let n = (&mut reader)
+            .take(LINE_LIMIT as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .await
+            .map_err(|e| other(host, format!("reading output: {e}")))?;
+        if n == 0 {
+            return Ok(true);
+        }
+        if buf.last() != Some(&b'\n') {
+            // An overlong line: skip to its end.
+            if buf.len() > LINE_LIMIT {
+                let mut rest = Vec::new();
+                loop {
+                    rest.clear();
+                    let m = (&mut reader)
+                        .take(LINE_LIMIT as u64)
+                        .read_until(b'\n', &mut rest)
+                        .await
+                        .map_err(|e| other(host, format!("reading output: {e}")))?;
+                    if m == 0 || rest.last() == Some(&b'\n') {
+                        break;
+                    }
+                }
+                continue;
+            }
+        } else {
+            buf.pop();
+        }
+        if lines
+            .send(String::from_utf8_lossy(&buf).into_owned())
+            .await
+            .is_err()
+        {
+            return Ok(false);
+        }
+    }
+}
+
+/// A running command's stdin, stdout and stderr, as far as they are piped.
+pub(super) type Streams<W, O, E> = (Option<W>, Option<O>, Option<E>);
+
+/// Feed `input` to a command's stdin while reading its stdout (collected or written where
+/// `output` says, up to `limit`) and its stderr (up to `OUTPUT_LIMIT`): the stdout, for a
+/// stdout written elsewhere the bytes written and their sha256, and the stderr. Shared by SSH
+/// sessions and local processes (`super::local`).
+pub(super) async fn pump<W, O, E>(
+    host: &HostId,
+    (stdin, stdout, stderr): Streams<W, O, E>,
+    input: Input<'_>,
+    (output, limit): (Output<'_>, u64),
+) -> Result<(Vec<u8>, Option<(u64, String)>, Vec<u8>), TransportError>
+where
+    W: tokio::io::AsyncWrite + Unpin,
+    O: tokio::io::AsyncRead + Unpin,
+    E: tokio::io::AsyncRead + Unpin,
+{
+    let feed = async {
+        let Some(mut w) = stdin else {
+            return Ok(());
+        };
+        let fed = async {
+            match input {
+                Input::None => {}
+                Input::Bytes(b) => w.write_all(b).await?,
+                Input::File(p) => {
+                    let mut f = tokio::fs::File::open(p).await?;
+                    tokio::io::copy(&mut f, &mut w).await?;
+                }
+            }
+            w.shutdown().await
+        };
+        match fed.await {
+            // A command that exits without reading all its input breaks the pipe: not our
+            // error.
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Stop::Feed(e)),
+            _ => Ok(()),
+        }
+    };
+    let stdout = async {
+        match output {
+            Output::Collect => read_capped(stdout, limit).await.map(|b| (b, None)),
+            Output::Into(w) => copy_capped(stdout, limit, w)
+                .await
+                .map(|c| (Vec::new(), Some(c))),
+        }
+    };
+    // The first stream over the limit ends the wait at once: the command may well keep
+    // writing on the other one. It is not waited for (its `timeout` still holds).
+    match tokio::try_join!(feed, stdout, read_capped(stderr, OUTPUT_LIMIT)) {
+        Ok((_, (stdout, copied), stderr)) => Ok((stdout, copied, stderr)),
+        Err(Stop::Over(limit)) => Err(other(
+            host,
+            format!(
+                "the command wrote more than {} of output; k0sform stopped reading it",
+                size(limit)
+            ),
+        )),
+        Err(Stop::Write(e)) => Err(other(host, format!("writing its output here: {e}"))),
+        Err(Stop::Read(e)) => Err(other(host, format!("reading output: {e}"))),
+        Err(Stop::Feed(e)) => Err(other(host, format!("sending input: {e}"))),
     }
 }
 

@@ -1,4 +1,5 @@
-//! SSH transport (openssh crate): ControlMaster sessions, host-key pinning, sudo, uploads.
+//! SSH transport (openssh crate): ControlMaster sessions, host-key pinning, sudo, uploads; and
+//! `localhost` hosts, whose commands run on this machine through the same paths (`local`).
 //! Everything ssh-specific lives here; the rest of k0sform talks to hosts through
 //! `crate::transport::Transport` (plus `upload_file_report`/`close_all` on `SshTransport`).
 
@@ -7,6 +8,7 @@ mod dispatch;
 mod exec;
 pub mod hostkey;
 mod keys;
+mod local;
 mod master;
 mod passphrase;
 mod session;
@@ -14,6 +16,7 @@ mod upload;
 
 pub use crate::ssh_key::{PublicKey, fingerprint};
 pub use hostkey::{BastionTrust, ConnectedBastion, ConnectedHost};
+pub use local::local_runs_as;
 pub use session::{SshOptions, SshTransport};
 pub use upload::Uploaded;
 

@@ -36,7 +36,8 @@ impl Default for SshOptions {
     }
 }
 
-/// SSH to every host of a run. Cheap to clone (shared connections).
+/// SSH to every host of a run, and local processes for a `localhost` host (`super::local`).
+/// Cheap to clone (shared connections).
 #[derive(Clone)]
 pub struct SshTransport {
     pub(super) inner: Arc<Inner>,
@@ -45,6 +46,8 @@ pub struct SshTransport {
 pub(super) struct Inner {
     // Field order matters: connections (their masters) go before the directory holding sockets.
     pub(super) hosts: Mutex<BTreeMap<HostId, Arc<HostConn>>>,
+    /// The `localhost` hosts of the run (`super::local`): no connection, commands run here.
+    pub(super) local: Mutex<BTreeMap<HostId, Arc<super::conn::LocalHost>>>,
     pub(super) next_slot: AtomicUsize,
     pub(super) opts: SshOptions,
     /// Encrypted keys unlocked in this run and the private agent holding them.
@@ -62,6 +65,7 @@ impl SshTransport {
         Ok(SshTransport {
             inner: Arc::new(Inner {
                 hosts: Mutex::new(BTreeMap::new()),
+                local: Mutex::new(BTreeMap::new()),
                 next_slot: AtomicUsize::new(0),
                 opts,
                 keys: Default::default(),

@@ -104,6 +104,15 @@ fn restrict(
     field: &str,
     dropped: &mut Vec<String>,
 ) {
+    // A state does not get to make k0sform run commands on this machine: only the spec's
+    // `localhost` does (k0sctl has no state; a state file can come from anywhere).
+    if t.localhost {
+        t.localhost = false;
+        dropped.push(format!(
+            "{field}.localhost is ignored: only the spec can make a host this machine; {} is reached over SSH (to reset it, put it back in the spec as `localhost: true` with `reset: true`)",
+            t.address
+        ));
+    }
     // `openSSH:` lets ssh_config decide the port and login (no `-p`/`-l` for k0sctl's defaults)
     // and took any alias as the address: a state does not get to ask for that.
     if t.openssh {

@@ -20,7 +20,9 @@ impl<T: Transport + 'static> K0sRunner<T> {
             .known_host(from)
             .ok_or_else(|| failed(format!("{from} is not in the state any more: plan again")))?;
         let facts = self.probe(host).await?;
-        if facts.machine_id.trim() != rec.machine_id || facts.host_key != rec.host_key {
+        if facts.machine_id.trim() != rec.machine_id
+            || crate::transport::host_keys_differ(&rec.host_key, &facts.host_key)
+        {
             return Err(failed(format!(
                 "{host} is no longer the machine recorded at {from}: machine-id {} and host key {} \
                  recorded, {} and {} seen: plan again",
@@ -37,6 +39,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
             from: from.clone(),
             to: host.clone(),
             access: self.spec_host(host).map(HostAccess::of),
+            host_key: facts.host_key.clone(),
             host_public_key: facts.host_public_key.clone(),
         }])
     }

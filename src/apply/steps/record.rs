@@ -57,6 +57,7 @@ impl<T: Transport + 'static> K0sRunner<T> {
                 "{host}: the probe returned no machine-id or host key"
             )));
         }
+        let local = host_key == crate::transport::LOCAL_HOST_KEY;
         let mut changes = Vec::new();
         if let Some(uid) = facts.view.as_ref().and_then(|v| v.cluster_uid.clone()) {
             changes.push(StateChange::AdoptCluster(ClusterState {
@@ -77,10 +78,12 @@ impl<T: Transport + 'static> K0sRunner<T> {
             node_name: (!node_name.is_empty()).then(|| node_name.to_lowercase()),
             machine_id: facts.machine_id.trim().to_string(),
             host_key,
-            host_public_key: facts
-                .host_public_key
-                .clone()
-                .or_else(|| before.and_then(|b| b.host_public_key.clone())),
+            // Reached locally: no key; a key recorded over SSH is not kept beside it.
+            host_public_key: facts.host_public_key.clone().or_else(|| {
+                before
+                    .filter(|_| !local)
+                    .and_then(|b| b.host_public_key.clone())
+            }),
             etcd,
             k0s_version: facts.k0s_version.clone(),
             install_flags_sha256: facts

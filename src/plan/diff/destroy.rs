@@ -24,6 +24,7 @@ use super::{PlanBody, PlanKind, Planner, merge_refusals, reason};
 use crate::hostid::HostId;
 use crate::plan::model::*;
 use crate::reality::Probe;
+use crate::transport::host_keys_differ;
 use std::collections::BTreeMap;
 
 /// The steps, their owners, the etcd summary, and extra detail lines per host (the quorum
@@ -153,7 +154,7 @@ impl Planner<'_> {
             Some(Probe::Reached(f)) => f,
         };
         if let Some(st) = h.state
-            && (f.machine_id != st.machine_id || f.host_key != st.host_key)
+            && (f.machine_id != st.machine_id || host_keys_differ(&st.host_key, &f.host_key))
             && !self.opts.is_replaced(&h.id)
         {
             return Err(identity_refusal(h, f, st));
@@ -168,18 +169,18 @@ impl Planner<'_> {
         // and the `rm`): it is reset again (`k0s reset` where nothing is installed succeeds,
         // k0s pkg/cleanup) and the binary at its install path removed, then forgotten. Not on a
         // machine -replace names: a binary there is not known to be k0sform's.
-        let recorded_machine = h
-            .state
-            .is_some_and(|st| f.machine_id == st.machine_id && f.host_key == st.host_key);
+        let recorded_machine = h.state.is_some_and(|st| {
+            f.machine_id == st.machine_id && !host_keys_differ(&st.host_key, &f.host_key)
+        });
         let reset =
             (leftovers(f) || (recorded_machine && binary_left(f))).then(|| f.machine_id.clone());
         if h.state.is_none() && reset.is_none() && member.is_none() {
             return Ok(None);
         }
         let mut reasons = vec![reason(ReasonCode::Destroy, "the cluster is destroyed")];
-        if h.state
-            .is_some_and(|st| f.machine_id != st.machine_id || f.host_key != st.host_key)
-        {
+        if h.state.is_some_and(|st| {
+            f.machine_id != st.machine_id || host_keys_differ(&st.host_key, &f.host_key)
+        }) {
             reasons.push(reason(
                 ReasonCode::ReplaceRequested,
                 "-replace names it: reset as the machine it is now, not the recorded one",

@@ -13,6 +13,7 @@ use crate::plan::model::{
     Step, StepKind,
 };
 use crate::reality::{HostFacts, Probe};
+use crate::transport::host_keys_differ;
 use std::collections::BTreeSet;
 
 impl Planner<'_> {
@@ -247,7 +248,7 @@ pub(super) fn identity_changes(st: &crate::state::HostState, f: &HostFacts) -> V
             short(&f.machine_id)
         ));
     }
-    if f.host_key != st.host_key {
+    if host_keys_differ(&st.host_key, &f.host_key) {
         what.push(format!(
             "host key {}→{}",
             short_key(&st.host_key),

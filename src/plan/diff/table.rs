@@ -11,6 +11,7 @@ use crate::plan::model::{ClusterAction, Reason, ReasonCode, Refusal, RefusalKind
 use crate::reality::{HostFacts, K0sStatus, Probe};
 use crate::spec::{HostSpec, Role};
 use crate::state::HostState;
+use crate::transport::{LOCAL_HOST_KEY, host_keys_differ};
 
 /// How a recorded host differs from its record, or why it is replaced anyway.
 struct IdentityChange {
@@ -84,11 +85,24 @@ impl<'a> Planner<'a> {
         self.check_peer_move(idx, &from, f, st, spec_host)?;
         let moved = reason(
             ReasonCode::Moved,
-            format!(
-                "it answers with the machine-id {} and host key {} recorded at {from}",
-                short(&st.machine_id),
-                short_key(&st.host_key)
-            ),
+            if st.host_key == f.host_key {
+                format!(
+                    "it answers with the machine-id {} and host key {} recorded at {from}",
+                    short(&st.machine_id),
+                    short_key(&st.host_key)
+                )
+            } else {
+                // Reached locally now, or recorded so (`transport::host_keys_differ`).
+                format!(
+                    "it answers with the machine-id {} recorded at {from} (reached {} now)",
+                    short(&st.machine_id),
+                    if f.host_key == LOCAL_HOST_KEY {
+                        "on this machine, without SSH"
+                    } else {
+                        "over SSH"
+                    }
+                )
+            },
         );
         let mut plan = match self.decide_recorded(idx, f, st, spec_host)? {
             Some(p) => p,
@@ -185,7 +199,10 @@ impl<'a> Planner<'a> {
             self.check_not_a_spec_hosts_machine(h, f)?;
         }
         let reset = match (f, h.state) {
-            (Some(f), Some(st)) if f.machine_id == st.machine_id && f.host_key == st.host_key => {
+            (Some(f), Some(st))
+                if f.machine_id == st.machine_id
+                    && !host_keys_differ(&st.host_key, &f.host_key) =>
+            {
                 Some(st.machine_id.clone())
             }
             (Some(f), None) => Some(f.machine_id.clone()),
@@ -327,8 +344,14 @@ impl<'a> Planner<'a> {
     ) -> Result<Option<HostPlan>, Refusal> {
         let h = &self.hosts[idx];
         let replaced = self.opts.is_replaced(&h.id);
-        let key_changed = f.host_key != st.host_key;
+        let key_changed = host_keys_differ(&st.host_key, &f.host_key);
         let mid_changed = f.machine_id != st.machine_id;
+        // Reached locally (now or when recorded): no SSH key to refuse on, so a machine-id that
+        // is not the recorded one is refused the way a changed key is, unless `-replace`.
+        let local = f.host_key == LOCAL_HOST_KEY || st.host_key == LOCAL_HOST_KEY;
+        if local && mid_changed && !replaced {
+            return Err(local_identity_refusal(h, st, f));
+        }
         if key_changed {
             let pinned = spec_host.ssh.host_key.as_deref() == Some(f.host_key.as_str());
             if !pinned && !replaced {
@@ -558,8 +581,9 @@ impl Planner<'_> {
         let Some(o) = self.hosts.iter().find(|o| {
             o.id != h.id
                 && o.in_spec()
-                && o.facts()
-                    .is_some_and(|of| of.machine_id == f.machine_id && of.host_key == f.host_key)
+                && o.facts().is_some_and(|of| {
+                    of.machine_id == f.machine_id && !host_keys_differ(&of.host_key, &f.host_key)
+                })
         }) else {
             return Ok(());
         };
@@ -757,6 +781,28 @@ pub(super) fn not_answering_refusal(h: &HostCtx, error: &str) -> Refusal {
              or leave it out with -exclude {}",
             h.name(),
             h.id,
+            h.id
+        )],
+    }
+}
+
+/// A host reached on this machine (`localhost`), or recorded so, whose machine-id is not the
+/// recorded one: it has no SSH key, so the machine-id is its whole identity.
+fn local_identity_refusal(h: &HostCtx, st: &HostState, f: &HostFacts) -> Refusal {
+    Refusal {
+        kind: RefusalKind::UnknownIdentity,
+        message: format!(
+            "{} ({}) is not the recorded machine (machine-id changed); refusing to touch it",
+            h.name(),
+            h.id
+        ),
+        details: vec![format!(
+            "{} ({}): machine-id {} recorded, {} found (a localhost host has no SSH host key, \
+             its machine-id is its identity); if the machine was rebuilt, run with -replace {}",
+            h.name(),
+            h.id,
+            short(&st.machine_id),
+            short(&f.machine_id),
             h.id
         )],
     }
