@@ -29,7 +29,7 @@ pub use inputs::{
     StateCtx, desired, hosts_at_once, load_spec, load_state, mirror, open_store, restore_archive,
     state_location,
 };
-pub use plan::{Planned, plan_with, read_saved, release_sources, save_plan};
+pub use plan::{Planned, lock_state, plan_with, read_saved, release_sources, save_plan};
 pub use refresh::{reality, staging_destinations};
 pub use runtime::{runtime, ssh_transport, with_ssh};
 
