@@ -20,6 +20,7 @@ mod refresh;
 mod runtime;
 pub mod spec_flags;
 pub mod state;
+pub mod version;
 
 pub use apply::{Reprober, settle_leftovers};
 pub use controller::healthy_controller;
