@@ -23,21 +23,12 @@ async fn plan(
         super::refuse_with_destroy(&args.target)?;
     }
     let opts = super::plan_options(&args.target, args.show_secrets, args.destroy)?;
-    // The lock is held while the state is read and the hosts are probed, so a plan never reads
-    // a state an apply is half-way through (-lock=false skips it; testdata/reference/DESIGN.md exit 4 when held).
     let loaded = ops::load_spec(&global.config)?;
     let store = super::open_store(global)?;
-    let _lock = if args.lock {
-        let operation = if args.destroy {
-            "plan -destroy"
-        } else {
-            "plan"
-        };
-        Some(store.lock(operation, global.lock_timeout)?)
-    } else {
-        None
-    };
-    let inputs = (loaded, ops::load_state(store)?);
+    let lock_timeout = args.lock.then_some(global.lock_timeout);
+    // Held (unless -lock=false) until the plan is printed and saved.
+    let (state, _lock) = ops::lock_state(store, &opts, lock_timeout)?;
+    let inputs = (loaded, state);
     let probe = (args.probe_in.as_deref(), args.probe_out.as_deref());
     let planned = super::plan_now(inputs, (&args.target, &opts), transport, probe).await?;
     if args.json {

@@ -20,6 +20,7 @@ mod refresh;
 mod runtime;
 pub mod spec_flags;
 pub mod state;
+pub mod version;
 
 pub use apply::{Reprober, settle_leftovers};
 pub use controller::healthy_controller;
@@ -29,7 +30,7 @@ pub use inputs::{
     StateCtx, desired, hosts_at_once, load_spec, load_state, mirror, open_store, restore_archive,
     state_location,
 };
-pub use plan::{Planned, plan_with, read_saved, release_sources, save_plan};
+pub use plan::{Planned, lock_state, plan_with, read_saved, release_sources, save_plan};
 pub use refresh::{reality, staging_destinations};
 pub use runtime::{runtime, ssh_transport, with_ssh};
 

@@ -6,10 +6,11 @@ use crate::hostid::HostId;
 use crate::plan::{self, Desired, Plan, PlanOptions, ResolvedVersion};
 use crate::reality::Reality;
 use crate::spec::{Loaded, Spec};
-use crate::state::State;
+use crate::state::{LockGuard, State, StateStore};
 use crate::transport::Transport;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 /// Everything a plan was made from, kept together so `apply` can run it and `-out` can seal it.
 pub struct Planned {
@@ -21,6 +22,27 @@ pub struct Planned {
     /// `settle_leftovers` cleans up.
     pub staging: BTreeMap<HostId, Vec<String>>,
     pub plan: Plan,
+}
+
+/// The state a plan reads, from `store`, under the lock (waiting up to `lock_timeout`; held
+/// until the guard drops, so while the hosts are probed): a plan never reads a state an apply
+/// is half-way through. `None` (-lock=false) reads it unlocked. Held by another run → exit 4
+/// (testdata/reference/DESIGN.md).
+pub fn lock_state(
+    store: Box<dyn StateStore>,
+    opts: &PlanOptions,
+    lock_timeout: Option<Duration>,
+) -> Result<(StateCtx, Option<LockGuard>), Failure> {
+    let operation = if opts.destroy {
+        "plan -destroy"
+    } else {
+        "plan"
+    };
+    let guard = match lock_timeout {
+        Some(timeout) => Some(store.lock(operation, timeout)?),
+        None => None,
+    };
+    Ok((super::load_state(store)?, guard))
 }
 
 /// After the probe: choose the k0s version when the spec names none (what runs, else what the

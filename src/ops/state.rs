@@ -1,10 +1,13 @@
-//! `state list|show|rm|mv|pull|push`: read the state through its store, forget or move a host,
-//! replace the whole state (`push`), each write under the lock.
+//! `state list|show|rm|mv|pull|push` and `force-unlock`: read the state through its store,
+//! forget or move a host, replace the whole state (`push`), each write under the lock; break a
+//! remote state's lock.
 
 use super::Failure;
 use crate::hostid::HostId;
-use crate::state::{self, HostState, State, StateError, StateStore, WriteOutcome};
-use std::path::Path;
+use crate::state::{
+    self, ForceUnlockOutcome, HostState, LocalStore, State, StateError, StateStore, WriteOutcome,
+};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The failure of a command that needs a state where there is none.
@@ -272,5 +275,28 @@ pub fn push(
     Ok(Pushed {
         state: pushed,
         outcome,
+    })
+}
+
+/// `force-unlock`: what the store found, and where a local state's lock file is.
+pub struct Unlocked {
+    pub outcome: ForceUnlockOutcome,
+    /// The lock file of a local state (its OS file lock frees itself when the holder exits);
+    /// `None` for a remote backend.
+    pub local_lock: Option<PathBuf>,
+}
+
+/// Break the lock with ID `id` of the state at `location` (in `store`): a remote backend
+/// releases it; a local state's is never broken (see `StateStore::force_unlock`).
+pub fn force_unlock(
+    store: &dyn StateStore,
+    location: &Path,
+    id: &str,
+) -> Result<Unlocked, Failure> {
+    let is_remote = location.to_str().is_some_and(state::is_etcd_location);
+    let outcome = store.force_unlock(id)?;
+    Ok(Unlocked {
+        outcome,
+        local_lock: (!is_remote).then(|| LocalStore::new(location).lock_path()),
     })
 }

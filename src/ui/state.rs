@@ -1,9 +1,9 @@
 //! The state as `state list`, `state show` and `show` print it, and what `state rm|mv|push`
-//! did: for people, every value a state file holds shown escaped.
+//! and `force-unlock` did: for people, every value a state file holds shown escaped.
 
 use crate::escape::escape;
-use crate::ops::state::{Moved, Pushed, Removed};
-use crate::state::{HostState, State, WriteOutcome};
+use crate::ops::state::{Moved, Pushed, Removed, Unlocked};
+use crate::state::{ForceUnlockOutcome, HostState, State, WriteOutcome};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -155,5 +155,90 @@ pub fn pushed(p: &Pushed, file: &Path, location: &str) -> String {
             "Pushed {} to {location}: lineage {lineage}, serial {serial}.\n",
             file.display()
         ),
+    }
+}
+
+/// `force-unlock`: the lock released, or why there was none to break (for a local state, why
+/// there never is).
+pub fn unlocked(u: &Unlocked) -> String {
+    match &u.outcome {
+        ForceUnlockOutcome::NotLocked { stale } => {
+            let mut out = match stale {
+                // What a lock file says is anyone's to write: shown escaped.
+                Some(h) => format!(
+                    "The state is not locked: lock {} was left by pid {} on {} ({}, since {}), \
+                     and the OS released it when that process ended. Cleared its record.\n",
+                    escape(&h.id),
+                    h.pid,
+                    escape(&h.host),
+                    escape(&h.operation),
+                    escape(&h.started_at)
+                ),
+                None => "The state is not locked; nothing to unlock.\n".to_string(),
+            };
+            if let Some(lock) = &u.local_lock {
+                let _ = writeln!(
+                    out,
+                    "Local state locks are OS file locks on {}: they are freed automatically when \
+                     the holding process exits, even when it is killed. force-unlock is needed \
+                     only for remote state backends.",
+                    lock.display()
+                );
+            }
+            out
+        }
+        ForceUnlockOutcome::Released { holder } => {
+            format!("Lock {} released ({holder}).\n", escape(&holder.id))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::LockHolder;
+
+    fn holder() -> LockHolder {
+        LockHolder {
+            id: "id\u{1b}1".into(),
+            pid: 7,
+            host: "h\u{202e}".into(),
+            user: "u".into(),
+            operation: "apply".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    /// The texts `force-unlock` printed before it was an operation, byte for byte, holder
+    /// fields escaped.
+    #[test]
+    fn force_unlock_texts() {
+        let local = Some(std::path::PathBuf::from("s.json.lock"));
+        let note = "Local state locks are OS file locks on s.json.lock: they are freed \
+                    automatically when the holding process exits, even when it is killed. \
+                    force-unlock is needed only for remote state backends.\n";
+        let not_locked = |stale, local_lock| Unlocked {
+            outcome: ForceUnlockOutcome::NotLocked { stale },
+            local_lock,
+        };
+        assert_eq!(
+            unlocked(&not_locked(None, local.clone())),
+            format!("The state is not locked; nothing to unlock.\n{note}")
+        );
+        assert_eq!(
+            unlocked(&not_locked(Some(holder()), None)),
+            "The state is not locked: lock id\\x1b1 was left by pid 7 on h\\u{202e} (apply, since \
+             2026-01-01T00:00:00Z), and the OS released it when that process ended. Cleared its \
+             record.\n"
+        );
+        let released = Unlocked {
+            outcome: ForceUnlockOutcome::Released { holder: holder() },
+            local_lock: local,
+        };
+        assert_eq!(
+            unlocked(&released),
+            "Lock id\\x1b1 released (pid 7 on host h\\u{202e} (user u), operation \"apply\" since \
+             2026-01-01T00:00:00Z, lock ID id\\x1b1).\n"
+        );
     }
 }

@@ -2,11 +2,7 @@
 //! `-state` names (a file or etcd), printed for people (or raw for `pull`); the changes are
 //! `ops::state`'s, the text `ui::state`'s.
 
-mod unlock;
-
-pub use unlock::force_unlock;
-
-use crate::cli::{GlobalArgs, StateCommand};
+use crate::cli::{ForceUnlockArgs, GlobalArgs, StateCommand};
 use crate::exit::Exit;
 use crate::ops::{Failure, state as ops};
 use crate::ui::state as show;
@@ -39,6 +35,21 @@ pub fn run(global: &GlobalArgs, cmd: &StateCommand) -> Exit {
         // control characters there. Everything else is for people.
         Ok(text) if matches!(cmd, StateCommand::Pull { .. }) => print!("{text}"),
         Ok(text) => print!("{}", crate::escape::escape_lines(&text)),
+        Err(f) => return f.exit(),
+    }
+    Exit::Success
+}
+
+/// `k0sform force-unlock ID`: break a remote state's lock; for a local state, say why it is
+/// never needed.
+pub fn force_unlock(global: &GlobalArgs, args: &ForceUnlockArgs) -> Exit {
+    let location = super::state_location(global);
+    let unlocked = super::open_store(global)
+        .map_err(Failure::from)
+        .and_then(|store| ops::force_unlock(store.as_ref(), &location, &args.id));
+    match unlocked {
+        // Escaped where it is rendered: every field a lock record holds.
+        Ok(u) => print!("{}", show::unlocked(&u)),
         Err(f) => return f.exit(),
     }
     Exit::Success
