@@ -87,7 +87,12 @@ pub fn fetch_text(url: &str, timeout: Duration) -> Result<String, String> {
             timeout,
         ));
     }
-    String::from_utf8(out.stdout).map_err(|_| format!("{url} is not text"))
+    String::from_utf8(out.stdout).map_err(|_| {
+        format!(
+            "{} is not text",
+            crate::k0s::redact::hide_url_credentials(url)
+        )
+    })
 }
 
 /// The local cache folder: `$XDG_CACHE_HOME/k0sform/k0s`, else `$HOME/.cache/k0sform/k0s`.
@@ -203,7 +208,8 @@ pub fn ensure_cached(
     let got = hasher.hex();
     if got != sha256 {
         return Err(format!(
-            "checksum mismatch: {url} has sha256 {got}, expected {sha256}"
+            "checksum mismatch: {} has sha256 {got}, expected {sha256}",
+            crate::k0s::redact::hide_url_credentials(url)
         ));
     }
     tmp.as_file()

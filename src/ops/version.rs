@@ -11,6 +11,11 @@ pub fn newest_k0s(channel: Channel) -> Result<K0sVersion, Failure> {
     let m = mirror()?;
     let url = m.version_index_url(channel);
     download::fetch_text(&url, download::TEXT_TIMEOUT)
-        .and_then(|t| release::parse_version_index(&t).map_err(|e| format!("{url}: {e}")))
+        .and_then(|t| {
+            release::parse_version_index(&t).map_err(|e| {
+                // Named without the credentials the URL may carry.
+                format!("{}: {e}", crate::k0s::redact::hide_url_credentials(&url))
+            })
+        })
         .map_err(Failure::error)
 }

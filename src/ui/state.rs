@@ -153,7 +153,7 @@ pub fn pushed(p: &Pushed, file: &Path, location: &str) -> String {
         ),
         WriteOutcome::Written { serial } => format!(
             "Pushed {} to {location}: lineage {lineage}, serial {serial}.\n",
-            file.display()
+            escape(&file.display().to_string())
         ),
     }
 }
@@ -182,7 +182,7 @@ pub fn unlocked(u: &Unlocked) -> String {
                     "Local state locks are OS file locks on {}: they are freed automatically when \
                      the holding process exits, even when it is killed. force-unlock is needed \
                      only for remote state backends.",
-                    lock.display()
+                    escape(&lock.display().to_string())
                 );
             }
             out
@@ -240,5 +240,21 @@ mod tests {
             "Lock id\\x1b1 released (pid 7 on host h\\u{202e} (user u), operation \"apply\" since \
              2026-01-01T00:00:00Z, lock ID id\\x1b1).\n"
         );
+    }
+
+    /// The lock file's path is the user's `-state` plus `.lock`: a path with control
+    /// characters in it is shown escaped, never sent to the terminal as it is.
+    #[test]
+    fn force_unlock_escapes_the_lock_path() {
+        let u = Unlocked {
+            outcome: ForceUnlockOutcome::NotLocked { stale: None },
+            local_lock: Some(std::path::PathBuf::from("s\u{1b}]0;x\u{7}.json.lock")),
+        };
+        let text = unlocked(&u);
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
+        assert!(text.contains("s\\x1b]0;x\\x07.json.lock"), "{text:?}");
     }
 }

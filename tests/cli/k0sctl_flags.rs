@@ -341,6 +341,35 @@ fn version_k0s_prints_the_latest_release() {
         .expect("runs");
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("stable.txt"), "{}", stderr(&o));
+    // An index that is not a version, behind a URL with credentials: the error names the URL
+    // without them.
+    let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = server.local_addr().expect("addr").port();
+    let answer = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut c, _) = server.accept().expect("accept");
+        let mut request = [0u8; 4096];
+        let _ = c.read(&mut request);
+        let _ = c.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot-a-v1\n",
+        );
+    });
+    let o = k0sform()
+        .args(["version", "--k0s"])
+        .env(
+            "K0SFORM_K0S_VERSION_URL",
+            format!("http://mirror-user:s3cret-pw@127.0.0.1:{port}"),
+        )
+        .output()
+        .expect("runs");
+    answer.join().expect("server");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("127.0.0.1:{port}/stable.txt"))
+            && !stderr(&o).contains("s3cret-pw"),
+        "{}",
+        stderr(&o)
+    );
     let o = k0sform().args(["version", "--pre"]).output().expect("runs");
     assert_eq!(o.status.code(), Some(2), "-pre needs -k0s");
     let o = k0sform().args(["version"]).output().expect("runs");
