@@ -131,7 +131,7 @@ async fn changed_key_is_reported_and_replace_accepts_it() {
         .take(2)
         .collect::<Vec<_>>()
         .join(" ");
-    let old_fp = k0sform::ssh::fingerprint(&old_key).unwrap();
+    let old_fp = k0sform::ssh_key::fingerprint(&old_key).unwrap();
     state.upsert_host(state_host(&a.id(), &old_fp, Some(old_key)));
 
     let t = SshTransport::new(SshOptions::default()).unwrap();
@@ -638,7 +638,7 @@ async fn state_only_host_through_a_recorded_bastion_is_checked() {
     let record = |key: String| BastionState {
         address: bastion.address.clone(),
         port: bastion.port,
-        host_key: k0sform::ssh::fingerprint(&key).unwrap(),
+        host_key: k0sform::ssh_key::fingerprint(&key).unwrap(),
         host_public_key: key,
     };
     state.upsert_bastion(record(other.host_public_key()));

@@ -246,7 +246,7 @@ pub fn refuse_first_contact_keys(
     spec: &Spec,
     state: &State,
     opts: &PlanOptions,
-    connected: &[(&HostId, &crate::ssh::ConnectedHost)],
+    connected: &[(&HostId, &crate::transport::ConnectedHost)],
 ) -> Result<(), Refusal> {
     let by_spec = spec.host_index();
     let by_state = state.host_index();

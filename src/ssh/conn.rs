@@ -2,8 +2,8 @@
 //! openssh session resumed on the master's socket, and the key the host was accepted with.
 //! Started by `master`, used by `exec`, held by `session`'s table.
 
-use super::hostkey::ConnectedHost;
 use crate::hostid::HostId;
+use crate::transport::ConnectedHost;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;

@@ -3,10 +3,10 @@
 //! commands then run on this machine; every other host goes over SSH, in the same run.
 
 use super::exec::Input;
-use super::hostkey::{BastionTrust, ConnectedHost};
 use super::session::SshTransport;
 use crate::hostid::HostId;
 use crate::spec::SshTarget;
+use crate::transport::{BastionTrust, ConnectedHost};
 use crate::transport::{
     CommandOutput, FileAttrs, RemoteCommand, Streamed, Transport, TransportError,
 };

@@ -15,8 +15,7 @@ use std::path::{Path, PathBuf};
 pub const TARGET_ALIAS: &str = "k0sform-host";
 pub const BASTION_ALIAS: &str = "k0sform-bastion";
 
-// Defined with the transport, which returns them from `connect`.
-pub use crate::transport::{BastionTrust, ConnectedBastion, ConnectedHost};
+use crate::transport::{BastionTrust, ConnectedBastion};
 
 /// The keys stored for `alias` in a known_hosts file's text, in file order.
 pub fn keys_for(known_hosts: &str, alias: &str) -> Vec<PublicKey> {

@@ -10,7 +10,7 @@
 //! resumed on its socket runs the commands and checks the master's health.
 
 use super::conn::{HostConn, MAX_SESSIONS, kill_group, shield};
-use super::hostkey::{self, BASTION_ALIAS, BastionTrust, ConnectedHost, TARGET_ALIAS};
+use super::hostkey::{self, BASTION_ALIAS, TARGET_ALIAS};
 use super::other;
 use super::session::SshTransport;
 use crate::hostid::HostId;
@@ -18,6 +18,7 @@ use crate::quote::quote;
 use crate::spec::SshTarget;
 use crate::ssh_key::PublicKey;
 use crate::transport::TransportError;
+use crate::transport::{BastionTrust, ConnectedHost};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::Ordering;

@@ -14,8 +14,6 @@ mod passphrase;
 mod session;
 mod upload;
 
-pub use crate::ssh_key::{PublicKey, fingerprint};
-pub use hostkey::{BastionTrust, ConnectedBastion, ConnectedHost};
 pub use local::local_runs_as;
 pub use session::{SshOptions, SshTransport};
 pub use upload::Uploaded;

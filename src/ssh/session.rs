@@ -3,9 +3,9 @@
 //! the master's control socket (openssh's native mux client: no ssh process per command).
 
 use super::conn::HostConn;
-use super::hostkey::ConnectedHost;
 use super::other;
 use crate::hostid::HostId;
+use crate::transport::ConnectedHost;
 use crate::transport::TransportError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

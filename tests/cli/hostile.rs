@@ -33,7 +33,7 @@ fn hostile_state(field: &str, address: &str) -> (tempfile::TempDir, std::path::P
         "intents": [{"step": "reset w", "address": "10.0.0.9", "port": 22, "kind": "reset_host",
             "started_at": "2026-12-01T00:00:00Z"}],
         "bastions": [{"address": "10.0.0.1", "port": 22,
-            "host_key": k0sform::ssh::fingerprint(key).expect("key"), "host_public_key": key}]
+            "host_key": k0sform::ssh_key::fingerprint(key).expect("key"), "host_public_key": key}]
     });
     let mut at = &mut state;
     for part in field.split('.') {

@@ -36,7 +36,7 @@ fn first_contact_is_shown_and_refused_on_request() {
 /// that moved (it offers the key recorded at its old address) is not.
 #[test]
 fn first_contact_keys_are_refused_before_the_probe_as_the_plan_would() {
-    use k0sform::ssh::{ConnectedBastion, ConnectedHost};
+    use k0sform::transport::{ConnectedBastion, ConnectedHost};
     let connections = |r: &Reality| -> Vec<(HostId, ConnectedHost)> {
         r.hosts
             .iter()
@@ -117,7 +117,7 @@ fn target_records_only_bastions_its_hosts_go_through() {
             {
                 f.bastions = vec![BastionKey {
                     bastion: HostId::new("127.0.0.50", 22),
-                    host_key: k0sform::ssh::fingerprint(KEY).unwrap(),
+                    host_key: k0sform::ssh_key::fingerprint(KEY).unwrap(),
                     host_public_key: KEY.to_string(),
                 }];
             }
@@ -192,8 +192,8 @@ fn bastion_keys_are_shown_recorded_and_checked() {
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDvZ/q36TdInhTZoW5bXPQ/Hey6Hm97hfZmb+65XdDbu";
     const KEY2: &str =
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFP+/ojncWRTHg/eH9zkhBM5UfE1so5lUGxA6hGnxOyE";
-    let fp1 = k0sform::ssh::fingerprint(KEY1).unwrap();
-    let fp2 = k0sform::ssh::fingerprint(KEY2).unwrap();
+    let fp1 = k0sform::ssh_key::fingerprint(KEY1).unwrap();
+    let fp2 = k0sform::ssh_key::fingerprint(KEY2).unwrap();
     let bastion = HostId::new("127.0.0.50", 22);
     let mut i = case_inputs("noop");
     for h in &mut i.spec.hosts {
@@ -204,7 +204,7 @@ fn bastion_keys_are_shown_recorded_and_checked() {
             if let Probe::Reached(f) = &mut h.probe {
                 f.bastions = vec![BastionKey {
                     bastion: HostId::new("127.0.0.50", 22),
-                    host_key: k0sform::ssh::fingerprint(key).unwrap(),
+                    host_key: k0sform::ssh_key::fingerprint(key).unwrap(),
                     host_public_key: key.to_string(),
                 }];
             }

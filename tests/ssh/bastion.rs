@@ -55,7 +55,7 @@ async fn bastion_connection_carries_keys_and_options() {
 #[tokio::test(flavor = "multi_thread")]
 async fn bastion_keys_are_reported_and_checked_against_the_recorded_one() {
     require_lab!();
-    use k0sform::ssh::BastionTrust;
+    use k0sform::transport::BastionTrust;
     let mut bastion = Sshd::start();
     let target_sshd = Sshd::start();
     let mut target = target_sshd.target("root");

@@ -123,7 +123,7 @@ fn format_2_state_is_read_and_bastions_are_checked() {
     loaded.upsert_bastion(state::BastionState {
         address: "127.0.0.50".into(),
         port: 22,
-        host_key: k0sform::ssh::fingerprint(KEY).unwrap(),
+        host_key: k0sform::ssh_key::fingerprint(KEY).unwrap(),
         host_public_key: KEY.into(),
     });
     store.write(&loaded).unwrap();
