@@ -427,7 +427,9 @@ fn a_host_recorded_over_ssh_becomes_the_localhost_host() {
     let plan = i.k0sform("plan");
     plan.expect(0)
         .contains("has moved to 127.0.0.1: it answers with the machine-id")
-        .contains("(reached on this machine, without SSH now)");
+        .contains("(reached on this machine, without SSH now)")
+        .contains("machine-id kept)");
+    assert!(!plan.text().contains("host key kept"), "{}", plan.text());
     for never in [
         "will be removed",
         "will be added",
@@ -482,7 +484,9 @@ fn the_localhost_host_recorded_is_reached_over_ssh_later() {
     plan.expect(0)
         .contains(&format!("has moved to {}", c1.address))
         .contains("(reached over SSH now)")
+        .contains("machine-id kept)")
         .contains("First contact");
+    assert!(!plan.text().contains("host key kept"), "{}", plan.text());
     for never in ["will be removed", "will be added", "will be replaced"] {
         assert!(!plan.text().contains(never), "{never}:\n{}", plan.text());
     }

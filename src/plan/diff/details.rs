@@ -405,7 +405,17 @@ impl Planner<'_> {
                 if let Some(e) = h.state.and_then(|s| s.etcd.as_ref()) {
                     kept.push(format!("etcd member {}", e.member_id));
                 }
-                kept.push("machine-id and host key".into());
+                // A move to or from the localhost host keeps the machine-id only: a local
+                // host has no SSH host key.
+                let local_then = h
+                    .state
+                    .is_some_and(|s| s.host_key == crate::spec::LOCAL_HOST_KEY);
+                let local_now = h.spec.is_some_and(|s| s.ssh.localhost);
+                kept.push(if local_then == local_now {
+                    "machine-id and host key".into()
+                } else {
+                    "machine-id".into()
+                });
                 out.push(line(
                     '~',
                     format!(
