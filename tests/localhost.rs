@@ -102,6 +102,11 @@ fn a_state_cannot_make_a_host_local() {
 /// sees it, and where that is on this machine.
 const WORK: &str = "/srv/k0sform";
 
+/// The k0sform binary under test, copied into the host: the host sees this machine's files
+/// except its private folders (/tmp among them, where a checkout may well be), so the binary
+/// cargo built is not necessarily visible in there.
+const BIN: &str = "/srv/k0sform/bin/k0sform";
+
 struct Inside<'a> {
     lab: &'a Lab,
     host: String,
@@ -115,6 +120,7 @@ impl<'a> Inside<'a> {
         };
         i.lab
             .exec_ok(host, &format!("mkdir -p {WORK} && chmod 755 {WORK}"));
+        i.copy(Path::new(env!("CARGO_BIN_EXE_k0sform")), BIN);
         i
     }
 
@@ -160,7 +166,7 @@ impl<'a> Inside<'a> {
     /// Run k0sform inside the host with `args` after `-c SPEC -state STATE`, as `user` (None:
     /// root). Its release lookups go to a closed loopback port: nothing leaves the machine.
     fn k0sform_as(&self, user: Option<&str>, args: &str) -> crate::support::e2e::Run {
-        let bin = env!("CARGO_BIN_EXE_k0sform");
+        let bin = BIN;
         let line = format!(
             "cd {WORK} && {} env NO_COLOR=1 HOME={WORK} XDG_CACHE_HOME={WORK}/cache \
              K0SFORM_K0S_DOWNLOAD_URL=http://127.0.0.1:9/releases K0SFORM_K0S_VERSION_URL=http://127.0.0.1:9 \
@@ -330,7 +336,7 @@ fn a_localhost_host_runs_root_commands_through_sudo() {
 
     // `nobody` has no sudo right: the probe stops with the Sudo error, nothing runs.
     i.lab.exec_ok("c1", "mkdir -p /srv/nobody && cp /srv/k0sform/k0sctl.yaml /srv/nobody/ && chown -R nobody /srv/nobody");
-    let bin = env!("CARGO_BIN_EXE_k0sform");
+    let bin = BIN;
     let o = i.lab.exec(
         "c1",
         &format!(
