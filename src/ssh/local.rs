@@ -166,7 +166,36 @@ mod tests {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::time::Duration;
 
-    async fn local() -> (SshTransport, HostId, tempfile::TempDir) {
+    /// The local transport, or None (the test is skipped, saying so) when these tests cannot
+    /// become root here: not root and no passwordless `sudo` (`cargo test` as an ordinary
+    /// user). With K0SFORM_REQUIRE_LAB=1 (CI) that is a failure instead.
+    async fn local() -> Option<(SshTransport, HostId, tempfile::TempDir)> {
+        if who().0 != 0 {
+            let sudo = std::process::Command::new("sudo")
+                .args(["-n", "true"])
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !sudo {
+                let why =
+                    "not root and no passwordless sudo: the local transport runs commands as root";
+                assert!(
+                    std::env::var_os("K0SFORM_REQUIRE_LAB").is_none_or(|v| v != "1"),
+                    "{why}"
+                );
+                // Past the test harness's capture, as the integration tests' `require_lab!`.
+                let _ = std::io::Write::write_all(
+                    &mut std::io::stderr(),
+                    format!(
+                        "skipped: {}: {why}\n",
+                        std::thread::current().name().unwrap_or("ssh::local test")
+                    )
+                    .as_bytes(),
+                );
+                return None;
+            }
+        }
         let dir = tempfile::tempdir().unwrap();
         let t = SshTransport::new(super::super::SshOptions {
             runtime_dir: dir.path().to_path_buf(),
@@ -180,7 +209,7 @@ mod tests {
             .unwrap();
         assert_eq!(c.fingerprint, LOCAL_HOST_KEY);
         assert!(c.public_key.is_empty() && !c.first_contact);
-        (t, host, dir)
+        Some((t, host, dir))
     }
 
     fn sh(script: &str) -> RemoteCommand {
@@ -191,7 +220,9 @@ mod tests {
     /// stays one word), env set, stdin fed, exit codes and stderr kept.
     #[tokio::test]
     async fn runs_argv_env_and_stdin_here() {
-        let (t, host, _d) = local().await;
+        let Some((t, host, _d)) = local().await else {
+            return;
+        };
         let o = t
             .run(
                 &host,
@@ -223,7 +254,9 @@ mod tests {
     /// The command's `timeout` ends it and the run reports a timeout, as over SSH.
     #[tokio::test]
     async fn a_command_past_its_timeout_is_a_timeout() {
-        let (t, host, _d) = local().await;
+        let Some((t, host, _d)) = local().await else {
+            return;
+        };
         let started = std::time::Instant::now();
         let e = t
             .run(
@@ -242,7 +275,9 @@ mod tests {
     /// Output past the command's limit fails the command; stdout streams line by line.
     #[tokio::test]
     async fn output_limit_and_lines() {
-        let (t, host, _d) = local().await;
+        let Some((t, host, _d)) = local().await else {
+            return;
+        };
         let e = t
             .run(&host, sh("head -c 5000 /dev/zero").output_limit(4096))
             .await
@@ -266,7 +301,9 @@ mod tests {
     /// place, with their mode (and owner: root only); a wrong planned sha256 changes nothing.
     #[tokio::test]
     async fn write_file_is_atomic_with_mode_and_owner() {
-        let (t, host, d) = local().await;
+        let Some((t, host, d)) = local().await else {
+            return;
+        };
         let dst = d.path().join("sub/app.conf");
         let path = dst.to_str().unwrap();
         t.write_file(&host, path, b"one\n".to_vec(), &FileAttrs::mode(0o640))
@@ -304,7 +341,9 @@ mod tests {
     /// A local file is put in place sha256-checked, and skipped when already there.
     #[tokio::test]
     async fn upload_checks_and_skips() {
-        let (t, host, d) = local().await;
+        let Some((t, host, d)) = local().await else {
+            return;
+        };
         let src = d.path().join("k0s");
         std::fs::write(&src, b"binary").unwrap();
         let dst = d.path().join("bin/k0s");
@@ -332,7 +371,9 @@ mod tests {
     /// A host never connected as `localhost` does not run here.
     #[tokio::test]
     async fn other_hosts_are_not_local() {
-        let (t, _host, _d) = local().await;
+        let Some((t, _host, _d)) = local().await else {
+            return;
+        };
         let e = t
             .run(&HostId::new("127.0.0.2", 22), RemoteCommand::new(["true"]))
             .await
