@@ -236,6 +236,18 @@ pub fn refuse_first_contacts(spec: &Spec, state: &State, reality: &Reality) -> R
     }
 }
 
+/// Does the state vouch for the SSH key `id` offers: a key recorded at `id` (not the localhost
+/// host's `LOCAL_HOST_KEY`, which is no key) that no `-replace` drops?
+fn ssh_key_on_record(
+    by_state: &HostIndex<'_, crate::state::HostState>,
+    id: &HostId,
+    opts: &PlanOptions,
+) -> bool {
+    by_state.get(id).is_some_and(|s| {
+        !s.host_key.is_empty() && s.host_key != LOCAL_HOST_KEY && !opts.is_replaced(id)
+    })
+}
+
 /// `-trust-new-host-keys=false`, right after the key exchange and before any command runs on
 /// any host: refused (exit 3) when a connection trusted its host's key, or a bastion's on the
 /// way, on first contact. The rules of `review`, from what the connections alone show: a host
@@ -262,9 +274,7 @@ pub fn refuse_first_contact_keys(
             continue;
         }
         let pinned = by_spec.get(id).is_some_and(|s| s.ssh.host_key.is_some());
-        let recorded = by_state.get(id).is_some_and(|s| {
-            !s.host_key.is_empty() && s.host_key != LOCAL_HOST_KEY && !opts.is_replaced(id)
-        });
+        let recorded = ssh_key_on_record(&by_state, id, opts);
         if !pinned && !recorded && !moved_keys.contains(c.fingerprint.as_str()) {
             first_contacts.push(FirstContact {
                 host: (*id).clone(),
@@ -330,9 +340,7 @@ fn host_first_contacts(
             continue;
         }
         let pinned = by_spec.get(&h.id).is_some_and(|s| s.ssh.host_key.is_some());
-        let recorded = by_state.get(&h.id).is_some_and(|s| {
-            !s.host_key.is_empty() && s.host_key != LOCAL_HOST_KEY && !opts.is_replaced(&h.id)
-        }) || moved_to.contains(&h.id);
+        let recorded = ssh_key_on_record(&by_state, &h.id, opts) || moved_to.contains(&h.id);
         if !pinned && !recorded {
             first_contacts.push(FirstContact {
                 host: h.id.clone(),
