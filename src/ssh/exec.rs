@@ -164,17 +164,7 @@ impl SshTransport {
         let started = Instant::now();
         let limit = Duration::from_secs(remote_secs) + LOCAL_TIMEOUT_GRACE;
         let output = (stdout, cmd.output_limit);
-        let (conn, user) = match link {
-            Link::Ssh(conn) => (Some(conn), conn.user.as_str()),
-            Link::Local(local) => (None, local.user.as_str()),
-        };
-        let result = tokio::time::timeout(limit, async {
-            match link {
-                Link::Ssh(conn) => conn.exec(line, stdin, output).await,
-                Link::Local(local) => local.exec(line, stdin, output).await,
-            }
-        })
-        .await;
+        let result = tokio::time::timeout(limit, link.exec(line, stdin, output)).await;
         let timed_out = || TransportError::Timeout {
             host: host.clone(),
             command: shown.to_string(),
@@ -186,7 +176,7 @@ impl SshTransport {
                 // The master is gone (host down, network cut): forget it, so a later `connect`
                 // opens a new one instead of failing forever. Nothing is retried here: the
                 // command may have run.
-                if let Some(conn) = conn {
+                if let Link::Ssh(conn) = link {
                     self.forget(host, conn);
                     conn.shutdown().await;
                 }
@@ -201,7 +191,7 @@ impl SshTransport {
         {
             return Err(timed_out());
         }
-        if sudo && let Some(e) = sudo_denied(host, user, &out) {
+        if sudo && let Some(e) = sudo_denied(host, link.user(), &out) {
             return Err(e);
         }
         Ok((out, copied))
@@ -220,21 +210,56 @@ struct Prepared {
     shown: String,
 }
 
+/// Each `Link` call handed to its kind: a session of the host's SSH master, or a process here.
+impl Link {
+    fn user(&self) -> &str {
+        match self {
+            Link::Ssh(conn) => &conn.user,
+            Link::Local(local) => &local.user,
+        }
+    }
+
+    /// Whether commands needing root go through `sudo -n` on this link.
+    fn sudo(&self) -> bool {
+        match self {
+            Link::Ssh(conn) => conn.sudo,
+            Link::Local(local) => local.sudo,
+        }
+    }
+
+    async fn exec(
+        &self,
+        line: &str,
+        input: Input<'_>,
+        output: (Output<'_>, u64),
+    ) -> Result<(CommandOutput, Option<(u64, String)>), TransportError> {
+        match self {
+            Link::Ssh(conn) => conn.exec(line, input, output).await,
+            Link::Local(local) => local.exec(line, input, output).await,
+        }
+    }
+
+    async fn stream(
+        &self,
+        line: &str,
+        lines: tokio::sync::mpsc::Sender<String>,
+    ) -> Result<Option<i32>, TransportError> {
+        match self {
+            Link::Ssh(conn) => conn.stream(line, lines).await,
+            Link::Local(local) => local.stream(line, lines).await,
+        }
+    }
+}
+
 impl SshTransport {
     /// The same command line for both links (`quote`: `sudo -n`, `timeout`, `env`, quoting):
     /// sshd hands it to the login shell, this machine's `/bin/sh` runs it for a local host.
     fn prepare(&self, host: &HostId, cmd: &RemoteCommand) -> Result<Prepared, TransportError> {
-        let (link, sudo) = match self.local(host) {
-            Some(local) => {
-                let sudo = cmd.root && local.sudo;
-                (Link::Local(local), sudo)
-            }
-            None => {
-                let conn = self.conn(host)?;
-                let sudo = cmd.root && conn.sudo;
-                (Link::Ssh(conn), sudo)
-            }
+        let link = match self.local(host) {
+            Some(local) => Link::Local(local),
+            None => Link::Ssh(self.conn(host)?),
         };
+        let sudo = cmd.root && link.sudo();
         let line = quote::command_line(cmd, sudo).map_err(|e| other(host, e.to_string()))?;
         let shown = match &cmd.shown_as {
             Some(s) => s.clone(),
@@ -260,10 +285,7 @@ impl SshTransport {
             link, line, shown, ..
         } = self.prepare(host, cmd)?;
         tracing::debug!(%host, command = ?shown, "stream");
-        let status = match &link {
-            Link::Ssh(conn) => conn.stream(&line, lines).await,
-            Link::Local(local) => local.stream(&line, lines).await,
-        };
+        let status = link.stream(&line, lines).await;
         match &status {
             Ok(Some(code)) => tracing::debug!(%host, command = ?shown, exit_code = code, "exit"),
             Ok(None) => {
